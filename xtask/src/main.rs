@@ -1,0 +1,2 @@
+//! See <https://github.com/matklad/cargo-xtask/>.
+fn main() {}
