@@ -1,0 +1,291 @@
+//! The error taxonomy every provider reports in. Each variant says whether retrying can help.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::session::{Outcome, ProviderId, SessionId};
+use crate::usage::Usage;
+
+/// What was gathered before a run failed, so that nothing is lost: the session to resume, the
+/// usage that was paid for, and where the full record lies.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunEvidence {
+    /// The last session id seen (already persisted to `session-id.txt`).
+    pub session_id: Option<SessionId>,
+    /// Usage summed over every attempt.
+    pub usage: Usage,
+    /// How many times the CLI was started.
+    pub attempts: u32,
+    /// Wall time from the first spawn to the end.
+    pub duration_ms: u64,
+    /// The last exit code, if the CLI exited rather than being killed.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the CLI, if one did.
+    pub signal: Option<i32>,
+    /// The last 16 KiB of the CLI's stderr, decoded lossily.
+    pub stderr_tail: String,
+    /// The execution log (`events.jsonl`), if one was written.
+    pub log_path: Option<PathBuf>,
+}
+
+/// How a caller should treat an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Retrying later, or resuming the session, can succeed.
+    Retryable,
+    /// Retrying the same request will fail the same way; something must change first.
+    Permanent,
+    /// The caller asked for it; not an error of the agent.
+    Cancelled,
+}
+
+/// Why a provider run did not produce a [`crate::ProviderOutput`].
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The CLI's program was not found or is not executable. Not retryable: install the CLI or
+    /// fix the configured command path.
+    #[error("{provider}: cannot start {program:?}: {reason}; is the CLI installed and on PATH?")]
+    CliNotFound {
+        /// The provider.
+        provider: ProviderId,
+        /// The program that was looked for.
+        program: String,
+        /// The operating system's words.
+        reason: String,
+    },
+    /// Starting the process failed for another reason. Not retryable as is.
+    #[error("{provider}: failed to start {program:?}: {reason}")]
+    SpawnFailed {
+        /// The provider.
+        provider: ProviderId,
+        /// The program.
+        program: String,
+        /// The operating system's words.
+        reason: String,
+    },
+    /// The command line would be longer than the platform allows. Not retryable: the prompt or
+    /// arguments must shrink (the prompt itself never goes into argv).
+    #[error("{provider}: command line too long: {measured} bytes measured, limit {limit} ({limit_name})")]
+    ArgvTooLong {
+        /// The provider.
+        provider: ProviderId,
+        /// The measured size in bytes.
+        measured: usize,
+        /// The limit that was exceeded.
+        limit: usize,
+        /// Which limit (`MAX_ARG_STRLEN`, `ARG_MAX`, `CreateProcess`, `cmd.exe`).
+        limit_name: String,
+    },
+    /// The installed CLI's version is outside the tested range. Not retryable: install a tested
+    /// version or pass the explicit override.
+    #[error("{provider}: {program} reports version {found}, outside the tested range {required}; install a tested version or set providers.{provider}.tested_versions to override")]
+    VersionMismatch {
+        /// The provider.
+        provider: ProviderId,
+        /// The program.
+        program: String,
+        /// The version found (or the unparsed output).
+        found: String,
+        /// The tested range.
+        required: String,
+    },
+    /// The session asks for something this provider cannot do or that is malformed. Not
+    /// retryable.
+    #[error("{provider}: invalid session: {reason}")]
+    InvalidSession {
+        /// The provider.
+        provider: ProviderId,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Rate limited and every retry was used. Retryable later (resume `evidence.session_id`).
+    #[error("{provider}: rate limited; {retries} retries used{}", reset_hint(*.resets_at_epoch_s))]
+    RateLimited {
+        /// The provider.
+        provider: ProviderId,
+        /// Retries used before giving up.
+        retries: u32,
+        /// When the limit resets, if known.
+        resets_at_epoch_s: Option<u64>,
+        /// What was gathered.
+        evidence: Box<RunEvidence>,
+    },
+    /// The model is not available. Not retryable: choose another model.
+    #[error("{provider}: model unavailable: {message}")]
+    ModelUnavailable {
+        /// The provider.
+        provider: ProviderId,
+        /// The CLI's words.
+        message: String,
+        /// What was gathered.
+        evidence: Box<RunEvidence>,
+    },
+    /// The session to resume does not exist, and the one cold retry also failed. Not retryable
+    /// with the same session id.
+    #[error("{provider}: session {session_id} not found, and the cold retry failed too")]
+    StaleSession {
+        /// The provider.
+        provider: ProviderId,
+        /// The id that was not found.
+        session_id: SessionId,
+        /// What was gathered.
+        evidence: Box<RunEvidence>,
+    },
+    /// The CLI ended without success and left no `signals.json`. Retryable (resume the session
+    /// if one was captured).
+    #[error("{provider}: the CLI failed ({})", exit_hint(.evidence))]
+    Crashed {
+        /// The provider.
+        provider: ProviderId,
+        /// What was gathered.
+        evidence: Box<RunEvidence>,
+    },
+    /// The CLI printed nothing for longer than the idle watchdog allows and was killed with its
+    /// whole process tree. Retryable.
+    #[error("{provider}: no output for {idle:?}; the process tree was killed")]
+    IdleTimeout {
+        /// The provider.
+        provider: ProviderId,
+        /// The idle limit.
+        idle: Duration,
+        /// What was gathered.
+        evidence: Box<RunEvidence>,
+    },
+    /// The wall-clock limit passed and the whole process tree was killed. Retryable, with a
+    /// longer limit or a smaller task.
+    #[error("{provider}: still running after {limit:?}; the process tree was killed")]
+    WallTimeout {
+        /// The provider.
+        provider: ProviderId,
+        /// The wall-clock limit.
+        limit: Duration,
+        /// What was gathered.
+        evidence: Box<RunEvidence>,
+    },
+    /// The caller cancelled. The process tree was killed; the session id is kept. Not an agent
+    /// failure; resume it when wanted.
+    #[error("{provider}: cancelled")]
+    Cancelled {
+        /// The provider.
+        provider: ProviderId,
+        /// What was gathered.
+        evidence: Box<RunEvidence>,
+    },
+    /// Writing the run's own files failed (run directory, log, session id file). Not retryable
+    /// until the disk problem is fixed.
+    #[error("{provider}: cannot write {path:?}: {reason}")]
+    Io {
+        /// The provider.
+        provider: ProviderId,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's words.
+        reason: String,
+    },
+}
+
+fn reset_hint(resets_at: Option<u64>) -> String {
+    match resets_at {
+        Some(t) => format!("; the limit resets at {t} (Unix seconds)"),
+        None => String::new(),
+    }
+}
+
+fn exit_hint(evidence: &RunEvidence) -> String {
+    match (evidence.exit_code, evidence.signal) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "no exit status".to_string(),
+    }
+}
+
+impl ProviderError {
+    /// Whether retrying can help.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            ProviderError::RateLimited { .. }
+            | ProviderError::Crashed { .. }
+            | ProviderError::IdleTimeout { .. }
+            | ProviderError::WallTimeout { .. } => ErrorClass::Retryable,
+            ProviderError::CliNotFound { .. }
+            | ProviderError::SpawnFailed { .. }
+            | ProviderError::ArgvTooLong { .. }
+            | ProviderError::VersionMismatch { .. }
+            | ProviderError::InvalidSession { .. }
+            | ProviderError::ModelUnavailable { .. }
+            | ProviderError::StaleSession { .. }
+            | ProviderError::Io { .. } => ErrorClass::Permanent,
+            ProviderError::Cancelled { .. } => ErrorClass::Cancelled,
+        }
+    }
+
+    /// True for [`ErrorClass::Retryable`].
+    pub fn is_retryable(&self) -> bool {
+        self.class() == ErrorClass::Retryable
+    }
+
+    /// The outcome this error stands for.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ProviderError::CliNotFound { .. }
+            | ProviderError::SpawnFailed { .. }
+            | ProviderError::ArgvTooLong { .. }
+            | ProviderError::VersionMismatch { .. }
+            | ProviderError::InvalidSession { .. }
+            | ProviderError::Io { .. } => Outcome::SpawnFailed,
+            ProviderError::RateLimited { .. } => Outcome::RateLimited,
+            ProviderError::ModelUnavailable { .. } => Outcome::ModelUnavailable,
+            ProviderError::StaleSession { .. } => Outcome::StaleSession,
+            ProviderError::Crashed { .. } => Outcome::Crashed,
+            ProviderError::IdleTimeout { .. } => Outcome::IdleTimeout,
+            ProviderError::WallTimeout { .. } => Outcome::WallTimeout,
+            ProviderError::Cancelled { .. } => Outcome::Cancelled,
+        }
+    }
+
+    /// What was gathered before the failure, for errors that happened after a spawn.
+    pub fn evidence(&self) -> Option<&RunEvidence> {
+        match self {
+            ProviderError::RateLimited { evidence, .. }
+            | ProviderError::ModelUnavailable { evidence, .. }
+            | ProviderError::StaleSession { evidence, .. }
+            | ProviderError::Crashed { evidence, .. }
+            | ProviderError::IdleTimeout { evidence, .. }
+            | ProviderError::WallTimeout { evidence, .. }
+            | ProviderError::Cancelled { evidence, .. } => Some(evidence),
+            ProviderError::CliNotFound { .. }
+            | ProviderError::SpawnFailed { .. }
+            | ProviderError::ArgvTooLong { .. }
+            | ProviderError::VersionMismatch { .. }
+            | ProviderError::InvalidSession { .. }
+            | ProviderError::Io { .. } => None,
+        }
+    }
+
+    /// The session to resume after this error, if one was captured.
+    pub fn session_id(&self) -> Option<&SessionId> {
+        self.evidence().and_then(|e| e.session_id.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryability_is_stated_per_variant() {
+        let evidence = Box::new(RunEvidence { exit_code: Some(1), ..RunEvidence::default() });
+        let crashed = ProviderError::Crashed { provider: ProviderId::Claude, evidence };
+        assert!(crashed.is_retryable());
+        assert_eq!(crashed.to_string(), "claude: the CLI failed (exit code 1)");
+        let missing = ProviderError::CliNotFound {
+            provider: ProviderId::Codex,
+            program: "codex".into(),
+            reason: "No such file or directory".into(),
+        };
+        assert_eq!(missing.class(), ErrorClass::Permanent);
+        assert_eq!(missing.outcome(), Outcome::SpawnFailed);
+    }
+}

@@ -1,0 +1,132 @@
+//! Normalized agent events: every CLI's stream, parsed into one vocabulary.
+
+use serde::{Deserialize, Serialize};
+
+use crate::session::SessionId;
+use crate::usage::Usage;
+
+/// What a rate-limit report said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RateLimitInfo {
+    /// When the limit resets, in seconds since the Unix epoch, if the CLI said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at_epoch_s: Option<u64>,
+    /// A retry-after hint in milliseconds, if the CLI gave one instead of a reset time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// Whether the CLI gave up on this request (rejected), rather than only warning.
+    pub rejected: bool,
+    /// The CLI's own words, shortened.
+    pub message: String,
+}
+
+/// One thing an agent did or reported, in the vocabulary shared by all providers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum AgentEvent {
+    /// The CLI announced its session id.
+    SessionStarted {
+        /// The id, validated.
+        session_id: SessionId,
+        /// The model the CLI says it uses, if it said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
+    /// Text the agent wrote for the user.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Reasoning the CLI exposed.
+    Thinking {
+        /// The reasoning text.
+        text: String,
+    },
+    /// The agent called a tool.
+    ToolUse {
+        /// The CLI's id for this call, to pair it with its result.
+        id: String,
+        /// The tool's name (`Write`, `Bash`, `exec_command`, …).
+        name: String,
+        /// The tool input as the CLI reported it.
+        input: serde_json::Value,
+    },
+    /// A tool call finished.
+    ToolResult {
+        /// The id of the call this answers.
+        id: String,
+        /// Whether the tool reported an error (a denied permission, a failed command).
+        is_error: bool,
+        /// The result text, shortened by the provider where it is large.
+        content: String,
+    },
+    /// A usage report (per turn or per step).
+    Usage {
+        /// The reported figures.
+        usage: Usage,
+    },
+    /// The CLI reported a rate limit (or an overload that behaves like one).
+    RateLimit {
+        /// What the report said.
+        info: RateLimitInfo,
+    },
+    /// The CLI is retrying a request on its own.
+    RetryNotice {
+        /// The CLI's attempt number.
+        attempt: u32,
+        /// Its maximum, if it said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<u32>,
+        /// How long it will wait, if it said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delay_ms: Option<u64>,
+        /// The HTTP status that caused the retry, if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+    },
+    /// The CLI's own end-of-run event (`result`, `turn.completed`, …).
+    TerminalResult {
+        /// Whether the CLI reports the run as failed.
+        is_error: bool,
+        /// The final text or error message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// An HTTP status behind a failure, if the CLI reported one (Claude `api_error_status`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api_status: Option<u16>,
+        /// The run's usage as the terminal event reports it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    /// A stdout line longer than the per-line cap. The stream kept flowing past it.
+    OversizedLine {
+        /// The line's length in bytes.
+        len: u64,
+        /// Its first bytes, decoded lossily.
+        prefix: String,
+    },
+    /// A stdout line the provider's parser did not recognise; kept so nothing is lost.
+    Unparsed {
+        /// The line, shortened to a few KiB.
+        line: String,
+    },
+}
+
+impl AgentEvent {
+    /// A short name for the event's kind, for live views and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentEvent::SessionStarted { .. } => "session_started",
+            AgentEvent::Text { .. } => "text",
+            AgentEvent::Thinking { .. } => "thinking",
+            AgentEvent::ToolUse { .. } => "tool_use",
+            AgentEvent::ToolResult { .. } => "tool_result",
+            AgentEvent::Usage { .. } => "usage",
+            AgentEvent::RateLimit { .. } => "rate_limit",
+            AgentEvent::RetryNotice { .. } => "retry_notice",
+            AgentEvent::TerminalResult { .. } => "terminal_result",
+            AgentEvent::OversizedLine { .. } => "oversized_line",
+            AgentEvent::Unparsed { .. } => "unparsed",
+        }
+    }
+}
