@@ -1,1 +1,57 @@
-//! Placeholder.
+//! The supervised process engine: everything about running an AI coding CLI as a child process
+//! that does not depend on which CLI it is.
+//!
+//! A provider adapter ([`CliAdapter`]) supplies its program, arguments, env profile, prompt
+//! delivery, stream parser, failure classifiers and resume spelling; the [`Engine`] does the rest:
+//! spawn in a new process group with an explicit environment and closed or prompt-fed stdin, the
+//! idle watchdog and wall-clock limit, the kill ladder (SIGTERM, grace, SIGKILL to the group, plus
+//! a sweep for descendants that left the group), bounded line framing, the execution log
+//! (`events.jsonl`), `session-id.txt` written the moment the id is known, the exit classification
+//! ladder, rate-limit backoff with session resume and the one stale-session cold retry, the argv
+//! budget, prompt pointer files, and CLI version checks.
+//!
+//! It knows nothing about any specific provider (no CLI's flags, stream format or wording) and
+//! nothing about settings files: the composition root hands it an [`EngineConfig`]. It is the
+//! only crate of the product that creates processes.
+
+mod adapter;
+mod argv;
+mod attempt;
+mod backoff;
+mod classify;
+mod config;
+mod env;
+mod files;
+mod framing;
+mod log;
+mod proc;
+mod spawn;
+mod supervisor;
+mod tail;
+mod version;
+
+pub use adapter::{
+    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, PromptDelivery, StreamParser,
+    TerminalSummary, VersionCheck,
+};
+pub use argv::{
+    ArgvPlatform, ArgvTooLong, LINUX_MAX_ARG_STRLEN, WINDOWS_CMD_MAX, WINDOWS_CREATE_PROCESS_MAX,
+    check_argv, env_block_bytes,
+};
+pub use backoff::{RetryPolicy, WaitBasis};
+pub use classify::{AttemptClass, ClassifyInput, classify};
+pub use config::EngineConfig;
+pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};
+pub use files::{
+    PromptPointer, SESSION_ID_FILE, SESSION_META_FILE, SessionMeta, persist_session, write_atomic,
+    write_prompt_pointer,
+};
+pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
+pub use log::{EVENTS_FILE, ExecutionLog, KillReason};
+pub use proc::RUN_TOKEN_VAR;
+pub use spawn::{
+    ChildInput, ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild, StdinMode,
+    TokioSpawner, group_alive, signal_group,
+};
+pub use supervisor::{Engine, SupervisedProvider};
+pub use version::{VersionProbe, parse_version, probe_version};

@@ -67,7 +67,9 @@ pub enum ProviderError {
     },
     /// The command line would be longer than the platform allows. Not retryable: the prompt or
     /// arguments must shrink (the prompt itself never goes into argv).
-    #[error("{provider}: command line too long: {measured} bytes measured, limit {limit} ({limit_name})")]
+    #[error(
+        "{provider}: command line too long: {measured} bytes measured, limit {limit} ({limit_name})"
+    )]
     ArgvTooLong {
         /// The provider.
         provider: ProviderId,
@@ -80,7 +82,9 @@ pub enum ProviderError {
     },
     /// The installed CLI's version is outside the tested range. Not retryable: install a tested
     /// version or pass the explicit override.
-    #[error("{provider}: {program} reports version {found}, outside the tested range {required}; install a tested version or set providers.{provider}.tested_versions to override")]
+    #[error(
+        "{provider}: {program} reports version {found}, outside the tested range {required}; install a tested version or set providers.{provider}.tested_versions to override"
+    )]
     VersionMismatch {
         /// The provider.
         provider: ProviderId,
@@ -276,8 +280,14 @@ mod tests {
 
     #[test]
     fn retryability_is_stated_per_variant() {
-        let evidence = Box::new(RunEvidence { exit_code: Some(1), ..RunEvidence::default() });
-        let crashed = ProviderError::Crashed { provider: ProviderId::Claude, evidence };
+        let evidence = Box::new(RunEvidence {
+            exit_code: Some(1),
+            ..RunEvidence::default()
+        });
+        let crashed = ProviderError::Crashed {
+            provider: ProviderId::Claude,
+            evidence,
+        };
         assert!(crashed.is_retryable());
         assert_eq!(crashed.to_string(), "claude: the CLI failed (exit code 1)");
         let missing = ProviderError::CliNotFound {

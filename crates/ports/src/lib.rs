@@ -23,8 +23,7 @@ pub use provider::{
     ModelAvailabilityProbe, NoopObserver, RunObserver,
 };
 pub use session::{
-    AiSession, Effort, Outcome, Permissions, ProviderId, ProviderOutput, SessionId,
-    SessionIdError,
+    AiSession, Effort, Outcome, Permissions, ProviderId, ProviderOutput, SessionId, SessionIdError,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use usage::Usage;

@@ -83,7 +83,10 @@ pub trait InteractiveAiProvider: Send + Sync {
     fn id(&self) -> ProviderId;
 
     /// Runs the CLI on the caller's terminal until the human leaves it.
-    async fn run_interactive(&self, session: AiSession) -> Result<InteractiveOutcome, ProviderError>;
+    async fn run_interactive(
+        &self,
+        session: AiSession,
+    ) -> Result<InteractiveOutcome, ProviderError>;
 }
 
 /// Whether a model can be used, as far as the probe can tell.

@@ -79,7 +79,9 @@ pub enum SessionIdError {
     #[error("session id {0:?} starts with '-' and could be read as a command-line flag")]
     LooksLikeFlag(String),
     /// The id holds a character outside `[A-Za-z0-9._:-]`.
-    #[error("session id {id:?} holds the character {ch:?}; only letters, digits and . _ : - are accepted")]
+    #[error(
+        "session id {id:?} holds the character {ch:?}; only letters, digits and . _ : - are accepted"
+    )]
     BadCharacter {
         /// The refused id.
         id: String,
@@ -173,7 +175,11 @@ pub struct Permissions {
 impl Default for Permissions {
     /// An unattended coding agent: it edits, runs commands and may look things up.
     fn default() -> Self {
-        Permissions { edit_files: true, run_shell: true, web_access: true }
+        Permissions {
+            edit_files: true,
+            run_shell: true,
+            web_access: true,
+        }
     }
 }
 
@@ -306,13 +312,21 @@ mod tests {
         assert_eq!(SessionId::new(""), Err(SessionIdError::Empty));
         assert_eq!(
             SessionId::new("--dangerously-skip-permissions"),
-            Err(SessionIdError::LooksLikeFlag("--dangerously-skip-permissions".into()))
+            Err(SessionIdError::LooksLikeFlag(
+                "--dangerously-skip-permissions".into()
+            ))
         );
         assert_eq!(
             SessionId::new("a b"),
-            Err(SessionIdError::BadCharacter { id: "a b".into(), ch: ' ' })
+            Err(SessionIdError::BadCharacter {
+                id: "a b".into(),
+                ch: ' '
+            })
         );
-        assert_eq!(SessionId::new("x".repeat(257)), Err(SessionIdError::TooLong { len: 257 }));
+        assert_eq!(
+            SessionId::new("x".repeat(257)),
+            Err(SessionIdError::TooLong { len: 257 })
+        );
     }
 
     #[test]

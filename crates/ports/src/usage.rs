@@ -66,11 +66,22 @@ mod tests {
 
     #[test]
     fn sum_keeps_unreported_parts_unreported() {
-        let mut total = Usage { input: Some(10), ..Usage::default() };
-        total.add(&Usage { input: Some(5), cost_usd: Some(0.25), ..Usage::default() });
+        let mut total = Usage {
+            input: Some(10),
+            ..Usage::default()
+        };
+        total.add(&Usage {
+            input: Some(5),
+            cost_usd: Some(0.25),
+            ..Usage::default()
+        });
         assert_eq!(
             total,
-            Usage { input: Some(15), cost_usd: Some(0.25), ..Usage::default() }
+            Usage {
+                input: Some(15),
+                cost_usd: Some(0.25),
+                ..Usage::default()
+            }
         );
         assert_eq!(total.output, None);
     }

@@ -1,1 +1,179 @@
-//! Placeholder.
+//! Test fixtures for Corral: the path of the fake agent program and helpers to check that no process
+//! of a supervised tree is left behind.
+//!
+//! The fake agent (`corral-fake-agent`, see `src/bin/fake_agent.rs`) records the pid of every process
+//! it creates in a pid file; [`read_pids`], [`wait_all_dead`] and [`kill_survivors`] turn that file
+//! into an assertion and a cleanup. [`fake_protocol`] holds the types of its stdout lines.
+
+// test-support is a tool, not product: it may create processes.
+#![allow(clippy::disallowed_methods)]
+
+pub mod fake_protocol;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The file name of the fake agent binary.
+const FAKE_AGENT_BIN: &str = "corral-fake-agent";
+
+/// How often the polling helpers look again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// The path of the built `corral-fake-agent` binary, building it first if it is missing.
+///
+/// Looks next to the running test executable (`target/<profile>/deps/<test>-<hash>` → the binary is
+/// `target/<profile>/corral-fake-agent`). Cargo does not build a dependency's binaries for another
+/// crate's tests, so when it is missing this runs `$CARGO build -p corral-test-support --bin
+/// corral-fake-agent` once per process with the same profile and target directory.
+///
+/// # Panics
+/// When the binary can't be found or built (this is test code; the message says why).
+pub fn fake_agent_path() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(locate_or_build_fake_agent).clone()
+}
+
+#[allow(
+    clippy::panic,
+    reason = "test fixture: a missing fake agent must stop the test loudly"
+)]
+fn locate_or_build_fake_agent() -> PathBuf {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(err) => panic!("corral-test-support: can't find the current executable: {err}"),
+    };
+    let Some(mut profile_dir) = exe.parent().map(Path::to_path_buf) else {
+        panic!(
+            "corral-test-support: {} has no parent directory",
+            exe.display()
+        );
+    };
+    if profile_dir.file_name().is_some_and(|n| n == "deps") {
+        profile_dir.pop();
+    }
+    let bin = profile_dir.join(format!("{FAKE_AGENT_BIN}{}", std::env::consts::EXE_SUFFIX));
+    if bin.is_file() {
+        return bin;
+    }
+
+    let (Some(profile_name), Some(target_dir)) = (
+        profile_dir.file_name().and_then(|n| n.to_str()),
+        profile_dir.parent(),
+    ) else {
+        panic!(
+            "corral-test-support: can't derive the profile and target dir from {}",
+            profile_dir.display()
+        );
+    };
+    let profile = match profile_name {
+        "debug" => "dev",
+        other => other,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(&cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "corral-test-support",
+            "--bin",
+            FAKE_AGENT_BIN,
+        ])
+        .arg("--profile")
+        .arg(profile)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .status();
+    match status {
+        Ok(status) if status.success() => {}
+        Ok(status) => panic!("corral-test-support: building {FAKE_AGENT_BIN} failed: {status}"),
+        Err(err) => panic!(
+            "corral-test-support: can't run {} to build {FAKE_AGENT_BIN}: {err}",
+            cargo.to_string_lossy()
+        ),
+    }
+    if !bin.is_file() {
+        panic!(
+            "corral-test-support: built {FAKE_AGENT_BIN} but {} does not exist",
+            bin.display()
+        );
+    }
+    bin
+}
+
+/// The pids recorded in a pid file, one per line, in order. A missing file gives an empty list;
+/// lines that aren't a pid are skipped.
+pub fn read_pids(path: &Path) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .map(|text| {
+            text.lines()
+                .filter_map(|line| line.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether `pid` is a live process: it exists and is neither a zombie (`Z`) nor dead (`X`).
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) state ...`: comm may contain anything, so the state follows the LAST ')'.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    !matches!(state, None | Some("Z" | "X" | "x"))
+}
+
+/// Polls every 10 ms until none of `pids` is alive or `timeout` passed; returns the survivors
+/// (empty means every process is gone).
+pub fn wait_all_dead(pids: &[u32], timeout: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let survivors: Vec<u32> = pids.iter().copied().filter(|&p| is_alive(p)).collect();
+        if survivors.is_empty() || Instant::now() >= deadline {
+            return survivors;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Sends SIGKILL to each of `pids` that is still alive (test cleanup). Ignores pids that can't name
+/// a single other process (0, values beyond `i32::MAX`, the caller itself) and errors.
+pub fn kill_survivors(pids: &[u32]) {
+    let me = std::process::id();
+    for &pid in pids {
+        let Ok(raw) = i32::try_from(pid) else {
+            continue;
+        };
+        if raw > 0 && pid != me && is_alive(pid) {
+            let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Polls every 10 ms until the file at `path` holds at least `n` complete lines; false on timeout.
+pub fn wait_for_lines(path: &Path, n: usize, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if count_lines(path) >= n {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The number of complete (newline-terminated) lines in a file; 0 when it is missing.
+fn count_lines(path: &Path) -> usize {
+    std::fs::read(path)
+        .map(|bytes| bytes.iter().filter(|&&b| b == b'\n').count())
+        .unwrap_or(0)
+}

@@ -1,2 +1,438 @@
-//! Placeholder.
-fn main() {}
+//! `corral-fake-agent`: a fake headless AI CLI for Corral's engine tests.
+//!
+//! It writes JSON lines on stdout (see `corral_test_support::fake_protocol`) and each mode injects
+//! one fault the engine must survive: hangs, ignored SIGTERM, escaping grandchildren, giant lines,
+//! invalid UTF-8, crashes, rate limits, stale sessions, floods. Every process it creates appends its
+//! pid to the pid file first thing, so a test can check that none is left. Run `corral-fake-agent
+//! usage` for the list of modes.
+
+// test-support is a tool, not product: it may create processes.
+#![allow(clippy::disallowed_methods)]
+
+#[path = "fake_agent/cli.rs"]
+mod cli;
+#[path = "fake_agent/tree.rs"]
+mod tree;
+
+use std::ffi::OsString;
+use std::io::{self, BufWriter, Write};
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use corral_test_support::fake_protocol::{FakeLine, HELLO, TREE_READY};
+use corral_test_support::read_pids;
+use nix::sys::signal::{SigSet, Signal, raise};
+
+use crate::cli::{Mode, Opts};
+use crate::tree::{TreePidFile, is_session_leader, sleep_forever, spawn_self, wait_until};
+
+/// Exit code for a bad command line (EX_USAGE).
+const EXIT_USAGE: u8 = 64;
+
+/// The size of every chunk the big modes write.
+const CHUNK: usize = 64 * 1024;
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if let Some(pid_file) = cli::early_pid_file(&args)
+        && let Err(err) = tree::record_pid(&pid_file)
+    {
+        eprintln!(
+            "corral-fake-agent: can't record pid in {}: {err}",
+            pid_file.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let opts = match cli::parse(&args) {
+        Ok(opts) => opts,
+        Err(msg) => {
+            eprintln!("corral-fake-agent: {msg}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match run(&opts, &args) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("corral-fake-agent ({}): {err}", opts.mode.name());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A `Write` straight onto a file descriptor (no buffering of its own), so a line written in one
+/// `write_all` is on the pipe at once.
+struct FdWriter<F: AsFd>(F);
+
+impl<F: AsFd> Write for FdWriter<F> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        nix::unistd::write(&self.0, buf).map_err(io::Error::from)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Stdout, one protocol line per write.
+struct Out {
+    fd: FdWriter<io::Stdout>,
+    eol: &'static [u8],
+}
+
+impl Out {
+    fn new(eol: &'static [u8]) -> Self {
+        Self {
+            fd: FdWriter(io::stdout()),
+            eol,
+        }
+    }
+
+    fn line(&mut self, line: &FakeLine) -> io::Result<()> {
+        let mut buf = serde_json::to_vec(line)?;
+        buf.extend_from_slice(self.eol);
+        self.fd.write_all(&buf)
+    }
+
+    fn raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.fd.write_all(bytes)
+    }
+}
+
+fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
+    let invocation = if opts.mode.is_internal() {
+        None
+    } else {
+        bump_state(opts.state_file.as_deref())?
+    };
+    if !opts.mode.is_internal() && opts.mode != Mode::EchoStdin {
+        log_argv(opts, args, None)?;
+    }
+    let session = opts
+        .resume
+        .clone()
+        .or_else(|| opts.session_id.clone())
+        .unwrap_or_else(fresh_session);
+    let mut out = Out::new(b"\n");
+
+    match opts.mode {
+        Mode::Ok => ok_turn(&mut out, &session, opts.sleep_ms),
+        Mode::HangAfterInit => {
+            out.line(&FakeLine::init(&session))?;
+            sleep_forever()
+        }
+        Mode::TrapTerm => {
+            // Blocking (rather than SIG_IGN) needs no unsafe code and has the same effect here:
+            // the signals stay pending forever and only SIGKILL ends the process.
+            let mut set = SigSet::empty();
+            for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+                set.add(signal);
+            }
+            set.thread_block().map_err(io::Error::from)?;
+            out.line(&FakeLine::init(&session))?;
+            sleep_forever()
+        }
+        Mode::Grandchildren => {
+            let pids = TreePidFile::new(opts.pid_file.as_deref());
+            let before = pids.len();
+            out.line(&FakeLine::init(&session))?;
+            let count = opts.count.unwrap_or(3);
+            let _spawner = spawn_self(
+                Mode::Spawner,
+                &pids.path,
+                &["--count".into(), count.to_string()],
+            )?;
+            let want = before + 1 + usize::try_from(count).unwrap_or(usize::MAX);
+            wait_until("the spawner and its sleepers to record their pids", || {
+                pids.len() >= want
+            })?;
+            pids.done();
+            out.line(&FakeLine::text(TREE_READY))?;
+            sleep_forever()
+        }
+        Mode::SetsidGrandchild => {
+            let pids = TreePidFile::new(opts.pid_file.as_deref());
+            out.line(&FakeLine::init(&session))?;
+            let child = spawn_self(Mode::SetsidSleeper, &pids.path, &[])?;
+            let child_pid = child.id();
+            wait_until(
+                "the setsid child to record its pid and leave the group",
+                || read_pids(&pids.path).contains(&child_pid) && is_session_leader(child_pid),
+            )?;
+            pids.done();
+            out.line(&FakeLine::text(TREE_READY))?;
+            sleep_forever()
+        }
+        Mode::Daemonize => {
+            let pids = TreePidFile::new(opts.pid_file.as_deref());
+            let before = pids.len();
+            out.line(&FakeLine::init(&session))?;
+            let mut intermediate = spawn_self(Mode::DaemonIntermediate, &pids.path, &[])?;
+            let intermediate_pid = intermediate.id();
+            let status = intermediate.wait()?;
+            if !status.success() {
+                return Err(io::Error::other(format!(
+                    "the intermediate failed: {status}"
+                )));
+            }
+            wait_until("the daemon to record its pid and call setsid()", || {
+                read_pids(&pids.path)
+                    .into_iter()
+                    .skip(before)
+                    .find(|&pid| pid != intermediate_pid)
+                    .is_some_and(is_session_leader)
+            })?;
+            pids.done();
+            out.line(&FakeLine::text(TREE_READY))?;
+            sleep_forever()
+        }
+        Mode::GiantLine => {
+            out.line(&FakeLine::init(&session))?;
+            giant_line(&mut out, opts.bytes.unwrap_or(64 * 1024 * 1024))?;
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
+        Mode::InvalidUtf8 => {
+            out.line(&FakeLine::init(&session))?;
+            out.raw(b"{\"type\":\"text\",\"text\":\"bad \xff\xfe bytes\"}\n")?;
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
+        Mode::Crlf => ok_turn(&mut Out::new(b"\r\n"), &session, None),
+        Mode::LingerAfterResult => {
+            out.line(&FakeLine::init(&session))?;
+            out.line(&FakeLine::done())?;
+            sleep_forever()
+        }
+        Mode::ExitNonzeroAfterResult => {
+            out.line(&FakeLine::init(&session))?;
+            out.line(&FakeLine::done())?;
+            Ok(3)
+        }
+        Mode::ExitNonzeroWithSignals => {
+            out.line(&FakeLine::init(&session))?;
+            if let Some(path) = &opts.signals {
+                std::fs::write(
+                    path,
+                    r#"{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-01-01T00:00:00Z"}]}"#,
+                )?;
+            }
+            Ok(1)
+        }
+        Mode::StderrFlood => {
+            out.line(&FakeLine::init(&session))?;
+            stderr_flood(opts.bytes.unwrap_or(100 * 1024 * 1024))?;
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
+        Mode::CrashMidLine => {
+            out.line(&FakeLine::init(&session))?;
+            out.raw(br#"{"type":"text","te"#)?;
+            crash()
+        }
+        Mode::CloseStdout => {
+            out.line(&FakeLine::init(&session))?;
+            nix::unistd::close(1).map_err(io::Error::from)?;
+            nix::unistd::close(2).map_err(io::Error::from)?;
+            sleep_forever()
+        }
+        Mode::RateLimitThenOk => {
+            out.line(&FakeLine::init(&session))?;
+            if invocation.unwrap_or(1) <= opts.times.unwrap_or(1) {
+                out.line(&FakeLine::rate_limit(opts.resets_at))?;
+                return Ok(1);
+            }
+            out.line(&FakeLine::text(HELLO))?;
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
+        Mode::RateLimitForever => {
+            out.line(&FakeLine::init(&session))?;
+            out.line(&FakeLine::rate_limit(opts.resets_at))?;
+            Ok(1)
+        }
+        Mode::StaleSession => match &opts.resume {
+            Some(id) => {
+                eprintln!("No conversation found with session ID: {id}");
+                Ok(1)
+            }
+            None => {
+                let session = opts.session_id.clone().unwrap_or_else(fresh_session);
+                ok_turn(&mut out, &session, opts.sleep_ms)
+            }
+        },
+        Mode::EchoStdin => {
+            let stdin_bytes = io::copy(&mut io::stdin().lock(), &mut io::sink())?;
+            log_argv(opts, args, Some(stdin_bytes))?;
+            let cmdline_bytes = std::fs::read("/proc/self/cmdline")?.len();
+            out.line(&FakeLine::init(&session))?;
+            out.line(&FakeLine::text(format!(
+                "stdin_bytes={stdin_bytes} cmdline_bytes={cmdline_bytes}"
+            )))?;
+            pause(opts.sleep_ms);
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
+        Mode::Flood => {
+            out.line(&FakeLine::init(&session))?;
+            flood(
+                opts.lines.unwrap_or(200_000),
+                opts.line_bytes.unwrap_or(1024),
+            )?;
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
+        Mode::Usage => {
+            out.raw(cli::usage_text().as_bytes())?;
+            Ok(0)
+        }
+        Mode::Spawner => {
+            let pid_file = internal_pid_file(opts)?;
+            for _ in 0..opts.count.unwrap_or(3) {
+                spawn_self(Mode::Sleeper, pid_file, &[])?;
+            }
+            sleep_forever()
+        }
+        Mode::Sleeper => sleep_forever(),
+        Mode::SetsidSleeper => {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            sleep_forever()
+        }
+        Mode::DaemonIntermediate => {
+            spawn_self(Mode::SetsidSleeper, internal_pid_file(opts)?, &[])?;
+            Ok(0)
+        }
+    }
+}
+
+/// `fake-<pid>`.
+fn fresh_session() -> String {
+    format!("fake-{}", std::process::id())
+}
+
+/// The pid file an internal mode passes on to its children (the parent always gives one).
+fn internal_pid_file(opts: &Opts) -> io::Result<&Path> {
+    opts.pid_file
+        .as_deref()
+        .ok_or_else(|| io::Error::other("internal mode without --pid-file"))
+}
+
+/// init, text "hello", an optional pause, result; exit 0.
+fn ok_turn(out: &mut Out, session: &str, sleep_ms: Option<u64>) -> io::Result<u8> {
+    out.line(&FakeLine::init(session))?;
+    out.line(&FakeLine::text(HELLO))?;
+    pause(sleep_ms);
+    out.line(&FakeLine::done())?;
+    Ok(0)
+}
+
+fn pause(sleep_ms: Option<u64>) {
+    if let Some(ms) = sleep_ms {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+/// Reads, increments and writes the invocation counter; the new value (1-based).
+fn bump_state(path: Option<&Path>) -> io::Result<Option<u64>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let previous = match std::fs::read_to_string(path) {
+        Ok(text) => text.trim().parse::<u64>().unwrap_or(0),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => 0,
+        Err(err) => return Err(err),
+    };
+    let invocation = previous + 1;
+    std::fs::write(path, format!("{invocation}\n"))?;
+    Ok(Some(invocation))
+}
+
+/// Appends `{"argv":[...],"stdin_bytes":...}` to the argv log, if any, in one O_APPEND write.
+fn log_argv(opts: &Opts, args: &[OsString], stdin_bytes: Option<u64>) -> io::Result<()> {
+    let Some(path) = &opts.argv_log else {
+        return Ok(());
+    };
+    let argv: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut line = serde_json::to_vec(&serde_json::json!({
+        "argv": argv,
+        "stdin_bytes": stdin_bytes,
+    }))?;
+    line.push(b'\n');
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(&line)
+}
+
+const TEXT_PREFIX: &[u8] = br#"{"type":"text","text":""#;
+const TEXT_SUFFIX: &[u8] = br#""}"#;
+
+/// One text line of `total` bytes (without the newline), written in 64 KiB chunks.
+fn giant_line(out: &mut Out, total: u64) -> io::Result<()> {
+    let overhead = (TEXT_PREFIX.len() + TEXT_SUFFIX.len()) as u64;
+    let mut remaining = total.saturating_sub(overhead);
+    let chunk = vec![b'a'; CHUNK];
+    out.raw(TEXT_PREFIX)?;
+    while remaining > 0 {
+        let n = usize::try_from(remaining).map_or(CHUNK, |r| r.min(CHUNK));
+        out.raw(&chunk[..n])?;
+        remaining -= n as u64;
+    }
+    out.raw(TEXT_SUFFIX)?;
+    out.raw(b"\n")
+}
+
+/// `total` bytes of 1 KiB lines (`x` * 1023 + newline) on stderr, in 64 KiB writes.
+fn stderr_flood(total: u64) -> io::Result<()> {
+    let mut chunk = vec![b'x'; CHUNK];
+    for line_end in chunk.iter_mut().skip(1023).step_by(1024) {
+        *line_end = b'\n';
+    }
+    let mut err = FdWriter(io::stderr());
+    let mut remaining = total;
+    while remaining > 0 {
+        let n = usize::try_from(remaining).map_or(CHUNK, |r| r.min(CHUNK));
+        err.write_all(&chunk[..n])?;
+        remaining -= n as u64;
+    }
+    Ok(())
+}
+
+/// `lines` text lines of exactly `line_bytes` bytes each (without the newline), through a 64 KiB
+/// buffer and not flushed per line.
+fn flood(lines: u64, line_bytes: u64) -> io::Result<()> {
+    let overhead = TEXT_PREFIX.len() + TEXT_SUFFIX.len();
+    let fill = usize::try_from(line_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(overhead);
+    let mut line = Vec::with_capacity(overhead + fill + 1);
+    line.extend_from_slice(TEXT_PREFIX);
+    line.resize(TEXT_PREFIX.len() + fill, b'x');
+    line.extend_from_slice(TEXT_SUFFIX);
+    line.push(b'\n');
+    let mut writer = BufWriter::with_capacity(CHUNK, FdWriter(io::stdout()));
+    for _ in 0..lines {
+        writer.write_all(&line)?;
+    }
+    writer.flush()
+}
+
+/// Dies by SIGSEGV without leaving a core file.
+fn crash() -> ! {
+    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+    let mut segv = SigSet::empty();
+    segv.add(Signal::SIGSEGV);
+    let _ = segv.thread_unblock();
+    // Rust's runtime installs a SIGSEGV handler (stack-overflow detection); for a fault that is not
+    // a guard-page hit it restores the default action and returns, so the first raise() comes back
+    // and the second one kills.
+    let _ = raise(Signal::SIGSEGV);
+    let _ = raise(Signal::SIGSEGV);
+    // Only reached if SIGSEGV was inherited as ignored; still die by a signal.
+    std::process::abort()
+}

@@ -1,0 +1,133 @@
+//! What a provider supplies to plug into the engine: how to start its CLI, how to read its
+//! stream, and how to recognise its failures.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use corral_ports::{AgentEvent, AiSession, ProviderError, ProviderId, RateLimitInfo, SessionId};
+
+use crate::env::EnvProfile;
+use crate::files::PromptPointer;
+use crate::spawn::ExitInfo;
+
+/// How the prompt reaches the CLI. The body never goes into argv.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptDelivery {
+    /// Written to the child's stdin, which is then closed.
+    Stdin,
+    /// Written to this file beside `signals.json`; the CLI gets a one-line pointer sentence as
+    /// an argument ([`AttemptPlan::pointer`]). Stdin is `/dev/null`.
+    PointerFile {
+        /// The file name, e.g. `copilot-prompt.md`.
+        file_name: &'static str,
+    },
+}
+
+/// What the adapter needs to build one attempt's command line.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptPlan<'a> {
+    /// The caller's intent.
+    pub session: &'a AiSession,
+    /// The session this attempt resumes, if any (the caller's, or one captured by an earlier
+    /// attempt after a rate limit).
+    pub resume: Option<&'a SessionId>,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// The prompt pointer, with [`PromptDelivery::PointerFile`].
+    pub pointer: Option<&'a PromptPointer>,
+}
+
+/// One attempt's command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// The program (configured path or name on `PATH`).
+    pub program: PathBuf,
+    /// The arguments.
+    pub args: Vec<OsString>,
+    /// Variables the provider sets on top of the env policy (its retry caps, telemetry off).
+    pub env_set: Vec<(String, String)>,
+}
+
+/// Turns one stdout line of a CLI into normalized events. One parser per attempt, so it may keep
+/// state (for example, pairing tool calls with results).
+pub trait StreamParser: Send {
+    /// Parses one line (without terminator). Unknown lines become [`AgentEvent::Unparsed`].
+    fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>);
+}
+
+/// The CLI's terminal event, as far as classification needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminalSummary {
+    /// Whether the CLI reported failure.
+    pub is_error: bool,
+    /// Its final text or error message.
+    pub text: Option<String>,
+    /// The HTTP status behind a failure, if reported.
+    pub api_status: Option<u16>,
+}
+
+/// What an attempt left behind, for the adapter's classifiers.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptEvidence<'a> {
+    /// How the child ended.
+    pub exit: Option<ExitInfo>,
+    /// The terminal event, if one was seen.
+    pub terminal: Option<&'a TerminalSummary>,
+    /// The last 16 KiB of stderr.
+    pub stderr_tail: &'a str,
+    /// The last 8 KiB of stdout.
+    pub stdout_tail: &'a str,
+    /// The session this attempt resumed, if any.
+    pub resumed: Option<&'a SessionId>,
+    /// Rate-limit events the parser produced.
+    pub rate_limits: &'a [RateLimitInfo],
+}
+
+/// The adapter's reading of a failed attempt. Structured evidence first, narrow text patterns
+/// last: prose that merely mentions rate limits must not count.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Diagnosis {
+    /// The attempt was rate limited.
+    pub rate_limit: Option<RateLimitInfo>,
+    /// The session to resume was not found.
+    pub stale_session: bool,
+    /// The model is unavailable, with the CLI's words.
+    pub model_unavailable: Option<String>,
+}
+
+/// A declared tested version range, checked before a run.
+#[derive(Debug, Clone)]
+pub struct VersionCheck {
+    /// The program to ask.
+    pub program: PathBuf,
+    /// Arguments that print the version (usually `--version`).
+    pub args: Vec<String>,
+    /// The tested range.
+    pub required: semver::VersionReq,
+    /// How long the CLI may take to answer.
+    pub timeout: Duration,
+    /// Run even when the version is outside the range (logged as overridden).
+    pub allow_mismatch: bool,
+}
+
+/// Everything a provider supplies. Implementations hold only their CLI's grammar; the lifecycle
+/// (spawn, watchdogs, retries, logs, files) is the engine's.
+pub trait CliAdapter: Send + Sync {
+    /// Which provider this is.
+    fn provider(&self) -> ProviderId;
+    /// How the prompt reaches the CLI.
+    fn prompt_delivery(&self) -> PromptDelivery;
+    /// The variables the CLI reads (its credentials among them).
+    fn env_profile(&self) -> EnvProfile;
+    /// The command for one attempt.
+    fn command(&self, plan: &AttemptPlan<'_>) -> Result<CommandSpec, ProviderError>;
+    /// A fresh parser for one attempt's stdout.
+    fn parser(&self) -> Box<dyn StreamParser>;
+    /// Reads a failed attempt's evidence.
+    fn diagnose(&self, evidence: &AttemptEvidence<'_>) -> Diagnosis;
+    /// The tested version range, if the engine should check it before a run.
+    fn version_check(&self) -> Option<VersionCheck> {
+        None
+    }
+}

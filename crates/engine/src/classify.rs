@@ -1,0 +1,273 @@
+//! The exit classification ladder: how one attempt ended, decided in a fixed order.
+//!
+//! cancelled → success from the terminal event (exit code only as a fallback) → rate limit →
+//! model unavailable → failed but `signals.json` present (recovered) → stale session → watchdog
+//! kills (idle, wall clock) → crash. Spawn errors are decided before any of this.
+
+use corral_ports::RateLimitInfo;
+
+use crate::adapter::{Diagnosis, TerminalSummary};
+use crate::log::KillReason;
+use crate::spawn::ExitInfo;
+
+/// One attempt's class.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptClass {
+    /// The caller cancelled.
+    Cancelled,
+    /// The CLI reported success.
+    Succeeded,
+    /// Rate limited; the info is the best report seen.
+    RateLimited(RateLimitInfo),
+    /// The model is unavailable.
+    ModelUnavailable(String),
+    /// Failed, but `signals.json` is there.
+    Recovered,
+    /// The resumed session was not found.
+    StaleSession,
+    /// Killed for printing nothing.
+    IdleTimeout,
+    /// Killed at the wall-clock limit.
+    WallTimeout,
+    /// Anything else.
+    Crashed,
+}
+
+impl AttemptClass {
+    /// For the log.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AttemptClass::Cancelled => "cancelled",
+            AttemptClass::Succeeded => "succeeded",
+            AttemptClass::RateLimited(_) => "rate-limited",
+            AttemptClass::ModelUnavailable(_) => "model-unavailable",
+            AttemptClass::Recovered => "recovered",
+            AttemptClass::StaleSession => "stale-session",
+            AttemptClass::IdleTimeout => "idle-timeout",
+            AttemptClass::WallTimeout => "wall-timeout",
+            AttemptClass::Crashed => "crashed",
+        }
+    }
+}
+
+/// The facts one attempt produced.
+#[derive(Debug, Clone, Copy)]
+pub struct ClassifyInput<'a> {
+    /// Why the supervisor ended the group, if it did.
+    pub killed_by: Option<KillReason>,
+    /// The terminal event, if seen.
+    pub terminal: Option<&'a TerminalSummary>,
+    /// How the leader ended.
+    pub exit: Option<ExitInfo>,
+    /// The adapter's reading.
+    pub diagnosis: &'a Diagnosis,
+    /// Rate-limit events from the stream.
+    pub rate_limit_events: &'a [RateLimitInfo],
+    /// Whether `signals.json` was written during the run.
+    pub signals_present: bool,
+    /// Whether the attempt resumed a session.
+    pub resumed: bool,
+}
+
+/// Classifies one attempt.
+pub fn classify(input: &ClassifyInput<'_>) -> AttemptClass {
+    let watchdog = matches!(
+        input.killed_by,
+        Some(KillReason::IdleTimeout | KillReason::WallTimeout)
+    );
+    if input.killed_by == Some(KillReason::Cancelled) {
+        return AttemptClass::Cancelled;
+    }
+    match input.terminal {
+        Some(t) if !t.is_error => return AttemptClass::Succeeded,
+        Some(_) => {}
+        None if !watchdog && input.exit.is_some_and(|e| e.success()) => {
+            return AttemptClass::Succeeded;
+        }
+        None => {}
+    }
+    if let Some(info) = rate_limit(input) {
+        return AttemptClass::RateLimited(info);
+    }
+    if let Some(message) = &input.diagnosis.model_unavailable {
+        return AttemptClass::ModelUnavailable(message.clone());
+    }
+    if input.signals_present {
+        return AttemptClass::Recovered;
+    }
+    if input.resumed && input.diagnosis.stale_session {
+        return AttemptClass::StaleSession;
+    }
+    match input.killed_by {
+        Some(KillReason::IdleTimeout) => AttemptClass::IdleTimeout,
+        Some(KillReason::WallTimeout) => AttemptClass::WallTimeout,
+        Some(KillReason::Cancelled)
+        | Some(KillReason::LingeredAfterResult)
+        | Some(KillReason::LeftoversAfterExit)
+        | None => AttemptClass::Crashed,
+    }
+}
+
+/// Structured evidence first: the adapter's diagnosis, a rejected rate-limit event, then an HTTP
+/// 429/529 on the terminal event.
+fn rate_limit(input: &ClassifyInput<'_>) -> Option<RateLimitInfo> {
+    if let Some(info) = &input.diagnosis.rate_limit {
+        return Some(info.clone());
+    }
+    if let Some(info) = input.rate_limit_events.iter().rev().find(|i| i.rejected) {
+        return Some(info.clone());
+    }
+    let t = input.terminal?;
+    matches!(t.api_status, Some(429 | 529)).then(|| RateLimitInfo {
+        resets_at_epoch_s: None,
+        retry_after_ms: None,
+        rejected: true,
+        message: t.text.clone().unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input<'a>(d: &'a Diagnosis) -> ClassifyInput<'a> {
+        ClassifyInput {
+            killed_by: None,
+            terminal: None,
+            exit: Some(ExitInfo {
+                code: Some(1),
+                signal: None,
+            }),
+            diagnosis: d,
+            rate_limit_events: &[],
+            signals_present: false,
+            resumed: false,
+        }
+    }
+
+    #[test]
+    fn terminal_success_wins_over_a_non_zero_exit_and_a_linger_kill() {
+        let d = Diagnosis::default();
+        let ok = TerminalSummary {
+            is_error: false,
+            text: None,
+            api_status: None,
+        };
+        let i = ClassifyInput {
+            terminal: Some(&ok),
+            killed_by: Some(KillReason::LingeredAfterResult),
+            ..input(&d)
+        };
+        assert_eq!(classify(&i), AttemptClass::Succeeded);
+    }
+
+    #[test]
+    fn cancellation_comes_first() {
+        let d = Diagnosis::default();
+        let ok = TerminalSummary {
+            is_error: false,
+            text: None,
+            api_status: None,
+        };
+        let i = ClassifyInput {
+            terminal: Some(&ok),
+            killed_by: Some(KillReason::Cancelled),
+            ..input(&d)
+        };
+        assert_eq!(classify(&i), AttemptClass::Cancelled);
+    }
+
+    #[test]
+    fn exit_zero_without_terminal_is_success_unless_a_watchdog_fired() {
+        let d = Diagnosis::default();
+        let zero = Some(ExitInfo {
+            code: Some(0),
+            signal: None,
+        });
+        assert_eq!(
+            classify(&ClassifyInput {
+                exit: zero,
+                ..input(&d)
+            }),
+            AttemptClass::Succeeded
+        );
+        let i = ClassifyInput {
+            exit: zero,
+            killed_by: Some(KillReason::IdleTimeout),
+            ..input(&d)
+        };
+        assert_eq!(classify(&i), AttemptClass::IdleTimeout);
+    }
+
+    #[test]
+    fn rate_limit_from_terminal_status_beats_recovered() {
+        let d = Diagnosis::default();
+        let t = TerminalSummary {
+            is_error: true,
+            text: Some("API Error 429".into()),
+            api_status: Some(429),
+        };
+        let i = ClassifyInput {
+            terminal: Some(&t),
+            signals_present: true,
+            ..input(&d)
+        };
+        assert!(matches!(classify(&i), AttemptClass::RateLimited(_)));
+    }
+
+    #[test]
+    fn a_warning_is_not_a_rate_limit() {
+        let d = Diagnosis::default();
+        let warn = [RateLimitInfo {
+            resets_at_epoch_s: None,
+            retry_after_ms: None,
+            rejected: false,
+            message: "80% used".into(),
+        }];
+        let i = ClassifyInput {
+            rate_limit_events: &warn,
+            ..input(&d)
+        };
+        assert_eq!(classify(&i), AttemptClass::Crashed);
+    }
+
+    #[test]
+    fn signals_present_recovers_a_failure() {
+        let d = Diagnosis::default();
+        assert_eq!(
+            classify(&ClassifyInput {
+                signals_present: true,
+                ..input(&d)
+            }),
+            AttemptClass::Recovered
+        );
+    }
+
+    #[test]
+    fn stale_session_only_counts_when_resuming() {
+        let d = Diagnosis {
+            stale_session: true,
+            ..Diagnosis::default()
+        };
+        assert_eq!(classify(&input(&d)), AttemptClass::Crashed);
+        assert_eq!(
+            classify(&ClassifyInput {
+                resumed: true,
+                ..input(&d)
+            }),
+            AttemptClass::StaleSession
+        );
+    }
+
+    #[test]
+    fn model_unavailable_is_its_own_class() {
+        let d = Diagnosis {
+            model_unavailable: Some("no such model".into()),
+            ..Diagnosis::default()
+        };
+        assert_eq!(
+            classify(&input(&d)),
+            AttemptClass::ModelUnavailable("no such model".into())
+        );
+    }
+}

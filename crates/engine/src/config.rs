@@ -1,0 +1,65 @@
+//! The engine's knobs, with the defaults the design names. Settings files are not read here; the
+//! composition root fills this struct.
+
+use std::time::Duration;
+
+use crate::argv::ArgvPlatform;
+use crate::backoff::RetryPolicy;
+use crate::env::EnvInherit;
+
+/// How the engine supervises runs.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Kill the tree after this long without a byte on stdout or stderr (default 300 s).
+    pub idle_timeout: Duration,
+    /// Kill the tree after this long in total (default off).
+    pub wall_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL (default 10 s).
+    pub kill_grace: Duration,
+    /// Time the CLI gets to exit after its terminal event (default 5 s).
+    pub post_terminal_grace: Duration,
+    /// Time the group's output pipes may stay open after the leader exited (default 2 s).
+    pub leftover_grace: Duration,
+    /// Longest stdout line kept whole (default 8 MiB).
+    pub max_line_bytes: usize,
+    /// Stderr kept for error reports (default 16 KiB).
+    pub stderr_tail_bytes: usize,
+    /// Stdout kept for text classifiers (default 8 KiB).
+    pub stdout_scan_bytes: usize,
+    /// Stderr bytes per attempt written to the execution log before it is summarised (256 KiB).
+    pub stderr_log_budget: usize,
+    /// Rate-limit retries.
+    pub retry: RetryPolicy,
+    /// Which ambient variables children start from.
+    pub env_inherit: EnvInherit,
+    /// Extra variables the user allows through.
+    pub env_allow: Vec<String>,
+    /// The ambient environment to filter; `None` reads this process's environment.
+    pub ambient_env: Option<Vec<(String, String)>>,
+    /// Command-line limits to check against.
+    pub argv_platform: ArgvPlatform,
+    /// Seed for backoff jitter; `None` seeds from the clock.
+    pub jitter_seed: Option<u64>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            idle_timeout: Duration::from_millis(300_000),
+            wall_timeout: None,
+            kill_grace: Duration::from_secs(10),
+            post_terminal_grace: Duration::from_secs(5),
+            leftover_grace: Duration::from_secs(2),
+            max_line_bytes: 8 * 1024 * 1024,
+            stderr_tail_bytes: 16 * 1024,
+            stdout_scan_bytes: 8 * 1024,
+            stderr_log_budget: 256 * 1024,
+            retry: RetryPolicy::default(),
+            env_inherit: EnvInherit::Core,
+            env_allow: Vec::new(),
+            ambient_env: None,
+            argv_platform: ArgvPlatform::current(),
+            jitter_seed: None,
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The environment policy: a child gets an explicit environment, never the ambient one wholesale.
+//!
+//! A variable reaches the child when the core set names it (with [`EnvInherit::Core`]), when the
+//! provider's credential profile names it, or when the user's allowlist names it. Names that look
+//! secret (`*KEY*`, `*SECRET*`, `*TOKEN*`) pass only when the profile names them, or the
+//! allowlist names them exactly (no wildcard). `CLAUDECODE` is always removed: Claude Code
+//! refuses to start inside another Claude Code session when it sees it.
+
+use std::collections::BTreeMap;
+
+/// Which ambient variables a child starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvInherit {
+    /// The core set: `PATH`, `HOME`, locale, terminal, temp and XDG directories, TLS roots.
+    #[default]
+    Core,
+    /// Nothing but what the profile and allowlist name.
+    None,
+}
+
+/// Core variables every CLI needs to run at all. `LC_*` and `XDG_*` match as prefixes.
+const CORE: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TMPDIR",
+    "TZ",
+    "XDG_*",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
+/// Removed whatever any rule says.
+const ALWAYS_STRIPPED: &[&str] = &["CLAUDECODE"];
+
+/// A provider's credential profile: the variables its CLI reads (patterns with a trailing `*`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnvProfile {
+    /// The profile's name, for the record.
+    pub name: String,
+    /// Patterns the CLI reads; these may pass secret-looking names.
+    pub pass: Vec<String>,
+}
+
+impl EnvProfile {
+    /// A profile from static patterns.
+    pub fn new(name: &str, pass: &[&str]) -> Self {
+        EnvProfile {
+            name: name.to_string(),
+            pass: pass.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+}
+
+/// The whole policy for one spawn.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnvPolicy {
+    /// What to start from.
+    pub inherit: EnvInherit,
+    /// The provider's credential profile.
+    pub profile: EnvProfile,
+    /// The user's extra allowlist (settings). Wildcards never pass secret-looking names.
+    pub allow: Vec<String>,
+    /// Variables set explicitly (the provider's knobs, the run token); applied last.
+    pub set: Vec<(String, String)>,
+}
+
+/// The environment a child gets, and what was left out.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResolvedEnv {
+    /// The child's complete environment, sorted by name.
+    pub vars: Vec<(String, String)>,
+    /// Ambient names withheld because they look secret and nothing named them.
+    pub withheld_secrets: Vec<String>,
+}
+
+impl ResolvedEnv {
+    /// The names only, for the execution log (values are never logged).
+    pub fn names(&self) -> Vec<&str> {
+        self.vars.iter().map(|(k, _)| k.as_str()).collect()
+    }
+}
+
+fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    }
+}
+
+fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "SECRET", "TOKEN"].iter().any(|w| upper.contains(w))
+}
+
+impl EnvPolicy {
+    /// Applies the policy to an ambient environment (passed in, so tests never touch the
+    /// process environment).
+    pub fn resolve<I, K, V>(&self, ambient: I) -> ResolvedEnv
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let mut vars = BTreeMap::new();
+        let mut withheld = Vec::new();
+        for (name, value) in ambient {
+            let name = name.into();
+            if ALWAYS_STRIPPED.contains(&name.as_str()) {
+                continue;
+            }
+            let by_profile = self.profile.pass.iter().any(|p| matches(p, &name));
+            let by_allow_exact = self.allow.iter().any(|p| p == &name);
+            let by_allow = by_allow_exact || self.allow.iter().any(|p| matches(p, &name));
+            let by_core =
+                self.inherit == EnvInherit::Core && CORE.iter().any(|p| matches(p, &name));
+            if !(by_profile || by_allow || by_core) {
+                continue;
+            }
+            if looks_secret(&name) && !(by_profile || by_allow_exact) {
+                withheld.push(name);
+                continue;
+            }
+            vars.insert(name, value.into());
+        }
+        for (name, value) in &self.set {
+            if !ALWAYS_STRIPPED.contains(&name.as_str()) {
+                vars.insert(name.clone(), value.clone());
+            }
+        }
+        withheld.sort();
+        ResolvedEnv {
+            vars: vars.into_iter().collect(),
+            withheld_secrets: withheld,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ambient() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("PATH", "/bin"),
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C"),
+            ("ANTHROPIC_API_KEY", "sk-a"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:1"),
+            ("OPENAI_API_KEY", "sk-o"),
+            ("GITHUB_TOKEN", "ghp"),
+            ("AWS_SECRET_ACCESS_KEY", "aws"),
+            ("CLAUDECODE", "1"),
+            ("MY_TOOL_HOME", "/opt"),
+            ("MY_TOOL_KEY", "k"),
+            ("EDITOR", "vim"),
+        ]
+    }
+
+    #[test]
+    fn profile_passes_its_own_secrets_and_nothing_else_secret() {
+        let policy = EnvPolicy {
+            profile: EnvProfile::new("claude", &["ANTHROPIC_*", "CLAUDE_CODE_*"]),
+            ..EnvPolicy::default()
+        };
+        let env = policy.resolve(ambient());
+        assert_eq!(
+            env.names(),
+            [
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_BASE_URL",
+                "HOME",
+                "LC_ALL",
+                "PATH"
+            ]
+        );
+        assert!(
+            env.withheld_secrets.is_empty(),
+            "core rules never reach secrets"
+        );
+    }
+
+    #[test]
+    fn wildcard_allowlist_withholds_secrets_but_exact_names_pass() {
+        let policy = EnvPolicy {
+            inherit: EnvInherit::None,
+            allow: vec!["MY_TOOL_*".into(), "GITHUB_TOKEN".into()],
+            ..EnvPolicy::default()
+        };
+        let env = policy.resolve(ambient());
+        assert_eq!(env.names(), ["GITHUB_TOKEN", "MY_TOOL_HOME"]);
+        assert_eq!(env.withheld_secrets, ["MY_TOOL_KEY"]);
+    }
+
+    #[test]
+    fn claudecode_is_stripped_even_when_allowed_or_set() {
+        let policy = EnvPolicy {
+            allow: vec!["CLAUDECODE".into()],
+            set: vec![("CLAUDECODE".into(), "1".into()), ("X".into(), "y".into())],
+            ..EnvPolicy::default()
+        };
+        let env = policy.resolve(ambient());
+        assert!(!env.names().contains(&"CLAUDECODE"));
+        assert!(env.vars.contains(&("X".into(), "y".into())));
+    }
+}

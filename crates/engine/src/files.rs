@@ -1,0 +1,136 @@
+//! Files the engine writes for a run: atomic writes, the session id file, prompt pointer files.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use corral_ports::SessionId;
+use serde::Serialize;
+
+/// The session id file's name in the run directory.
+pub const SESSION_ID_FILE: &str = "session-id.txt";
+/// The file beside it recording where and with what the session was made.
+pub const SESSION_META_FILE: &str = "session.json";
+
+/// Writes `contents` to `path` atomically: a temporary file in the same directory, synced, then
+/// renamed over the target. A reader sees the old file or the new one, never half of one.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let result = (|| {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// What is recorded beside `session-id.txt`: a Claude session can only be resumed from the
+/// working directory it was made in, and the CLI version explains a later refusal.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct SessionMeta {
+    /// The session id.
+    pub session_id: SessionId,
+    /// The provider that made it.
+    pub provider: String,
+    /// The working directory to resume from.
+    pub cwd: PathBuf,
+    /// The CLI version, when it was checked.
+    pub cli_version: Option<String>,
+    /// The attempt that reported it.
+    pub attempt: u32,
+}
+
+/// Persists a session id (`session-id.txt`, one line) and its metadata (`session.json`).
+pub fn persist_session(dir: &Path, meta: &SessionMeta) -> io::Result<PathBuf> {
+    let path = dir.join(SESSION_ID_FILE);
+    write_atomic(&path, format!("{}\n", meta.session_id).as_bytes())?;
+    let json = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
+    write_atomic(&dir.join(SESSION_META_FILE), &json)?;
+    Ok(path)
+}
+
+/// A prompt written to a file, and the one-line sentence that points the CLI at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptPointer {
+    /// The prompt file (absolute when `dir` was).
+    pub path: PathBuf,
+    /// The sentence to pass as the CLI's prompt argument.
+    pub sentence: String,
+}
+
+/// Writes the prompt to `dir/file_name` atomically and returns the pointer sentence. Used where a
+/// CLI takes the prompt only as an argument (Copilot `-p`, Grok `-p`) and for interactive
+/// handoffs, so the body never enters argv.
+pub fn write_prompt_pointer(
+    dir: &Path,
+    file_name: &str,
+    prompt: &str,
+) -> io::Result<PromptPointer> {
+    fs::create_dir_all(dir)?;
+    let path = dir.join(file_name);
+    write_atomic(&path, prompt.as_bytes())?;
+    let sentence = format!(
+        "Your complete task is in the file {}. Read that file now and follow its instructions exactly.",
+        path.display()
+    );
+    Ok(PromptPointer { path, sentence })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointer_file_holds_the_prompt_and_the_sentence_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let prompt = "line one\nline two\n".repeat(10_000);
+        let pointer = write_prompt_pointer(dir.path(), "copilot-prompt.md", &prompt).unwrap();
+        assert_eq!(fs::read_to_string(&pointer.path).unwrap(), prompt);
+        assert!(
+            pointer
+                .sentence
+                .contains(&pointer.path.display().to_string())
+        );
+        assert!(!pointer.sentence.contains('\n'));
+        assert!(pointer.sentence.len() < 512);
+    }
+
+    #[test]
+    fn session_files_are_written_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = SessionMeta {
+            session_id: SessionId::new("abc-123").unwrap(),
+            provider: "claude".into(),
+            cwd: "/work".into(),
+            cli_version: Some("2.1.197".into()),
+            attempt: 1,
+        };
+        persist_session(dir.path(), &meta).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.path().join(SESSION_ID_FILE)).unwrap(),
+            "abc-123\n"
+        );
+        let back: SessionMeta =
+            serde_json::from_slice(&fs::read(dir.path().join(SESSION_META_FILE)).unwrap()).unwrap();
+        assert_eq!(back, meta);
+        let leftovers: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
+}

@@ -1,0 +1,293 @@
+//! The execution log, `events.jsonl`: one JSON object per line for every happening of a run.
+//!
+//! Every line carries `t` (wall time, RFC 3339 with microseconds), `mono_ms` (monotonic offset
+//! from the run's start), `attempt` and `kind`. The log is streamed to disk through a buffer that
+//! is flushed at least every 50 ms while the run goes on and at every attempt's end, so a
+//! follower (`tail -f`, `corral runs follow`) sees it live and a crash loses at most that much.
+//! It records the program, arguments and environment NAMES of each spawn, never values and never
+//! the prompt.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use corral_ports::{AgentEvent, Outcome, SessionId, Usage};
+use serde::Serialize;
+
+/// The log file's name in the run directory.
+pub const EVENTS_FILE: &str = "events.jsonl";
+
+const FLUSH_EVERY: Duration = Duration::from_millis(50);
+
+/// Why the supervisor ended a process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillReason {
+    /// The caller cancelled.
+    Cancelled,
+    /// No output for longer than the idle limit.
+    IdleTimeout,
+    /// The wall-clock limit passed.
+    WallTimeout,
+    /// The terminal event was seen and the CLI did not exit within the grace.
+    LingeredAfterResult,
+    /// The leader exited but processes of its group kept running.
+    LeftoversAfterExit,
+}
+
+/// One record's body. The `kind` field names the variant.
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record<'a> {
+    /// The run begins.
+    RunStarted {
+        /// Provider id.
+        provider: &'a str,
+        /// Working directory.
+        cwd: &'a Path,
+        /// Run directory.
+        output_dir: &'a Path,
+        /// Resume requested by the caller.
+        resume: Option<&'a SessionId>,
+        /// Prompt size in bytes (the prompt itself is in `prompt.md`, not here).
+        prompt_bytes: usize,
+    },
+    /// The CLI's version was checked.
+    VersionChecked {
+        /// The program.
+        program: &'a str,
+        /// The version found.
+        found: Option<&'a str>,
+        /// The tested range.
+        required: &'a str,
+        /// Whether it is inside the range.
+        accepted: bool,
+        /// Whether the caller overrode a mismatch.
+        overridden: bool,
+    },
+    /// A child was started.
+    Spawn {
+        /// The program.
+        program: &'a Path,
+        /// Its arguments (never the prompt body).
+        args: Vec<String>,
+        /// The working directory.
+        cwd: &'a Path,
+        /// Environment variable NAMES passed (values never logged).
+        env_names: Vec<&'a str>,
+        /// Secret-looking names withheld by the env policy.
+        env_withheld: &'a [String],
+        /// `stdin` (prompt piped, then closed) or `null`.
+        stdin: &'a str,
+        /// Pid, which is also the process group id.
+        pid: u32,
+        /// Session resumed by this attempt.
+        resume: Option<&'a SessionId>,
+        /// Measured command-line size in bytes.
+        argv_bytes: usize,
+    },
+    /// The child could not be started.
+    SpawnFailed {
+        /// The program.
+        program: &'a Path,
+        /// The operating system's words.
+        error: String,
+    },
+    /// Bytes written to the child's stdin, then closed.
+    StdinClosed {
+        /// Bytes written.
+        bytes: usize,
+        /// A write error (the child exited without reading), if any.
+        error: Option<String>,
+    },
+    /// A normalized agent event.
+    Agent(&'a AgentEvent),
+    /// A line the CLI wrote on stderr.
+    Stderr {
+        /// The line, lossily decoded.
+        line: &'a str,
+    },
+    /// Stderr lines beyond the per-attempt logging budget were not logged.
+    StderrTruncated {
+        /// Bytes of stderr not logged.
+        bytes_not_logged: u64,
+        /// Total stderr bytes of the attempt.
+        total_bytes: u64,
+    },
+    /// The session id was persisted.
+    SessionPersisted {
+        /// The id.
+        session_id: &'a SessionId,
+        /// The file.
+        path: &'a Path,
+    },
+    /// A watchdog or the caller decided to end the process group.
+    KillStarted {
+        /// Why.
+        reason: KillReason,
+        /// The idle or wall limit that fired, if one did.
+        limit_ms: Option<u64>,
+    },
+    /// A signal was sent to a process group or to an escaped process.
+    Signal {
+        /// `SIGTERM` or `SIGKILL`.
+        signal: &'a str,
+        /// `group` or `escaped`.
+        target: &'a str,
+        /// Pid or process group id.
+        id: u32,
+        /// Whether anything received it.
+        delivered: bool,
+    },
+    /// The child exited.
+    Exit {
+        /// Exit code.
+        code: Option<i32>,
+        /// Terminating signal.
+        signal: Option<i32>,
+    },
+    /// The attempt's result was classified.
+    Classified {
+        /// The class (`succeeded`, `rate-limited`, `stale-session`, …).
+        class: &'a str,
+        /// Why, in a few words.
+        detail: String,
+    },
+    /// The supervisor waits before the next attempt.
+    Backoff {
+        /// How long.
+        wait_ms: u64,
+        /// Why (`rate limit`, `reset time`).
+        reason: &'a str,
+        /// Retry number (1-based).
+        retry: u32,
+        /// Session the next attempt resumes, if any.
+        next_resume: Option<&'a SessionId>,
+    },
+    /// The next attempt starts without resuming (the session was not found).
+    ColdRetry {
+        /// The session that was not found.
+        stale_session: &'a SessionId,
+    },
+    /// The run is over.
+    RunFinished {
+        /// The outcome.
+        outcome: Outcome,
+        /// Attempts made.
+        attempts: u32,
+        /// Usage over all attempts.
+        usage: &'a Usage,
+        /// Last session id.
+        session_id: Option<&'a SessionId>,
+        /// Whether `signals.json` exists.
+        signals_present: bool,
+        /// Wall time of the whole run.
+        duration_ms: u64,
+    },
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    #[serde(serialize_with = "as_display")]
+    t: humantime::Rfc3339Timestamp,
+    mono_ms: f64,
+    attempt: u32,
+    #[serde(flatten)]
+    record: &'a Record<'a>,
+}
+
+fn as_display<S: serde::Serializer>(
+    value: &humantime::Rfc3339Timestamp,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_str(value)
+}
+
+/// Writes `events.jsonl` for one run.
+#[derive(Debug)]
+pub struct ExecutionLog {
+    path: PathBuf,
+    out: BufWriter<File>,
+    start: Instant,
+    last_flush: Instant,
+    dirty: bool,
+    failed: Option<io::ErrorKind>,
+}
+
+impl ExecutionLog {
+    /// Creates (or appends to) `dir/events.jsonl`.
+    pub fn open(dir: &Path, start: Instant) -> io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        let path = dir.join(EVENTS_FILE);
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        Ok(ExecutionLog {
+            path,
+            out: BufWriter::with_capacity(64 * 1024, file),
+            start,
+            last_flush: Instant::now(),
+            dirty: false,
+            failed: None,
+        })
+    }
+
+    /// The log file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record. A write error is remembered (see [`ExecutionLog::error`]) rather than
+    /// ending the run: losing the log must not kill the agent's work.
+    pub fn record(&mut self, attempt: u32, record: &Record<'_>) {
+        if self.failed.is_some() {
+            return;
+        }
+        let line = Line {
+            t: humantime::format_rfc3339_micros(SystemTime::now()),
+            mono_ms: (self.start.elapsed().as_micros() as f64) / 1000.0,
+            attempt,
+            record,
+        };
+        let result = serde_json::to_writer(&mut self.out, &line)
+            .map_err(io::Error::other)
+            .and_then(|()| self.out.write_all(b"\n"));
+        match result {
+            Ok(()) => {
+                self.dirty = true;
+                if self.last_flush.elapsed() >= FLUSH_EVERY {
+                    self.flush();
+                }
+            }
+            Err(e) => self.failed = Some(e.kind()),
+        }
+    }
+
+    /// Flushes buffered lines to the file so followers see them.
+    pub fn flush(&mut self) {
+        if self.dirty && self.failed.is_none() {
+            if let Err(e) = self.out.flush() {
+                self.failed = Some(e.kind());
+            }
+            self.dirty = false;
+        }
+        self.last_flush = Instant::now();
+    }
+
+    /// Flushes if lines are waiting and the last flush is older than the flush interval.
+    pub fn flush_if_due(&mut self) {
+        if self.dirty && self.last_flush.elapsed() >= FLUSH_EVERY {
+            self.flush();
+        }
+    }
+
+    /// The first write error, if the log could not be written.
+    pub fn error(&self) -> Option<io::ErrorKind> {
+        self.failed
+    }
+}
+
+impl Drop for ExecutionLog {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}

@@ -1,0 +1,98 @@
+//! Reading `/proc` (Linux): group liveness that ignores zombies, and the environment-marker sweep
+//! that finds descendants which left the process group (`setsid`, double fork).
+//!
+//! Every child gets `CORRAL_RUN_TOKEN=<unique>` in its environment; descendants inherit it. After
+//! the group is dead, any process still carrying the token escaped the group and is killed. A
+//! descendant that scrubs its environment still escapes; only a pid namespace (the bubblewrap
+//! backend) catches that.
+
+use std::fs;
+use std::io;
+
+/// The environment variable that marks a run's processes.
+pub const RUN_TOKEN_VAR: &str = "CORRAL_RUN_TOKEN";
+
+/// Whether any non-zombie process has process group `pgid`. `None` when `/proc` is unreadable.
+pub fn any_live_in_group(pgid: u32) -> Option<bool> {
+    let dir = fs::read_dir("/proc").ok()?;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((state, pgrp)) = parse_stat(&stat)
+            && pgrp == pgid
+            && !matches!(state, 'Z' | 'X' | 'x')
+        {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
+/// Whether `pid` is alive and not a zombie.
+pub fn is_live(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => parse_stat(&stat).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X' | 'x')),
+        Err(_) => false,
+    }
+}
+
+/// `(state, pgrp)` from a `/proc/<pid>/stat` line. The command name may hold spaces and
+/// parentheses, so fields are counted from the last `)`.
+fn parse_stat(stat: &str) -> Option<(char, u32)> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// Live processes (other than this one) whose environment holds `RUN_TOKEN_VAR=token`.
+pub fn processes_with_token(token: &str) -> io::Result<Vec<u32>> {
+    let needle = format!("{RUN_TOKEN_VAR}={token}");
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc")?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // Unreadable (another user's process, or already gone): not ours to judge.
+        let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var == needle.as_bytes())
+            && is_live(pid)
+        {
+            found.push(pid);
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parsing_survives_odd_command_names() {
+        let line = "4242 (a) b (c)) S 1 4240 4240 0 -1 4194560 0 0";
+        assert_eq!(parse_stat(line), Some(('S', 4240)));
+        assert_eq!(parse_stat("7 (zombie) Z 1 7 7"), Some(('Z', 7)));
+    }
+
+    #[test]
+    fn this_process_is_live() {
+        assert!(is_live(std::process::id()));
+    }
+}

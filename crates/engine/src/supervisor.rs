@@ -1,0 +1,716 @@
+//! The run loop: attempts, rate-limit backoff with resume, the one stale-session cold retry, and
+//! the mapping of the last attempt onto the ports' outcome.
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use corral_ports::{
+    AiSession, HeadlessAiProvider, Outcome, ProviderError, ProviderId, ProviderOutput, RunEvidence,
+    RunObserver, SessionId, Usage,
+};
+
+use crate::adapter::{AttemptEvidence, AttemptPlan, CliAdapter, PromptDelivery, VersionCheck};
+use crate::argv::{check_argv, env_block_bytes};
+use crate::attempt::{AttemptContext, AttemptResult, supervise};
+use crate::classify::{AttemptClass, ClassifyInput, classify};
+use crate::config::EngineConfig;
+use crate::env::EnvPolicy;
+use crate::files::{SessionMeta, write_prompt_pointer};
+use crate::log::{ExecutionLog, Record};
+use crate::proc::RUN_TOKEN_VAR;
+use crate::spawn::{ProviderSpawn, SpawnRequest, StdinMode, TokioSpawner};
+use crate::version::{VersionProbe, probe_version};
+
+/// The supervised process runner. One `Engine` can run many sessions at once; runs share
+/// nothing but the spawner and the configuration.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    spawner: Arc<dyn ProviderSpawn>,
+    config: EngineConfig,
+}
+
+impl Engine {
+    /// An engine that starts real processes.
+    pub fn new(config: EngineConfig) -> Self {
+        Engine {
+            spawner: Arc::new(TokioSpawner),
+            config,
+        }
+    }
+
+    /// An engine with another spawner (tests record or script spawns).
+    pub fn with_spawner(config: EngineConfig, spawner: Arc<dyn ProviderSpawn>) -> Self {
+        Engine { spawner, config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Runs a session through `adapter`'s CLI to the end. See
+    /// [`corral_ports::HeadlessAiProvider`] for the contract this fulfils.
+    pub async fn run(
+        &self,
+        adapter: &dyn CliAdapter,
+        session: AiSession,
+        observer: Arc<dyn RunObserver>,
+    ) -> Result<ProviderOutput, ProviderError> {
+        Run::prepare(self, adapter, session, observer)?
+            .execute()
+            .await
+    }
+}
+
+/// A provider made of an adapter and the engine: what each provider crate exports.
+#[derive(Debug, Clone)]
+pub struct SupervisedProvider<A> {
+    engine: Engine,
+    adapter: A,
+}
+
+impl<A: CliAdapter> SupervisedProvider<A> {
+    /// Wires an adapter to an engine.
+    pub fn new(engine: Engine, adapter: A) -> Self {
+        SupervisedProvider { engine, adapter }
+    }
+
+    /// The adapter.
+    pub fn adapter(&self) -> &A {
+        &self.adapter
+    }
+}
+
+#[async_trait]
+impl<A: CliAdapter> HeadlessAiProvider for SupervisedProvider<A> {
+    fn id(&self) -> ProviderId {
+        self.adapter.provider()
+    }
+
+    async fn run(
+        &self,
+        session: AiSession,
+        observer: Arc<dyn RunObserver>,
+    ) -> Result<ProviderOutput, ProviderError> {
+        self.engine.run(&self.adapter, session, observer).await
+    }
+}
+
+struct Run<'a> {
+    engine: &'a Engine,
+    adapter: &'a dyn CliAdapter,
+    provider: ProviderId,
+    session: AiSession,
+    observer: Arc<dyn RunObserver>,
+    log: ExecutionLog,
+    start: Instant,
+    signals_before: Option<(u64, Option<SystemTime>)>,
+    run_id: String,
+}
+
+fn io_error(provider: ProviderId, path: &Path, e: &std::io::Error) -> ProviderError {
+    ProviderError::Io {
+        provider,
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+fn file_stamp(path: &Path) -> Option<(u64, Option<SystemTime>)> {
+    fs::metadata(path)
+        .ok()
+        .map(|m| (m.len(), m.modified().ok()))
+}
+
+impl<'a> Run<'a> {
+    fn prepare(
+        engine: &'a Engine,
+        adapter: &'a dyn CliAdapter,
+        session: AiSession,
+        observer: Arc<dyn RunObserver>,
+    ) -> Result<Self, ProviderError> {
+        let provider = adapter.provider();
+        if !session.cwd.is_dir() {
+            return Err(ProviderError::InvalidSession {
+                provider,
+                reason: format!("working directory {} does not exist", session.cwd.display()),
+            });
+        }
+        fs::create_dir_all(&session.output_dir)
+            .map_err(|e| io_error(provider, &session.output_dir, &e))?;
+        let start = Instant::now();
+        let log = ExecutionLog::open(&session.output_dir, start)
+            .map_err(|e| io_error(provider, &session.output_dir, &e))?;
+        let signals_before = file_stamp(&session.signals_file);
+        let run_id = format!(
+            "{}-{}-{:016x}",
+            provider,
+            std::process::id(),
+            fastrand::u64(..)
+        );
+        Ok(Run {
+            engine,
+            adapter,
+            provider,
+            session,
+            observer,
+            log,
+            start,
+            signals_before,
+            run_id,
+        })
+    }
+
+    fn signals_present(&self) -> bool {
+        match (file_stamp(&self.session.signals_file), self.signals_before) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            // A file left by an earlier run in the same place counts only once rewritten.
+            (Some(now), Some(before)) => now != before,
+        }
+    }
+
+    async fn execute(mut self) -> Result<ProviderOutput, ProviderError> {
+        let config = &self.engine.config;
+        self.log.record(
+            0,
+            &Record::RunStarted {
+                provider: self.provider.as_str(),
+                cwd: &self.session.cwd,
+                output_dir: &self.session.output_dir,
+                resume: self.session.resume.as_ref(),
+                prompt_bytes: self.session.prompt.len(),
+            },
+        );
+        let cli_version = match self.adapter.version_check() {
+            Some(check) => self.check_version(&check).await?,
+            None => None,
+        };
+        let pointer = match self.adapter.prompt_delivery() {
+            PromptDelivery::Stdin => None,
+            PromptDelivery::PointerFile { file_name } => {
+                let dir = self
+                    .session
+                    .signals_file
+                    .parent()
+                    .unwrap_or(&self.session.output_dir);
+                Some(
+                    write_prompt_pointer(dir, file_name, &self.session.prompt)
+                        .map_err(|e| io_error(self.provider, dir, &e))?,
+                )
+            }
+        };
+
+        let mut rng = match config.jitter_seed {
+            Some(seed) => fastrand::Rng::with_seed(seed),
+            None => fastrand::Rng::new(),
+        };
+        let mut resume = self.session.resume.clone();
+        let mut persisted: Option<SessionId> = None;
+        let mut last_session: Option<SessionId> = self.session.resume.clone();
+        let mut usage = Usage::default();
+        let mut retries_used = 0u32;
+        let mut stale_fallback_used = false;
+        let mut attempt = 0u32;
+
+        loop {
+            attempt += 1;
+            self.observer.attempt_started(attempt, resume.as_ref());
+            let plan = AttemptPlan {
+                session: &self.session,
+                resume: resume.as_ref(),
+                attempt,
+                pointer: pointer.as_ref(),
+            };
+            let spec = self.adapter.command(&plan)?;
+            let token = format!("{}-{attempt}", self.run_id);
+            let policy = EnvPolicy {
+                inherit: config.env_inherit,
+                profile: self.adapter.env_profile(),
+                allow: config.env_allow.clone(),
+                set: spec
+                    .env_set
+                    .iter()
+                    .cloned()
+                    .chain([(RUN_TOKEN_VAR.to_string(), token.clone())])
+                    .collect(),
+            };
+            let env = match &config.ambient_env {
+                Some(vars) => policy.resolve(vars.iter().cloned()),
+                None => policy.resolve(std::env::vars_os().map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })),
+            };
+            let env_os: Vec<(OsString, OsString)> =
+                env.vars.iter().map(|(k, v)| (k.into(), v.into())).collect();
+            let argv_bytes = check_argv(
+                spec.program.as_os_str(),
+                spec.args.iter().map(|a| a.as_os_str()),
+                env_block_bytes(env_os.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()))),
+                config.argv_platform,
+            )
+            .map_err(|e| ProviderError::ArgvTooLong {
+                provider: self.provider,
+                measured: e.measured,
+                limit: e.limit,
+                limit_name: e.limit_name.to_string(),
+            })?;
+            let stdin_prompt = match self.adapter.prompt_delivery() {
+                PromptDelivery::Stdin => Some(Arc::clone(&self.session.prompt)),
+                PromptDelivery::PointerFile { .. } => None,
+            };
+            let request = SpawnRequest {
+                program: spec.program.clone(),
+                args: spec.args.clone(),
+                env: env_os,
+                cwd: self.session.cwd.clone(),
+                stdin: if stdin_prompt.is_some() {
+                    StdinMode::Piped
+                } else {
+                    StdinMode::Null
+                },
+            };
+            let child = match self.engine.spawner.spawn(&request) {
+                Ok(child) => child,
+                Err(e) => {
+                    self.log.record(
+                        attempt,
+                        &Record::SpawnFailed {
+                            program: &spec.program,
+                            error: e.to_string(),
+                        },
+                    );
+                    self.log.flush();
+                    return Err(self.spawn_error(&spec.program, &e, argv_bytes));
+                }
+            };
+            self.log.record(
+                attempt,
+                &Record::Spawn {
+                    program: &spec.program,
+                    args: spec
+                        .args
+                        .iter()
+                        .map(|a| a.to_string_lossy().into_owned())
+                        .collect(),
+                    cwd: &self.session.cwd,
+                    env_names: env.names(),
+                    env_withheld: &env.withheld_secrets,
+                    stdin: if stdin_prompt.is_some() {
+                        "prompt"
+                    } else {
+                        "null"
+                    },
+                    pid: child.pid(),
+                    resume: resume.as_ref(),
+                    argv_bytes,
+                },
+            );
+            self.log.flush();
+
+            let provider_name = self.provider.as_str();
+            let cwd = self.session.cwd.clone();
+            let version = cli_version.clone();
+            let meta = move |id: &SessionId| SessionMeta {
+                session_id: id.clone(),
+                provider: provider_name.to_string(),
+                cwd: cwd.clone(),
+                cli_version: version.clone(),
+                attempt,
+            };
+            let result = supervise(
+                child,
+                stdin_prompt,
+                AttemptContext {
+                    attempt,
+                    config,
+                    log: &mut self.log,
+                    observer: &self.observer,
+                    cancel: &self.session.cancel,
+                    parser: self.adapter.parser(),
+                    persisted: &mut persisted,
+                    session_meta: &meta,
+                    output_dir: &self.session.output_dir,
+                    run_token: &token,
+                },
+            )
+            .await;
+            usage.add(&result.usage);
+            if let Some(id) = &result.session_id {
+                last_session = Some(id.clone());
+            }
+
+            let diagnosis = self.adapter.diagnose(&AttemptEvidence {
+                exit: result.exit,
+                terminal: result.terminal.as_ref(),
+                stderr_tail: &result.stderr_tail,
+                stdout_tail: &result.stdout_tail,
+                resumed: resume.as_ref(),
+                rate_limits: &result.rate_limits,
+            });
+            let class = classify(&ClassifyInput {
+                killed_by: result.killed_by,
+                terminal: result.terminal.as_ref(),
+                exit: result.exit,
+                diagnosis: &diagnosis,
+                rate_limit_events: &result.rate_limits,
+                signals_present: self.signals_present(),
+                resumed: resume.is_some(),
+            });
+            self.log.record(
+                attempt,
+                &Record::Classified {
+                    class: class.as_str(),
+                    detail: describe(&result),
+                },
+            );
+
+            match class {
+                AttemptClass::RateLimited(info) => {
+                    if retries_used >= config.retry.max_retries {
+                        return Err(ProviderError::RateLimited {
+                            provider: self.provider,
+                            retries: retries_used,
+                            resets_at_epoch_s: info.resets_at_epoch_s,
+                            evidence: self.evidence(attempt, &result, &last_session, usage),
+                        });
+                    }
+                    let Some((wait, basis)) = config.retry.wait(
+                        retries_used + 1,
+                        Some(&info),
+                        SystemTime::now(),
+                        &mut rng,
+                    ) else {
+                        return Err(ProviderError::RateLimited {
+                            provider: self.provider,
+                            retries: retries_used,
+                            resets_at_epoch_s: info.resets_at_epoch_s,
+                            evidence: self.evidence(attempt, &result, &last_session, usage),
+                        });
+                    };
+                    retries_used += 1;
+                    // Resume what this attempt captured; with nothing captured, keep what it
+                    // resumed (the caller's session), or go cold.
+                    resume = result.session_id.clone().or(resume);
+                    self.log.record(
+                        attempt,
+                        &Record::Backoff {
+                            wait_ms: wait.as_millis() as u64,
+                            reason: basis.as_str(),
+                            retry: retries_used,
+                            next_resume: resume.as_ref(),
+                        },
+                    );
+                    self.log.flush();
+                    self.observer.backoff(attempt, wait, basis.as_str());
+                    let cancelled = tokio::select! {
+                        () = tokio::time::sleep(wait) => false,
+                        () = self.session.cancel.cancelled() => true,
+                    };
+                    if cancelled {
+                        self.log.record(
+                            attempt,
+                            &Record::Classified {
+                                class: "cancelled",
+                                detail: "cancelled during the backoff sleep".into(),
+                            },
+                        );
+                        return Err(self.finish_err(
+                            Outcome::Cancelled,
+                            attempt,
+                            &result,
+                            &last_session,
+                            usage,
+                        ));
+                    }
+                }
+                AttemptClass::StaleSession if !stale_fallback_used => {
+                    stale_fallback_used = true;
+                    if let Some(stale) = resume.take() {
+                        self.log.record(
+                            attempt,
+                            &Record::ColdRetry {
+                                stale_session: &stale,
+                            },
+                        );
+                    }
+                }
+                AttemptClass::Succeeded | AttemptClass::Recovered => {
+                    let outcome = if class == AttemptClass::Succeeded {
+                        Outcome::Succeeded
+                    } else {
+                        Outcome::Recovered
+                    };
+                    let signals_present = self.signals_present();
+                    self.finish_log(outcome, attempt, &last_session, usage, signals_present);
+                    return Ok(ProviderOutput {
+                        outcome,
+                        signals_file: self.session.signals_file.clone(),
+                        signals_present,
+                        session_id: last_session,
+                        exit_code: result.exit.and_then(|e| e.code),
+                        recovered_from_exit: outcome == Outcome::Recovered,
+                        usage,
+                        attempts: attempt,
+                        duration: self.start.elapsed(),
+                        final_text: result.final_text,
+                    });
+                }
+                AttemptClass::StaleSession => {
+                    return Err(self.finish_err(
+                        Outcome::StaleSession,
+                        attempt,
+                        &result,
+                        &last_session,
+                        usage,
+                    ));
+                }
+                AttemptClass::Cancelled => {
+                    return Err(self.finish_err(
+                        Outcome::Cancelled,
+                        attempt,
+                        &result,
+                        &last_session,
+                        usage,
+                    ));
+                }
+                AttemptClass::ModelUnavailable(message) => {
+                    let evidence = self.evidence(attempt, &result, &last_session, usage);
+                    self.finish_log(
+                        Outcome::ModelUnavailable,
+                        attempt,
+                        &last_session,
+                        usage,
+                        self.signals_present(),
+                    );
+                    return Err(ProviderError::ModelUnavailable {
+                        provider: self.provider,
+                        message,
+                        evidence,
+                    });
+                }
+                AttemptClass::IdleTimeout => {
+                    return Err(self.finish_err(
+                        Outcome::IdleTimeout,
+                        attempt,
+                        &result,
+                        &last_session,
+                        usage,
+                    ));
+                }
+                AttemptClass::WallTimeout => {
+                    return Err(self.finish_err(
+                        Outcome::WallTimeout,
+                        attempt,
+                        &result,
+                        &last_session,
+                        usage,
+                    ));
+                }
+                AttemptClass::Crashed => {
+                    return Err(self.finish_err(
+                        Outcome::Crashed,
+                        attempt,
+                        &result,
+                        &last_session,
+                        usage,
+                    ));
+                }
+            }
+        }
+    }
+
+    fn evidence(
+        &self,
+        attempts: u32,
+        result: &AttemptResult,
+        session: &Option<SessionId>,
+        usage: Usage,
+    ) -> Box<RunEvidence> {
+        Box::new(RunEvidence {
+            session_id: session.clone(),
+            usage,
+            attempts,
+            duration_ms: self.start.elapsed().as_millis() as u64,
+            exit_code: result.exit.and_then(|e| e.code),
+            signal: result.exit.and_then(|e| e.signal),
+            stderr_tail: result.stderr_tail.clone(),
+            log_path: Some(self.log.path().to_path_buf()),
+        })
+    }
+
+    fn finish_log(
+        &mut self,
+        outcome: Outcome,
+        attempts: u32,
+        session: &Option<SessionId>,
+        usage: Usage,
+        signals_present: bool,
+    ) {
+        self.log.record(
+            attempts,
+            &Record::RunFinished {
+                outcome,
+                attempts,
+                usage: &usage,
+                session_id: session.as_ref(),
+                signals_present,
+                duration_ms: self.start.elapsed().as_millis() as u64,
+            },
+        );
+        self.log.flush();
+    }
+
+    /// Records the end and builds the error for a failed run.
+    fn finish_err(
+        &mut self,
+        outcome: Outcome,
+        attempts: u32,
+        result: &AttemptResult,
+        session: &Option<SessionId>,
+        usage: Usage,
+    ) -> ProviderError {
+        let evidence = self.evidence(attempts, result, session, usage);
+        let signals_present = self.signals_present();
+        self.finish_log(outcome, attempts, session, usage, signals_present);
+        let provider = self.provider;
+        let config = &self.engine.config;
+        match outcome {
+            Outcome::Cancelled => ProviderError::Cancelled { provider, evidence },
+            Outcome::IdleTimeout => ProviderError::IdleTimeout {
+                provider,
+                idle: config.idle_timeout,
+                evidence,
+            },
+            Outcome::WallTimeout => ProviderError::WallTimeout {
+                provider,
+                limit: config.wall_timeout.unwrap_or(Duration::ZERO),
+                evidence,
+            },
+            Outcome::StaleSession => {
+                match session.clone().or_else(|| self.session.resume.clone()) {
+                    Some(session_id) => ProviderError::StaleSession {
+                        provider,
+                        session_id,
+                        evidence,
+                    },
+                    None => ProviderError::Crashed { provider, evidence },
+                }
+            }
+            Outcome::RateLimited => ProviderError::RateLimited {
+                provider,
+                retries: config.retry.max_retries,
+                resets_at_epoch_s: None,
+                evidence,
+            },
+            Outcome::ModelUnavailable => ProviderError::ModelUnavailable {
+                provider,
+                message: String::new(),
+                evidence,
+            },
+            Outcome::Crashed | Outcome::Succeeded | Outcome::Recovered | Outcome::SpawnFailed => {
+                ProviderError::Crashed { provider, evidence }
+            }
+        }
+    }
+
+    fn spawn_error(&self, program: &Path, e: &std::io::Error, argv_bytes: usize) -> ProviderError {
+        let provider = self.provider;
+        let program_name = program.display().to_string();
+        let kind = e.kind();
+        if kind == std::io::ErrorKind::NotFound || kind == std::io::ErrorKind::PermissionDenied {
+            ProviderError::CliNotFound {
+                provider,
+                program: program_name,
+                reason: e.to_string(),
+            }
+        } else if kind == std::io::ErrorKind::ArgumentListTooLong
+            || kind == std::io::ErrorKind::InvalidFilename
+        {
+            ProviderError::ArgvTooLong {
+                provider,
+                measured: argv_bytes,
+                limit: argv_bytes,
+                limit_name: format!("the operating system ({e})"),
+            }
+        } else {
+            ProviderError::SpawnFailed {
+                provider,
+                program: program_name,
+                reason: e.to_string(),
+            }
+        }
+    }
+
+    async fn check_version(
+        &mut self,
+        check: &VersionCheck,
+    ) -> Result<Option<String>, ProviderError> {
+        let env: Vec<(OsString, OsString)> = ["PATH", "HOME"]
+            .iter()
+            .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
+            .collect();
+        let probe = probe_version(
+            self.engine.spawner.as_ref(),
+            &check.program,
+            &check.args,
+            env,
+            &self.session.cwd,
+            check.timeout,
+        )
+        .await;
+        let required = check.required.to_string();
+        let program = check.program.display().to_string();
+        let (found, accepted) = match &probe {
+            VersionProbe::Found(v) => (v.to_string(), check.required.matches(v)),
+            VersionProbe::Unparsed(text) => (format!("unparsed output {text:?}"), false),
+            VersionProbe::TimedOut => (format!("no answer within {:?}", check.timeout), false),
+            VersionProbe::SpawnFailed(e) => {
+                return Err(ProviderError::CliNotFound {
+                    provider: self.provider,
+                    program,
+                    reason: e.clone(),
+                });
+            }
+        };
+        self.log.record(
+            0,
+            &Record::VersionChecked {
+                program: &program,
+                found: Some(&found),
+                required: &required,
+                accepted,
+                overridden: !accepted && check.allow_mismatch,
+            },
+        );
+        if !accepted && !check.allow_mismatch {
+            self.log.flush();
+            return Err(ProviderError::VersionMismatch {
+                provider: self.provider,
+                program,
+                found,
+                required,
+            });
+        }
+        Ok(Some(found))
+    }
+}
+
+fn describe(result: &AttemptResult) -> String {
+    let exit = result
+        .exit
+        .map_or_else(|| "no exit status".to_string(), |e| e.to_string());
+    match (&result.killed_by, &result.terminal) {
+        (Some(k), _) => format!("{exit}; group ended by the supervisor ({k:?})"),
+        (None, Some(t)) if t.is_error => format!("{exit}; terminal event reports an error"),
+        (None, Some(_)) => format!("{exit}; terminal event reports success"),
+        (None, None) => format!("{exit}; no terminal event"),
+    }
+}

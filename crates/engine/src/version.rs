@@ -1,0 +1,111 @@
+//! The CLI version check: ask the CLI for its version, with a timeout, and compare it with the
+//! provider's tested range. CLIs change their stream formats between releases; a run on an
+//! untested version fails loudly unless the caller overrides it.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+use crate::spawn::{ProviderSpawn, SpawnRequest, StdinMode};
+
+/// What the version command said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionProbe {
+    /// A version was found in the output.
+    Found(semver::Version),
+    /// The output held no version.
+    Unparsed(String),
+    /// The command did not answer in time.
+    TimedOut,
+    /// The command could not be started.
+    SpawnFailed(String),
+}
+
+/// Pulls the first version-looking token out of `--version` output: `2.1.197 (Claude Code)`,
+/// `codex-cli 0.171.0`, `v1.0.1`. A two-part `1.0` counts as `1.0.0`.
+pub fn parse_version(output: &str) -> Option<semver::Version> {
+    output
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')')
+        .map(|t| t.trim_start_matches('v').trim_end_matches('.'))
+        .filter(|t| t.starts_with(|c: char| c.is_ascii_digit()))
+        .find_map(|t| {
+            semver::Version::parse(t).ok().or_else(|| {
+                let parts = t.split('.').count();
+                (parts == 2)
+                    .then(|| semver::Version::parse(&format!("{t}.0")).ok())
+                    .flatten()
+            })
+        })
+}
+
+/// Runs `program args` (stdin `/dev/null`, empty-ish environment plus `PATH`/`HOME`) and reads
+/// its version. The process group is killed if it does not finish within `timeout`.
+pub async fn probe_version(
+    spawner: &dyn ProviderSpawn,
+    program: &std::path::Path,
+    args: &[String],
+    env: Vec<(OsString, OsString)>,
+    cwd: &std::path::Path,
+    timeout: Duration,
+) -> VersionProbe {
+    let request = SpawnRequest {
+        program: program.to_path_buf(),
+        args: args.iter().map(OsString::from).collect(),
+        env,
+        cwd: cwd.to_path_buf(),
+        stdin: StdinMode::Null,
+    };
+    let mut child = match spawner.spawn(&request) {
+        Ok(c) => c,
+        Err(e) => return VersionProbe::SpawnFailed(e.to_string()),
+    };
+    let pgid = child.pid();
+    let mut stdout = child.take_stdout();
+    let mut stderr = child.take_stderr();
+    let read = async {
+        let mut text = Vec::new();
+        if let Some(out) = stdout.as_mut() {
+            let _ = out.take(64 * 1024).read_to_end(&mut text).await;
+        }
+        if let Some(err) = stderr.as_mut() {
+            let _ = err.take(64 * 1024).read_to_end(&mut text).await;
+        }
+        let _ = child.wait().await;
+        text
+    };
+    let result = tokio::time::timeout(timeout, read).await;
+    match result {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            match parse_version(&text) {
+                Some(v) => VersionProbe::Found(v),
+                None => VersionProbe::Unparsed(text.chars().take(200).collect()),
+            }
+        }
+        Err(_) => {
+            // The leader died with its dropped handle (`kill_on_drop`); end the rest of its group.
+            let _ = crate::spawn::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            VersionProbe::TimedOut
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_versions_in_real_cli_outputs() {
+        let v = |s: &str| parse_version(s).map(|v| v.to_string());
+        assert_eq!(v("2.1.197 (Claude Code)").as_deref(), Some("2.1.197"));
+        assert_eq!(v("codex-cli 0.171.0").as_deref(), Some("0.171.0"));
+        assert_eq!(v("1.0.1\n").as_deref(), Some("1.0.1"));
+        assert_eq!(
+            v("GitHub Copilot CLI 1.0.102.\nRun 'copilot update'").as_deref(),
+            Some("1.0.102")
+        );
+        assert_eq!(v("v1.18").as_deref(), Some("1.18.0"));
+        assert_eq!(v("no version here"), None);
+    }
+}

@@ -1,0 +1,90 @@
+//! The stdout protocol of `corral-fake-agent`: one JSON object per line, tagged by `"type"`.
+//!
+//! The fake agent writes these lines and the engine's tests parse them back with the same types,
+//! so both sides agree on the exact shape without repeating JSON literals.
+
+use serde::{Deserialize, Serialize};
+
+/// The text the fake prints once every process of its tree has recorded its pid.
+pub const TREE_READY: &str = "tree-ready";
+
+/// The text of the `text` line of the `ok` mode.
+pub const HELLO: &str = "hello";
+
+/// One line of the fake agent's stdout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FakeLine {
+    /// `{"type":"init","session_id":"..."}`: the session the fake works in.
+    Init {
+        /// The announced session id.
+        session_id: String,
+    },
+    /// `{"type":"text","text":"..."}`: assistant output.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// `{"type":"result",...}`: the final line of a successful turn.
+    Result {
+        /// Whether the turn failed (the fake always says `false`).
+        is_error: bool,
+        /// The final text (`"done"`).
+        text: String,
+        /// Token counts of the turn.
+        usage: FakeUsage,
+        /// The cost of the turn in US dollars.
+        cost_usd: f64,
+    },
+    /// `{"type":"rate_limit",...}`: the provider refused the turn for now.
+    RateLimit {
+        /// When the limit resets, in seconds since the Unix epoch, if known.
+        resets_at: Option<u64>,
+        /// A human-readable message (`"rate limited"`).
+        message: String,
+    },
+}
+
+/// Token counts reported in a [`FakeLine::Result`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FakeUsage {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+}
+
+impl FakeLine {
+    /// The `init` line announcing `session_id`.
+    pub fn init(session_id: impl Into<String>) -> Self {
+        Self::Init {
+            session_id: session_id.into(),
+        }
+    }
+
+    /// A `text` line.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+
+    /// The `result` line every successful mode prints: `"done"`, 10 in, 5 out, $0.001.
+    pub fn done() -> Self {
+        Self::Result {
+            is_error: false,
+            text: "done".to_owned(),
+            usage: FakeUsage {
+                input_tokens: 10,
+                output_tokens: 5,
+            },
+            cost_usd: 0.001,
+        }
+    }
+
+    /// A `rate_limit` line.
+    pub fn rate_limit(resets_at: Option<u64>) -> Self {
+        Self::RateLimit {
+            resets_at,
+            message: "rate limited".to_owned(),
+        }
+    }
+}
