@@ -1,1 +1,58 @@
-//! Placeholder, filled in below.
+//! The file contract between Corral and an agent: what the agent writes, and how Corral checks it.
+//!
+//! An agent reports its result by writing `signals.json` itself, with its file-writing tool:
+//! `{"schemaVersion": 1, "signals": [{"type": "<kind>", "timestamp": "<RFC 3339>", ...}]}`. This
+//! crate owns that format and everything around it:
+//! - the per-kind signal types ([`Signal`], [`SignalKind`]), with serde shapes, garde rules and
+//!   a JSON Schema ([`signals_json_schema`], checked in at `docs/schema/signals.schema.json`);
+//! - [`Contract`]: which kinds a flow step accepts, and how many;
+//! - validation in stages with one error per stage and every content issue collected with its
+//!   JSON path ([`validate_signals_file`], [`validate_signals_str`], [`SignalsError`]), with
+//!   schema-version migration;
+//! - the prompt section telling the agent where and what to write
+//!   ([`render_contract_section`]), the follow-up prompt when it got it wrong
+//!   ([`corrective_message`]), and the Markdown sidecars ([`render_evaluation_md`],
+//!   [`render_signals_summary`]);
+//! - `session-id.txt`: the session-id rule and reader ([`validate_session_id`],
+//!   [`read_session_id`]).
+//!
+//! It must NOT know about processes, providers or their CLIs, settings, or where a run directory
+//! lives: it reads the one file it is pointed at, and renders strings for the caller to send or
+//! write. It does no I/O beyond reading `signals.json` and `session-id.txt`.
+
+mod contract;
+mod corrective;
+mod document;
+mod error;
+mod evaluation;
+mod markdown;
+mod migrate;
+mod render;
+mod rules;
+mod schema;
+mod session_id;
+mod sidecar;
+mod signal;
+mod timestamp;
+mod validate;
+
+pub use contract::{Contract, Multiplicity};
+pub use corrective::{CORRECTIVE_MAX_ISSUES, corrective_message};
+pub use document::{
+    CURRENT_SCHEMA_VERSION, SIGNALS_FILE_MAX_BYTES, SIGNALS_FILE_NAME, SignalsDocument,
+};
+pub use error::{Issue, IssueStage, SignalsError};
+pub use evaluation::{Criterion, Dimension, Evaluation, EvaluationStatus, FLOOR_DIMENSIONS};
+pub use render::render_contract_section;
+pub use schema::signals_json_schema;
+pub use session_id::{
+    SESSION_ID_FILE, SESSION_ID_MAX_LEN, SessionId, SessionIdError, SessionIdFileError,
+    read_session_id, validate_session_id,
+};
+pub use sidecar::{EVALUATION_SIDECAR_FILE, render_evaluation_md, render_signals_summary};
+pub use signal::{
+    COMMIT_SUBJECT_MAX_CHARS, Change, CommitMessage, Decision, GATE_TIMEOUT_MAX_MS, Gate, Learning,
+    Note, PrContent, Signal, SignalKind, TaskBlocked, TaskComplete, TaskVerified, VerifyGates,
+};
+pub use timestamp::{Timestamp, TimestampError, check_rfc3339};
+pub use validate::{ValidatedSignals, validate_signals_file, validate_signals_str};

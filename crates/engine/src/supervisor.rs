@@ -374,25 +374,31 @@ impl<'a> Run<'a> {
 
             match class {
                 AttemptClass::RateLimited(info) => {
-                    if retries_used >= config.retry.max_retries {
+                    let wait = if retries_used < config.retry.max_retries {
+                        config.retry.wait(
+                            retries_used + 1,
+                            Some(&info),
+                            SystemTime::now(),
+                            &mut rng,
+                        )
+                    } else {
+                        None
+                    };
+                    let Some((wait, basis)) = wait else {
+                        let evidence = self.evidence(attempt, &result, &last_session, usage);
+                        let signals_present = self.signals_present();
+                        self.finish_log(
+                            Outcome::RateLimited,
+                            attempt,
+                            &last_session,
+                            usage,
+                            signals_present,
+                        );
                         return Err(ProviderError::RateLimited {
                             provider: self.provider,
                             retries: retries_used,
                             resets_at_epoch_s: info.resets_at_epoch_s,
-                            evidence: self.evidence(attempt, &result, &last_session, usage),
-                        });
-                    }
-                    let Some((wait, basis)) = config.retry.wait(
-                        retries_used + 1,
-                        Some(&info),
-                        SystemTime::now(),
-                        &mut rng,
-                    ) else {
-                        return Err(ProviderError::RateLimited {
-                            provider: self.provider,
-                            retries: retries_used,
-                            resets_at_epoch_s: info.resets_at_epoch_s,
-                            evidence: self.evidence(attempt, &result, &last_session, usage),
+                            evidence,
                         });
                     };
                     retries_used += 1;
@@ -712,5 +718,158 @@ fn describe(result: &AttemptResult) -> String {
         (None, Some(t)) if t.is_error => format!("{exit}; terminal event reports an error"),
         (None, Some(_)) => format!("{exit}; terminal event reports success"),
         (None, None) => format!("{exit}; no terminal event"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Recorded-spawn tests: what the engine asks the spawner for, without starting anything.
+
+    use std::path::PathBuf;
+
+    use corral_ports::{AgentEvent, CancellationToken, NoopObserver, Permissions};
+
+    use super::*;
+    use crate::adapter::{CommandSpec, Diagnosis, StreamParser};
+    use crate::env::EnvProfile;
+    use crate::spawn::SpawnedChild;
+
+    mockall::mock! {
+        #[derive(Debug)]
+        Spawner {}
+        impl ProviderSpawn for Spawner {
+            fn spawn(&self, request: &SpawnRequest) -> std::io::Result<Box<dyn SpawnedChild>>;
+        }
+    }
+
+    struct Adapter(PromptDelivery);
+
+    struct NoParser;
+    impl StreamParser for NoParser {
+        fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>) {
+            out.push(AgentEvent::Unparsed {
+                line: line.to_string(),
+            });
+        }
+    }
+
+    impl CliAdapter for Adapter {
+        fn provider(&self) -> ProviderId {
+            ProviderId::Copilot
+        }
+        fn prompt_delivery(&self) -> PromptDelivery {
+            self.0
+        }
+        fn env_profile(&self) -> EnvProfile {
+            EnvProfile::new("test", &["TEST_*"])
+        }
+        fn command(&self, plan: &AttemptPlan<'_>) -> Result<CommandSpec, ProviderError> {
+            let mut args = vec!["--headless".into()];
+            if let Some(p) = plan.pointer {
+                args.push("-p".into());
+                args.push(p.sentence.clone().into());
+            }
+            Ok(CommandSpec {
+                program: "the-cli".into(),
+                args,
+                env_set: vec![("TEST_KNOB".into(), "1".into())],
+            })
+        }
+        fn parser(&self) -> Box<dyn StreamParser> {
+            Box::new(NoParser)
+        }
+        fn diagnose(&self, _: &AttemptEvidence<'_>) -> Diagnosis {
+            Diagnosis::default()
+        }
+    }
+
+    fn session(dir: &Path) -> AiSession {
+        AiSession {
+            prompt: Arc::from("PROMPT-BODY ".repeat(20_000).as_str()),
+            cwd: dir.to_path_buf(),
+            extra_roots: Vec::new(),
+            model: None,
+            effort: None,
+            permissions: Permissions::default(),
+            resume: None,
+            cancel: CancellationToken::new(),
+            signals_file: dir.join("run/signals.json"),
+            output_dir: dir.join("run"),
+            max_budget_usd: None,
+        }
+    }
+
+    fn engine(spawner: MockSpawner) -> Engine {
+        let config = EngineConfig {
+            ambient_env: Some(vec![
+                ("PATH".into(), "/bin".into()),
+                ("SECRET_TOKEN".into(), "x".into()),
+            ]),
+            ..EngineConfig::default()
+        };
+        Engine::with_spawner(config, Arc::new(spawner))
+    }
+
+    #[tokio::test]
+    async fn stdin_delivery_pipes_the_prompt_and_keeps_it_out_of_argv() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spawner = MockSpawner::new();
+        spawner
+            .expect_spawn()
+            .withf(|r: &SpawnRequest| {
+                r.stdin == StdinMode::Piped
+                    && r.args == [std::ffi::OsString::from("--headless")]
+                    && r.env.iter().any(|(k, v)| k == "TEST_KNOB" && v == "1")
+                    && r.env.iter().any(|(k, _)| k == RUN_TOKEN_VAR)
+                    && !r.env.iter().any(|(k, _)| k == "SECRET_TOKEN")
+            })
+            .times(1)
+            .returning(|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)));
+        let err = engine(spawner)
+            .run(
+                &Adapter(PromptDelivery::Stdin),
+                session(dir.path()),
+                Arc::new(NoopObserver),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProviderError::CliNotFound { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn pointer_delivery_writes_the_file_and_passes_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let pointer_path: PathBuf = dir.path().join("run/copilot-prompt.md");
+        let expected = pointer_path.display().to_string();
+        let mut spawner = MockSpawner::new();
+        spawner
+            .expect_spawn()
+            .withf(move |r: &SpawnRequest| {
+                let argv: Vec<String> = r
+                    .args
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                r.stdin == StdinMode::Null
+                    && argv.len() == 3
+                    && argv[2].contains(&expected)
+                    && !argv.iter().any(|a| a.contains("PROMPT-BODY"))
+            })
+            .times(1)
+            .returning(|_| Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied)));
+        let s = session(dir.path());
+        let prompt = s.prompt.clone();
+        let err = engine(spawner)
+            .run(
+                &Adapter(PromptDelivery::PointerFile {
+                    file_name: "copilot-prompt.md",
+                }),
+                s,
+                Arc::new(NoopObserver),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProviderError::CliNotFound { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&pointer_path).unwrap(), &*prompt);
     }
 }

@@ -26,7 +26,9 @@ use corral_test_support::read_pids;
 use nix::sys::signal::{SigSet, Signal, raise};
 
 use crate::cli::{Mode, Opts};
-use crate::tree::{TreePidFile, is_session_leader, sleep_forever, spawn_self, wait_until};
+use crate::tree::{
+    TreePidFile, is_session_leader, sleep_forever, spawn_self, spawn_self_with, wait_until,
+};
 
 /// Exit code for a bad command line (EX_USAGE).
 const EXIT_USAGE: u8 = 64;
@@ -151,10 +153,11 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
             out.line(&FakeLine::text(TREE_READY))?;
             sleep_forever()
         }
-        Mode::SetsidGrandchild => {
+        Mode::SetsidGrandchild | Mode::SetsidScrubbed => {
             let pids = TreePidFile::new(opts.pid_file.as_deref());
             out.line(&FakeLine::init(&session))?;
-            let child = spawn_self(Mode::SetsidSleeper, &pids.path, &[])?;
+            let scrub = opts.mode == Mode::SetsidScrubbed;
+            let child = spawn_self_with(Mode::SetsidSleeper, &pids.path, &[], scrub)?;
             let child_pid = child.id();
             wait_until(
                 "the setsid child to record its pid and leave the group",

@@ -17,6 +17,7 @@ pub enum Mode {
     TrapTerm,
     Grandchildren,
     SetsidGrandchild,
+    SetsidScrubbed,
     Daemonize,
     GiantLine,
     InvalidUtf8,
@@ -69,6 +70,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         "setsid-grandchild",
         Mode::SetsidGrandchild,
         "init; a child that calls setsid(); tree-ready; sleep forever",
+    ),
+    (
+        "setsid-scrubbed",
+        Mode::SetsidScrubbed,
+        "like setsid-grandchild, but the child starts with an empty environment",
     ),
     (
         "daemonize",

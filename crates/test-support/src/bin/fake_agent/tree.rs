@@ -71,9 +71,22 @@ impl TreePidFile {
 /// Starts the fake's own binary in `mode`, recording into `pid_file`. The child inherits stdin,
 /// stdout, stderr and the process group.
 pub fn spawn_self(mode: Mode, pid_file: &Path, extra: &[String]) -> std::io::Result<Child> {
+    spawn_self_with(mode, pid_file, extra, false)
+}
+
+/// [`spawn_self`], optionally with an empty environment (a descendant that scrubs its env).
+pub fn spawn_self_with(
+    mode: Mode,
+    pid_file: &Path,
+    extra: &[String],
+    scrub_env: bool,
+) -> std::io::Result<Child> {
     let exe = std::env::current_exe()?;
-    Command::new(exe)
-        .arg(mode.name())
+    let mut cmd = Command::new(exe);
+    if scrub_env {
+        cmd.env_clear();
+    }
+    cmd.arg(mode.name())
         .arg("--pid-file")
         .arg(pid_file)
         .args(extra)

@@ -1,0 +1,335 @@
+//! Rate-limit backoff with resume, the stale-session cold retry, and the version check.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use corral_engine::{CliAdapter, EngineConfig, VersionCheck};
+use corral_ports::{CancellationToken, Outcome, ProviderError, RunObserver, SessionId};
+use serde_json::Value;
+
+use crate::support::*;
+
+fn argv_log(path: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+fn resumed_id(argv: &[String]) -> Option<&str> {
+    argv.iter()
+        .position(|a| a == "--resume")
+        .map(|i| argv[i + 1].as_str())
+}
+
+#[tokio::test]
+async fn rate_limited_twice_then_success_resumes_the_captured_session() {
+    let s = Scratch::new();
+    let state = s.path("state");
+    let argv = s.path("argv.jsonl");
+    let args = [
+        "--times",
+        "2",
+        "--session-id",
+        "rl-session",
+        "--state-file",
+        state.to_str().unwrap(),
+        "--argv-log",
+        argv.to_str().unwrap(),
+    ];
+    let out = run(
+        fast_config(),
+        &s.adapter("rate-limit-then-ok", &args),
+        s.session(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    assert_eq!(out.attempts, 3);
+    assert_eq!(
+        out.session_id.as_ref().map(SessionId::as_str),
+        Some("rl-session")
+    );
+    let calls = argv_log(&argv);
+    assert_eq!(calls.len(), 3);
+    assert_eq!(resumed_id(&calls[0]), None, "the first attempt starts cold");
+    assert_eq!(resumed_id(&calls[1]), Some("rl-session"));
+    assert_eq!(resumed_id(&calls[2]), Some("rl-session"));
+    let log = s.assert_log_complete("succeeded");
+    let backoffs = records(&log, "backoff");
+    assert_eq!(backoffs.len(), 2);
+    assert_eq!(backoffs[0]["next_resume"], "rl-session");
+    assert_eq!(backoffs[1]["retry"], 2);
+    let classes: Vec<_> = records(&log, "classified")
+        .iter()
+        .map(|v| v["class"].clone())
+        .collect();
+    assert_eq!(classes, ["rate-limited", "rate-limited", "succeeded"]);
+    assert_eq!(s.session_file().as_deref(), Some("rl-session\n"));
+    s.assert_tree_gone();
+}
+
+#[tokio::test]
+async fn rate_limit_retries_exhausted_is_reported_with_the_session() {
+    let s = Scratch::new();
+    let mut config = fast_config();
+    config.retry.max_retries = 2;
+    let err = run(
+        config,
+        &s.adapter("rate-limit-forever", &["--session-id", "rl-x"]),
+        s.session(),
+    )
+    .await
+    .unwrap_err();
+    match &err {
+        ProviderError::RateLimited {
+            retries, evidence, ..
+        } => {
+            assert_eq!(*retries, 2);
+            assert_eq!(evidence.attempts, 3);
+        }
+        other => panic!("expected RateLimited, got {other}"),
+    }
+    assert_eq!(err.session_id().map(SessionId::as_str), Some("rl-x"));
+    assert!(err.is_retryable());
+    s.assert_log_complete("rate-limited");
+    s.assert_tree_gone();
+}
+
+#[tokio::test]
+async fn zero_retries_gives_up_after_the_first_rate_limit() {
+    let s = Scratch::new();
+    let mut config = fast_config();
+    config.retry.max_retries = 0;
+    let err = run(config, &s.adapter("rate-limit-forever", &[]), s.session())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::RateLimited { retries: 0, .. }),
+        "{err}"
+    );
+    assert!(records(&s.log(), "backoff").is_empty());
+}
+
+#[tokio::test]
+async fn a_known_reset_time_is_waited_for_instead_of_backing_off() {
+    let s = Scratch::new();
+    let state = s.path("state");
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let args = [
+        "--times",
+        "1",
+        "--resets-at",
+        &reset,
+        "--state-file",
+        state.to_str().unwrap(),
+    ];
+    let out = run(
+        fast_config(),
+        &s.adapter("rate-limit-then-ok", &args),
+        s.session(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.attempts, 2);
+    let log = s.log();
+    let backoff = records(&log, "backoff")[0];
+    assert_eq!(backoff["reason"], "until the reported reset time");
+    assert!(backoff["wait_ms"].as_u64().unwrap() <= 2000, "{backoff}");
+}
+
+#[tokio::test]
+async fn a_stale_session_falls_back_to_one_cold_run_without_using_a_retry() {
+    let s = Scratch::new();
+    let argv = s.path("argv.jsonl");
+    let mut session = s.session();
+    session.resume = Some(SessionId::new("gone-session").unwrap());
+    let mut config = fast_config();
+    config.retry.max_retries = 0;
+    let adapter = s.adapter(
+        "stale-session",
+        &[
+            "--argv-log",
+            argv.to_str().unwrap(),
+            "--session-id",
+            "fresh-1",
+        ],
+    );
+    let out = run(config, &adapter, session).await.unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    assert_eq!(out.attempts, 2);
+    assert_eq!(
+        out.session_id.as_ref().map(SessionId::as_str),
+        Some("fresh-1")
+    );
+    let calls = argv_log(&argv);
+    assert_eq!(resumed_id(&calls[0]), Some("gone-session"));
+    assert_eq!(resumed_id(&calls[1]), None, "the fallback runs cold");
+    let log = s.assert_log_complete("succeeded");
+    assert_eq!(
+        records(&log, "cold_retry")[0]["stale_session"],
+        "gone-session"
+    );
+    assert_eq!(s.session_file().as_deref(), Some("fresh-1\n"));
+    s.assert_tree_gone();
+}
+
+/// Observer that cancels the run as soon as a backoff sleep begins.
+struct CancelOnBackoff(CancellationToken);
+
+impl RunObserver for CancelOnBackoff {
+    fn backoff(&self, _attempt: u32, _wait: Duration, _reason: &str) {
+        self.0.cancel();
+    }
+}
+
+#[tokio::test]
+async fn cancellation_cuts_a_backoff_sleep_short() {
+    let s = Scratch::new();
+    let session = s.session();
+    let mut config = fast_config();
+    config.retry.initial = Duration::from_secs(600);
+    config.retry.max = Duration::from_secs(600);
+    let observer = Arc::new(CancelOnBackoff(session.cancel.clone()));
+    let t = Instant::now();
+    let err = run_observed(
+        config,
+        &s.adapter("rate-limit-forever", &["--session-id", "b-1"]),
+        session,
+        observer,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ProviderError::Cancelled { .. }), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(60),
+        "the 10-minute sleep was not cut short"
+    );
+    assert_eq!(err.session_id().map(SessionId::as_str), Some("b-1"));
+    let log = s.assert_log_complete("cancelled");
+    assert_eq!(records(&log, "backoff").len(), 1);
+    s.assert_tree_gone();
+}
+
+/// Adapter wrapper that declares a version check.
+struct Versioned {
+    inner: FakeAdapter,
+    check: VersionCheck,
+}
+
+impl CliAdapter for Versioned {
+    fn provider(&self) -> corral_ports::ProviderId {
+        self.inner.provider()
+    }
+    fn prompt_delivery(&self) -> corral_engine::PromptDelivery {
+        self.inner.prompt_delivery()
+    }
+    fn env_profile(&self) -> corral_engine::EnvProfile {
+        self.inner.env_profile()
+    }
+    fn command(
+        &self,
+        plan: &corral_engine::AttemptPlan<'_>,
+    ) -> Result<corral_engine::CommandSpec, ProviderError> {
+        self.inner.command(plan)
+    }
+    fn parser(&self) -> Box<dyn corral_engine::StreamParser> {
+        self.inner.parser()
+    }
+    fn diagnose(&self, evidence: &corral_engine::AttemptEvidence<'_>) -> corral_engine::Diagnosis {
+        self.inner.diagnose(evidence)
+    }
+    fn version_check(&self) -> Option<VersionCheck> {
+        Some(self.check.clone())
+    }
+}
+
+fn version_check(output: &str, required: &str, allow_mismatch: bool) -> VersionCheck {
+    VersionCheck {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), format!("echo '{output}'")],
+        required: semver::VersionReq::parse(required).unwrap(),
+        timeout: Duration::from_secs(10),
+        allow_mismatch,
+    }
+}
+
+#[tokio::test]
+async fn an_untested_cli_version_is_refused_unless_overridden() {
+    let s = Scratch::new();
+    let adapter = Versioned {
+        inner: s.adapter("ok", &[]),
+        check: version_check("3.0.1 (Claude Code)", ">=2.1, <2.2", false),
+    };
+    let err = corral_engine::Engine::new(fast_config())
+        .run(&adapter, s.session(), Arc::new(corral_ports::NoopObserver))
+        .await
+        .unwrap_err();
+    match &err {
+        ProviderError::VersionMismatch {
+            found, required, ..
+        } => {
+            assert_eq!(found, "3.0.1");
+            assert_eq!(required, ">=2.1, <2.2");
+        }
+        other => panic!("expected VersionMismatch, got {other}"),
+    }
+    assert!(
+        err.to_string().contains("tested_versions"),
+        "the error names the override: {err}"
+    );
+    assert!(!s.pid_file().exists(), "the CLI never ran");
+
+    let s = Scratch::new();
+    let adapter = Versioned {
+        inner: s.adapter("ok", &[]),
+        check: version_check("3.0.1", ">=2.1, <2.2", true),
+    };
+    let out = corral_engine::Engine::new(fast_config())
+        .run(&adapter, s.session(), Arc::new(corral_ports::NoopObserver))
+        .await
+        .unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    let log = s.log();
+    assert_eq!(records(&log, "version_checked")[0]["overridden"], true);
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.run_dir().join("session.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["cli_version"], "3.0.1");
+    assert_eq!(meta["cwd"], s.path("work").to_str().unwrap());
+}
+
+#[tokio::test]
+async fn a_hanging_version_command_times_out() {
+    let s = Scratch::new();
+    let mut check = version_check("x", ">=1", false);
+    check.args = vec!["-c".into(), "sleep 30".into()];
+    check.timeout = Duration::from_millis(300);
+    let adapter = Versioned {
+        inner: s.adapter("ok", &[]),
+        check,
+    };
+    let config = EngineConfig { ..fast_config() };
+    let err = corral_engine::Engine::new(config)
+        .run(&adapter, s.session(), Arc::new(corral_ports::NoopObserver))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::VersionMismatch { found, .. } if found.starts_with("no answer")),
+        "{err}"
+    );
+}

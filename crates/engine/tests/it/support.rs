@@ -1,0 +1,270 @@
+//! A test adapter for the fake agent's protocol, and the checks every test repeats.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use corral_engine::{
+    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, Engine, EngineConfig,
+    EnvProfile, PromptDelivery, RetryPolicy, StreamParser,
+};
+use corral_ports::{
+    AgentEvent, AiSession, CancellationToken, NoopObserver, Permissions, ProviderError, ProviderId,
+    ProviderOutput, RateLimitInfo, RunObserver, SessionId, Usage,
+};
+use corral_test_support::fake_protocol::FakeLine;
+use corral_test_support::{fake_agent_path, read_pids, wait_all_dead};
+use serde_json::Value;
+
+/// Drives `corral-fake-agent <mode> <args…>`.
+#[derive(Debug, Clone)]
+pub struct FakeAdapter {
+    pub program: PathBuf,
+    pub mode: String,
+    pub args: Vec<String>,
+    pub pid_file: PathBuf,
+    pub delivery: PromptDelivery,
+}
+
+impl CliAdapter for FakeAdapter {
+    fn provider(&self) -> ProviderId {
+        ProviderId::Claude
+    }
+
+    fn prompt_delivery(&self) -> PromptDelivery {
+        self.delivery
+    }
+
+    fn env_profile(&self) -> EnvProfile {
+        EnvProfile::new("fake", &["FAKE_AGENT_*"])
+    }
+
+    fn command(&self, plan: &AttemptPlan<'_>) -> Result<CommandSpec, ProviderError> {
+        let mut args: Vec<OsString> = vec![self.mode.clone().into()];
+        args.extend(self.args.iter().map(OsString::from));
+        args.push("--pid-file".into());
+        args.push(self.pid_file.clone().into());
+        if let Some(id) = plan.resume {
+            args.push("--resume".into());
+            args.push(id.as_str().into());
+        }
+        Ok(CommandSpec {
+            program: self.program.clone(),
+            args,
+            env_set: Vec::new(),
+        })
+    }
+
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(FakeParser)
+    }
+
+    fn diagnose(&self, evidence: &AttemptEvidence<'_>) -> Diagnosis {
+        Diagnosis {
+            stale_session: evidence
+                .stderr_tail
+                .contains("No conversation found with session ID"),
+            ..Diagnosis::default()
+        }
+    }
+}
+
+struct FakeParser;
+
+impl StreamParser for FakeParser {
+    fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>) {
+        let event = match serde_json::from_str::<FakeLine>(line) {
+            Ok(FakeLine::Init { session_id }) => match SessionId::new(session_id) {
+                Ok(session_id) => AgentEvent::SessionStarted {
+                    session_id,
+                    model: None,
+                },
+                Err(_) => AgentEvent::Unparsed {
+                    line: line.to_string(),
+                },
+            },
+            Ok(FakeLine::Text { text }) => AgentEvent::Text { text },
+            Ok(FakeLine::Result {
+                is_error,
+                text,
+                usage,
+                cost_usd,
+            }) => AgentEvent::TerminalResult {
+                is_error,
+                text: Some(text),
+                api_status: None,
+                usage: Some(Usage {
+                    input: Some(usage.input_tokens),
+                    output: Some(usage.output_tokens),
+                    cost_usd: Some(cost_usd),
+                    ..Usage::default()
+                }),
+            },
+            Ok(FakeLine::RateLimit { resets_at, message }) => AgentEvent::RateLimit {
+                info: RateLimitInfo {
+                    resets_at_epoch_s: resets_at,
+                    retry_after_ms: None,
+                    rejected: true,
+                    message,
+                },
+            },
+            Err(_) => AgentEvent::Unparsed {
+                line: line.to_string(),
+            },
+        };
+        out.push(event);
+    }
+}
+
+/// One test's scratch space: working directory, run directory, pid file.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        Scratch {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.path("run")
+    }
+
+    pub fn pid_file(&self) -> PathBuf {
+        self.path("pids")
+    }
+
+    pub fn adapter(&self, mode: &str, args: &[&str]) -> FakeAdapter {
+        FakeAdapter {
+            program: fake_agent_path(),
+            mode: mode.to_string(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            pid_file: self.pid_file(),
+            delivery: PromptDelivery::Stdin,
+        }
+    }
+
+    pub fn session(&self) -> AiSession {
+        let work = self.path("work");
+        std::fs::create_dir_all(&work).expect("work dir");
+        AiSession {
+            prompt: Arc::from("do the thing"),
+            cwd: work,
+            extra_roots: Vec::new(),
+            model: None,
+            effort: None,
+            permissions: Permissions::default(),
+            resume: None,
+            cancel: CancellationToken::new(),
+            signals_file: self.run_dir().join("signals.json"),
+            output_dir: self.run_dir(),
+            max_budget_usd: None,
+        }
+    }
+
+    /// Every JSON line of the execution log; panics on a line that does not parse or lacks the
+    /// fields every line must have.
+    pub fn log(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.run_dir().join("events.jsonl")).expect("log");
+        text.lines()
+            .enumerate()
+            .map(|(i, line)| {
+                let v: Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("log line {} is not JSON ({e}): {line}", i + 1));
+                for key in ["t", "mono_ms", "attempt", "kind"] {
+                    assert!(
+                        v.get(key).is_some(),
+                        "log line {} lacks {key}: {line}",
+                        i + 1
+                    );
+                }
+                v
+            })
+            .collect()
+    }
+
+    /// The log is complete: it starts with run_started and ends with run_finished.
+    pub fn assert_log_complete(&self, outcome: &str) -> Vec<Value> {
+        let log = self.log();
+        assert_eq!(
+            log.first().map(|v| v["kind"].clone()),
+            Some("run_started".into())
+        );
+        let last = log.last().expect("non-empty log");
+        assert_eq!(last["kind"], "run_finished", "last line: {last}");
+        assert_eq!(last["outcome"], outcome, "last line: {last}");
+        log
+    }
+
+    pub fn session_file(&self) -> Option<String> {
+        std::fs::read_to_string(self.run_dir().join("session-id.txt")).ok()
+    }
+
+    /// Every pid the fake reported is gone.
+    pub fn assert_tree_gone(&self) -> Vec<u32> {
+        let pids = read_pids(&self.pid_file());
+        assert!(!pids.is_empty(), "the fake reported no pid");
+        let survivors = wait_all_dead(&pids, Duration::from_secs(5));
+        if !survivors.is_empty() {
+            corral_test_support::kill_survivors(&survivors);
+            panic!("processes left behind: {survivors:?} of {pids:?}");
+        }
+        pids
+    }
+}
+
+pub fn fast_config() -> EngineConfig {
+    EngineConfig {
+        idle_timeout: Duration::from_millis(1500),
+        kill_grace: Duration::from_millis(500),
+        post_terminal_grace: Duration::from_millis(300),
+        leftover_grace: Duration::from_millis(300),
+        retry: RetryPolicy {
+            max_retries: 3,
+            initial: Duration::from_millis(20),
+            max: Duration::from_millis(200),
+            jitter: 0.2,
+            max_reset_wait: Duration::from_secs(5),
+        },
+        jitter_seed: Some(42),
+        ..EngineConfig::default()
+    }
+}
+
+pub async fn run(
+    config: EngineConfig,
+    adapter: &FakeAdapter,
+    session: AiSession,
+) -> Result<ProviderOutput, ProviderError> {
+    run_observed(config, adapter, session, Arc::new(NoopObserver)).await
+}
+
+pub async fn run_observed(
+    config: EngineConfig,
+    adapter: &FakeAdapter,
+    session: AiSession,
+    observer: Arc<dyn RunObserver>,
+) -> Result<ProviderOutput, ProviderError> {
+    Engine::new(config).run(adapter, session, observer).await
+}
+
+pub fn records<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    log.iter().filter(|v| v["kind"] == kind).collect()
+}
+
+pub fn agent_events<'a>(log: &'a [Value], event: &str) -> Vec<&'a Value> {
+    log.iter()
+        .filter(|v| v["kind"] == "agent" && v["event"] == event)
+        .collect()
+}
+
+pub fn write_file(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+}

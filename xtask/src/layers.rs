@@ -1,0 +1,606 @@
+//! The crate layering gate: every workspace member's declared dependencies, checked against a
+//! declarative table with `cargo metadata --format-version 1 --no-deps --offline`.
+//!
+//! This is the fine half of the layering; `deny.toml` is the coarse half. cargo-deny only sees
+//! direct parents of banned crates. This table also knows dependency kinds (test fixtures are a
+//! dev-dependency only), which external crates a member may use (the ports stay tiny; `anyhow`
+//! only in the binary), and that every member opts into the workspace lints.
+//! A workspace member missing from [`LAYERS`] is an error, so a new crate must be declared here.
+//! Crates that do not exist yet are declared too: the table is the plan, the workspace catches up.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::shell;
+
+/// How a dependency is declared: `[dependencies]`, `[dev-dependencies]` or `[build-dependencies]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Normal,
+    Dev,
+    Build,
+}
+
+impl Kind {
+    fn from_metadata(kind: Option<&str>) -> anyhow::Result<Self> {
+        match kind {
+            None => Ok(Self::Normal),
+            Some("dev") => Ok(Self::Dev),
+            Some("build") => Ok(Self::Build),
+            Some(other) => bail!("unknown dependency kind `{other}` in cargo metadata"),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::Dev => "dev",
+            Self::Build => "build",
+        }
+    }
+}
+
+/// A dependency a crate may declare, and the kinds it may declare it as.
+#[derive(Debug)]
+pub struct Dep {
+    pub name: &'static str,
+    pub kinds: &'static [Kind],
+}
+
+const ANY_KIND: &[Kind] = &[Kind::Normal, Kind::Dev, Kind::Build];
+const DEV_ONLY: &[Kind] = &[Kind::Dev];
+
+/// May be declared as a normal, dev or build dependency.
+const fn any(name: &'static str) -> Dep {
+    Dep {
+        name,
+        kinds: ANY_KIND,
+    }
+}
+
+/// May be declared as a dev-dependency only.
+const fn dev(name: &'static str) -> Dep {
+    Dep {
+        name,
+        kinds: DEV_ONLY,
+    }
+}
+
+/// Which external (registry) crates a member may declare.
+#[derive(Debug)]
+pub enum Externals {
+    /// Any, subject to [`RESERVED`].
+    Any,
+    /// Exactly these, subject to [`RESERVED`].
+    Only(&'static [Dep]),
+}
+
+/// What a member may depend on.
+#[derive(Debug)]
+pub enum Rules {
+    /// A tool, not product: any internal or external crate, and [`RESERVED`] does not apply.
+    Tool,
+    /// A product crate: only the internal crates listed, externals as given, [`RESERVED`] applies.
+    Product {
+        internal: &'static [Dep],
+        external: Externals,
+    },
+}
+
+/// One workspace member (or planned member) and its rules.
+#[derive(Debug)]
+pub struct Layer {
+    pub name: &'static str,
+    pub rules: Rules,
+}
+
+/// An external crate only some product crates may declare.
+#[derive(Debug)]
+pub struct Reserved {
+    pub name: &'static str,
+    /// Empty: any declaration counts. Otherwise only a declaration enabling one of these features.
+    pub features: &'static [&'static str],
+    pub only_in: &'static [&'static str],
+    pub reason: &'static str,
+}
+
+/// The provider adapters are siblings: ports and engine, the contract suite and fixtures in tests.
+const PROVIDER: Rules = Rules::Product {
+    internal: &[
+        any("corral-ports"),
+        any("corral-engine"),
+        dev("corral-contract"),
+        dev("corral-test-support"),
+    ],
+    external: Externals::Any,
+};
+
+/// Every workspace member, present or planned, and what it may depend on.
+pub const LAYERS: &[Layer] = &[
+    // The bottom layer: traits and types, and a handful of small external crates.
+    Layer {
+        name: "corral-ports",
+        rules: Rules::Product {
+            internal: &[dev("corral-test-support")],
+            external: Externals::Only(&[
+                any("async-trait"),
+                any("serde"),
+                any("serde_json"),
+                any("thiserror"),
+                any("tokio-util"),
+            ]),
+        },
+    },
+    // The signals.json contract knows nothing of the rest of Corral.
+    Layer {
+        name: "corral-contract",
+        rules: Rules::Product {
+            internal: &[dev("corral-test-support")],
+            external: Externals::Only(&[
+                any("garde"),
+                any("schemars"),
+                any("serde"),
+                any("serde_json"),
+                any("thiserror"),
+                dev("insta"),
+                dev("tempfile"),
+            ]),
+        },
+    },
+    // The supervised process runner: it implements what the ports describe.
+    Layer {
+        name: "corral-engine",
+        rules: Rules::Product {
+            internal: &[any("corral-ports"), dev("corral-test-support")],
+            external: Externals::Any,
+        },
+    },
+    Layer {
+        name: "corral-claude",
+        rules: PROVIDER,
+    },
+    Layer {
+        name: "corral-codex",
+        rules: PROVIDER,
+    },
+    Layer {
+        name: "corral-copilot",
+        rules: PROVIDER,
+    },
+    Layer {
+        name: "corral-opencode",
+        rules: PROVIDER,
+    },
+    Layer {
+        name: "corral-grok",
+        rules: PROVIDER,
+    },
+    // The composition root: the only crate that names every provider.
+    Layer {
+        name: "corral-compose",
+        rules: Rules::Product {
+            internal: &[
+                any("corral-ports"),
+                any("corral-engine"),
+                any("corral-contract"),
+                any("corral-claude"),
+                any("corral-codex"),
+                any("corral-copilot"),
+                any("corral-opencode"),
+                any("corral-grok"),
+                dev("corral-test-support"),
+            ],
+            external: Externals::Any,
+        },
+    },
+    // The `corral` binary.
+    Layer {
+        name: "corral-cli",
+        rules: Rules::Product {
+            internal: &[
+                any("corral-ports"),
+                any("corral-contract"),
+                any("corral-compose"),
+                any("corral-engine"),
+                dev("corral-test-support"),
+            ],
+            external: Externals::Any,
+        },
+    },
+    // Fixtures and the fake agent; a dev-dependency only (see the `dev` entries above).
+    Layer {
+        name: "corral-test-support",
+        rules: Rules::Product {
+            internal: &[any("corral-ports"), any("corral-contract")],
+            external: Externals::Any,
+        },
+    },
+    Layer {
+        name: "xtask",
+        rules: Rules::Tool,
+    },
+];
+
+/// External crates reserved to a few product crates, whatever their `Externals`.
+pub const RESERVED: &[Reserved] = &[
+    Reserved {
+        name: "anyhow",
+        features: &[],
+        only_in: &["corral-cli", "xtask"],
+        reason: "libraries return thiserror enums; anyhow is for the binary and the tool",
+    },
+    Reserved {
+        name: "figment",
+        features: &[],
+        only_in: &["corral-compose"],
+        reason: "only the composition root reads settings",
+    },
+    Reserved {
+        name: "clap",
+        features: &[],
+        only_in: &["corral-cli", "xtask"],
+        reason: "only the binary parses a command line",
+    },
+    Reserved {
+        name: "nix",
+        features: &[],
+        only_in: &["corral-engine", "corral-test-support"],
+        reason: "only the engine (and the fake agent) deals in processes and signals",
+    },
+    Reserved {
+        name: "tokio",
+        features: &["process", "full"],
+        only_in: &["corral-engine", "corral-test-support"],
+        reason: "only the engine creates processes",
+    },
+];
+
+/// `cargo xtask layers`: prints every violation and fails if there is any.
+pub fn run(root: &Path) -> anyhow::Result<()> {
+    let violations = check(root)?;
+    if violations.is_empty() {
+        println!("layers ok: every member's dependencies match xtask/src/layers.rs");
+        return Ok(());
+    }
+    for violation in &violations {
+        eprintln!("{violation}");
+    }
+    bail!(
+        "layering check failed with {} violation(s)",
+        violations.len()
+    )
+}
+
+/// Every layering violation in the workspace at `root`.
+pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
+    let metadata = metadata(root)?;
+    violations(&metadata, |manifest| {
+        std::fs::read_to_string(manifest)
+            .with_context(|| format!("could not read {}", manifest.display()))
+    })
+}
+
+fn metadata(root: &Path) -> anyhow::Result<Value> {
+    let mut cmd = shell::cargo(root);
+    cmd.args([
+        "metadata",
+        "--format-version",
+        "1",
+        "--no-deps",
+        "--offline",
+    ])
+    .arg("--manifest-path")
+    .arg(root.join("Cargo.toml"));
+    let line = shell::display(&cmd);
+    let out = shell::output(&mut cmd)?;
+    if !out.status.success() {
+        bail!(
+            "`{line}` failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).with_context(|| format!("`{line}` printed invalid JSON"))
+}
+
+/// The violations in a `cargo metadata` document; `read_manifest` returns a member's Cargo.toml.
+fn violations(
+    metadata: &Value,
+    read_manifest: impl Fn(&Path) -> anyhow::Result<String>,
+) -> anyhow::Result<Vec<String>> {
+    let packages = metadata["packages"]
+        .as_array()
+        .context("cargo metadata has no `packages` array")?;
+    let members: BTreeSet<&str> = packages
+        .iter()
+        .filter_map(|package| package["name"].as_str())
+        .collect();
+    let mut found = Vec::new();
+    for package in packages {
+        let name = package["name"]
+            .as_str()
+            .context("a package in cargo metadata has no name")?;
+        let manifest = package["manifest_path"]
+            .as_str()
+            .context("a package in cargo metadata has no manifest_path")?;
+        let manifest = Path::new(manifest);
+
+        if !lints_opted_in(&read_manifest(manifest)?) {
+            found.push(format!(
+                "{name}: {} does not opt into the workspace lints with `[lints] workspace = true`",
+                manifest.display()
+            ));
+        }
+
+        let Some(layer) = LAYERS.iter().find(|layer| layer.name == name) else {
+            found.push(format!(
+                "{name} ({}) is a workspace member missing from LAYERS in xtask/src/layers.rs; \
+                 declare what it may depend on there (and in deny.toml)",
+                manifest.display()
+            ));
+            continue;
+        };
+        let Rules::Product { internal, external } = &layer.rules else {
+            continue;
+        };
+
+        let deps = package["dependencies"]
+            .as_array()
+            .with_context(|| format!("{name} has no `dependencies` array in cargo metadata"))?;
+        for dep in deps {
+            let dep_name = dep["name"]
+                .as_str()
+                .with_context(|| format!("a dependency of {name} has no name"))?;
+            let kind = Kind::from_metadata(dep["kind"].as_str())?;
+            let is_internal = members.contains(dep_name) || dep["path"].is_string();
+            if is_internal {
+                if !allows(internal, dep_name, kind) {
+                    found.push(format!(
+                        "{name} -> {dep_name} ({} dep) is not allowed; allowed: {}",
+                        kind.label(),
+                        describe(internal)
+                    ));
+                }
+                continue;
+            }
+            if let Externals::Only(allowed) = external
+                && !allows(allowed, dep_name, kind)
+            {
+                found.push(format!(
+                    "{name} -> {dep_name} ({} dep) is not allowed; allowed externals: {}",
+                    kind.label(),
+                    describe(allowed)
+                ));
+            }
+            if let Some(reserved) = reserved_violation(name, dep_name, dep) {
+                found.push(format!(
+                    "{name} -> {dep_name} ({} dep) is not allowed; {reserved}",
+                    kind.label()
+                ));
+            }
+        }
+    }
+    Ok(found)
+}
+
+fn allows(allowed: &[Dep], name: &str, kind: Kind) -> bool {
+    allowed
+        .iter()
+        .any(|dep| dep.name == name && dep.kinds.contains(&kind))
+}
+
+fn describe(allowed: &[Dep]) -> String {
+    if allowed.is_empty() {
+        return "none".to_owned();
+    }
+    allowed
+        .iter()
+        .map(|dep| {
+            let kinds: Vec<&str> = dep.kinds.iter().map(|kind| kind.label()).collect();
+            format!("{} ({})", dep.name, kinds.join("/"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why `krate` may not declare `dep`, if it is reserved to other crates.
+fn reserved_violation(krate: &str, dep_name: &str, dep: &Value) -> Option<String> {
+    let reserved = RESERVED.iter().find(|reserved| reserved.name == dep_name)?;
+    if reserved.only_in.contains(&krate) {
+        return None;
+    }
+    let mut what = format!("`{dep_name}`");
+    if !reserved.features.is_empty() {
+        let enabled: Vec<&str> = dep["features"]
+            .as_array()
+            .map(|features| features.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let hits: Vec<&str> = reserved
+            .features
+            .iter()
+            .copied()
+            .filter(|feature| enabled.contains(feature))
+            .collect();
+        if hits.is_empty() {
+            return None;
+        }
+        what = format!("`{dep_name}` with feature `{}`", hits.join("`, `"));
+    }
+    Some(format!(
+        "{what} is reserved to {}: {}",
+        reserved.only_in.join(", "),
+        reserved.reason
+    ))
+}
+
+/// Whether a Cargo.toml has `[lints] workspace = true` (or `lints.workspace = true`).
+fn lints_opted_in(manifest: &str) -> bool {
+    let mut in_lints = false;
+    for line in manifest.lines() {
+        let line: String = line
+            .split('#')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        if line.starts_with('[') {
+            in_lints = line == "[lints]";
+            continue;
+        }
+        if (in_lints && line == "workspace=true") || line == "lints.workspace=true" {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The layering gate, run by `cargo test` / `cargo nextest run` like rust-analyzer's tidy.
+    #[test]
+    fn layers() {
+        let root = shell::project_root();
+        let violations = check(&root).unwrap();
+        assert!(
+            violations.is_empty(),
+            "layering violations (fix them, or change xtask/src/layers.rs and deny.toml deliberately):\n{}",
+            violations.join("\n")
+        );
+    }
+
+    #[test]
+    fn table_names_only_declared_crates() {
+        let declared: Vec<&str> = LAYERS.iter().map(|layer| layer.name).collect();
+        for layer in LAYERS {
+            if let Rules::Product { internal, .. } = &layer.rules {
+                for dep in *internal {
+                    assert!(
+                        declared.contains(&dep.name),
+                        "{} allows undeclared {}",
+                        layer.name,
+                        dep.name
+                    );
+                    assert_ne!(dep.name, layer.name, "{} allows itself", layer.name);
+                }
+            }
+        }
+        for reserved in RESERVED {
+            for krate in reserved.only_in {
+                assert!(declared.contains(krate), "{} names {krate}", reserved.name);
+            }
+        }
+    }
+
+    const LINTS: &str = "[package]\nname = \"x\"\n\n[lints]\nworkspace = true\n";
+
+    fn package(name: &str, deps: Value) -> Value {
+        json!({ "name": name, "manifest_path": format!("/ws/{name}/Cargo.toml"), "dependencies": deps })
+    }
+
+    fn internal(name: &str, kind: Option<&str>) -> Value {
+        json!({ "name": name, "kind": kind, "path": format!("/ws/{name}"), "features": [] })
+    }
+
+    fn external(name: &str, kind: Option<&str>, features: &[&str]) -> Value {
+        json!({ "name": name, "kind": kind, "features": features })
+    }
+
+    fn check_packages(packages: Vec<Value>, manifest: &'static str) -> Vec<String> {
+        violations(
+            &json!({ "packages": packages }),
+            |_| Ok(manifest.to_owned()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn reports_every_violation_at_once() {
+        let found = check_packages(
+            vec![
+                package(
+                    "corral-claude",
+                    json!([
+                        internal("corral-ports", None),
+                        internal("corral-engine", None),
+                        internal("corral-codex", None),
+                        internal("corral-contract", None),
+                        internal("corral-test-support", Some("dev")),
+                        external("anyhow", None, &[]),
+                        external("tokio", None, &["rt", "process"]),
+                    ]),
+                ),
+                package(
+                    "corral-engine",
+                    json!([internal("corral-test-support", None)]),
+                ),
+                package(
+                    "corral-ports",
+                    json!([
+                        external("serde", None, &[]),
+                        external("tokio", Some("dev"), &["rt"]),
+                    ]),
+                ),
+                package("corral-codex", json!([])),
+                package("corral-contract", json!([])),
+                package("corral-test-support", json!([])),
+                package("corral-newcomer", json!([])),
+            ],
+            LINTS,
+        );
+        let expected = [
+            "corral-claude -> corral-codex (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (dev), corral-test-support (dev)",
+            "corral-claude -> corral-contract (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (dev), corral-test-support (dev)",
+            "corral-claude -> anyhow (normal dep) is not allowed; `anyhow` is reserved to corral-cli, xtask: libraries return thiserror enums; anyhow is for the binary and the tool",
+            "corral-claude -> tokio (normal dep) is not allowed; `tokio` with feature `process` is reserved to corral-engine, corral-test-support: only the engine creates processes",
+            "corral-engine -> corral-test-support (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-test-support (dev)",
+            "corral-ports -> tokio (dev dep) is not allowed; allowed externals: async-trait (normal/dev/build), serde (normal/dev/build), serde_json (normal/dev/build), thiserror (normal/dev/build), tokio-util (normal/dev/build)",
+            "corral-newcomer (/ws/corral-newcomer/Cargo.toml) is a workspace member missing from LAYERS in xtask/src/layers.rs; declare what it may depend on there (and in deny.toml)",
+        ];
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn tools_may_use_anything() {
+        let found = check_packages(
+            vec![
+                package(
+                    "xtask",
+                    json!([
+                        internal("corral-engine", None),
+                        external("anyhow", None, &[]),
+                        external("figment", None, &[]),
+                    ]),
+                ),
+                package("corral-engine", json!([])),
+            ],
+            LINTS,
+        );
+        assert_eq!(found, Vec::<String>::new());
+    }
+
+    #[test]
+    fn lints_opt_in_is_required() {
+        assert!(lints_opted_in(LINTS));
+        assert!(lints_opted_in("[package]\nlints.workspace = true\n"));
+        assert!(lints_opted_in("[lints]\n  workspace=true  # inherit\n"));
+        assert!(!lints_opted_in("[package]\nname = \"x\"\n"));
+        assert!(!lints_opted_in("[lints]\n[features]\nworkspace = true\n"));
+        assert!(!lints_opted_in("[lints]\nworkspace = false\n"));
+
+        let found = check_packages(vec![package("corral-ports", json!([]))], "[package]\n");
+        assert_eq!(
+            found,
+            [
+                "corral-ports: /ws/corral-ports/Cargo.toml does not opt into the workspace lints with `[lints] workspace = true`"
+            ]
+        );
+    }
+}

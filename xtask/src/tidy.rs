@@ -1,0 +1,212 @@
+//! The tidy gate: rules about source text that neither rustc nor clippy can check for us.
+//!
+//! - Every `.rs` file under `crates/` and `xtask/` starts with a `//!` paragraph (attributes such as
+//!   `#![allow(...)]` come after it), as rust-analyzer's `TidyDocs` requires.
+//! - No `todo!(`, `unimplemented!(` or `#[ignore` under `crates/`: unfinished code is not merged,
+//!   and a test that is wrong asserts the wrong behaviour instead of being skipped.
+//! - Processes are created (`Command::new(`) only under `crates/engine`, `crates/test-support` and
+//!   `xtask`; clippy's `disallowed-methods` is the other half of this rule.
+//!
+//! It runs as `cargo xtask tidy` and as a `#[test]`, so `cargo test` enforces it too.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+use crate::shell;
+
+/// The trees tidy reads, relative to the workspace root.
+const ROOTS: &[&str] = &["crates", "xtask"];
+
+/// Text that must not appear in any `.rs` file under `crates/`.
+const FORBIDDEN_IN_CRATES: &[(&str, &str)] = &[
+    ("todo!(", "unfinished code is not merged"),
+    ("unimplemented!(", "unfinished code is not merged"),
+    (
+        "#[ignore",
+        "assert the current (wrong) behaviour and leave a comment instead of skipping a test",
+    ),
+];
+
+/// Process creation, in any spelling.
+const PROCESS_CREATION: &[&str] = &[
+    "std::process::Command::new",
+    "tokio::process::Command::new",
+    "Command::new(",
+];
+
+/// The only places that may create processes.
+const MAY_CREATE_PROCESSES: &[&str] = &["crates/engine/", "crates/test-support/", "xtask/"];
+
+/// `cargo xtask tidy`: prints every violation and fails if there is any.
+pub fn run(root: &Path) -> anyhow::Result<()> {
+    let violations = check(root)?;
+    if violations.is_empty() {
+        println!("tidy ok");
+        return Ok(());
+    }
+    for violation in &violations {
+        eprintln!("{violation}");
+    }
+    bail!("tidy check failed with {} violation(s)", violations.len())
+}
+
+/// Every tidy violation in the `.rs` files of the workspace at `root`.
+pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
+    let mut files = Vec::new();
+    for dir in ROOTS {
+        rust_files(&root.join(dir), &mut files)?;
+    }
+    files.sort();
+    let mut found = Vec::new();
+    for file in &files {
+        let rel = shell::relative(root, file);
+        match std::fs::read_to_string(file) {
+            Ok(text) => check_file(&rel, &text, &mut found),
+            Err(err) => found.push(format!("{rel}: could not read as UTF-8 text: {err}")),
+        }
+    }
+    Ok(found)
+}
+
+/// The violations in one file, `rel` being its path from the workspace root with `/` separators.
+fn check_file(rel: &str, text: &str, found: &mut Vec<String>) {
+    if !text.starts_with("//!") {
+        found.push(format!(
+            "{rel}: must start with a `//!` paragraph saying what the file is for (attributes go after it)"
+        ));
+    }
+    let in_crates = rel.starts_with("crates/");
+    let may_create_processes = MAY_CREATE_PROCESSES
+        .iter()
+        .any(|prefix| rel.starts_with(prefix));
+    for (index, line) in text.lines().enumerate() {
+        let line_no = index + 1;
+        if in_crates {
+            for (needle, why) in FORBIDDEN_IN_CRATES {
+                if line.contains(needle) {
+                    found.push(format!(
+                        "{rel}:{line_no}: `{needle}` is not allowed in crates/: {why}"
+                    ));
+                }
+            }
+        }
+        if !may_create_processes
+            && let Some(needle) = PROCESS_CREATION
+                .iter()
+                .find(|needle| line.contains(*needle))
+        {
+            found.push(format!(
+                "{rel}:{line_no}: `{needle}` outside crates/engine, crates/test-support and xtask: \
+                 only the engine creates processes (tests use corral-test-support)"
+            ));
+        }
+    }
+}
+
+/// Collects the `.rs` files under `dir`, skipping `target` and hidden directories.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("could not list {}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("could not list {}", dir.display()))?;
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let file_type = entry
+            .file_type()
+            .with_context(|| format!("could not stat {}", path.display()))?;
+        if file_type.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                rust_files(&path, out)?;
+            }
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tidy gate, run by `cargo test` / `cargo nextest run` like rust-analyzer's tidy.
+    #[test]
+    fn tidy() {
+        let violations = check(&shell::project_root()).unwrap();
+        assert!(
+            violations.is_empty(),
+            "tidy violations:\n{}",
+            violations.join("\n")
+        );
+    }
+
+    fn violations(rel: &str, text: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        check_file(rel, text, &mut found);
+        found
+    }
+
+    #[test]
+    fn header_must_come_first() {
+        assert_eq!(
+            violations("crates/ports/src/lib.rs", "//! Ports.\n"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            violations(
+                "crates/ports/src/lib.rs",
+                "#![allow(dead_code)]\n//! Ports.\n"
+            ),
+            [
+                "crates/ports/src/lib.rs: must start with a `//!` paragraph saying what the file is for (attributes go after it)"
+            ]
+        );
+        assert_eq!(violations("xtask/src/new.rs", "").len(), 1);
+    }
+
+    #[test]
+    fn unfinished_code_and_ignored_tests_are_rejected_in_crates_only() {
+        let text =
+            "//! T.\nfn f() { todo!() }\n#[ignore = \"flaky\"]\nfn g() { unimplemented!() }\n";
+        assert_eq!(
+            violations("crates/engine/tests/it/main.rs", text),
+            [
+                "crates/engine/tests/it/main.rs:2: `todo!(` is not allowed in crates/: unfinished code is not merged",
+                "crates/engine/tests/it/main.rs:3: `#[ignore` is not allowed in crates/: assert the current (wrong) behaviour and leave a comment instead of skipping a test",
+                "crates/engine/tests/it/main.rs:4: `unimplemented!(` is not allowed in crates/: unfinished code is not merged",
+            ]
+        );
+        assert_eq!(violations("xtask/src/x.rs", text), Vec::<String>::new());
+    }
+
+    #[test]
+    fn only_the_engine_test_support_and_xtask_create_processes() {
+        let text = "//! T.\nfn f() { let _ = std::process::Command::new(\"true\"); }\n";
+        for allowed in [
+            "crates/engine/src/spawn.rs",
+            "crates/test-support/src/lib.rs",
+            "xtask/src/ci.rs",
+        ] {
+            assert_eq!(violations(allowed, text), Vec::<String>::new(), "{allowed}");
+        }
+        assert_eq!(
+            violations("crates/contract/src/lib.rs", text),
+            [
+                "crates/contract/src/lib.rs:2: `std::process::Command::new` outside crates/engine, crates/test-support and xtask: only the engine creates processes (tests use corral-test-support)"
+            ]
+        );
+        assert_eq!(
+            violations(
+                "crates/cli/tests/it/main.rs",
+                "//! T.\nlet c = Command::new(bin);\n"
+            )
+            .len(),
+            1
+        );
+    }
+}
