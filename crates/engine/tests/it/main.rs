@@ -14,5 +14,6 @@
 mod support;
 
 mod faults;
+mod pdeathsig;
 mod retries;
 mod scale;

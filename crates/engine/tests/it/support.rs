@@ -200,6 +200,16 @@ impl Scratch {
         let last = log.last().expect("non-empty log");
         assert_eq!(last["kind"], "run_finished", "last line: {last}");
         assert_eq!(last["outcome"], outcome, "last line: {last}");
+        // Wherever the CLI announced a session, the last id announced is on disk.
+        let announced = log
+            .iter()
+            .filter(|v| v["kind"] == "agent" && v["event"] == "session_started")
+            .filter_map(|v| v["session_id"].as_str())
+            .last();
+        if let Some(id) = announced {
+            assert_eq!(self.session_file(), Some(format!("{id}\n")), "session-id.txt");
+            assert_eq!(last["session_id"], id, "run_finished names the session");
+        }
         log
     }
 
