@@ -2,15 +2,23 @@
 //!
 //! `cargo xtask` is Corral's automation: the CI gates (`ci`), the crate layering check (`layers`),
 //! the source tidiness check (`tidy`) and the proof that each gate rejects what it should
-//! (`self-check`). This file only parses the command line; each subcommand lives in its module.
+//! (`self-check`), the engine benchmark (`bench`) and the installation of the pinned real AI coding
+//! CLIs (`install-clis`). This file only parses the command line; each subcommand lives in its module.
 //! The layering and tidy checks also run as `#[test]`s, so `cargo test` and `cargo nextest run`
 //! enforce them without any extra CI step.
 
 // xtask is a tool, not product: it may create processes
 #![allow(clippy::disallowed_methods)]
 
+mod bench;
 mod ci;
+mod demo;
+mod install_clis;
 mod layers;
+// The pinned CLI table and npm recipe, shared with corral-test-support (which xtask may not depend
+// on) by compiling the same file into both crates: one table, no drift.
+#[path = "../../crates/test-support/src/pinned_clis.rs"]
+mod pinned_clis;
 mod self_check;
 mod shell;
 mod tidy;
@@ -28,9 +36,14 @@ subcommands:
   layers        check the crate layering (cargo metadata against xtask/src/layers.rs)
   tidy          check `//!` headers, forbidden macros and process creation sites
   self-check    prove that each gate rejects a planted violation, in a scratch copy
-  help          print this message
-
-planned (not available yet): bench, demo, install-clis";
+  bench         run the engine benchmark in release mode against a raw tokio baseline
+                and print the table (also target/bench-report.md); --quick for a short run
+  install-clis [claude|codex|opencode|grok|copilot|all]
+                install the pinned AI coding CLIs with npm into .cache/clis (default: claude);
+                already installed ones are left alone
+  demo          the offline demo: the pinned Claude Code CLI, the fake model API and
+                `corral run`, end to end
+  help          print this message";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -47,22 +60,26 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     let Some((subcommand, rest)) = args.split_first() else {
         bail!("no subcommand given\n\n{USAGE}");
     };
-    if let Some(extra) = rest.first() {
+    let root = shell::project_root();
+    if subcommand == "bench" {
+        return bench::run(&root, bench::Opts::parse(rest)?);
+    }
+    if subcommand != "install-clis"
+        && let Some(extra) = rest.first()
+    {
         bail!("unexpected argument `{extra}` after `{subcommand}`\n\n{USAGE}");
     }
-    let root = shell::project_root();
     match subcommand.as_str() {
         "ci" => ci::run(&root),
         "layers" => layers::run(&root),
         "tidy" => tidy::run(&root),
         "self-check" => self_check::run(&root),
+        "install-clis" => install_clis::run(&root, rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
         }
-        "bench" | "demo" | "install-clis" => {
-            bail!("`cargo xtask {subcommand}` is planned but not available yet\n\n{USAGE}")
-        }
+        "demo" => demo::run(&root),
         other => bail!("unknown subcommand `{other}`\n\n{USAGE}"),
     }
 }

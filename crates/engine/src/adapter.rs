@@ -94,6 +94,9 @@ pub struct Diagnosis {
     pub stale_session: bool,
     /// The model is unavailable, with the CLI's words.
     pub model_unavailable: Option<String>,
+    /// The CLI refused for a reason retrying cannot fix (authentication, a rejected flag, a
+    /// refused permission mode), with an explanation of what to change.
+    pub refused: Option<String>,
 }
 
 /// A declared tested version range, checked before a run.

@@ -1,7 +1,7 @@
 //! The exit classification ladder: how one attempt ended, decided in a fixed order.
 //!
 //! cancelled → success from the terminal event (exit code only as a fallback) → rate limit →
-//! model unavailable → failed but `signals.json` present (recovered) → stale session → watchdog
+//! model unavailable → refused (authentication, rejected flags) → failed but `signals.json` present (recovered) → stale session → watchdog
 //! kills (idle, wall clock) → crash. Spawn errors are decided before any of this.
 
 use corral_ports::RateLimitInfo;
@@ -21,6 +21,8 @@ pub enum AttemptClass {
     RateLimited(RateLimitInfo),
     /// The model is unavailable.
     ModelUnavailable(String),
+    /// The CLI refused; retrying cannot help.
+    Refused(String),
     /// Failed, but `signals.json` is there.
     Recovered,
     /// The resumed session was not found.
@@ -41,6 +43,7 @@ impl AttemptClass {
             AttemptClass::Succeeded => "succeeded",
             AttemptClass::RateLimited(_) => "rate-limited",
             AttemptClass::ModelUnavailable(_) => "model-unavailable",
+            AttemptClass::Refused(_) => "refused",
             AttemptClass::Recovered => "recovered",
             AttemptClass::StaleSession => "stale-session",
             AttemptClass::IdleTimeout => "idle-timeout",
@@ -91,6 +94,9 @@ pub fn classify(input: &ClassifyInput<'_>) -> AttemptClass {
     }
     if let Some(message) = &input.diagnosis.model_unavailable {
         return AttemptClass::ModelUnavailable(message.clone());
+    }
+    if let Some(message) = &input.diagnosis.refused {
+        return AttemptClass::Refused(message.clone());
     }
     if input.signals_present {
         return AttemptClass::Recovered;
@@ -257,6 +263,19 @@ mod tests {
             }),
             AttemptClass::StaleSession
         );
+    }
+
+    #[test]
+    fn a_refusal_is_permanent_even_with_signals_present() {
+        let d = Diagnosis {
+            refused: Some("bad key".into()),
+            ..Diagnosis::default()
+        };
+        let i = ClassifyInput {
+            signals_present: true,
+            ..input(&d)
+        };
+        assert_eq!(classify(&i), AttemptClass::Refused("bad key".into()));
     }
 
     #[test]

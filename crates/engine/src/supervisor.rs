@@ -502,6 +502,22 @@ impl<'a> Run<'a> {
                         evidence,
                     });
                 }
+                AttemptClass::Refused(message) => {
+                    let evidence = self.evidence(attempt, &result, &last_session, usage);
+                    let signals_present = self.signals_present();
+                    self.finish_log(
+                        Outcome::Refused,
+                        attempt,
+                        &last_session,
+                        usage,
+                        signals_present,
+                    );
+                    return Err(ProviderError::Refused {
+                        provider: self.provider,
+                        message,
+                        evidence,
+                    });
+                }
                 AttemptClass::IdleTimeout => {
                     return Err(self.finish_err(
                         Outcome::IdleTimeout,
@@ -617,6 +633,11 @@ impl<'a> Run<'a> {
                 evidence,
             },
             Outcome::ModelUnavailable => ProviderError::ModelUnavailable {
+                provider,
+                message: String::new(),
+                evidence,
+            },
+            Outcome::Refused => ProviderError::Refused {
                 provider,
                 message: String::new(),
                 evidence,

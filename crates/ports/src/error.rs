@@ -126,6 +126,18 @@ pub enum ProviderError {
         /// What was gathered.
         evidence: Box<RunEvidence>,
     },
+    /// The CLI refused the request for a reason retrying cannot fix: failed authentication, a
+    /// rejected command line, a refused permission mode. Not retryable: the message says what to
+    /// change.
+    #[error("{provider}: the CLI refused to run: {message}")]
+    Refused {
+        /// The provider.
+        provider: ProviderId,
+        /// What the CLI refused and what to do about it.
+        message: String,
+        /// What was gathered.
+        evidence: Box<RunEvidence>,
+    },
     /// The session to resume does not exist, and the one cold retry also failed. Not retryable
     /// with the same session id.
     #[error("{provider}: session {session_id} not found, and the cold retry failed too")]
@@ -219,6 +231,7 @@ impl ProviderError {
             | ProviderError::VersionMismatch { .. }
             | ProviderError::InvalidSession { .. }
             | ProviderError::ModelUnavailable { .. }
+            | ProviderError::Refused { .. }
             | ProviderError::StaleSession { .. }
             | ProviderError::Io { .. } => ErrorClass::Permanent,
             ProviderError::Cancelled { .. } => ErrorClass::Cancelled,
@@ -241,6 +254,7 @@ impl ProviderError {
             | ProviderError::Io { .. } => Outcome::SpawnFailed,
             ProviderError::RateLimited { .. } => Outcome::RateLimited,
             ProviderError::ModelUnavailable { .. } => Outcome::ModelUnavailable,
+            ProviderError::Refused { .. } => Outcome::Refused,
             ProviderError::StaleSession { .. } => Outcome::StaleSession,
             ProviderError::Crashed { .. } => Outcome::Crashed,
             ProviderError::IdleTimeout { .. } => Outcome::IdleTimeout,
@@ -254,6 +268,7 @@ impl ProviderError {
         match self {
             ProviderError::RateLimited { evidence, .. }
             | ProviderError::ModelUnavailable { evidence, .. }
+            | ProviderError::Refused { evidence, .. }
             | ProviderError::StaleSession { evidence, .. }
             | ProviderError::Crashed { evidence, .. }
             | ProviderError::IdleTimeout { evidence, .. }

@@ -234,6 +234,9 @@ pub enum Outcome {
     Cancelled,
     /// The CLI could not be started (missing, not executable, argv too long, version refused).
     SpawnFailed,
+    /// The CLI refused the request for a reason retrying cannot fix (authentication, a rejected
+    /// flag, a refused permission mode).
+    Refused,
 }
 
 impl Outcome {
@@ -250,6 +253,7 @@ impl Outcome {
             Outcome::WallTimeout => "wall-timeout",
             Outcome::Cancelled => "cancelled",
             Outcome::SpawnFailed => "spawn-failed",
+            Outcome::Refused => "refused",
         }
     }
 }

@@ -1,14 +1,23 @@
-//! Test fixtures for Corral: the path of the fake agent program and helpers to check that no process
-//! of a supervised tree is left behind.
+//! Test fixtures for Corral: the path of the fake agent program, helpers to check that no process
+//! of a supervised tree is left behind, the fake model API and the pinned real AI coding CLIs.
 //!
 //! The fake agent (`corral-fake-agent`, see `src/bin/fake_agent.rs`) records the pid of every process
 //! it creates in a pid file; [`read_pids`], [`wait_all_dead`] and [`kill_survivors`] turn that file
 //! into an assertion and a cleanup. [`fake_protocol`] holds the types of its stdout lines.
+//!
+//! [`fake_api`] is a scripted model API on 127.0.0.1 that the real CLIs can be pointed at;
+//! [`require_cli`] finds (installing with npm if needed) the real CLIs pinned in [`PINNED_CLIS`].
 
 // test-support is a tool, not product: it may create processes.
 #![allow(clippy::disallowed_methods)]
 
+mod clis;
+pub mod fake_api;
 pub mod fake_protocol;
+pub mod pinned_clis;
+
+pub use clis::{install_cli, installed_cli, require_cli, workspace_root};
+pub use pinned_clis::PINNED_CLIS;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -18,7 +18,9 @@ const ROLE: &str = "CORRAL_TEST_PDEATHSIG_SUPERVISOR";
 /// Runs only inside the re-executed supervisor process; a no-op in a normal test run.
 #[tokio::test]
 async fn pdeathsig_supervisor_role() {
-    let Some(dir) = std::env::var_os(ROLE) else { return };
+    let Some(dir) = std::env::var_os(ROLE) else {
+        return;
+    };
     let dir = PathBuf::from(dir);
     let s = Scratch::new();
     let mut adapter = s.adapter("hang-after-init", &[]);
@@ -26,7 +28,10 @@ async fn pdeathsig_supervisor_role() {
     let mut session = s.session();
     session.output_dir = dir.join("run");
     session.signals_file = dir.join("run/signals.json");
-    let config = EngineConfig { idle_timeout: Duration::from_secs(120), ..fast_config() };
+    let config = EngineConfig {
+        idle_timeout: Duration::from_secs(120),
+        ..fast_config()
+    };
     let _ = run(config, &adapter, session).await;
 }
 
@@ -34,9 +39,16 @@ async fn pdeathsig_supervisor_role() {
 fn a_killed_supervisor_takes_its_child_along() {
     let s = Scratch::new();
     let exe = std::env::current_exe().unwrap();
+    // The supervisor under test is this test binary itself, re-executed: test code, not product.
     // `--exact` works with both libtest and nextest's invocation of the test binary.
+    #[allow(clippy::disallowed_methods)]
     let mut supervisor = std::process::Command::new(exe)
-        .args(["--exact", "pdeathsig::pdeathsig_supervisor_role", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "pdeathsig::pdeathsig_supervisor_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(ROLE, s.dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -53,5 +65,8 @@ fn a_killed_supervisor_takes_its_child_along() {
     supervisor.wait().unwrap();
     let survivors = wait_all_dead(&child, Duration::from_secs(5));
     corral_test_support::kill_survivors(&survivors);
-    assert!(survivors.is_empty(), "the CLI outlived its supervisor: {survivors:?}");
+    assert!(
+        survivors.is_empty(),
+        "the CLI outlived its supervisor: {survivors:?}"
+    );
 }

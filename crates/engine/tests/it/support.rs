@@ -203,11 +203,15 @@ impl Scratch {
         // Wherever the CLI announced a session, the last id announced is on disk.
         let announced = log
             .iter()
+            .rev()
             .filter(|v| v["kind"] == "agent" && v["event"] == "session_started")
-            .filter_map(|v| v["session_id"].as_str())
-            .last();
+            .find_map(|v| v["session_id"].as_str());
         if let Some(id) = announced {
-            assert_eq!(self.session_file(), Some(format!("{id}\n")), "session-id.txt");
+            assert_eq!(
+                self.session_file(),
+                Some(format!("{id}\n")),
+                "session-id.txt"
+            );
             assert_eq!(last["session_id"], id, "run_finished names the session");
         }
         log

@@ -1,0 +1,138 @@
+//! The command line, and dispatch to each command.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use corral_ports::ProviderId;
+
+use crate::exit::Exit;
+
+/// Run AI coding CLIs (Claude Code, Codex, Copilot, OpenCode, Grok) as supervised child
+/// processes: validated results, resumable sessions, a complete record of every run.
+#[derive(Debug, Parser)]
+#[command(name = "corral", version, propagate_version = true)]
+pub struct Cli {
+    /// More diagnostics on stderr (-v, -vv); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one task headless and wait for its result.
+    #[command(after_help = Exit::TABLE)]
+    Run(RunArgs),
+    /// Look at runs: list them, show one, or follow one in flight.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Settings.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Check each provider's CLI: found, version against the tested range, credentials.
+    Doctor(DoctorArgs),
+    /// Print shell completions.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The provider (default: the `run.provider` setting).
+    #[arg(long, value_parser = parse_provider)]
+    pub provider: Option<ProviderId>,
+    /// The model, in the provider's spelling.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The working directory of the agent (default: the current directory).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Resume this session instead of starting a new one.
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// Emit normalized events as JSON lines on stdout, ending with a summary object.
+    #[arg(long)]
+    pub json: bool,
+    /// Send the prompt as it is, without the section that asks for signals.json.
+    #[arg(long)]
+    pub no_contract: bool,
+    /// Read the prompt from this file.
+    #[arg(long, conflicts_with = "prompt")]
+    pub prompt_file: Option<PathBuf>,
+    /// The prompt; `-` reads it from standard input.
+    pub prompt: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    List {
+        /// Where runs live (default: the `run.runs_dir` setting under the current directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// One JSON object per run.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run's summary and its files.
+    Show {
+        /// The run id (or a unique prefix).
+        id: String,
+        /// Where runs live.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Print a run's events as they happen until it finishes.
+    Follow {
+        /// The run id (or a unique prefix).
+        id: String,
+        /// Where runs live.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print every setting with its value and where it came from.
+    Show {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Only this provider.
+    #[arg(long, value_parser = parse_provider)]
+    pub provider: Option<ProviderId>,
+}
+
+fn parse_provider(s: &str) -> Result<ProviderId, String> {
+    ProviderId::ALL
+        .into_iter()
+        .find(|p| p.as_str() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = ProviderId::ALL.iter().map(|p| p.as_str()).collect();
+            format!("unknown provider {s:?}; one of {}", names.join(", "))
+        })
+}
+
+/// Runs the parsed command.
+pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
+    match cli.command {
+        Command::Run(args) => crate::run::run(args).await,
+        Command::Runs(cmd) => crate::runs::runs(cmd).await,
+        Command::Config(ConfigCommand::Show { json }) => crate::config_cmd::show(json),
+        Command::Doctor(args) => crate::doctor::doctor(args).await,
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "corral", &mut std::io::stdout());
+            Ok(Exit::Success)
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The `corral` command line: run a task through an AI coding CLI under supervision, look at
+//! past and running runs, show the merged settings, and check the installed CLIs.
+//!
+//! This crate renders and maps outcomes to exit codes. It knows nothing about provider
+//! internals: it builds providers through `corral-compose` and talks to them through the ports.
+
+mod args;
+mod config_cmd;
+mod doctor;
+mod exit;
+mod render;
+mod run;
+mod rundir;
+mod runs;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use args::Cli;
+pub use exit::Exit;
+
+/// Parses arguments, runs the command, and maps the result to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Exit::Internal.into();
+        }
+    };
+    match runtime.block_on(args::dispatch(cli)) {
+        Ok(exit) => exit.into(),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            match err.downcast_ref::<exit::UsageError>() {
+                Some(_) => Exit::BadInput.into(),
+                None => Exit::Internal.into(),
+            }
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info,corral=debug",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

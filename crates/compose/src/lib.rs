@@ -1,0 +1,24 @@
+//! The composition root of Corral: layered settings and the provider factory.
+//!
+//! Settings come from built-in defaults < the user config (`$XDG_CONFIG_HOME/corral/config.toml`,
+//! else `~/.config/corral/config.toml`) < the project's `corral.toml` < `CORRAL_*` environment
+//! variables (nested keys joined with `__`) < command-line flags. They are validated with garde,
+//! and every error names the key, the bad value and the layer it came from. The factory turns
+//! settings into a ready provider with one exhaustive `match` on `ProviderId`.
+//!
+//! This is the only crate that reads settings and the only one that names every provider. It
+//! knows nothing about the terminal: rendering belongs to the CLI.
+
+mod factory;
+mod layers;
+mod settings;
+
+pub use factory::{
+    ComposeError, ProviderFacts, available, engine_config, headless_provider, provider_facts,
+    provider_settings,
+};
+pub use layers::{LoadedSettings, SettingSource, SettingsError, SettingsSources, ValueWithSource};
+pub use settings::{
+    EnvSettings, ProviderSettings, ProvidersSettings, RetrySettings, RunSettings, Settings,
+    settings_json_schema,
+};

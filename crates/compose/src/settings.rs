@@ -1,0 +1,189 @@
+//! The settings model: every key, its default and its valid range.
+
+use corral_engine::EnvInherit;
+use corral_ports::ProviderId;
+use garde::Validate;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// All settings. Unknown keys are errors, so a typo never silently does nothing.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// How runs are supervised.
+    #[garde(dive)]
+    pub run: RunSettings,
+    /// Rate-limit and corrective retries.
+    #[garde(dive)]
+    pub retry: RetrySettings,
+    /// Which environment variables reach the CLIs.
+    #[garde(dive)]
+    pub env: EnvSettings,
+    /// Per-provider settings.
+    #[garde(dive)]
+    pub providers: ProvidersSettings,
+}
+
+/// `[run]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunSettings {
+    /// The provider used when `--provider` is not given.
+    #[garde(skip)]
+    #[schemars(with = "String")]
+    pub provider: ProviderId,
+    /// Kill the CLI's process tree after this long without output, in ms.
+    #[garde(range(min = 60_000, max = 3_600_000))]
+    pub idle_watchdog_ms: u64,
+    /// Kill the CLI's process tree after this long in total, in ms; 0 turns it off.
+    #[garde(range(max = 172_800_000))]
+    pub wall_timeout_ms: u64,
+    /// Time between SIGTERM and SIGKILL when ending a process tree, in ms.
+    #[garde(range(min = 100, max = 600_000))]
+    pub kill_grace_ms: u64,
+    /// Longest stdout line kept whole, in bytes; longer lines are recorded as oversized.
+    #[garde(range(min = 65_536, max = 268_435_456))]
+    pub max_line_bytes: u64,
+    /// Where run directories go; relative paths are under the working directory.
+    #[garde(length(min = 1))]
+    pub runs_dir: String,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings {
+            provider: ProviderId::Claude,
+            idle_watchdog_ms: 300_000,
+            wall_timeout_ms: 0,
+            kill_grace_ms: 10_000,
+            max_line_bytes: 8 * 1024 * 1024,
+            runs_dir: ".corral/runs".to_string(),
+        }
+    }
+}
+
+/// `[retry]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+#[garde(allow_unvalidated)]
+pub struct RetrySettings {
+    /// Retries after a rate limit (each resumes the session).
+    #[garde(range(max = 10))]
+    pub rate_limit_retries: u32,
+    /// First backoff after a rate limit without a reset time, in ms.
+    #[garde(range(min = 1_000, max = 3_600_000))]
+    pub backoff_initial_ms: u64,
+    /// Largest backoff, in ms; not below the first.
+    #[garde(range(min = 1_000, max = 21_600_000), custom(not_below_initial(&self.backoff_initial_ms)))]
+    pub backoff_max_ms: u64,
+    /// Times the agent is asked to fix an invalid `signals.json` on its resumed session.
+    #[garde(range(min = 1, max = 5))]
+    pub corrective_retries: u32,
+}
+
+fn not_below_initial(initial: &u64) -> impl FnOnce(&u64, &()) -> garde::Result + '_ {
+    move |max, ()| {
+        if max < initial {
+            return Err(garde::Error::new(format!(
+                "must not be below retry.backoff_initial_ms ({initial})"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        RetrySettings {
+            rate_limit_retries: 3,
+            backoff_initial_ms: 60_000,
+            backoff_max_ms: 900_000,
+            corrective_retries: 2,
+        }
+    }
+}
+
+/// `[env]`
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvSettings {
+    /// `core` (PATH, HOME, locale, terminal, temp, XDG) or `none`.
+    #[garde(skip)]
+    #[schemars(with = "String")]
+    pub inherit: EnvInherit,
+    /// Extra variables to pass (`NAME` or `PREFIX_*`); wildcards never pass names that look
+    /// secret (`*KEY*`, `*SECRET*`, `*TOKEN*`).
+    #[garde(inner(length(min = 1)))]
+    pub allow: Vec<String>,
+}
+
+/// `[providers.<id>]` for each provider.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProvidersSettings {
+    /// Claude Code.
+    #[garde(dive)]
+    pub claude: ProviderSettings,
+    /// Codex.
+    #[garde(dive)]
+    pub codex: ProviderSettings,
+    /// Copilot CLI.
+    #[garde(dive)]
+    pub copilot: ProviderSettings,
+    /// OpenCode.
+    #[garde(dive)]
+    pub opencode: ProviderSettings,
+    /// Grok CLI.
+    #[garde(dive)]
+    pub grok: ProviderSettings,
+}
+
+impl ProvidersSettings {
+    /// The settings of one provider.
+    pub fn get(&self, id: ProviderId) -> &ProviderSettings {
+        match id {
+            ProviderId::Claude => &self.claude,
+            ProviderId::Codex => &self.codex,
+            ProviderId::Copilot => &self.copilot,
+            ProviderId::Opencode => &self.opencode,
+            ProviderId::Grok => &self.grok,
+        }
+    }
+}
+
+/// One provider's settings.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderSettings {
+    /// The CLI's program: a path, or a name looked up on PATH (default: the CLI's usual name).
+    #[garde(inner(length(min = 1)))]
+    pub command: Option<String>,
+    /// The model, in the provider's spelling.
+    #[garde(inner(length(min = 1)))]
+    pub model: Option<String>,
+    /// Extra arguments appended to every invocation.
+    #[garde(skip)]
+    pub args: Vec<String>,
+    /// The tested version range (semver requirement) overriding the provider's own.
+    #[garde(inner(custom(valid_version_req)))]
+    pub tested_versions: Option<String>,
+    /// Run even when the installed CLI's version is outside the tested range.
+    #[garde(skip)]
+    pub allow_untested_version: bool,
+    /// Extra variables passed to this provider only (names or `PREFIX_*`).
+    #[garde(inner(length(min = 1)))]
+    pub env_allow: Vec<String>,
+}
+
+// garde hands a custom rule the field as declared, so `&String` it is.
+#[allow(clippy::ptr_arg)]
+fn valid_version_req(value: &String, (): &()) -> garde::Result {
+    semver::VersionReq::parse(value)
+        .map(|_| ())
+        .map_err(|e| garde::Error::new(format!("not a semver range: {e}")))
+}
+
+/// The JSON Schema of the settings file, as checked in under `docs/schema/`.
+pub fn settings_json_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Settings)).unwrap_or_default()
+}

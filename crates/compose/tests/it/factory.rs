@@ -1,0 +1,50 @@
+//! The factory builds what the settings describe.
+
+use std::time::Duration;
+
+use corral_compose::{ComposeError, Settings, engine_config, headless_provider};
+use corral_ports::ProviderId;
+
+#[test]
+fn engine_config_follows_the_settings() {
+    let mut s = Settings::default();
+    s.run.idle_watchdog_ms = 120_000;
+    s.run.wall_timeout_ms = 0;
+    s.retry.rate_limit_retries = 7;
+    let c = engine_config(&s);
+    assert_eq!(c.idle_timeout, Duration::from_secs(120));
+    assert_eq!(c.wall_timeout, None);
+    assert_eq!(c.retry.max_retries, 7);
+    s.run.wall_timeout_ms = 1000;
+    assert_eq!(engine_config(&s).wall_timeout, Some(Duration::from_secs(1)));
+}
+
+#[test]
+fn every_provider_id_gets_an_answer() {
+    let s = Settings::default();
+    for id in ProviderId::ALL {
+        match headless_provider(id, &s, engine_config(&s)) {
+            Ok(p) => assert_eq!(p.id(), id),
+            Err(ComposeError::NotAvailable(got, available)) => {
+                assert_eq!(got, id);
+                assert!(available.contains("claude"));
+            }
+            Err(other) => panic!("{id}: {other}"),
+        }
+    }
+    assert!(headless_provider(ProviderId::Claude, &s, engine_config(&s)).is_ok());
+}
+
+#[test]
+fn a_bad_version_range_reaching_the_factory_names_the_key() {
+    let mut s = Settings::default();
+    s.providers.claude.tested_versions = Some("nope".into());
+    let err = headless_provider(ProviderId::Claude, &s, engine_config(&s))
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .starts_with("providers.claude.tested_versions"),
+        "{err}"
+    );
+}

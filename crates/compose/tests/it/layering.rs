@@ -1,0 +1,235 @@
+//! Layer order, sources, and errors that name key, value and source.
+
+use std::path::Path;
+
+use corral_compose::{LoadedSettings, SettingSource, SettingsError, SettingsSources};
+use corral_ports::ProviderId;
+
+fn sources(dir: &Path) -> SettingsSources {
+    SettingsSources {
+        user_config: Some(dir.join("user.toml")),
+        project_config: Some(dir.join("corral.toml")),
+        env: Vec::new(),
+        flags: Vec::new(),
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+fn invalid_lines(err: SettingsError) -> Vec<String> {
+    match err {
+        SettingsError::Invalid(lines) => lines,
+        SettingsError::Load(msg) => panic!("expected Invalid, got Load: {msg}"),
+    }
+}
+
+#[test]
+fn defaults_hold_when_nothing_is_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let loaded = LoadedSettings::load(&sources(dir.path())).unwrap();
+    let s = &loaded.settings;
+    assert_eq!(s.run.idle_watchdog_ms, 300_000);
+    assert_eq!(s.run.runs_dir, ".corral/runs");
+    assert_eq!(s.retry.rate_limit_retries, 3);
+    assert_eq!(s.retry.backoff_initial_ms, 60_000);
+    assert_eq!(s.retry.corrective_retries, 2);
+    assert_eq!(s.run.provider, ProviderId::Claude);
+    assert_eq!(
+        loaded.source_of("run.idle_watchdog_ms"),
+        SettingSource::Default
+    );
+}
+
+#[test]
+fn each_layer_overrides_the_one_below_and_is_named_as_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = sources(dir.path());
+    write(
+        &dir.path().join("user.toml"),
+        "[run]\nidle_watchdog_ms = 100000\nkill_grace_ms = 2000\nwall_timeout_ms = 5000\n[retry]\nrate_limit_retries = 1\n",
+    );
+    write(
+        &dir.path().join("corral.toml"),
+        "[run]\nidle_watchdog_ms = 200000\nkill_grace_ms = 3000\n[providers.claude]\nmodel = \"opus\"\n",
+    );
+    src.env = vec![
+        ("CORRAL_RUN__IDLE_WATCHDOG_MS".into(), "400000".into()),
+        (
+            "CORRAL_PROVIDERS__CLAUDE__ARGS".into(),
+            "[\"--foo\", \"--bar\"]".into(),
+        ),
+        ("UNRELATED".into(), "x".into()),
+    ];
+    src.flags = vec![("run.provider".into(), serde_json::json!("codex"))];
+    let loaded = LoadedSettings::load(&src).unwrap();
+    let s = &loaded.settings;
+    assert_eq!(s.run.idle_watchdog_ms, 400_000);
+    assert_eq!(s.run.kill_grace_ms, 3000);
+    assert_eq!(s.run.wall_timeout_ms, 5000);
+    assert_eq!(s.retry.rate_limit_retries, 1);
+    assert_eq!(s.providers.claude.model.as_deref(), Some("opus"));
+    assert_eq!(s.providers.claude.args, ["--foo", "--bar"]);
+    assert_eq!(s.run.provider, ProviderId::Codex);
+    assert_eq!(
+        loaded.source_of("run.idle_watchdog_ms"),
+        SettingSource::Env("CORRAL_RUN__IDLE_WATCHDOG_MS".into())
+    );
+    assert_eq!(
+        loaded.source_of("run.kill_grace_ms"),
+        SettingSource::File(dir.path().join("corral.toml"))
+    );
+    assert_eq!(
+        loaded.source_of("run.wall_timeout_ms"),
+        SettingSource::File(dir.path().join("user.toml"))
+    );
+    assert_eq!(loaded.source_of("run.provider"), SettingSource::Flag);
+    assert_eq!(
+        loaded.source_of("run.max_line_bytes"),
+        SettingSource::Default
+    );
+    let shown: Vec<String> = loaded
+        .entries()
+        .iter()
+        .filter(|e| e.key.starts_with("run."))
+        .map(|e| format!("{} = {} ({})", e.key, e.value, e.source))
+        .collect();
+    insta::assert_snapshot!(
+        shown
+            .join("\n")
+            .replace(&dir.path().display().to_string(), "<dir>")
+    );
+}
+
+#[test]
+fn an_out_of_range_env_value_names_key_value_and_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = sources(dir.path());
+    src.env = vec![("CORRAL_RUN__IDLE_WATCHDOG_MS".into(), "5000".into())];
+    let lines = invalid_lines(LoadedSettings::load(&src).unwrap_err());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0]
+            .starts_with("run.idle_watchdog_ms = 5000 (from env CORRAL_RUN__IDLE_WATCHDOG_MS): "),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("60000"), "{}", lines[0]);
+}
+
+#[test]
+fn out_of_range_file_values_name_the_file_and_all_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("corral.toml"),
+        "[retry]\nrate_limit_retries = 11\ncorrective_retries = 0\nbackoff_initial_ms = 5000\nbackoff_max_ms = 2000\n",
+    );
+    let lines = invalid_lines(LoadedSettings::load(&sources(dir.path())).unwrap_err());
+    let file = dir.path().join("corral.toml").display().to_string();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for key in [
+        "retry.rate_limit_retries = 11",
+        "retry.corrective_retries = 0",
+        "retry.backoff_max_ms = 2000",
+    ] {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("{key} missing: {lines:?}"));
+        assert!(line.contains(&file), "{line}");
+    }
+}
+
+#[test]
+fn an_unknown_key_is_an_error_naming_it_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("corral.toml"),
+        "[run]\nidle_watchdog = 100000\n",
+    );
+    let err = LoadedSettings::load(&sources(dir.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("idle_watchdog"), "{err}");
+    assert!(err.contains("corral.toml"), "{err}");
+}
+
+#[test]
+fn an_unknown_provider_section_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("corral.toml"),
+        "[providers.claud]\nmodel = \"x\"\n",
+    );
+    let err = LoadedSettings::load(&sources(dir.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("claud"), "{err}");
+}
+
+#[test]
+fn a_toml_syntax_error_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("corral.toml"),
+        "[run]\nidle_watchdog_ms = = 3\n",
+    );
+    let err = LoadedSettings::load(&sources(dir.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("line 2"), "{err}");
+    assert!(err.contains("corral.toml"), "{err}");
+}
+
+#[test]
+fn a_wrongly_typed_env_value_names_the_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = sources(dir.path());
+    src.env = vec![("CORRAL_RETRY__RATE_LIMIT_RETRIES".into(), "soon".into())];
+    let err = LoadedSettings::load(&src).unwrap_err().to_string();
+    assert!(err.contains("soon"), "{err}");
+    assert!(
+        err.contains("rate_limit_retries") || err.contains("RATE_LIMIT_RETRIES"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_tested_versions_range_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("corral.toml"),
+        "[providers.claude]\ntested_versions = \"banana\"\n",
+    );
+    let lines = invalid_lines(LoadedSettings::load(&sources(dir.path())).unwrap_err());
+    assert!(
+        lines[0].starts_with("providers.claude.tested_versions = \"banana\""),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn discover_uses_xdg_then_home() {
+    let cwd = Path::new("/work/project");
+    let s = SettingsSources::discover(cwd, vec![("HOME".into(), "/home/u".into())]);
+    assert_eq!(
+        s.user_config.as_deref(),
+        Some(Path::new("/home/u/.config/corral/config.toml"))
+    );
+    assert_eq!(
+        s.project_config.as_deref(),
+        Some(Path::new("/work/project/corral.toml"))
+    );
+    let s = SettingsSources::discover(
+        cwd,
+        vec![
+            ("HOME".into(), "/home/u".into()),
+            ("XDG_CONFIG_HOME".into(), "/xdg".into()),
+        ],
+    );
+    assert_eq!(
+        s.user_config.as_deref(),
+        Some(Path::new("/xdg/corral/config.toml"))
+    );
+}

@@ -1,0 +1,14 @@
+//! Integration tests of the composition root: layering, sources, validation errors, the schema,
+//! and the factory.
+
+// Test code: a failed expectation should panic loudly.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::wildcard_enum_match_arm
+)]
+
+mod factory;
+mod layering;
+mod schema;

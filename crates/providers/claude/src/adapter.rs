@@ -1,0 +1,236 @@
+//! [`ClaudeAdapter`]: Claude Code's command line, environment profile and version check, plugged
+//! into the engine's [`CliAdapter`].
+//!
+//! The command is `claude -p --verbose --output-format stream-json` with the prompt on stdin (never
+//! in argv), `--resume <id>` to continue a session (the engine runs it in the session's own working
+//! directory, which Claude requires), and `--permission-mode bypassPermissions` with a
+//! `--disallowedTools=<list>` deny list for the gates the session closes. Flags whose value Claude
+//! declares variadic (`--disallowedTools`, `--add-dir`) are written `--flag=value`: in the separate
+//! form they swallow the arguments that follow (recorded: `--allowedTools Write 'prompt'` loses the
+//! prompt).
+
+use std::ffi::OsString;
+
+use corral_engine::{
+    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EnvProfile, PromptDelivery,
+    StreamParser, VersionCheck,
+};
+use corral_ports::{Permissions, ProviderError, ProviderId};
+
+use crate::diagnose;
+use crate::parser::ClaudeStreamParser;
+use crate::settings::{ClaudeSettings, MAX_INTERNAL_RETRIES};
+
+/// The variables Claude Code reads, as the engine's env profile patterns (a trailing `*` is a
+/// prefix). A name listed here reaches the child even when it looks secret, so only Claude's own
+/// credentials are listed: `ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`.
+///
+/// Bedrock and Vertex: the routing variables pass (`CLAUDE_CODE_USE_BEDROCK`/`_VERTEX` through
+/// `CLAUDE_CODE_*`, regions, `AWS_PROFILE`, config and credential file paths, the Google project and
+/// credentials file), but static cloud keys (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_SESSION_TOKEN`, `AWS_BEARER_TOKEN_BEDROCK`) do not: the agent runs shell commands with this
+/// environment, and such keys usually open far more than the model. Name them exactly in the
+/// engine's allowlist to pass them.
+pub const ENV_PROFILE: &[&str] = &[
+    "ANTHROPIC_*",
+    "CLAUDE_CODE_*",
+    "CLAUDE_CONFIG_DIR",
+    "CLAUDE_STREAM_IDLE_TIMEOUT_MS",
+    "DISABLE_*",
+    "IS_SANDBOX",
+    "API_TIMEOUT_MS",
+    "BASH_DEFAULT_TIMEOUT_MS",
+    "BASH_MAX_TIMEOUT_MS",
+    "BASH_MAX_OUTPUT_LENGTH",
+    "MAX_THINKING_TOKENS",
+    "MAX_MCP_OUTPUT_TOKENS",
+    "MCP_TIMEOUT",
+    "MCP_TOOL_TIMEOUT",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "CLOUD_ML_REGION",
+    "VERTEX_REGION_*",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+];
+
+/// Tools closed when [`Permissions::edit_files`] is false. `Write` stays open on purpose: the agent
+/// writes `signals.json` with it, and without that file a run has no result. So with Claude,
+/// `edit_files: false` means "no in-place edits", not "no writes": `Write` can still create or
+/// overwrite any file, and so can `Bash` when `run_shell` is true.
+pub const EDIT_TOOLS: &[&str] = &["Edit", "MultiEdit", "NotebookEdit"];
+/// Tools closed when [`Permissions::run_shell`] is false.
+pub const SHELL_TOOLS: &[&str] = &["Bash"];
+/// Tools closed when [`Permissions::web_access`] is false.
+pub const WEB_TOOLS: &[&str] = &["WebFetch", "WebSearch"];
+
+/// Claude Code, as the engine drives it.
+#[derive(Debug, Clone, Default)]
+pub struct ClaudeAdapter {
+    settings: ClaudeSettings,
+}
+
+impl ClaudeAdapter {
+    /// An adapter with these settings.
+    pub fn new(settings: ClaudeSettings) -> Self {
+        ClaudeAdapter { settings }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ClaudeSettings {
+        &self.settings
+    }
+
+    /// The arguments of one attempt (program excluded). The prompt is never among them.
+    pub fn args(&self, plan: &AttemptPlan<'_>) -> Result<Vec<OsString>, ProviderError> {
+        let session = plan.session;
+        let mut args: Vec<OsString> = ["-p", "--verbose", "--output-format", "stream-json"]
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+        if let Some(id) = plan.resume {
+            args.push("--resume".into());
+            args.push(id.as_str().into());
+        }
+        args.push("--permission-mode".into());
+        args.push("bypassPermissions".into());
+        let denied = disallowed_tools(session.permissions);
+        if !denied.is_empty() {
+            args.push(format!("--disallowedTools={}", denied.join(",")).into());
+        }
+        if let Some(model) = session.model.as_ref().or(self.settings.model.as_ref()) {
+            if model.is_empty() || model.starts_with('-') {
+                return Err(invalid(format!(
+                    "model name {model:?} is empty or starts with '-'"
+                )));
+            }
+            args.push("--model".into());
+            args.push(model.into());
+        }
+        if let Some(effort) = session.effort {
+            args.push("--effort".into());
+            args.push(effort.as_str().into());
+        }
+        for root in &session.extra_roots {
+            if root.as_os_str().is_empty() {
+                return Err(invalid("an extra root is an empty path".to_string()));
+            }
+            let mut arg = OsString::from("--add-dir=");
+            arg.push(root.as_os_str());
+            args.push(arg);
+        }
+        if let Some(budget) = session.max_budget_usd {
+            args.push("--max-budget-usd".into());
+            args.push(budget_arg(budget)?.into());
+        }
+        args.extend(self.settings.extra_args.iter().map(OsString::from));
+        Ok(args)
+    }
+
+    /// Variables set on top of the environment policy: the CLI's own retry cap (so the engine owns
+    /// the retry schedule), and no self-update, telemetry or other non-essential traffic during an
+    /// unattended run. The last three are what every recorded run used.
+    pub fn env_set(&self) -> Vec<(String, String)> {
+        let retries = self.settings.max_internal_retries.min(MAX_INTERNAL_RETRIES);
+        vec![
+            ("CLAUDE_CODE_MAX_RETRIES".to_string(), retries.to_string()),
+            ("DISABLE_AUTOUPDATER".to_string(), "1".to_string()),
+            ("DISABLE_TELEMETRY".to_string(), "1".to_string()),
+            (
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_string(),
+                "1".to_string(),
+            ),
+        ]
+    }
+
+    /// Why Claude Code refused to run at all, where only its wording tells: bypass mode as root,
+    /// a command line it rejects, failed authentication. Such a failure is permanent (retrying
+    /// changes nothing), but [`Diagnosis`] has no field for it yet, so the engine reports it as a
+    /// crash with the CLI's message in the stderr tail. See the crate documentation.
+    pub fn refusal(&self, evidence: &AttemptEvidence<'_>) -> Option<String> {
+        diagnose::refusal(evidence)
+    }
+}
+
+/// The deny list for the gates `permissions` closes, in a fixed order.
+pub fn disallowed_tools(permissions: Permissions) -> Vec<&'static str> {
+    let mut tools = Vec::new();
+    if !permissions.edit_files {
+        tools.extend_from_slice(EDIT_TOOLS);
+    }
+    if !permissions.run_shell {
+        tools.extend_from_slice(SHELL_TOOLS);
+    }
+    if !permissions.web_access {
+        tools.extend_from_slice(WEB_TOOLS);
+    }
+    tools
+}
+
+fn budget_arg(budget: f64) -> Result<String, ProviderError> {
+    if budget.is_finite() && budget > 0.0 {
+        // `Display` for f64 never uses an exponent, so the CLI gets a plain decimal.
+        Ok(budget.to_string())
+    } else {
+        Err(invalid(format!(
+            "max_budget_usd must be a positive number, got {budget}"
+        )))
+    }
+}
+
+fn invalid(reason: String) -> ProviderError {
+    ProviderError::InvalidSession {
+        provider: ProviderId::Claude,
+        reason,
+    }
+}
+
+impl CliAdapter for ClaudeAdapter {
+    fn provider(&self) -> ProviderId {
+        ProviderId::Claude
+    }
+
+    fn prompt_delivery(&self) -> PromptDelivery {
+        PromptDelivery::Stdin
+    }
+
+    fn env_profile(&self) -> EnvProfile {
+        EnvProfile::new("claude", ENV_PROFILE)
+    }
+
+    fn command(&self, plan: &AttemptPlan<'_>) -> Result<CommandSpec, ProviderError> {
+        Ok(CommandSpec {
+            program: self.settings.command.clone(),
+            args: self.args(plan)?,
+            env_set: self.env_set(),
+        })
+    }
+
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(ClaudeStreamParser::default())
+    }
+
+    fn diagnose(&self, evidence: &AttemptEvidence<'_>) -> Diagnosis {
+        diagnose::diagnose(evidence)
+    }
+
+    fn version_check(&self) -> Option<VersionCheck> {
+        Some(VersionCheck {
+            program: self.settings.command.clone(),
+            args: vec!["--version".to_string()],
+            required: self.settings.tested_versions.clone(),
+            timeout: self.settings.version_timeout,
+            allow_mismatch: self.settings.allow_untested_version,
+        })
+    }
+}

@@ -1,0 +1,98 @@
+//! The model probe never spends tokens and never hangs: a missing CLI is an error, anything else
+//! is `Unknown` with the reason. The real CLI is not run: the fake agent, a missing path and a
+//! script that never answers play it.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use corral_claude::{ClaudeProbe, ClaudeSettings, headless};
+use corral_engine::{Engine, EngineConfig};
+use corral_ports::{
+    HeadlessAiProvider, ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId,
+};
+
+fn probe_for(command: PathBuf, timeout: Duration) -> ClaudeProbe {
+    ClaudeProbe::new(&ClaudeSettings {
+        command,
+        version_timeout: timeout,
+        ..ClaudeSettings::default()
+    })
+}
+
+#[tokio::test]
+async fn a_missing_cli_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-claude");
+    let probe = probe_for(missing.clone(), Duration::from_secs(5));
+    assert_eq!(probe.id(), ProviderId::Claude);
+    match probe.probe("claude-opus-4-8").await {
+        Err(ProviderError::CliNotFound {
+            provider, program, ..
+        }) => {
+            assert_eq!(provider, ProviderId::Claude);
+            assert_eq!(program, missing.display().to_string());
+        }
+        other => panic!("expected CliNotFound, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_cli_that_starts_gives_unknown_without_a_request() {
+    // The fake agent refuses `--version` (no version in its output): still a CLI that starts.
+    let probe = probe_for(
+        corral_test_support::fake_agent_path(),
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        probe.probe("claude-opus-4-8").await.unwrap(),
+        ModelAvailability::Unknown {
+            reason: "Claude Code (version unreadable) has no model listing, and only a paid \
+                     request would show whether \"claude-opus-4-8\" answers; run it, and a \
+                     missing model is reported as model-unavailable"
+                .into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_cli_that_never_answers_does_not_hang_the_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("claude");
+    std::fs::write(&script, "#!/bin/sh\nexec sleep 30\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let probe = probe_for(script, Duration::from_millis(300));
+    let start = Instant::now();
+    let mut answer = probe.probe("opus").await;
+    // A freshly written script can be "busy" while another test thread forks; try again then.
+    for _ in 0..20 {
+        match &answer {
+            Err(ProviderError::CliNotFound { reason, .. }) if reason.contains("busy") => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                answer = probe.probe("opus").await;
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(
+        answer.unwrap(),
+        ModelAvailability::Unknown {
+            reason: "Claude Code (no answer to --version within 300ms) has no model listing, and \
+                     only a paid request would show whether \"opus\" answers; run it, and a \
+                     missing model is reported as model-unavailable"
+                .into()
+        }
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn headless_wires_the_adapter_to_the_engine() {
+    let settings = ClaudeSettings {
+        model: Some("sonnet".into()),
+        ..ClaudeSettings::default()
+    };
+    let provider = headless(Engine::new(EngineConfig::default()), settings.clone());
+    assert_eq!(provider.id(), ProviderId::Claude);
+    assert_eq!(provider.adapter().settings(), &settings);
+}

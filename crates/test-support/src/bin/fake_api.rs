@@ -1,0 +1,101 @@
+//! `corral-fake-api`: the fake model API as a program, for the offline demo and manual runs.
+//!
+//! `corral-fake-api [--scenario NAME] [--log FILE]` prints `listening on http://127.0.0.1:PORT` on
+//! its first line, then serves until its standard input closes or it is signalled.
+
+// test-support is a tool, not product: it may create processes and exit on bad arguments.
+#![allow(clippy::disallowed_methods)]
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use corral_test_support::fake_api::{FakeApi, Scenario, Step};
+
+/// The signals a well-behaved agent writes for the demo task.
+const DEMO_SIGNALS: &str = r#"{
+  "schemaVersion": 1,
+  "signals": [
+    {"type": "note", "timestamp": "2026-11-30T12:00:00Z", "text": "Read the task; the greeting file did not exist yet."},
+    {"type": "change", "timestamp": "2026-11-30T12:00:01Z", "path": "hello.txt", "summary": "Created the greeting file."},
+    {"type": "task-complete", "timestamp": "2026-11-30T12:00:02Z"}
+  ]
+}
+"#;
+
+fn scenario(name: &str) -> Option<Scenario> {
+    let done = Step::text("Done: hello.txt exists and signals.json records the result.");
+    let write_hello = Step::WriteToNamedPath {
+        tool: "Write".into(),
+        file_name: "hello.txt".into(),
+        content: "Hello from the fake model API.\n".into(),
+    };
+    let mut s = match name {
+        // A rate limit first: Corral backs off, resumes the session, and the agent finishes.
+        "demo" => Scenario::script([
+            Step::HttpError {
+                status: 429,
+                retry_after_secs: Some(1),
+                body: None,
+            },
+            write_hello,
+            Step::write_signals(DEMO_SIGNALS),
+            done,
+        ]),
+        "happy" => Scenario::script([write_hello, Step::write_signals(DEMO_SIGNALS), done]),
+        "rate-limited" => Scenario::forever(Step::HttpError {
+            status: 429,
+            retry_after_secs: Some(1),
+            body: None,
+        }),
+        "hang" => Scenario::forever(Step::HangBeforeHeaders),
+        "stall" => Scenario::forever(Step::StallMidStream),
+        _ => return None,
+    };
+    s.then = s.then.or(Some(Step::text("ok")));
+    Some(s)
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let mut name = "demo".to_string();
+    let mut log: Option<PathBuf> = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--scenario" => name = args.next().unwrap_or_default(),
+            "--log" => log = args.next().map(PathBuf::from),
+            _ => {
+                eprintln!(
+                    "usage: corral-fake-api [--scenario demo|happy|rate-limited|hang|stall] [--log FILE]"
+                );
+                return ExitCode::from(64);
+            }
+        }
+    }
+    let Some(scenario) = scenario(&name) else {
+        eprintln!("corral-fake-api: unknown scenario {name:?}");
+        return ExitCode::from(64);
+    };
+    let api = match log {
+        Some(path) => FakeApi::start_with_log(scenario, &path),
+        None => FakeApi::start(scenario),
+    };
+    let api = match api {
+        Ok(api) => api,
+        Err(e) => {
+            eprintln!("corral-fake-api: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    println!("listening on {}", api.url());
+    let _ = std::io::stdout().flush();
+    // Serve until whoever started us closes our stdin.
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        if line.is_err() {
+            break;
+        }
+    }
+    drop(api);
+    ExitCode::SUCCESS
+}

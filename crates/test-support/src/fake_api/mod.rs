@@ -1,0 +1,392 @@
+//! A fake model API on 127.0.0.1 for driving the real AI coding CLIs in tests.
+//!
+//! [`FakeApi::start`] binds a random port and answers every request to a model endpoint with the next
+//! [`Step`] of a [`Scenario`]: a text reply, a tool call, an HTTP error, a hang, a stalled or slow
+//! stream. Side requests (token counting) are answered without consuming a step; anything else gets a
+//! harmless 404. Every request is recorded as a [`RecordedRequest`] ([`FakeApi::requests`], and
+//! optionally a JSONL file), the shape of `/work/shared/cli-behaviour/samples/*/*.requests.jsonl`.
+//!
+//! Scenarios and steps say *what* to answer, never how a wire format spells it: the wire format is
+//! chosen by the request path, and each API lives in its own module that turns a step into a
+//! `wire::Reply` plan the server then carries out. Only the Anthropic Messages API
+//! (`anthropic.rs`, spoken by Claude Code) exists so far; the OpenAI Responses and Chat Completions APIs
+//! would be sibling modules and [`Endpoint`] variants.
+//!
+//! The server runs on its own thread with its own single-threaded tokio runtime, so it works from plain
+//! `#[test]`s and from async tests alike. Dropping the [`FakeApi`] stops it and drops every open
+//! connection, including hung and stalled ones.
+
+mod anthropic;
+mod server;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+/// Input tokens reported by every successful reply (cache figures are always 0).
+pub const USAGE_INPUT_TOKENS: u64 = 12;
+
+/// Output tokens reported by every successful reply.
+pub const USAGE_OUTPUT_TOKENS: u64 = 7;
+
+/// One scripted answer to one request to a model endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// A complete assistant text reply (stop reason "end turn").
+    Text(String),
+    /// A tool call (stop reason "tool use"), e.g. `Write` with `{"file_path": ..., "content": ...}`.
+    /// The CLI runs the tool and posts its result in the next request, which gets the next step.
+    ToolUse {
+        /// The tool's name as the CLI offered it (`Write`, `Bash`, ...).
+        name: String,
+        /// The tool's arguments.
+        input: serde_json::Value,
+    },
+    /// An HTTP error status instead of a reply.
+    HttpError {
+        /// The status code (429, 500, 529, 401, ...).
+        status: u16,
+        /// A `retry-after` header, in seconds.
+        retry_after_secs: Option<u64>,
+        /// The exact response body; `None` for the API's usual error JSON for `status`.
+        body: Option<String>,
+    },
+    /// Accept the request and never answer, not even the headers, until the server shuts down.
+    HangBeforeHeaders,
+    /// Send the headers and the first event of a streamed reply, then nothing until shutdown.
+    /// A non-streaming request gets the headers and no body.
+    StallMidStream,
+    /// A text reply streamed one word at a time, waiting `delay_ms` before each word.
+    /// A non-streaming request gets the whole reply after the total delay.
+    SlowChunks {
+        /// The full text.
+        text: String,
+        /// The pause before each chunk, in milliseconds.
+        delay_ms: u64,
+    },
+    /// A file-writing tool call whose path is read from the request: the first absolute path in
+    /// the last user text that ends with `file_name`. Corral's contract section names the
+    /// absolute path of `signals.json` this way, so a scenario need not know the run directory.
+    WriteToNamedPath {
+        /// The CLI's file-writing tool (`Write` for Claude Code).
+        tool: String,
+        /// The file name the path must end with (`signals.json`).
+        file_name: String,
+        /// What to write.
+        content: String,
+    },
+    /// Start a streamed reply, then send the API's in-stream error event and end the stream.
+    /// A non-streaming request gets an HTTP 529 overloaded error instead.
+    ErrorMidStream {
+        /// The error message.
+        message: String,
+    },
+}
+
+impl Step {
+    /// [`Step::Text`].
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text(text.into())
+    }
+
+    /// [`Step::ToolUse`] of the tool `name`.
+    pub fn tool_use(name: impl Into<String>, input: serde_json::Value) -> Self {
+        Self::ToolUse {
+            name: name.into(),
+            input,
+        }
+    }
+
+    /// A `Write` tool call (Claude Code's file-writing tool) creating `file_path` with `content`.
+    pub fn write_file(file_path: &Path, content: impl Into<String>) -> Self {
+        Self::tool_use(
+            "Write",
+            serde_json::json!({
+                "file_path": file_path.to_string_lossy(),
+                "content": content.into(),
+            }),
+        )
+    }
+
+    /// [`Step::HttpError`] with the API's usual body and no `retry-after`.
+    pub fn http_error(status: u16) -> Self {
+        Self::HttpError {
+            status,
+            retry_after_secs: None,
+            body: None,
+        }
+    }
+
+    /// A 429 with `retry-after: <retry_after_secs>`.
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        Self::HttpError {
+            status: 429,
+            retry_after_secs: Some(retry_after_secs),
+            body: None,
+        }
+    }
+
+    /// The short name of the step's kind, as recorded in [`RecordedRequest::step`].
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Text(_) => "text",
+            Self::ToolUse { .. } => "tool_use",
+            Self::HttpError { .. } => "http_error",
+            Self::HangBeforeHeaders => "hang_before_headers",
+            Self::StallMidStream => "stall_mid_stream",
+            Self::SlowChunks { .. } => "slow_chunks",
+            Self::ErrorMidStream { .. } => "error_mid_stream",
+            Self::WriteToNamedPath { .. } => "write_to_named_path",
+        }
+    }
+
+    /// A `Write` call creating the `signals.json` the prompt names, with `content`.
+    pub fn write_signals(content: impl Into<String>) -> Self {
+        Self::WriteToNamedPath {
+            tool: "Write".into(),
+            file_name: "signals.json".into(),
+            content: content.into(),
+        }
+    }
+
+    /// Turns a step that depends on the request into a plain one.
+    pub(crate) fn resolve(self, user_text: Option<&str>) -> Step {
+        match self {
+            Self::WriteToNamedPath {
+                tool,
+                file_name,
+                content,
+            } => match user_text.and_then(|t| named_path(t, &file_name)) {
+                Some(path) => Self::tool_use(
+                    tool,
+                    serde_json::json!({ "file_path": path, "content": content }),
+                ),
+                None => Self::Text(format!(
+                    "fake_api: the prompt names no absolute path ending in {file_name}"
+                )),
+            },
+            other @ (Self::Text(_)
+            | Self::ToolUse { .. }
+            | Self::HttpError { .. }
+            | Self::HangBeforeHeaders
+            | Self::StallMidStream
+            | Self::SlowChunks { .. }
+            | Self::ErrorMidStream { .. }) => other,
+        }
+    }
+}
+
+/// The first absolute path in `text` that ends with `file_name`.
+fn named_path(text: &str, file_name: &str) -> Option<String> {
+    let stop =
+        |c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\'' | '(' | ')' | '<' | '>' | ',');
+    text.match_indices(file_name).find_map(|(at, _)| {
+        let end = at + file_name.len();
+        let start = text[..end].rfind(stop).map_or(0, |i| i + 1);
+        let candidate = &text[start..end];
+        candidate.starts_with('/').then(|| candidate.to_string())
+    })
+}
+
+/// What the fake API answers, one step per request to a model endpoint, in order.
+///
+/// When the script is used up, every further request gets `then` (for instance "429 forever"); without
+/// it, an exhausted scenario answers HTTP 400 `fake_api: scenario exhausted`, which CLIs do not retry,
+/// so a test that scripted too few steps fails fast.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scenario {
+    /// The scripted steps, consumed one per model request.
+    pub steps: Vec<Step>,
+    /// The step repeated for every request after the script.
+    pub then: Option<Step>,
+}
+
+impl Scenario {
+    /// The `steps`, then the exhausted answer.
+    pub fn script(steps: impl IntoIterator<Item = Step>) -> Self {
+        Self {
+            steps: steps.into_iter().collect(),
+            then: None,
+        }
+    }
+
+    /// `step` for every request.
+    pub fn forever(step: Step) -> Self {
+        Self {
+            steps: Vec::new(),
+            then: Some(step),
+        }
+    }
+}
+
+/// Which endpoint a request went to (and so which wire format answered it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Endpoint {
+    /// `POST /v1/messages` (any query, e.g. `?beta=true`): consumes a step.
+    AnthropicMessages,
+    /// `POST /v1/messages/count_tokens`: answered without consuming a step.
+    AnthropicCountTokens,
+    /// Anything else: answered 404 without consuming a step.
+    Unknown,
+}
+
+/// One request the fake API received, and what it answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedRequest {
+    /// Arrival order, from 1.
+    pub seq: u64,
+    /// Milliseconds from the server's start to the request's arrival (headers and body read).
+    pub at_ms: u64,
+    /// The HTTP method.
+    pub method: String,
+    /// The path and query as sent, e.g. `/v1/messages?beta=true`.
+    pub path: String,
+    /// The endpoint the path maps to.
+    pub endpoint: Endpoint,
+    /// The requested model, when the body names one.
+    pub model: Option<String>,
+    /// Whether the body asked for a streamed reply.
+    pub stream: bool,
+    /// The number of messages in the conversation sent.
+    pub n_msgs: usize,
+    /// Whether the conversation sent already holds an earlier assistant turn.
+    pub history: bool,
+    /// The names of the tools offered, in order.
+    pub tools: Vec<String>,
+    /// The last plain user text in the conversation (system reminders and tool results skipped).
+    pub last_user_text: Option<String>,
+    /// The kind of step that answered ([`Step::kind`]), `"exhausted"` when the scenario had none
+    /// left, `None` for side requests that consume no step.
+    pub step: Option<String>,
+    /// The HTTP status answered; `None` while (or if never) the headers were sent.
+    pub status: Option<u16>,
+    /// How the request authenticated: `"x-api-key"`, `"bearer"` or `None`. Never the key itself.
+    pub auth: Option<String>,
+    /// Headers of interest (client identity, betas, retry bookkeeping, encodings), lower-case names.
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A running fake model API. Dropping it shuts the server down and closes every connection.
+#[derive(Debug)]
+pub struct FakeApi {
+    addr: SocketAddr,
+    state: Arc<server::State>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeApi {
+    /// Starts a server on `127.0.0.1:<random port>` answering with `scenario`.
+    ///
+    /// # Errors
+    /// When the port can't be bound or the server's thread or runtime can't be started.
+    pub fn start(scenario: Scenario) -> io::Result<Self> {
+        server::start(scenario, None)
+    }
+
+    /// Like [`FakeApi::start`], and also appends each request to the JSONL file `log` (created if
+    /// missing) once its status is known, or on arrival for a hung request.
+    ///
+    /// # Errors
+    /// As [`FakeApi::start`], and when `log` can't be opened for appending.
+    pub fn start_with_log(scenario: Scenario, log: &Path) -> io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        server::start(scenario, Some(file))
+    }
+
+    /// The socket address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:<port>`, without a trailing slash or `/v1` (what `ANTHROPIC_BASE_URL` wants).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.state.requests()
+    }
+
+    /// The requests to model endpoints (those that consume steps), in arrival order.
+    pub fn model_requests(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| endpoint_consumes_step(r.endpoint))
+            .collect()
+    }
+
+    /// How many scripted steps are still unused (the repeated `then` step is not counted).
+    pub fn steps_left(&self) -> usize {
+        self.state.steps_left()
+    }
+
+    /// Polls until at least `n` requests arrived; false when `timeout` passed first.
+    pub fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.state.request_count() >= n {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Whether a request to `endpoint` consumes a scenario step.
+fn endpoint_consumes_step(endpoint: Endpoint) -> bool {
+    match endpoint {
+        Endpoint::AnthropicMessages => true,
+        Endpoint::AnthropicCountTokens | Endpoint::Unknown => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_named_path_is_found_in_prose_and_code() {
+        let text = "Write it to `/tmp/run/x/signals.json` now. Not relative signals.json.";
+        assert_eq!(
+            named_path(text, "signals.json").as_deref(),
+            Some("/tmp/run/x/signals.json")
+        );
+        assert_eq!(named_path("see signals.json", "signals.json"), None);
+        let step = Step::write_signals("{}").resolve(Some("path: /a/b/signals.json"));
+        assert_eq!(
+            step,
+            Step::tool_use(
+                "Write",
+                serde_json::json!({"file_path": "/a/b/signals.json", "content": "{}"})
+            )
+        );
+    }
+}

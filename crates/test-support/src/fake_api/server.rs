@@ -1,0 +1,410 @@
+//! The HTTP side of the fake model API: a hyper 1.x HTTP/1.1 server (keep-alive, chunked request
+//! bodies) on its own thread and single-threaded tokio runtime, the routing of paths to endpoints, the
+//! request log and the execution of reply plans.
+//!
+//! Shutdown: [`super::FakeApi`]'s drop fires the oneshot, the accept loop ends, and dropping the
+//! runtime drops every connection task, so hung and stalled connections are closed too.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::fs::File;
+use std::io::{self, Write};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use super::wire::{BodyEnd, Reply, Summary};
+use super::{
+    Endpoint, FakeApi, RecordedRequest, Scenario, Step, anthropic, endpoint_consumes_step,
+};
+
+/// Request headers worth recording (values kept verbatim; credentials are never recorded).
+const HEADERS_OF_INTEREST: &[&str] = &[
+    "accept",
+    "accept-encoding",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
+    "anthropic-version",
+    "connection",
+    "content-encoding",
+    "content-type",
+    "transfer-encoding",
+    "user-agent",
+    "x-app",
+    "x-claude-code-session-id",
+    "x-stainless-retry-count",
+    "x-stainless-timeout",
+];
+
+/// The largest request body read (Claude Code's first request is about 100 kB).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+type ReplyBody = BoxBody<Bytes, Infallible>;
+
+/// What the server and the [`FakeApi`] handle share.
+#[derive(Debug)]
+pub struct State {
+    started: Instant,
+    seq: AtomicU64,
+    script: Mutex<Script>,
+    log: Mutex<Vec<RecordedRequest>>,
+    log_file: Option<Mutex<File>>,
+}
+
+/// The scenario being played.
+#[derive(Debug)]
+struct Script {
+    steps: VecDeque<Step>,
+    then: Option<Step>,
+}
+
+/// Locks `mutex`, ignoring poisoning (a panicking test thread must not break the server).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl State {
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.log).clone()
+    }
+
+    pub fn request_count(&self) -> usize {
+        lock(&self.log).len()
+    }
+
+    pub fn steps_left(&self) -> usize {
+        lock(&self.script).steps.len()
+    }
+
+    /// The next step: the script's next one, else the repeated one, else `None` (exhausted).
+    fn next_step(&self) -> Option<Step> {
+        let mut script = lock(&self.script);
+        match script.steps.pop_front() {
+            Some(step) => Some(step),
+            None => script.then.clone(),
+        }
+    }
+
+    /// Adds `request` to the log; returns its index.
+    fn record(&self, request: RecordedRequest) -> usize {
+        let mut log = lock(&self.log);
+        log.push(request);
+        log.len() - 1
+    }
+
+    /// Sets the status of the request at `index` (if known) and appends it to the JSONL file.
+    fn finish(&self, index: usize, status: Option<u16>) {
+        let line = {
+            let mut log = lock(&self.log);
+            let Some(request) = log.get_mut(index) else {
+                return;
+            };
+            request.status = status;
+            serde_json::to_string(request)
+        };
+        if let (Some(file), Ok(line)) = (&self.log_file, line) {
+            let mut file = lock(file);
+            // The log file is a convenience; a full disk must not fail the test's request.
+            let _ = writeln!(file, "{line}");
+        }
+    }
+}
+
+/// Binds `127.0.0.1:0` and starts the server thread.
+pub fn start(scenario: Scenario, log_file: Option<File>) -> io::Result<FakeApi> {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    std_listener.set_nonblocking(true)?;
+    let addr = std_listener.local_addr()?;
+    let state = Arc::new(State {
+        started: Instant::now(),
+        seq: AtomicU64::new(0),
+        script: Mutex::new(Script {
+            steps: scenario.steps.into(),
+            then: scenario.then,
+        }),
+        log: Mutex::new(Vec::new()),
+        log_file: log_file.map(Mutex::new),
+    });
+    let (shutdown_tx, shutdown_rx) = oneshot::channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
+    let server_state = Arc::clone(&state);
+    let thread = std::thread::Builder::new()
+        .name(format!("fake-api-{}", addr.port()))
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    let _ = ready_tx.send(Err(err));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let listener = match TcpListener::from_std(std_listener) {
+                    Ok(listener) => listener,
+                    Err(err) => {
+                        let _ = ready_tx.send(Err(err));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                serve(listener, server_state, shutdown_rx).await;
+            });
+            // Dropping the runtime here drops every connection task, hung ones included.
+        })?;
+    let ready = ready_rx.recv().unwrap_or_else(|_| {
+        Err(io::Error::other(
+            "the fake API thread ended before starting",
+        ))
+    });
+    let api = FakeApi {
+        addr,
+        state,
+        shutdown: Some(shutdown_tx),
+        thread: Some(thread),
+    };
+    ready.map(|()| api)
+}
+
+/// Accepts connections until `shutdown` fires (or its sender is dropped).
+async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: oneshot::Receiver<()>) {
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    let state = Arc::clone(&state);
+                    tokio::spawn(async move {
+                        let service = service_fn(move |request| handle(Arc::clone(&state), request));
+                        // A client that resets or times out mid-request is normal in fault tests.
+                        let _ = http1::Builder::new()
+                            .keep_alive(true)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                // Out of file descriptors and the like: wait a little instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+        }
+    }
+}
+
+/// The endpoint a request maps to.
+fn route(method: &Method, path: &str) -> Endpoint {
+    if method != Method::POST {
+        return Endpoint::Unknown;
+    }
+    match path.trim_end_matches('/') {
+        "/v1/messages" => Endpoint::AnthropicMessages,
+        "/v1/messages/count_tokens" => Endpoint::AnthropicCountTokens,
+        _ => Endpoint::Unknown,
+    }
+}
+
+/// Answers one request: records it, picks the reply and carries it out.
+async fn handle(
+    state: Arc<State>,
+    request: Request<Incoming>,
+) -> Result<Response<ReplyBody>, Infallible> {
+    let seq = state.seq.fetch_add(1, Ordering::SeqCst) + 1;
+    let method = request.method().clone();
+    let path = request.uri().path_and_query().map_or_else(
+        || request.uri().path().to_owned(),
+        |pq| pq.as_str().to_owned(),
+    );
+    let endpoint = route(&method, request.uri().path());
+    let headers = headers_of_interest(request.headers());
+    let auth = auth_kind(request.headers());
+    let body = http_body_util::Limited::new(request.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes);
+    let at_ms = u64::try_from(state.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+
+    let summary = match (&body, endpoint) {
+        (Ok(bytes), Endpoint::AnthropicMessages | Endpoint::AnthropicCountTokens) => {
+            anthropic::summarize(bytes)
+        }
+        (Err(err), Endpoint::AnthropicMessages | Endpoint::AnthropicCountTokens) => {
+            Err(format!("could not read the request body: {err}"))
+        }
+        (Ok(_) | Err(_), Endpoint::Unknown) => Ok(Summary::default()),
+    };
+    let (step, reply) = match (&summary, endpoint) {
+        (Err(why), Endpoint::AnthropicMessages | Endpoint::AnthropicCountTokens) => {
+            (None, anthropic::bad_request(why, seq))
+        }
+        (Ok(summary), Endpoint::AnthropicMessages) => {
+            let step = state
+                .next_step()
+                .map(|s| s.resolve(summary.last_user_text.as_deref()));
+            let kind = step.as_ref().map_or("exhausted", Step::kind);
+            (
+                Some(kind.to_owned()),
+                anthropic::reply(step.as_ref(), summary, seq),
+            )
+        }
+        (Ok(_), Endpoint::AnthropicCountTokens) => (None, anthropic::count_tokens()),
+        (Ok(_) | Err(_), Endpoint::Unknown) => (None, not_found(&method, &path)),
+    };
+    debug_assert!(step.is_none() || endpoint_consumes_step(endpoint));
+
+    let summary = summary.unwrap_or_default();
+    let index = state.record(RecordedRequest {
+        seq,
+        at_ms,
+        method: method.to_string(),
+        path,
+        endpoint,
+        model: summary.model,
+        stream: summary.stream,
+        n_msgs: summary.n_msgs,
+        history: summary.history,
+        tools: summary.tools,
+        last_user_text: summary.last_user_text,
+        step,
+        status: None,
+        auth,
+        headers,
+    });
+    state.finish(index, reply.status());
+    Ok(carry_out(reply).await)
+}
+
+/// The response for a reply plan; for [`Reply::Hang`], never (until the runtime is dropped).
+async fn carry_out(reply: Reply) -> Response<ReplyBody> {
+    let (status, headers, mut chunks, end) = match reply {
+        Reply::Hang => {
+            let never = std::future::pending::<Infallible>().await;
+            match never {}
+        }
+        Reply::Send {
+            status,
+            headers,
+            chunks,
+            end,
+        } => (status, headers, chunks, end),
+    };
+    // A single chunk that ends the body is sent whole (with content-length), after its delay.
+    let body = match (end, chunks.len()) {
+        (BodyEnd::Close, 0) => Full::new(Bytes::new()).boxed(),
+        (BodyEnd::Close, 1) => {
+            let chunk = chunks.remove(0);
+            if !chunk.delay.is_zero() {
+                tokio::time::sleep(chunk.delay).await;
+            }
+            Full::new(chunk.bytes).boxed()
+        }
+        (BodyEnd::Close | BodyEnd::Stall, _) => {
+            let (tx, rx) = mpsc::channel::<Bytes>(16);
+            tokio::spawn(async move {
+                for chunk in chunks {
+                    if !chunk.delay.is_zero() {
+                        tokio::time::sleep(chunk.delay).await;
+                    }
+                    if tx.send(chunk.bytes).await.is_err() {
+                        return; // The client went away.
+                    }
+                }
+                match end {
+                    BodyEnd::Close => {}
+                    // Keep the body open until the client goes away or the runtime is dropped.
+                    BodyEnd::Stall => tx.closed().await,
+                }
+            });
+            ChannelBody { rx }.boxed()
+        }
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (name, value) in headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response
+                .headers_mut()
+                .append(HeaderName::from_static(name), value);
+        }
+    }
+    response
+}
+
+/// A harmless 404 for anything that is not a known endpoint.
+fn not_found(method: &Method, path: &str) -> Reply {
+    Reply::json(
+        404,
+        &serde_json::json!({
+            "type": "error",
+            "error": {
+                "type": "not_found_error",
+                "message": format!("fake_api: no route for {method} {path}"),
+            },
+        }),
+        Vec::new(),
+    )
+}
+
+fn headers_of_interest(headers: &HeaderMap) -> BTreeMap<String, String> {
+    HEADERS_OF_INTEREST
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(*name)?;
+            Some((
+                (*name).to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            ))
+        })
+        .collect()
+}
+
+fn auth_kind(headers: &HeaderMap) -> Option<String> {
+    if headers.contains_key("x-api-key") {
+        return Some("x-api-key".to_owned());
+    }
+    let authorization = headers.get("authorization")?.as_bytes();
+    let kind = if authorization
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case(b"bearer "))
+    {
+        "bearer"
+    } else {
+        "authorization"
+    };
+    Some(kind.to_owned())
+}
+
+/// A response body fed by a channel: each message is one data frame; the body ends when the sender
+/// is dropped.
+struct ChannelBody {
+    rx: mpsc::Receiver<Bytes>,
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}

@@ -1,0 +1,70 @@
+//! `cargo xtask bench [--quick]`: the engine benchmark in release mode.
+//!
+//! It builds the release fake agent first (the bench target finds it next to itself, in
+//! `target/release`), then runs `cargo bench -p corral-engine --bench engine`, which measures
+//! the engine and a raw tokio baseline in the same run, prints the summary table and writes it to
+//! `target/bench-report.md`. `docs/benchmarks.md` explains the scenarios and targets.
+
+use std::path::Path;
+
+use anyhow::bail;
+
+use crate::shell;
+
+/// The options `cargo xtask bench` accepts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Opts {
+    /// Fewer repetitions: under a minute instead of a few.
+    pub quick: bool,
+}
+
+impl Opts {
+    /// Parses the arguments after `bench`.
+    pub fn parse(args: &[String]) -> anyhow::Result<Self> {
+        let mut opts = Opts::default();
+        for arg in args {
+            match arg.as_str() {
+                "--quick" => opts.quick = true,
+                other => {
+                    bail!("unknown argument `{other}` for `cargo xtask bench` (known: --quick)")
+                }
+            }
+        }
+        Ok(opts)
+    }
+}
+
+/// Builds the release fake agent and runs the bench target.
+pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
+    shell::run(shell::cargo(root).args([
+        "build",
+        "--release",
+        "-p",
+        "corral-test-support",
+        "--bin",
+        "corral-fake-agent",
+    ]))?;
+    let mut cmd = shell::cargo(root);
+    cmd.args(["bench", "-p", "corral-engine", "--bench", "engine"]);
+    if opts.quick {
+        cmd.args(["--", "--quick"]);
+    }
+    shell::run(&mut cmd)?;
+    println!(
+        "report: {}",
+        shell::relative(root, &root.join("target/bench-report.md"))
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_quick_and_rejects_the_rest() {
+        assert!(!Opts::parse(&[]).unwrap().quick);
+        assert!(Opts::parse(&["--quick".into()]).unwrap().quick);
+        assert!(Opts::parse(&["--slow".into()]).is_err());
+    }
+}
