@@ -39,8 +39,9 @@ use corral_engine::{
     EnvProfile, PromptDelivery, StreamParser,
 };
 use corral_ports::{
-    AgentEvent, AiSession, CancellationToken, NoopObserver, Outcome, Permissions, ProviderError,
-    ProviderId, ProviderOutput, RateLimitInfo, SessionId, Usage,
+    AgentEvent, AiSession, CancellationToken, Capabilities, CostReporting, NoopObserver, Outcome,
+    Permissions, PromptChannel, ProviderError, ProviderId, ProviderOutput, RateLimitInfo,
+    SessionId, SessionIdTiming, Usage,
 };
 use corral_test_support::fake_protocol::FakeLine;
 use corral_test_support::{fake_agent_path, is_alive, kill_survivors, read_pids, wait_for_lines};
@@ -104,6 +105,7 @@ impl CliAdapter for FakeAdapter {
             program: self.program.clone(),
             args: self.argv(),
             env_set: Vec::new(),
+            session_id: None,
         })
     }
 
@@ -113,6 +115,19 @@ impl CliAdapter for FakeAdapter {
 
     fn diagnose(&self, _evidence: &AttemptEvidence<'_>) -> Diagnosis {
         Diagnosis::default()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            prompt: PromptChannel::Stdin,
+            session_id: SessionIdTiming::FirstLine,
+            resume: true,
+            effort: false,
+            cost: CostReporting::TokensAndUsd,
+            streaming: true,
+            enforced_gates: &[],
+            over_grants: &[],
+        }
     }
 }
 

@@ -5,7 +5,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use corral_ports::{AgentEvent, AiSession, ProviderError, ProviderId, RateLimitInfo, SessionId};
+use corral_ports::{
+    AgentEvent, AiSession, Capabilities, ProviderError, ProviderId, RateLimitInfo, SessionId,
+};
 
 use crate::env::EnvProfile;
 use crate::files::PromptPointer;
@@ -47,6 +49,25 @@ pub struct CommandSpec {
     pub args: Vec<OsString>,
     /// Variables the provider sets on top of the env policy (its retry caps, telemetry off).
     pub env_set: Vec<(String, String)>,
+    /// A session id Corral minted and passed to the CLI (Copilot `--session-id`): persisted
+    /// to `session-id.txt` as soon as the child starts, before it prints anything.
+    pub session_id: Option<SessionId>,
+}
+
+/// How the idle watchdog decides that a CLI is still alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Liveness {
+    /// Any byte on stdout or stderr. For CLIs that stream their work.
+    #[default]
+    Output,
+    /// Any byte of output, or any progress of the process group: CPU time, or bytes read and
+    /// written (files, pipes, sockets), sampled from `/proc`. For CLIs that print nothing until
+    /// the end (Grok). `min_idle` raises the idle limit so that the CLI's own request timeout,
+    /// not Corral's, ends a slow but healthy model call.
+    ProcessActivity {
+        /// The least idle limit this CLI gets, whatever the settings say.
+        min_idle: std::time::Duration,
+    },
 }
 
 /// Turns one stdout line of a CLI into normalized events. One parser per attempt, so it may keep
@@ -133,4 +154,11 @@ pub trait CliAdapter: Send + Sync {
     fn version_check(&self) -> Option<VersionCheck> {
         None
     }
+    /// How the idle watchdog tells a live CLI from a hung one.
+    fn liveness(&self) -> Liveness {
+        Liveness::Output
+    }
+    /// The provider's row in the capability table. Required, so a new provider does not compile
+    /// until it states what its CLI can and cannot do.
+    fn capabilities(&self) -> Capabilities;
 }

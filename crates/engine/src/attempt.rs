@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{MissedTickBehavior, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::adapter::{StreamParser, TerminalSummary};
+use crate::adapter::{Liveness, StreamParser, TerminalSummary};
 use crate::config::EngineConfig;
 use crate::files::{SessionMeta, persist_session};
 use crate::framing::{Frame, LineFramer};
@@ -47,6 +47,8 @@ pub(crate) struct AttemptResult {
     pub stdout_tail: String,
     /// Processes that had left the group (setsid, double fork) and were killed by the sweep.
     pub escaped_killed: Vec<u32>,
+    /// The idle limit that applied (the settings', or the adapter's minimum).
+    pub idle_limit: Duration,
 }
 
 /// What the attempt needs from the run.
@@ -62,6 +64,9 @@ pub(crate) struct AttemptContext<'a> {
     pub session_meta: &'a (dyn Fn(&SessionId) -> SessionMeta + Send + Sync),
     pub output_dir: &'a std::path::Path,
     pub run_token: &'a str,
+    pub liveness: Liveness,
+    /// A session id minted before the spawn, persisted before any output is read.
+    pub minted_session: Option<SessionId>,
 }
 
 struct KillState {
@@ -242,8 +247,20 @@ pub(crate) async fn supervise(
     let mut stderr_logged: usize = 0;
 
     let mut last_activity = started;
-    let idle = config.idle_timeout;
+    let (idle, sample_every) = match ctx.liveness {
+        Liveness::Output => (config.idle_timeout, None),
+        Liveness::ProcessActivity { min_idle } => {
+            let idle = config.idle_timeout.max(min_idle);
+            let every = (idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(10));
+            (idle, Some(every))
+        }
+    };
     let mut idle_deadline = started + idle;
+    let mut activity_tick =
+        tokio::time::interval(sample_every.unwrap_or(Duration::from_secs(3600)));
+    activity_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last_sample: Option<u64> = None;
+    let minted = ctx.minted_session.take();
     let wall_deadline = config.wall_timeout.map(|w| started + w);
     let mut leftover_deadline: Option<Instant> = None;
     let mut kill: Option<KillState> = None;
@@ -259,6 +276,13 @@ pub(crate) async fn supervise(
         terminal_usage: None,
         terminal_seen_at: None,
     };
+    if let Some(session_id) = minted {
+        // Minted by Corral and passed to the CLI: on disk before the CLI prints anything.
+        state.on_event(AgentEvent::SessionStarted {
+            session_id,
+            model: None,
+        });
+    }
 
     macro_rules! start_kill {
         ($reason:expr, $limit:expr) => {{
@@ -374,6 +398,13 @@ pub(crate) async fn supervise(
             _ = flush_tick.tick() => {
                 state.ctx.log.flush_if_due();
             }
+            _ = activity_tick.tick(), if sample_every.is_some() && !killing => {
+                let sample = proc::group_activity(pgid);
+                if last_sample.is_some_and(|last| last != sample) {
+                    last_activity = Instant::now();
+                }
+                last_sample = Some(sample);
+            }
         }
     }
 
@@ -438,6 +469,7 @@ pub(crate) async fn supervise(
     result.stderr_tail = stderr_tail.text();
     result.stdout_tail = stdout_tail.text();
     result.escaped_killed = escaped;
+    result.idle_limit = idle;
     ctx.log.flush();
     result
 }

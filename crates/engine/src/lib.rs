@@ -31,8 +31,8 @@ mod tail;
 mod version;
 
 pub use adapter::{
-    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, PromptDelivery, StreamParser,
-    TerminalSummary, VersionCheck,
+    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, Liveness, PromptDelivery,
+    StreamParser, TerminalSummary, VersionCheck,
 };
 pub use argv::{
     ArgvPlatform, ArgvTooLong, LINUX_MAX_ARG_STRLEN, WINDOWS_CMD_MAX, WINDOWS_CREATE_PROCESS_MAX,

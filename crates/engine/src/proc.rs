@@ -33,6 +33,49 @@ pub fn any_live_in_group(pgid: u32) -> Option<bool> {
     Some(false)
 }
 
+/// A number that grows whenever any live process of group `pgid` uses CPU or reads or writes
+/// bytes (files, pipes, sockets): the sum of `utime + stime` ticks from `/proc/<pid>/stat` and
+/// `rchar + wchar` from `/proc/<pid>/io`. Only its changes mean anything.
+pub fn group_activity(pgid: u32) -> u64 {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut total: u64 = 0;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        // Fields after the command name: state(0) ppid(1) pgrp(2) … utime(11) stime(12).
+        if fields.get(2).and_then(|f| f.parse::<u32>().ok()) != Some(pgid) {
+            continue;
+        }
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+            .sum();
+        total = total.wrapping_add(ticks);
+        if let Ok(io) = fs::read_to_string(format!("/proc/{pid}/io")) {
+            for line in io.lines() {
+                if let Some(v) = line
+                    .strip_prefix("rchar: ")
+                    .or_else(|| line.strip_prefix("wchar: "))
+                {
+                    total = total.wrapping_add(v.trim().parse::<u64>().unwrap_or(0));
+                }
+            }
+        }
+    }
+    total
+}
+
 /// Whether `pid` is alive and not a zombie.
 pub fn is_live(pid: u32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -89,6 +132,21 @@ mod tests {
         let line = "4242 (a) b (c)) S 1 4240 4240 0 -1 4194560 0 0";
         assert_eq!(parse_stat(line), Some(('S', 4240)));
         assert_eq!(parse_stat("7 (zombie) Z 1 7 7"), Some(('Z', 7)));
+    }
+
+    #[test]
+    fn group_activity_grows_while_a_process_works() {
+        let me = nix::unistd::getpgrp().as_raw() as u32;
+        let before = group_activity(me);
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        let scratch =
+            std::env::temp_dir().join(format!("corral-activity-{x}-{}", std::process::id()));
+        std::fs::write(&scratch, vec![0u8; 1 << 20]).unwrap();
+        let _ = std::fs::remove_file(&scratch);
+        assert_ne!(group_activity(me), before);
     }
 
     #[test]

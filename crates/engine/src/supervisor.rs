@@ -339,6 +339,8 @@ impl<'a> Run<'a> {
                     session_meta: &meta,
                     output_dir: &self.session.output_dir,
                     run_token: &token,
+                    liveness: self.adapter.liveness(),
+                    minted_session: spec.session_id.clone(),
                 },
             )
             .await;
@@ -608,7 +610,7 @@ impl<'a> Run<'a> {
             Outcome::Cancelled => ProviderError::Cancelled { provider, evidence },
             Outcome::IdleTimeout => ProviderError::IdleTimeout {
                 provider,
-                idle: config.idle_timeout,
+                idle: result.idle_limit,
                 evidence,
             },
             Outcome::WallTimeout => ProviderError::WallTimeout {
@@ -794,6 +796,7 @@ mod tests {
                 program: "the-cli".into(),
                 args,
                 env_set: vec![("TEST_KNOB".into(), "1".into())],
+                session_id: None,
             })
         }
         fn parser(&self) -> Box<dyn StreamParser> {
@@ -801,6 +804,18 @@ mod tests {
         }
         fn diagnose(&self, _: &AttemptEvidence<'_>) -> Diagnosis {
             Diagnosis::default()
+        }
+        fn capabilities(&self) -> corral_ports::Capabilities {
+            corral_ports::Capabilities {
+                prompt: corral_ports::PromptChannel::Stdin,
+                session_id: corral_ports::SessionIdTiming::FirstLine,
+                resume: true,
+                effort: false,
+                cost: corral_ports::CostReporting::TokensAndUsd,
+                streaming: true,
+                enforced_gates: &[],
+                over_grants: &[],
+            }
         }
     }
 

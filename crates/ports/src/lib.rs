@@ -10,12 +10,14 @@
 //! provider's flags and stream format. Its only dependencies are serde, thiserror, async-trait and
 //! tokio-util's cancellation token (a synchronisation primitive, not a runtime).
 
+mod capabilities;
 mod error;
 mod event;
 mod provider;
 mod session;
 mod usage;
 
+pub use capabilities::{Capabilities, CostReporting, Gate, PromptChannel, SessionIdTiming};
 pub use error::{ErrorClass, ProviderError, RunEvidence};
 pub use event::{AgentEvent, RateLimitInfo};
 pub use provider::{

@@ -14,6 +14,7 @@
 mod support;
 
 mod faults;
+mod liveness;
 mod pdeathsig;
 mod retries;
 mod scale;

@@ -256,6 +256,9 @@ impl CliAdapter for Versioned {
     fn version_check(&self) -> Option<VersionCheck> {
         Some(self.check.clone())
     }
+    fn capabilities(&self) -> corral_ports::Capabilities {
+        self.inner.capabilities()
+    }
 }
 
 fn version_check(output: &str, required: &str, allow_mismatch: bool) -> VersionCheck {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use corral_engine::{
     AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, Engine, EngineConfig,
-    EnvProfile, PromptDelivery, RetryPolicy, StreamParser,
+    EnvProfile, Liveness, PromptDelivery, RetryPolicy, StreamParser,
 };
 use corral_ports::{
     AgentEvent, AiSession, CancellationToken, NoopObserver, Permissions, ProviderError, ProviderId,
@@ -25,6 +25,8 @@ pub struct FakeAdapter {
     pub args: Vec<String>,
     pub pid_file: PathBuf,
     pub delivery: PromptDelivery,
+    pub liveness: Liveness,
+    pub minted: Option<SessionId>,
 }
 
 impl CliAdapter for FakeAdapter {
@@ -53,6 +55,7 @@ impl CliAdapter for FakeAdapter {
             program: self.program.clone(),
             args,
             env_set: Vec::new(),
+            session_id: self.minted.clone(),
         })
     }
 
@@ -66,6 +69,23 @@ impl CliAdapter for FakeAdapter {
                 .stderr_tail
                 .contains("No conversation found with session ID"),
             ..Diagnosis::default()
+        }
+    }
+
+    fn liveness(&self) -> Liveness {
+        self.liveness
+    }
+
+    fn capabilities(&self) -> corral_ports::Capabilities {
+        corral_ports::Capabilities {
+            prompt: corral_ports::PromptChannel::Stdin,
+            session_id: corral_ports::SessionIdTiming::FirstLine,
+            resume: true,
+            effort: false,
+            cost: corral_ports::CostReporting::TokensAndUsd,
+            streaming: true,
+            enforced_gates: &[],
+            over_grants: &[],
         }
     }
 }
@@ -148,6 +168,8 @@ impl Scratch {
             args: args.iter().map(|s| s.to_string()).collect(),
             pid_file: self.pid_file(),
             delivery: PromptDelivery::Stdin,
+            liveness: Liveness::Output,
+            minted: None,
         }
     }
 

@@ -15,7 +15,10 @@ use corral_engine::{
     AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EnvProfile, PromptDelivery,
     StreamParser, VersionCheck,
 };
-use corral_ports::{Permissions, ProviderError, ProviderId};
+use corral_ports::{
+    Capabilities, CostReporting, Gate, Permissions, PromptChannel, ProviderError, ProviderId,
+    SessionIdTiming,
+};
 
 use crate::diagnose;
 use crate::parser::ClaudeStreamParser;
@@ -162,6 +165,29 @@ impl ClaudeAdapter {
     }
 }
 
+/// Claude Code's row in the capability table.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    prompt: PromptChannel::Stdin,
+    session_id: SessionIdTiming::FirstLine,
+    resume: true,
+    effort: true,
+    cost: CostReporting::TokensAndUsd,
+    streaming: true,
+    enforced_gates: &[Gate::RunShell, Gate::WebAccess],
+    over_grants: &[
+        (
+            Gate::EditFiles,
+            "Edit, MultiEdit and NotebookEdit are denied, but Write stays allowed so the agent can \
+             create signals.json, and Write (or Bash when allowed) can still overwrite files",
+        ),
+        (
+            Gate::ExtraRoots,
+            "bypassPermissions does not confine tools to the working directory and --add-dir \
+             roots; Bash and file tools can reach any path the user can",
+        ),
+    ],
+};
+
 /// The deny list for the gates `permissions` closes, in a fixed order.
 pub fn disallowed_tools(permissions: Permissions) -> Vec<&'static str> {
     let mut tools = Vec::new();
@@ -213,6 +239,7 @@ impl CliAdapter for ClaudeAdapter {
             program: self.settings.command.clone(),
             args: self.args(plan)?,
             env_set: self.env_set(),
+            session_id: None,
         })
     }
 
@@ -222,6 +249,10 @@ impl CliAdapter for ClaudeAdapter {
 
     fn diagnose(&self, evidence: &AttemptEvidence<'_>) -> Diagnosis {
         diagnose::diagnose(evidence)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
     }
 
     fn version_check(&self) -> Option<VersionCheck> {

@@ -120,6 +120,19 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
 
     match opts.mode {
         Mode::Ok => ok_turn(&mut out, &session, opts.sleep_ms),
+        Mode::QuietBusy => {
+            // Like a CLI that prints nothing until the end, but visibly works meanwhile.
+            let until = std::time::Instant::now()
+                + std::time::Duration::from_millis(opts.sleep_ms.unwrap_or(3000));
+            let mut x: u64 = 1;
+            while std::time::Instant::now() < until {
+                for i in 0..100_000u64 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+                }
+            }
+            std::hint::black_box(x);
+            ok_turn(&mut out, &session, None)
+        }
         Mode::HangAfterInit => {
             out.line(&FakeLine::init(&session))?;
             sleep_forever()

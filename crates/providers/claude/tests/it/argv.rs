@@ -31,6 +31,7 @@ fn spec(args: &[&str]) -> CommandSpec {
         program: PathBuf::from("claude"),
         args: args.iter().map(OsString::from).collect(),
         env_set: env_set("0"),
+        session_id: None,
     }
 }
 
@@ -219,6 +220,7 @@ fn settings_supply_program_model_retries_and_extra_args() {
         .collect(),
         // Claude clamps its retries at 15; so does the adapter.
         env_set: env_set("15"),
+        session_id: None,
     };
     assert_eq!(
         command(&adapter, &session(), None).unwrap(),

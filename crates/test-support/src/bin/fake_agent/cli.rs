@@ -13,6 +13,7 @@ pub const PID_FILE_ENV: &str = "FAKE_AGENT_PID_FILE";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Ok,
+    QuietBusy,
     HangAfterInit,
     TrapTerm,
     Grandchildren,
@@ -50,6 +51,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         "ok",
         Mode::Ok,
         "init, text \"hello\", result; exit 0 (--sleep-ms N between text and result)",
+    ),
+    (
+        "quiet-busy",
+        Mode::QuietBusy,
+        "print nothing while computing for --sleep-ms N (CPU only), then the ok lines; exit 0",
     ),
     (
         "hang-after-init",

@@ -1,0 +1,1 @@
+//! Corral's adapter for the copilot CLI (being written; see issue 4).

@@ -1,0 +1,1 @@
+//! Corral's adapter for the opencode CLI (being written; see issue 4).
