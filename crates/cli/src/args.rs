@@ -24,6 +24,8 @@ pub enum Command {
     /// Run one task headless and wait for its result.
     #[command(after_help = Exit::TABLE)]
     Run(RunArgs),
+    /// Hand the terminal to a provider's CLI for an interactive session, then take it back.
+    Chat(ChatArgs),
     /// Look at runs: list them, show one, or follow one in flight.
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -63,6 +65,27 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,
     /// The prompt; `-` reads it from standard input.
+    pub prompt: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The provider (default: the `run.provider` setting).
+    #[arg(long, value_parser = parse_provider)]
+    pub provider: Option<ProviderId>,
+    /// The model, in the provider's spelling.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The working directory of the session (default: the current directory).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Resume this session instead of starting a new one.
+    #[arg(long)]
+    pub resume: Option<String>,
+    /// Read the opening prompt from this file.
+    #[arg(long, conflicts_with = "prompt")]
+    pub prompt_file: Option<PathBuf>,
+    /// The opening prompt; without one, you start the conversation.
     pub prompt: Option<String>,
 }
 
@@ -126,6 +149,7 @@ fn parse_provider(s: &str) -> Result<ProviderId, String> {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Run(args) => crate::run::run(args).await,
+        Command::Chat(args) => crate::chat::chat(args).await,
         Command::Runs(cmd) => crate::runs::runs(cmd).await,
         Command::Config(ConfigCommand::Show { json }) => crate::config_cmd::show(json),
         Command::Doctor(args) => crate::doctor::doctor(args).await,

@@ -5,6 +5,7 @@
 //! internals: it builds providers through `corral-compose` and talks to them through the ports.
 
 mod args;
+mod chat;
 mod config_cmd;
 mod doctor;
 mod exit;

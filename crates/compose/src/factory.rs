@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_engine::{Engine, EngineConfig, RetryPolicy};
-use corral_ports::{HeadlessAiProvider, ProviderId};
+use corral_ports::{HeadlessAiProvider, InteractiveAiProvider, ProviderId};
 
 use crate::settings::{ProviderSettings, Settings};
 
@@ -52,26 +52,62 @@ pub fn provider_settings(settings: &Settings, id: ProviderId) -> &ProviderSettin
     settings.providers.get(id)
 }
 
-/// Builds the headless provider `id` on an engine configured by `config` (usually
-/// [`engine_config`]; tests pass shorter timers here, never through the settings ranges).
+/// A provider that can run headless and hand over the terminal: every `SupervisedProvider`.
+pub trait Provider: HeadlessAiProvider + InteractiveAiProvider {}
+
+impl<P: HeadlessAiProvider + InteractiveAiProvider> Provider for P {}
+
+/// Builds provider `id` on an engine configured by `config` (usually [`engine_config`]; tests
+/// pass shorter timers here, never through the settings ranges). This `match` is the one place
+/// that names every provider.
+pub fn provider(
+    id: ProviderId,
+    settings: &Settings,
+    config: EngineConfig,
+) -> Result<Arc<dyn Provider>, ComposeError> {
+    let mut config = config;
+    let own = settings.providers.get(id);
+    config.env_allow.extend(own.env_allow.iter().cloned());
+    only_for(id, own)?;
+    let engine = Engine::new(config);
+    match id {
+        ProviderId::Claude => Ok(Arc::new(corral_claude::headless(
+            engine,
+            claude_settings(own)?,
+        ))),
+        ProviderId::Grok => Ok(Arc::new(corral_grok::headless(engine, grok_settings(own)?))),
+        ProviderId::Copilot => Ok(Arc::new(corral_copilot::headless(
+            engine,
+            copilot_settings(own)?,
+        ))),
+        ProviderId::Codex => Ok(Arc::new(corral_codex::headless(
+            engine,
+            codex_settings(own)?,
+        ))),
+        ProviderId::Opencode => Ok(Arc::new(corral_opencode::headless(
+            engine,
+            opencode_settings(own)?,
+        ))),
+    }
+}
+
+/// Builds the headless provider `id`.
 pub fn headless_provider(
     id: ProviderId,
     settings: &Settings,
     config: EngineConfig,
 ) -> Result<Arc<dyn HeadlessAiProvider>, ComposeError> {
-    let mut config = config;
-    let own = settings.providers.get(id);
-    config.env_allow.extend(own.env_allow.iter().cloned());
-    let engine = Engine::new(config);
-    match id {
-        ProviderId::Claude => {
-            let claude = claude_settings(own)?;
-            Ok(Arc::new(corral_claude::headless(engine, claude)))
-        }
-        ProviderId::Codex | ProviderId::Copilot | ProviderId::Opencode | ProviderId::Grok => {
-            Err(ComposeError::NotAvailable(id, available().join(", ")))
-        }
-    }
+    Ok(provider(id, settings, config)?)
+}
+
+/// Builds the interactive provider `id` (the CLI takes over the terminal; see
+/// `corral_ports::InteractiveAiProvider`).
+pub fn interactive_provider(
+    id: ProviderId,
+    settings: &Settings,
+    config: EngineConfig,
+) -> Result<Arc<dyn InteractiveAiProvider>, ComposeError> {
+    Ok(provider(id, settings, config)?)
 }
 
 /// The providers this build can run.
@@ -79,10 +115,11 @@ pub fn available() -> Vec<&'static str> {
     ProviderId::ALL
         .iter()
         .filter(|id| match id {
-            ProviderId::Claude => true,
-            ProviderId::Codex | ProviderId::Copilot | ProviderId::Opencode | ProviderId::Grok => {
-                false
-            }
+            ProviderId::Claude
+            | ProviderId::Grok
+            | ProviderId::Copilot
+            | ProviderId::Codex
+            | ProviderId::Opencode => true,
         })
         .map(|id| id.as_str())
         .collect()
@@ -101,6 +138,106 @@ fn version_req(
             })
         })
         .transpose()
+}
+
+/// Provider-specific keys set on a provider that does not read them are errors, not no-ops.
+fn only_for(id: ProviderId, own: &ProviderSettings) -> Result<(), ComposeError> {
+    let misplaced = [
+        (
+            "model_provider",
+            own.model_provider.is_some(),
+            ProviderId::Codex,
+        ),
+        ("sandbox", own.sandbox.is_some(), ProviderId::Codex),
+        ("auto_approve", own.auto_approve, ProviderId::Opencode),
+    ];
+    for (key, set, owner) in misplaced {
+        if set && owner != id {
+            return Err(ComposeError::BadSetting {
+                provider: id,
+                key,
+                message: format!("only providers.{owner}.{key} exists"),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn codex_settings(own: &ProviderSettings) -> Result<corral_codex::CodexSettings, ComposeError> {
+    let mut s = corral_codex::CodexSettings::default();
+    if let Some(command) = &own.command {
+        s.command = command.into();
+    }
+    s.model = own.model.clone();
+    s.extra_args = own.args.clone();
+    s.model_provider = own.model_provider.clone();
+    s.sandbox = match own.sandbox.as_deref() {
+        None => None,
+        Some("read-only") => Some(corral_codex::SandboxMode::ReadOnly),
+        Some("workspace-write") => Some(corral_codex::SandboxMode::WorkspaceWrite),
+        Some("danger-full-access") => Some(corral_codex::SandboxMode::DangerFullAccess),
+        Some(other) => {
+            return Err(ComposeError::BadSetting {
+                provider: ProviderId::Codex,
+                key: "sandbox",
+                message: format!(
+                    "{other:?} is not read-only, workspace-write or danger-full-access"
+                ),
+            });
+        }
+    };
+    if let Some(req) = version_req(ProviderId::Codex, own.tested_versions.as_ref())? {
+        s.tested_versions = req;
+    }
+    s.allow_untested_version = own.allow_untested_version;
+    Ok(s)
+}
+
+fn opencode_settings(
+    own: &ProviderSettings,
+) -> Result<corral_opencode::OpencodeSettings, ComposeError> {
+    let mut s = corral_opencode::OpencodeSettings::default();
+    if let Some(command) = &own.command {
+        s.command = command.into();
+    }
+    s.model = own.model.clone();
+    s.extra_args = own.args.clone();
+    s.auto_approve = own.auto_approve;
+    if let Some(req) = version_req(ProviderId::Opencode, own.tested_versions.as_ref())? {
+        s.tested_versions = req;
+    }
+    s.allow_untested_version = own.allow_untested_version;
+    Ok(s)
+}
+
+fn copilot_settings(
+    own: &ProviderSettings,
+) -> Result<corral_copilot::CopilotSettings, ComposeError> {
+    let mut s = corral_copilot::CopilotSettings::default();
+    if let Some(command) = &own.command {
+        s.command = command.into();
+    }
+    s.model = own.model.clone();
+    s.extra_args = own.args.clone();
+    if let Some(req) = version_req(ProviderId::Copilot, own.tested_versions.as_ref())? {
+        s.tested_versions = req;
+    }
+    s.allow_untested_version = own.allow_untested_version;
+    Ok(s)
+}
+
+fn grok_settings(own: &ProviderSettings) -> Result<corral_grok::GrokSettings, ComposeError> {
+    let mut s = corral_grok::GrokSettings::default();
+    if let Some(command) = &own.command {
+        s.command = command.into();
+    }
+    s.model = own.model.clone();
+    s.extra_args = own.args.clone();
+    if let Some(req) = version_req(ProviderId::Grok, own.tested_versions.as_ref())? {
+        s.tested_versions = req;
+    }
+    s.allow_untested_version = own.allow_untested_version;
+    Ok(s)
 }
 
 fn claude_settings(own: &ProviderSettings) -> Result<corral_claude::ClaudeSettings, ComposeError> {
@@ -138,6 +275,10 @@ pub struct ProviderFacts {
 pub fn provider_facts(id: ProviderId, settings: &Settings) -> ProviderFacts {
     let own = settings.providers.get(id);
     let claude_tested = corral_claude::default_tested_versions().to_string();
+    let grok_tested = corral_grok::default_tested_versions().to_string();
+    let copilot_tested = corral_copilot::default_tested_versions().to_string();
+    let codex_tested = corral_codex::default_tested_versions().to_string();
+    let opencode_tested = corral_opencode::default_tested_versions().to_string();
     let (command, tested, npm_package, credential_vars, credential_files): (
         &str,
         &str,
@@ -158,14 +299,14 @@ pub fn provider_facts(id: ProviderId, settings: &Settings) -> ProviderFacts {
         ),
         ProviderId::Codex => (
             "codex",
-            ">=0.171.0, <0.172.0",
+            &codex_tested,
             "@openai/codex",
             &["OPENAI_API_KEY", "CODEX_API_KEY"],
             &[".codex/auth.json"],
         ),
         ProviderId::Copilot => (
             "copilot",
-            ">=1.0.0, <1.1.0",
+            &copilot_tested,
             "@github/copilot",
             &[
                 "COPILOT_GITHUB_TOKEN",
@@ -177,16 +318,17 @@ pub fn provider_facts(id: ProviderId, settings: &Settings) -> ProviderFacts {
         ),
         ProviderId::Opencode => (
             "opencode",
-            ">=1.18.0, <1.19.0",
+            &opencode_tested,
             "opencode-ai",
             &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
             &[".local/share/opencode/auth.json"],
         ),
         ProviderId::Grok => (
             "grok",
-            ">=1.0.0, <1.1.0",
+            &grok_tested,
             "@vibe-kit/grok-cli",
-            &["GROK_API_KEY", "XAI_API_KEY"],
+            // 0.0.34 reads no XAI_API_KEY.
+            &["GROK_API_KEY"],
             &[".grok/user-settings.json"],
         ),
     };

@@ -173,6 +173,28 @@ pub struct ProviderSettings {
     /// Extra variables passed to this provider only (names or `PREFIX_*`).
     #[garde(inner(length(min = 1)))]
     pub env_allow: Vec<String>,
+    /// Codex only: the configured model provider to use (`model_provider`); a custom provider
+    /// also gets Codex's own retries capped so Corral owns the schedule.
+    #[garde(inner(length(min = 1)))]
+    pub model_provider: Option<String>,
+    /// Codex only: its sandbox mode, `read-only`, `workspace-write` or `danger-full-access`
+    /// (default: from the run's permissions).
+    #[garde(inner(custom(valid_sandbox)))]
+    pub sandbox: Option<String>,
+    /// OpenCode only: pass `--auto`, approving every permission OpenCode would ask for.
+    #[garde(skip)]
+    pub auto_approve: bool,
+}
+
+// garde hands a custom rule the field as declared, so `&String` it is.
+#[allow(clippy::ptr_arg)]
+fn valid_sandbox(value: &String, (): &()) -> garde::Result {
+    match value.as_str() {
+        "read-only" | "workspace-write" | "danger-full-access" => Ok(()),
+        _ => Err(garde::Error::new(
+            "must be read-only, workspace-write or danger-full-access",
+        )),
+    }
 }
 
 // garde hands a custom rule the field as declared, so `&String` it is.

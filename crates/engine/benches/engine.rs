@@ -1272,11 +1272,16 @@ fn main() -> ExitCode {
     let _ = writeln!(md, "# Corral engine benchmark\n");
     let _ = writeln!(
         md,
-        "- date: {date}\n- mode: {} ({} reps of the big scenarios, {} runs for the overhead, \
-         {} cancellations; memory: max over {} fresh processes per side)\n- machine: {cores} \
-         cores, load average {load_before} before, {load_after} after\n- fake agent: {}\n- \
-         elapsed: {elapsed:.0} s\n",
+        "- date: {date}\n- mode: {}{} ({} reps of the big scenarios, {} runs for the \
+         overhead, {} cancellations; memory: max over {} fresh processes per side)\n- machine: \
+         {cores} cores, load average {load_before} before, {load_after} after\n- fake agent: \
+         {}\n- elapsed: {elapsed:.0} s\n",
         if quick { "quick" } else { "full" },
+        if bench.opts.only.len() < SCENARIOS.len() {
+            format!(", only {}", bench.opts.only.join(","))
+        } else {
+            String::new()
+        },
         reps,
         overhead_runs,
         cancel_runs,

@@ -161,4 +161,14 @@ pub trait CliAdapter: Send + Sync {
     /// The provider's row in the capability table. Required, so a new provider does not compile
     /// until it states what its CLI can and cannot do.
     fn capabilities(&self) -> Capabilities;
+    /// The command that hands the terminal to the CLI for a person, with the prompt given as
+    /// the pointer sentence in `plan.pointer` (never on stdin: piped stdin turns these CLIs
+    /// headless). Set `CommandSpec::session_id` where the CLI accepts an id minted up front.
+    fn interactive_command(&self, plan: &AttemptPlan<'_>) -> Result<CommandSpec, ProviderError> {
+        let _ = plan;
+        Err(ProviderError::InvalidSession {
+            provider: self.provider(),
+            reason: "this provider has no interactive mode".to_string(),
+        })
+    }
 }

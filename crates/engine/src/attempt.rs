@@ -116,11 +116,12 @@ impl StreamState<'_, '_> {
         let attempt = self.ctx.attempt;
         self.ctx.log.record(attempt, &Record::Agent(&event));
         self.ctx.observer.event(attempt, &event);
-        match &event {
-            AgentEvent::SessionStarted { session_id, .. } => self.on_session(session_id.clone()),
-            AgentEvent::Text { text } => self.result.final_text = Some(text.clone()),
-            AgentEvent::Usage { usage } => self.usage_from_events.add(usage),
-            AgentEvent::RateLimit { info } => self.result.rate_limits.push(info.clone()),
+        // The event is ours now: move its parts instead of copying them.
+        match event {
+            AgentEvent::SessionStarted { session_id, .. } => self.on_session(session_id),
+            AgentEvent::Text { text } => self.result.final_text = Some(text),
+            AgentEvent::Usage { usage } => self.usage_from_events.add(&usage),
+            AgentEvent::RateLimit { info } => self.result.rate_limits.push(info),
             AgentEvent::TerminalResult {
                 is_error,
                 text,
@@ -130,14 +131,14 @@ impl StreamState<'_, '_> {
                 if self.result.terminal.is_none() {
                     self.terminal_seen_at = Some(Instant::now());
                 }
-                if let Some(text) = text {
+                if let Some(text) = &text {
                     self.result.final_text = Some(text.clone());
                 }
-                self.terminal_usage = *usage;
+                self.terminal_usage = usage;
                 self.result.terminal = Some(TerminalSummary {
-                    is_error: *is_error,
-                    text: text.clone(),
-                    api_status: *api_status,
+                    is_error,
+                    text,
+                    api_status,
                 });
             }
             AgentEvent::Thinking { .. }
@@ -439,7 +440,7 @@ pub(crate) async fn supervise(
         )
         .await;
     }
-    let escaped = sweep_escaped(state.ctx.run_token, state.ctx.log, attempt);
+    let escaped = sweep_escaped(state.ctx.run_token, state.ctx.log, attempt).await;
 
     if let Some(task) = stdin_task.take() {
         if task.is_finished() {
@@ -547,25 +548,44 @@ pub(crate) async fn terminate_group(
     }
 }
 
-/// Kills processes that left the group but still carry this attempt's run token.
-fn sweep_escaped(token: &str, log: &mut ExecutionLog, attempt: u32) -> Vec<u32> {
-    let Ok(pids) = proc::processes_with_token(token) else {
-        return Vec::new();
-    };
-    for &pid in &pids {
-        let delivered = i32::try_from(pid)
-            .ok()
-            .map(|p| nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), Signal::SIGKILL).is_ok())
-            .unwrap_or(false);
-        log.record(
-            attempt,
-            &Record::Signal {
-                signal: "SIGKILL",
-                target: "escaped",
-                id: pid,
-                delivered,
-            },
-        );
+/// Kills processes that left the group but still carry this attempt's run token, in rounds:
+/// killing an escaped process re-parents its own children to the supervisor, where the next round
+/// finds them.
+async fn sweep_escaped(token: &str, log: &mut ExecutionLog, attempt: u32) -> Vec<u32> {
+    let mut killed = Vec::new();
+    for _round in 0..8 {
+        let Ok(pids) = proc::escaped_with_token(token) else {
+            break;
+        };
+        if pids.is_empty() {
+            break;
+        }
+        for &pid in &pids {
+            let delivered = i32::try_from(pid)
+                .ok()
+                .map(|p| {
+                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), Signal::SIGKILL).is_ok()
+                })
+                .unwrap_or(false);
+            log.record(
+                attempt,
+                &Record::Signal {
+                    signal: "SIGKILL",
+                    target: "escaped",
+                    id: pid,
+                    delivered,
+                },
+            );
+        }
+        // Give the kernel a moment to finish them, then reap the ones that are our children.
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while pids.iter().any(|&p| proc::is_live(p)) && Instant::now() < deadline {
+            tokio::time::sleep(KILL_POLL).await;
+        }
+        for &pid in &pids {
+            proc::reap(pid);
+        }
+        killed.extend(pids);
     }
-    pids
+    killed
 }

@@ -12,8 +12,11 @@ pub const SESSION_ID_FILE: &str = "session-id.txt";
 /// The file beside it recording where and with what the session was made.
 pub const SESSION_META_FILE: &str = "session.json";
 
-/// Writes `contents` to `path` atomically: a temporary file in the same directory, synced, then
-/// renamed over the target. A reader sees the old file or the new one, never half of one.
+/// Writes `contents` to `path` atomically: a temporary file in the same directory, then renamed
+/// over the target. A reader sees the old file or the new one, never half of one, and a killed
+/// supervisor leaves a whole file. It is not forced to disk (no fsync): the session id must be
+/// there for the next process, which the page cache guarantees, and an fsync on the run's hot
+/// path costs milliseconds on a busy disk.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
@@ -28,7 +31,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     let result = (|| {
         let mut file = fs::File::create(&tmp)?;
         file.write_all(contents)?;
-        file.sync_all()?;
+        drop(file);
         fs::rename(&tmp, path)
     })();
     if result.is_err() {
@@ -62,6 +65,29 @@ pub fn persist_session(dir: &Path, meta: &SessionMeta) -> io::Result<PathBuf> {
     Ok(path)
 }
 
+/// A fresh random version-4 UUID as a session id, for CLIs that accept an id minted up front
+/// (`claude --session-id`, `copilot --session-id`). Ids need to be unique, not secret.
+pub fn mint_session_uuid() -> SessionId {
+    loop {
+        let mut bytes = fastrand::u128(..).to_be_bytes();
+        bytes[6] = (bytes[6] & 0x0f) | 0x40;
+        bytes[8] = (bytes[8] & 0x3f) | 0x80;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let text = format!(
+            "{}-{}-{}-{}-{}",
+            &hex[0..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..32]
+        );
+        // Hex digits and dashes are always accepted; the loop only makes that total.
+        if let Ok(id) = SessionId::new(text) {
+            return id;
+        }
+    }
+}
+
 /// A prompt written to a file, and the one-line sentence that points the CLI at it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptPointer {
@@ -83,7 +109,7 @@ pub fn write_prompt_pointer(
     let path = dir.join(file_name);
     write_atomic(&path, prompt.as_bytes())?;
     let sentence = format!(
-        "Your complete task is in the file {}. Read that file now and follow its instructions exactly.",
+        "Your complete task is in the file {}. Read that file and follow its instructions exactly.",
         path.display()
     );
     Ok(PromptPointer { path, sentence })
@@ -106,6 +132,17 @@ mod tests {
         );
         assert!(!pointer.sentence.contains('\n'));
         assert!(pointer.sentence.len() < 512);
+    }
+
+    #[test]
+    fn minted_uuids_are_version_4_and_distinct() {
+        let a = mint_session_uuid();
+        let b = mint_session_uuid();
+        assert_ne!(a, b);
+        let s = a.as_str();
+        assert_eq!(s.len(), 36);
+        assert_eq!(&s[14..15], "4");
+        assert!(matches!(&s[19..20], "8" | "9" | "a" | "b"), "{s}");
     }
 
     #[test]

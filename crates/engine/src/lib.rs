@@ -23,6 +23,7 @@ mod config;
 mod env;
 mod files;
 mod framing;
+mod interactive;
 mod log;
 mod proc;
 mod spawn;
@@ -43,15 +44,16 @@ pub use classify::{AttemptClass, ClassifyInput, classify};
 pub use config::EngineConfig;
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};
 pub use files::{
-    PromptPointer, SESSION_ID_FILE, SESSION_META_FILE, SessionMeta, persist_session, write_atomic,
-    write_prompt_pointer,
+    PromptPointer, SESSION_ID_FILE, SESSION_META_FILE, SessionMeta, mint_session_uuid,
+    persist_session, write_atomic, write_prompt_pointer,
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
+pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{EVENTS_FILE, ExecutionLog, KillReason};
 pub use proc::RUN_TOKEN_VAR;
 pub use spawn::{
     ChildInput, ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild, StdinMode,
     TokioSpawner, group_alive, signal_group,
 };
-pub use supervisor::{Engine, SupervisedProvider};
+pub use supervisor::{CONTINUATION_PROMPT, Engine, SupervisedProvider};
 pub use version::{VersionProbe, parse_version, probe_version};

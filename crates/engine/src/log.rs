@@ -78,7 +78,7 @@ pub enum Record<'a> {
         env_names: Vec<&'a str>,
         /// Secret-looking names withheld by the env policy.
         env_withheld: &'a [String],
-        /// `stdin` (prompt piped, then closed) or `null`.
+        /// `prompt` or `continuation` (piped, then closed), or `null`.
         stdin: &'a str,
         /// Pid, which is also the process group id.
         pid: u32,
@@ -187,21 +187,46 @@ pub enum Record<'a> {
     },
 }
 
-#[derive(Serialize)]
-struct Line<'a> {
-    #[serde(serialize_with = "as_display")]
-    t: humantime::Rfc3339Timestamp,
-    mono_ms: f64,
-    attempt: u32,
-    #[serde(flatten)]
-    record: &'a Record<'a>,
+/// Appends `text` as a JSON string. Text with nothing to escape (the common case for agent
+/// output) is copied as it is; anything else goes through serde_json, so the output is the same
+/// either way.
+fn push_json_str(out: &mut Vec<u8>, text: &str) -> io::Result<()> {
+    // A branch-free fold the compiler vectorizes, unlike an early-exit search.
+    let needs_escape = text.as_bytes().iter().fold(false, |acc, &b| {
+        acc | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if needs_escape {
+        serde_json::to_writer(&mut *out, text).map_err(io::Error::other)
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+        Ok(())
+    }
 }
 
-fn as_display<S: serde::Serializer>(
-    value: &humantime::Rfc3339Timestamp,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.collect_str(value)
+/// Wall-clock stamps, with the date and time formatted once per second.
+#[derive(Debug, Default)]
+struct Stamp {
+    second: u64,
+    prefix: String,
+}
+
+impl Stamp {
+    /// Writes `"t":"<RFC 3339 with microseconds>"`.
+    fn write(&mut self, out: &mut Vec<u8>, now: SystemTime) {
+        let since = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        if since.as_secs() != self.second || self.prefix.is_empty() {
+            self.second = since.as_secs();
+            let full = humantime::format_rfc3339_seconds(now).to_string();
+            self.prefix = full.trim_end_matches('Z').to_string();
+        }
+        out.extend_from_slice(b"\"t\":\"");
+        out.extend_from_slice(self.prefix.as_bytes());
+        let _ = write!(out, ".{:06}Z\"", since.subsec_micros());
+    }
 }
 
 /// Writes `events.jsonl` for one run.
@@ -213,6 +238,8 @@ pub struct ExecutionLog {
     last_flush: Instant,
     dirty: bool,
     failed: Option<io::ErrorKind>,
+    stamp: Stamp,
+    line: Vec<u8>,
 }
 
 impl ExecutionLog {
@@ -228,6 +255,8 @@ impl ExecutionLog {
             last_flush: Instant::now(),
             dirty: false,
             failed: None,
+            stamp: Stamp::default(),
+            line: Vec::with_capacity(4096),
         })
     }
 
@@ -242,22 +271,44 @@ impl ExecutionLog {
         if self.failed.is_some() {
             return;
         }
-        let line = Line {
-            t: humantime::format_rfc3339_micros(SystemTime::now()),
-            mono_ms: (self.start.elapsed().as_micros() as f64) / 1000.0,
-            attempt,
-            record,
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        line.push(b'{');
+        self.stamp.write(&mut line, SystemTime::now());
+        let mono_us = self.start.elapsed().as_micros();
+        let _ = write!(
+            line,
+            ",\"mono_ms\":{}.{:03},\"attempt\":{attempt},",
+            mono_us / 1000,
+            mono_us % 1000
+        );
+        // The hot path: agent text, written without a second serde pass over the text.
+        let fast_text = if let Record::Agent(AgentEvent::Text { text }) = record {
+            Some(("text", text))
+        } else if let Record::Agent(AgentEvent::Thinking { text }) = record {
+            Some(("thinking", text))
+        } else {
+            None
         };
-        let result = serde_json::to_writer(&mut self.out, &line)
-            .map_err(io::Error::other)
-            .and_then(|()| self.out.write_all(b"\n"));
+        let result = if let Some((event, text)) = fast_text {
+            let _ = write!(line, "\"kind\":\"agent\",\"event\":\"{event}\",\"text\":");
+            push_json_str(&mut line, text).map(|()| line.push(b'}'))
+        } else {
+            // The record is a JSON object; splice its fields after ours.
+            let start = line.len();
+            serde_json::to_writer(&mut line, record)
+                .map_err(io::Error::other)
+                .map(|()| {
+                    if line.get(start) == Some(&b'{') {
+                        line.remove(start);
+                    }
+                })
+        };
+        line.push(b'\n');
+        let result = result.and_then(|()| self.out.write_all(&line));
+        self.line = line;
         match result {
-            Ok(()) => {
-                self.dirty = true;
-                if self.last_flush.elapsed() >= FLUSH_EVERY {
-                    self.flush();
-                }
-            }
+            Ok(()) => self.dirty = true,
             Err(e) => self.failed = Some(e.kind()),
         }
     }
@@ -289,5 +340,55 @@ impl ExecutionLog {
 impl Drop for ExecutionLog {
     fn drop(&mut self) {
         self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last_line(log: &ExecutionLog) -> serde_json::Value {
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        serde_json::from_str(text.lines().last().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn fast_and_generic_paths_write_the_same_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = ExecutionLog::open(dir.path(), Instant::now()).unwrap();
+        for text in [
+            "plain ascii",
+            "naïve — ünïcode",
+            "quote \" back\\slash",
+            "ctl \u{1}\n\t",
+            "",
+        ] {
+            let event = AgentEvent::Text {
+                text: text.to_string(),
+            };
+            log.record(3, &Record::Agent(&event));
+            log.flush();
+            let got = last_line(&log);
+            assert_eq!(got["text"], text);
+            assert_eq!(got["kind"], "agent");
+            assert_eq!(got["event"], "text");
+            assert_eq!(got["attempt"], 3);
+            let t = got["t"].as_str().unwrap();
+            assert!(humantime::parse_rfc3339(t).is_ok(), "{t}");
+            assert!(got["mono_ms"].as_f64().is_some());
+        }
+        log.record(
+            1,
+            &Record::Exit {
+                code: Some(2),
+                signal: None,
+            },
+        );
+        log.flush();
+        let got = last_line(&log);
+        assert_eq!(
+            (got["kind"].clone(), got["code"].clone()),
+            ("exit".into(), 2.into())
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Reading `/proc` (Linux): group liveness that ignores zombies, and the environment-marker sweep
 //! that finds descendants which left the process group (`setsid`, double fork).
 //!
-//! Every child gets `CORRAL_RUN_TOKEN=<unique>` in its environment; descendants inherit it. After
+//! Every child gets `CORRAL_RUN_ID=<unique>` in its environment; descendants inherit it. After
 //! the group is dead, any process still carrying the token escaped the group and is killed. A
 //! descendant that scrubs its environment still escapes; only a pid namespace (the bubblewrap
 //! backend) catches that.
@@ -10,7 +10,7 @@ use std::fs;
 use std::io;
 
 /// The environment variable that marks a run's processes.
-pub const RUN_TOKEN_VAR: &str = "CORRAL_RUN_TOKEN";
+pub const RUN_TOKEN_VAR: &str = "CORRAL_RUN_ID";
 
 /// Whether any non-zombie process has process group `pgid`. `None` when `/proc` is unreadable.
 pub fn any_live_in_group(pgid: u32) -> Option<bool> {
@@ -93,6 +93,67 @@ fn parse_stat(stat: &str) -> Option<(char, u32)> {
     let _ppid = fields.next()?;
     let pgrp = fields.next()?.parse().ok()?;
     Some((state, pgrp))
+}
+
+/// Our children as the kernel lists them (`/proc/self/task/*/children`), or `None` where the
+/// kernel does not offer that file.
+fn our_children() -> Option<Vec<u32>> {
+    let mut pids = Vec::new();
+    let mut any = false;
+    for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Ok(text) = fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        any = true;
+        pids.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    any.then_some(pids)
+}
+
+fn has_token(pid: u32, needle: &[u8]) -> bool {
+    fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|environ| environ.split(|b| *b == 0).any(|var| var == needle))
+}
+
+/// Processes to kill because they carry `token` but outlived their process group.
+///
+/// As a child subreaper, every such process whose ancestors in the run died is our child, so only
+/// our children need a look; orphans among them that already exited are reaped on the way (tokio
+/// reaps only what it spawned). Where the kernel cannot list children, every process is read.
+pub fn escaped_with_token(token: &str) -> io::Result<Vec<u32>> {
+    let subreaper = nix::sys::prctl::get_child_subreaper().unwrap_or(false);
+    let children = if subreaper { our_children() } else { None };
+    let Some(children) = children else {
+        return processes_with_token(token);
+    };
+    let needle = format!("{RUN_TOKEN_VAR}={token}");
+    let mut found = Vec::new();
+    for pid in children {
+        if crate::spawn::is_tokio_child(pid) {
+            continue;
+        }
+        if !is_live(pid) {
+            reap(pid);
+            continue;
+        }
+        if has_token(pid, needle.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    Ok(found)
+}
+
+/// Reaps `pid` if it is our exited child; never blocks.
+pub fn reap(pid: u32) {
+    if let Ok(raw) = i32::try_from(pid) {
+        let _ = nix::sys::wait::waitpid(
+            nix::unistd::Pid::from_raw(raw),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        );
+    }
 }
 
 /// Live processes (other than this one) whose environment holds `RUN_TOKEN_VAR=token`.

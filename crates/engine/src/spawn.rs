@@ -23,6 +23,9 @@ pub enum StdinMode {
     Null,
     /// A pipe the supervisor writes the prompt to and then closes.
     Piped,
+    /// The supervisor's own terminal: stdin, stdout and stderr are inherited, and the child's
+    /// process group becomes the terminal's foreground group (interactive handoff).
+    Terminal,
 }
 
 /// Everything needed to start one child.
@@ -98,6 +101,39 @@ pub trait ProviderSpawn: Send + Sync + fmt::Debug {
     fn spawn(&self, request: &SpawnRequest) -> io::Result<Box<dyn SpawnedChild>>;
 }
 
+/// Pids this spawner started that tokio has not reaped yet. The escaped-process sweep reaps
+/// orphans re-parented to the supervisor, and must never reap one of these: tokio does.
+static TOKIO_CHILDREN: std::sync::Mutex<std::collections::BTreeSet<u32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Whether `pid` is a child that tokio will reap.
+pub(crate) fn is_tokio_child(pid: u32) -> bool {
+    TOKIO_CHILDREN
+        .lock()
+        .map(|set| set.contains(&pid))
+        .unwrap_or(true)
+}
+
+fn forget_tokio_child(pid: u32) {
+    if let Ok(mut set) = TOKIO_CHILDREN.lock() {
+        set.remove(&pid);
+    }
+}
+
+/// Makes this process a child subreaper (Linux), once: descendants of our children whose parent
+/// dies are re-parented to us instead of to init, so the sweep finds a process that left the
+/// group (`setsid`, double fork) among our own children rather than among every process on the
+/// machine.
+fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        #[cfg(target_os = "linux")]
+        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+            tracing::warn!(error = %e, "cannot become a child subreaper; the sweep scans every process");
+        }
+    });
+}
+
 /// Starts real processes with tokio.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioSpawner;
@@ -114,17 +150,29 @@ impl ProviderSpawn for TokioSpawner {
             .stdin(match request.stdin {
                 StdinMode::Null => Stdio::null(),
                 StdinMode::Piped => Stdio::piped(),
+                StdinMode::Terminal => Stdio::inherit(),
             })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .process_group(0)
             // A dropped handle must not leave a running CLI behind.
             .kill_on_drop(true);
+        if request.stdin == StdinMode::Terminal {
+            cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
+            terminal::take_foreground_in_child(&mut cmd);
+        } else {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
         pdeathsig::install(&mut cmd);
+        become_subreaper();
+        // Registered before the spawn returns, so no sweep can see the pid unregistered.
+        let mut registry = TOKIO_CHILDREN
+            .lock()
+            .map_err(|_| io::Error::other("child registry poisoned"))?;
         let child = cmd.spawn()?;
         let pid = child
             .id()
             .ok_or_else(|| io::Error::other("child exited before its pid could be read"))?;
+        registry.insert(pid);
+        drop(registry);
         Ok(Box::new(TokioChild { child, pid }))
     }
 }
@@ -154,6 +202,7 @@ impl SpawnedChild for TokioChild {
 
     async fn wait(&mut self) -> io::Result<ExitInfo> {
         let status = self.child.wait().await?;
+        forget_tokio_child(self.pid);
         Ok(exit_info(status))
     }
 
@@ -205,6 +254,85 @@ pub fn group_alive(pgid: u32) -> bool {
         return false;
     }
     crate::proc::any_live_in_group(pgid).unwrap_or(true)
+}
+
+pub(crate) mod terminal {
+    //! Job control for the interactive handoff: the child's process group takes the terminal
+    //! (`tcsetpgrp`) so it can read keys without `SIGTTIN`, and the supervisor takes it back after.
+    //! `SIGTTOU` is blocked around each `tcsetpgrp`, since a background group may not otherwise
+    //! change the foreground group.
+
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    use nix::unistd::Pid;
+
+    fn with_sigttou_blocked<T>(f: impl FnOnce() -> T) -> T {
+        let mut set = SigSet::empty();
+        set.add(Signal::SIGTTOU);
+        let mut old = SigSet::empty();
+        let blocked =
+            nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old))
+                .is_ok();
+        let out = f();
+        if blocked {
+            let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+        }
+        out
+    }
+
+    /// Makes `pgrp` the foreground group of the terminal on stdin, if stdin is a terminal.
+    pub fn give_terminal_to(pgrp: u32) -> bool {
+        let stdin = std::io::stdin();
+        if !nix::unistd::isatty(&stdin).unwrap_or(false) {
+            return false;
+        }
+        let Ok(raw) = i32::try_from(pgrp) else {
+            return false;
+        };
+        with_sigttou_blocked(|| nix::unistd::tcsetpgrp(&stdin, Pid::from_raw(raw)).is_ok())
+    }
+
+    /// The terminal's settings, to restore after the child changed them (raw mode, echo).
+    pub fn save() -> Option<nix::sys::termios::Termios> {
+        nix::sys::termios::tcgetattr(std::io::stdin()).ok()
+    }
+
+    /// Takes the terminal back for this process's group and restores its settings.
+    pub fn restore(saved: Option<&nix::sys::termios::Termios>) {
+        let me = nix::unistd::getpgrp();
+        let stdin = std::io::stdin();
+        with_sigttou_blocked(|| {
+            let _ = nix::unistd::tcsetpgrp(&stdin, me);
+            if let Some(termios) = saved {
+                let _ = nix::sys::termios::tcsetattr(
+                    &stdin,
+                    nix::sys::termios::SetArg::TCSADRAIN,
+                    termios,
+                );
+            }
+        });
+    }
+
+    /// In the child, before exec: take the foreground too, so the CLI never reads the terminal
+    /// while still in the background (the parent does the same right after the spawn).
+    #[allow(unsafe_code)]
+    pub fn take_foreground_in_child(cmd: &mut tokio::process::Command) {
+        // SAFETY: runs between fork and exec; it only calls sigprocmask, ioctl(TIOCSPGRP) and
+        // getpid, which are async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGTTOU);
+                let mut old = std::mem::zeroed::<libc::sigset_t>();
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+                if libc::isatty(0) == 1 {
+                    libc::tcsetpgrp(0, libc::getpid());
+                }
+                libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+                Ok(())
+            });
+        }
+    }
 }
 
 mod pdeathsig {

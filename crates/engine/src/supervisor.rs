@@ -9,8 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use corral_ports::{
-    AiSession, HeadlessAiProvider, Outcome, ProviderError, ProviderId, ProviderOutput, RunEvidence,
-    RunObserver, SessionId, Usage,
+    AiSession, HeadlessAiProvider, InteractiveAiProvider, InteractiveOutcome, NoopObserver,
+    Outcome, ProviderError, ProviderId, ProviderOutput, RunEvidence, RunObserver, SessionId, Usage,
 };
 
 use crate::adapter::{AttemptEvidence, AttemptPlan, CliAdapter, PromptDelivery, VersionCheck};
@@ -24,6 +24,10 @@ use crate::log::{ExecutionLog, Record};
 use crate::proc::RUN_TOKEN_VAR;
 use crate::spawn::{ProviderSpawn, SpawnRequest, StdinMode, TokioSpawner};
 use crate::version::{VersionProbe, probe_version};
+
+/// What a resumed attempt is told after a rate limit interrupted the session: the task is
+/// already in the conversation, so the full prompt is not sent again.
+pub const CONTINUATION_PROMPT: &str = "Your previous turn was interrupted by a rate limit before it finished. Continue the task from where you stopped; the instructions given earlier in this conversation still apply.\n";
 
 /// The supervised process runner. One `Engine` can run many sessions at once; runs share
 /// nothing but the spawner and the configuration.
@@ -50,6 +54,11 @@ impl Engine {
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// The spawner.
+    pub(crate) fn spawner(&self) -> &dyn ProviderSpawn {
+        self.spawner.as_ref()
     }
 
     /// Runs a session through `adapter`'s CLI to the end. See
@@ -97,6 +106,22 @@ impl<A: CliAdapter> HeadlessAiProvider for SupervisedProvider<A> {
         observer: Arc<dyn RunObserver>,
     ) -> Result<ProviderOutput, ProviderError> {
         self.engine.run(&self.adapter, session, observer).await
+    }
+}
+
+#[async_trait]
+impl<A: CliAdapter> InteractiveAiProvider for SupervisedProvider<A> {
+    fn id(&self) -> ProviderId {
+        self.adapter.provider()
+    }
+
+    async fn run_interactive(
+        &self,
+        session: AiSession,
+    ) -> Result<InteractiveOutcome, ProviderError> {
+        self.engine
+            .run_interactive(&self.adapter, session, Arc::new(NoopObserver))
+            .await
     }
 }
 
@@ -210,6 +235,9 @@ impl<'a> Run<'a> {
             None => fastrand::Rng::new(),
         };
         let mut resume = self.session.resume.clone();
+        // Set when the engine itself resumes a session it captured (after a rate limit): the
+        // conversation already holds the task, so only a short continuation is sent.
+        let mut continuing = false;
         let mut persisted: Option<SessionId> = None;
         let mut last_session: Option<SessionId> = self.session.resume.clone();
         let mut usage = Usage::default();
@@ -263,8 +291,16 @@ impl<'a> Run<'a> {
                 limit_name: e.limit_name.to_string(),
             })?;
             let stdin_prompt = match self.adapter.prompt_delivery() {
+                PromptDelivery::Stdin if continuing && resume.is_some() => {
+                    Some(Arc::from(CONTINUATION_PROMPT))
+                }
                 PromptDelivery::Stdin => Some(Arc::clone(&self.session.prompt)),
                 PromptDelivery::PointerFile { .. } => None,
+            };
+            let stdin_label = match (&stdin_prompt, continuing && resume.is_some()) {
+                (None, _) => "null",
+                (Some(_), true) => "continuation",
+                (Some(_), false) => "prompt",
             };
             let request = SpawnRequest {
                 program: spec.program.clone(),
@@ -303,11 +339,7 @@ impl<'a> Run<'a> {
                     cwd: &self.session.cwd,
                     env_names: env.names(),
                     env_withheld: &env.withheld_secrets,
-                    stdin: if stdin_prompt.is_some() {
-                        "prompt"
-                    } else {
-                        "null"
-                    },
+                    stdin: stdin_label,
                     pid: child.pid(),
                     resume: resume.as_ref(),
                     argv_bytes,
@@ -407,6 +439,7 @@ impl<'a> Run<'a> {
                     // Resume what this attempt captured; with nothing captured, keep what it
                     // resumed (the caller's session), or go cold.
                     resume = result.session_id.clone().or(resume);
+                    continuing = result.session_id.is_some();
                     self.log.record(
                         attempt,
                         &Record::Backoff {

@@ -186,3 +186,19 @@ fn count_lines(path: &Path) -> usize {
         .map(|bytes| bytes.iter().filter(|&&b| b == b'\n').count())
         .unwrap_or(0)
 }
+
+/// Sends SIGINT to `pid`, as Ctrl-C in a terminal would.
+pub fn interrupt(pid: u32) {
+    if let Ok(raw) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(raw),
+            nix::sys::signal::Signal::SIGINT,
+        );
+    }
+}
+
+/// A `std::process::Command` for `program`, for tests of other crates that must drive a process
+/// by hand (signals, pseudo-terminals), where only test-support may create processes.
+pub fn command(program: &std::path::Path) -> std::process::Command {
+    std::process::Command::new(program)
+}

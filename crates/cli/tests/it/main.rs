@@ -12,4 +12,5 @@
 mod support;
 
 mod bad_input;
+mod claude_contract;
 mod commands;

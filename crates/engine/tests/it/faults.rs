@@ -483,7 +483,7 @@ async fn environment_values_and_the_prompt_are_never_logged() {
         names.contains(&"FAKE_AGENT_SECRET_TOKEN"),
         "the profile names it: {names:?}"
     );
-    assert!(names.contains(&"CORRAL_RUN_TOKEN"));
+    assert!(names.contains(&"CORRAL_RUN_ID"));
     assert!(names.contains(&"OTHER_HOME"), "{names:?}");
     assert!(
         !names.contains(&"OTHER_API_KEY") && !names.contains(&"CLAUDECODE"),

@@ -14,6 +14,7 @@
 mod support;
 
 mod faults;
+mod interactive;
 mod liveness;
 mod pdeathsig;
 mod retries;

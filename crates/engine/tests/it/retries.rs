@@ -75,6 +75,12 @@ async fn rate_limited_twice_then_success_resumes_the_captured_session() {
         .map(|v| v["class"].clone())
         .collect();
     assert_eq!(classes, ["rate-limited", "rate-limited", "succeeded"]);
+    // Resumed attempts get a short continuation, not the whole task again.
+    let stdin: Vec<_> = records(&log, "spawn")
+        .iter()
+        .map(|v| v["stdin"].clone())
+        .collect();
+    assert_eq!(stdin, ["prompt", "continuation", "continuation"]);
     assert_eq!(s.session_file().as_deref(), Some("rl-session\n"));
     s.assert_tree_gone();
 }

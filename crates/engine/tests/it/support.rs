@@ -76,6 +76,15 @@ impl CliAdapter for FakeAdapter {
         self.liveness
     }
 
+    fn interactive_command(&self, plan: &AttemptPlan<'_>) -> Result<CommandSpec, ProviderError> {
+        let mut spec = self.command(plan)?;
+        if let Some(pointer) = plan.pointer {
+            spec.args.push("--pointer".into());
+            spec.args.push(pointer.sentence.clone().into());
+        }
+        Ok(spec)
+    }
+
     fn capabilities(&self) -> corral_ports::Capabilities {
         corral_ports::Capabilities {
             prompt: corral_ports::PromptChannel::Stdin,

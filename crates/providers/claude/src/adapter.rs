@@ -16,8 +16,8 @@ use corral_engine::{
     StreamParser, VersionCheck,
 };
 use corral_ports::{
-    Capabilities, CostReporting, Gate, Permissions, PromptChannel, ProviderError, ProviderId,
-    SessionIdTiming,
+    AiSession, Capabilities, CostReporting, Gate, Permissions, PromptChannel, ProviderError,
+    ProviderId, SessionId, SessionIdTiming,
 };
 
 use crate::diagnose;
@@ -111,6 +111,17 @@ impl ClaudeAdapter {
         if !denied.is_empty() {
             args.push(format!("--disallowedTools={}", denied.join(",")).into());
         }
+        self.push_common(session, &mut args)?;
+        args.extend(self.settings.extra_args.iter().map(OsString::from));
+        Ok(args)
+    }
+
+    /// Options headless and interactive runs share: model, effort, extra roots, budget.
+    fn push_common(
+        &self,
+        session: &AiSession,
+        args: &mut Vec<OsString>,
+    ) -> Result<(), ProviderError> {
         if let Some(model) = session.model.as_ref().or(self.settings.model.as_ref()) {
             if model.is_empty() || model.starts_with('-') {
                 return Err(invalid(format!(
@@ -136,7 +147,37 @@ impl ClaudeAdapter {
             args.push("--max-budget-usd".into());
             args.push(budget_arg(budget)?.into());
         }
+        Ok(())
+    }
+
+    /// The interactive command line: a session id minted up front (or `--resume`), the
+    /// `acceptEdits` permission mode (a person is there to answer), the shared options, and the
+    /// pointer sentence as the one positional argument.
+    pub fn interactive_args(
+        &self,
+        plan: &AttemptPlan<'_>,
+        minted: Option<&SessionId>,
+    ) -> Result<Vec<OsString>, ProviderError> {
+        let mut args: Vec<OsString> = Vec::new();
+        match (plan.resume, minted) {
+            (Some(id), _) => {
+                args.push("--resume".into());
+                args.push(id.as_str().into());
+            }
+            (None, Some(id)) => {
+                args.push("--session-id".into());
+                args.push(id.as_str().into());
+            }
+            (None, None) => {}
+        }
+        args.push("--permission-mode".into());
+        args.push("acceptEdits".into());
+        self.push_common(plan.session, &mut args)?;
         args.extend(self.settings.extra_args.iter().map(OsString::from));
+        // Without a prompt the person starts the conversation.
+        if let Some(pointer) = plan.pointer {
+            args.push(pointer.sentence.clone().into());
+        }
         Ok(args)
     }
 
@@ -253,6 +294,16 @@ impl CliAdapter for ClaudeAdapter {
 
     fn capabilities(&self) -> Capabilities {
         CAPABILITIES
+    }
+
+    fn interactive_command(&self, plan: &AttemptPlan<'_>) -> Result<CommandSpec, ProviderError> {
+        let minted = plan.resume.is_none().then(corral_engine::mint_session_uuid);
+        Ok(CommandSpec {
+            program: self.settings.command.clone(),
+            args: self.interactive_args(plan, minted.as_ref())?,
+            env_set: self.env_set(),
+            session_id: minted.or_else(|| plan.resume.cloned()),
+        })
     }
 
     fn version_check(&self) -> Option<VersionCheck> {

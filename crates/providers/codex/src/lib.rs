@@ -1,1 +1,53 @@
-//! Corral's adapter for the codex CLI (being written; see issue 4).
+//! Corral's adapter for OpenAI's Codex CLI (`codex`): one CLI's grammar, plugged into the engine.
+//!
+//! It knows how to start Codex headless (`codex exec --json --skip-git-repo-check`, the prompt on
+//! stdin through the `-` argument), how to resume a thread (`codex exec … resume <id> -`, with the
+//! sandbox given as configuration overrides because `resume` takes no `-C`, `-s` or `--add-dir`),
+//! how to map [`corral_ports::Permissions`] onto Codex's own sandbox (`workspace-write` or
+//! `read-only`, `--add-dir` roots, the sandbox's network switch, the web search and shell tools),
+//! which environment variables the CLI reads, how to read its thread/turn/item JSONL into
+//! normalized [`corral_ports::AgentEvent`]s ([`CodexStreamParser`]), which of its words mean a
+//! rate limit, a stale session, an unavailable model or a refusal, and its tested version range.
+//! [`headless`] wires it to an [`Engine`]; [`CodexProbe`] answers the model probe port from Codex's
+//! model cache.
+//!
+//! It knows nothing about any other provider, settings files (neither Corral's nor Codex's
+//! `config.toml`, which it only overrides per run with `-c`), or processes beyond what the engine
+//! gives it: it never spawns, waits or kills; the composition root hands it a [`CodexSettings`].
+//!
+//! Known gaps, stated rather than hidden:
+//! - `edit_files: false` maps to Codex's `read-only` sandbox, which also blocks `signals.json`:
+//!   such a run ends without its result file. That is the honest reading of the gate; an operator
+//!   who needs the file sets [`CodexSettings::sandbox`] to `workspace-write` and accepts that all
+//!   edits open (named in [`adapter::CAPABILITIES`]).
+//! - Corral owns the retry schedule only when [`CodexSettings::model_provider`] names a custom
+//!   provider: Codex keeps the retry knobs in the provider's table and refuses tables for its
+//!   built-in providers. With the built-in `openai` provider a permanent 5xx costs 30 requests
+//!   before Codex gives up, and the engine's retries multiply that.
+//! - Codex has no timeout for a request that never gets response headers (recorded: still waiting
+//!   after 200 s); only the engine's idle watchdog ends such a run. A long shell command prints
+//!   nothing between its `item.started` and `item.completed` either, so the idle limit must exceed
+//!   the longest command the agent may run.
+//! - The rate-limit reset time is known only when Codex quotes the API body (`resets_at`); its
+//!   prose "try again at 3:04 PM" is local time without a date and is not guessed at.
+//! - The shell gate (`--disable shell_tool`) and the model-unavailable wordings are taken from
+//!   Codex's own strings, not from a recorded run.
+
+pub mod adapter;
+mod diagnose;
+pub mod parser;
+mod probe;
+mod settings;
+mod wording;
+
+use corral_engine::{Engine, SupervisedProvider};
+
+pub use adapter::CodexAdapter;
+pub use parser::CodexStreamParser;
+pub use probe::{CodexProbe, MODELS_CACHE_FILE, model_slugs};
+pub use settings::{BUILT_IN_PROVIDERS, CodexSettings, SandboxMode, default_tested_versions};
+
+/// The headless Codex provider: this adapter driven by `engine`.
+pub fn headless(engine: Engine, settings: CodexSettings) -> SupervisedProvider<CodexAdapter> {
+    SupervisedProvider::new(engine, CodexAdapter::new(settings))
+}

@@ -120,6 +120,20 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
 
     match opts.mode {
         Mode::Ok => ok_turn(&mut out, &session, opts.sleep_ms),
+        Mode::TtyProbe => {
+            let stdin = io::stdin();
+            let stdin_tty = nix::unistd::isatty(&stdin).unwrap_or(false);
+            let stdout_tty = nix::unistd::isatty(io::stdout()).unwrap_or(false);
+            let foreground = nix::unistd::tcgetpgrp(&stdin).ok() == Some(nix::unistd::getpgrp());
+            println!(
+                "tty-probe stdin_tty={stdin_tty} stdout_tty={stdout_tty} foreground={foreground} pointer={}",
+                opts.pointer.as_deref().unwrap_or("-")
+            );
+            let mut line = String::new();
+            io::stdin().read_line(&mut line)?;
+            println!("tty-probe got={}", line.trim_end());
+            Ok(0)
+        }
         Mode::QuietBusy => {
             // Like a CLI that prints nothing until the end, but visibly works meanwhile.
             let until = std::time::Instant::now()

@@ -1,7 +1,11 @@
 //! `corral-fake-api`: the fake model API as a program, for the offline demo and manual runs.
 //!
-//! `corral-fake-api [--scenario NAME] [--log FILE]` prints `listening on http://127.0.0.1:PORT` on
-//! its first line, then serves until its standard input closes or it is signalled.
+//! `corral-fake-api [--scenario NAME] [--cli CLI] [--log FILE]` prints `listening on
+//! http://127.0.0.1:PORT` on its first line, then serves until its standard input closes or it is
+//! signalled. It speaks every wire format at once (Anthropic Messages, OpenAI Responses, Chat
+//! Completions); `--cli` (default `claude`) only picks how the scenarios write files: `claude`
+//! `Write`, `codex` a shell here-document through `exec_command`, `opencode` `write`, `grok`
+//! `create_file`, `copilot` `create`.
 
 // test-support is a tool, not product: it may create processes and exit on bad arguments.
 #![allow(clippy::disallowed_methods)]
@@ -23,13 +27,10 @@ const DEMO_SIGNALS: &str = r#"{
 }
 "#;
 
-fn scenario(name: &str) -> Option<Scenario> {
+fn scenario(name: &str, cli: &str) -> Option<Scenario> {
     let done = Step::text("Done: hello.txt exists and signals.json records the result.");
-    let write_hello = Step::WriteToNamedPath {
-        tool: "Write".into(),
-        file_name: "hello.txt".into(),
-        content: "Hello from the fake model API.\n".into(),
-    };
+    let write_hello = Step::write_named_for(cli, "hello.txt", "Hello from the fake model API.\n")?;
+    let write_signals = Step::write_signals_for(cli, DEMO_SIGNALS)?;
     let mut s = match name {
         // A rate limit first: Corral backs off, resumes the session, and the agent finishes.
         "demo" => Scenario::script([
@@ -39,10 +40,10 @@ fn scenario(name: &str) -> Option<Scenario> {
                 body: None,
             },
             write_hello,
-            Step::write_signals(DEMO_SIGNALS),
+            write_signals,
             done,
         ]),
-        "happy" => Scenario::script([write_hello, Step::write_signals(DEMO_SIGNALS), done]),
+        "happy" => Scenario::script([write_hello, write_signals, done]),
         "rate-limited" => Scenario::forever(Step::HttpError {
             status: 429,
             retry_after_secs: Some(1),
@@ -59,21 +60,24 @@ fn scenario(name: &str) -> Option<Scenario> {
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut name = "demo".to_string();
+    let mut cli = "claude".to_string();
     let mut log: Option<PathBuf> = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--scenario" => name = args.next().unwrap_or_default(),
+            "--cli" => cli = args.next().unwrap_or_default(),
             "--log" => log = args.next().map(PathBuf::from),
             _ => {
                 eprintln!(
-                    "usage: corral-fake-api [--scenario demo|happy|rate-limited|hang|stall] [--log FILE]"
+                    "usage: corral-fake-api [--scenario demo|happy|rate-limited|hang|stall] \
+                     [--cli claude|codex|opencode|grok|copilot] [--log FILE]"
                 );
                 return ExitCode::from(64);
             }
         }
     }
-    let Some(scenario) = scenario(&name) else {
-        eprintln!("corral-fake-api: unknown scenario {name:?}");
+    let Some(scenario) = scenario(&name, &cli) else {
+        eprintln!("corral-fake-api: unknown scenario {name:?} or CLI {cli:?}");
         return ExitCode::from(64);
     };
     let api = match log {

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::wire::{BodyEnd, Chunk, Reply, Summary, sse_event};
+use super::wire::{
+    BodyEnd, Chunk, Reply, Summary, char_boundary_near_middle, default_message, sse_event,
+};
 use super::{Step, USAGE_INPUT_TOKENS, USAGE_OUTPUT_TOKENS};
 
 /// The model named in replies when the request named none.
@@ -181,7 +183,9 @@ pub fn reply(step: Option<&Step>, summary: &Summary, seq: u64) -> Reply {
             }
         }
         // The server resolves request-dependent steps before planning a reply.
-        Step::WriteToNamedPath { .. } => error(500, None, "fake_api: unresolved step", seq),
+        Step::WriteToNamedPath { .. } | Step::ShellWriteToNamedPath { .. } => {
+            error(500, None, "fake_api: unresolved step", seq)
+        }
     }
 }
 
@@ -228,17 +232,6 @@ fn error_type(status: u16) -> &'static str {
         429 => "rate_limit_error",
         529 => "overloaded_error",
         _ => "api_error",
-    }
-}
-
-/// The message of the default error body for `status`.
-fn default_message(status: u16) -> String {
-    match status {
-        401 => "invalid x-api-key (fake_api)".to_owned(),
-        429 => "Rate limited (fake_api)".to_owned(),
-        500 => "Internal server error (fake_api)".to_owned(),
-        529 => "Overloaded (fake_api)".to_owned(),
-        other => format!("HTTP {other} (fake_api)"),
     }
 }
 
@@ -420,13 +413,6 @@ fn message(ids: &Ids, model: &str, blocks: &[Block], stop_reason: &str, delay: D
         }],
         end: BodyEnd::Close,
     }
-}
-
-/// The char boundary closest to the middle of `text`, at or after it.
-fn char_boundary_near_middle(text: &str) -> usize {
-    (text.len() / 2..=text.len())
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(text.len())
 }
 
 #[cfg(test)]

@@ -2,21 +2,37 @@
 //!
 //! [`FakeApi::start`] binds a random port and answers every request to a model endpoint with the next
 //! [`Step`] of a [`Scenario`]: a text reply, a tool call, an HTTP error, a hang, a stalled or slow
-//! stream. Side requests (token counting) are answered without consuming a step; anything else gets a
-//! harmless 404. Every request is recorded as a [`RecordedRequest`] ([`FakeApi::requests`], and
+//! stream. Side requests (Anthropic token counting, Chat Completions requests offering no tools) are
+//! answered without consuming a step; anything else gets a harmless 404. Every request is recorded as a [`RecordedRequest`] ([`FakeApi::requests`], and
 //! optionally a JSONL file), the shape of `/work/shared/cli-behaviour/samples/*/*.requests.jsonl`.
 //!
 //! Scenarios and steps say *what* to answer, never how a wire format spells it: the wire format is
 //! chosen by the request path, and each API lives in its own module that turns a step into a
-//! `wire::Reply` plan the server then carries out. Only the Anthropic Messages API
-//! (`anthropic.rs`, spoken by Claude Code) exists so far; the OpenAI Responses and Chat Completions APIs
-//! would be sibling modules and [`Endpoint`] variants.
+//! `wire::Reply` plan the server then carries out:
+//!
+//! | path | [`Endpoint`] | module | spoken by |
+//! |---|---|---|---|
+//! | `POST /v1/messages` | `AnthropicMessages` | `anthropic.rs` | Claude Code (Copilot too with `COPILOT_PROVIDER_TYPE=anthropic`, per the behaviour README) |
+//! | `POST /v1/responses` | `OpenAiResponses` | `responses.rs` | Codex |
+//! | `POST /v1/chat/completions` | `ChatCompletions` / `ChatCompletionsSide` | `chat.rs` | OpenCode (streaming), Grok CLI (non-streaming), Copilot (streaming) |
+//!
+//! The side-request rule for Chat Completions: a request that offers **no tools** is a side request
+//! ([`Endpoint::ChatCompletionsSide`], OpenCode's title generation): it is answered with a short text
+//! ([`SIDE_REQUEST_TEXT`]) and consumes no step. Every agent turn of the CLIs above offers tools.
+//!
+//! Each CLI writes files with its own tool and argument names; [`Step::write_signals_for`] (and
+//! [`Step::write_named_for`]) pick them by the CLI's binary name, including Codex, which has no
+//! file-writing tool and gets a shell here-document through `exec_command`
+//! ([`Step::ShellWriteToNamedPath`]).
 //!
 //! The server runs on its own thread with its own single-threaded tokio runtime, so it works from plain
 //! `#[test]`s and from async tests alike. Dropping the [`FakeApi`] stops it and drops every open
 //! connection, including hung and stalled ones.
 
 mod anthropic;
+mod chat;
+mod openai;
+mod responses;
 mod server;
 mod wire;
 
@@ -36,6 +52,14 @@ pub const USAGE_INPUT_TOKENS: u64 = 12;
 
 /// Output tokens reported by every successful reply.
 pub const USAGE_OUTPUT_TOKENS: u64 = 7;
+
+/// The text answering a Chat Completions side request (one offering no tools, e.g. OpenCode's title
+/// generation). Such a request consumes no step.
+pub const SIDE_REQUEST_TEXT: &str = "Fake title";
+
+/// The line ending the here-document of [`Step::ShellWriteToNamedPath`] (a digit is appended while
+/// the content holds it).
+pub const HEREDOC_DELIMITER: &str = "FAKE_API_EOF";
 
 /// One scripted answer to one request to a model endpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,16 +99,38 @@ pub enum Step {
     /// A file-writing tool call whose path is read from the request: the first absolute path in
     /// the last user text that ends with `file_name`. Corral's contract section names the
     /// absolute path of `signals.json` this way, so a scenario need not know the run directory.
+    ///
+    /// The arguments take the shape of the CLI's tool, chosen by its name (see [`write_tool_input`]):
+    /// `Write` (Claude Code) `{"file_path", "content"}`, `write` (OpenCode) `{"filePath", "content"}`,
+    /// `create_file` (Grok CLI) `{"path", "content"}`, `create` (Copilot CLI) `{"path", "file_text"}`;
+    /// any other name gets Claude Code's shape.
     WriteToNamedPath {
-        /// The CLI's file-writing tool (`Write` for Claude Code).
+        /// The CLI's file-writing tool (`Write`, `write`, `create_file`, `create`).
         tool: String,
         /// The file name the path must end with (`signals.json`).
         file_name: String,
         /// What to write.
         content: String,
     },
-    /// Start a streamed reply, then send the API's in-stream error event and end the stream.
-    /// A non-streaming request gets an HTTP 529 overloaded error instead.
+    /// Like [`Step::WriteToNamedPath`], for a CLI without a file-writing tool (Codex): a call of its
+    /// shell tool running `cat > 'PATH' <<'FAKE_API_EOF'` … `FAKE_API_EOF` (see [`shell_write_command`]).
+    ///
+    /// The arguments take the shape of the shell tool, chosen by its name (see
+    /// [`shell_tool_input`]): `exec_command` (Codex 0.171) `{"cmd"}`, `shell` (older Codex)
+    /// `{"command": ["bash", "-lc", cmd]}`, anything else (`bash`, `Bash`) `{"command", "description"}`.
+    ShellWriteToNamedPath {
+        /// The CLI's shell tool (`exec_command` for Codex).
+        tool: String,
+        /// The file name the path must end with (`signals.json`).
+        file_name: String,
+        /// What to write. A here-document always ends with a newline: one is added when `content`
+        /// does not end with one.
+        content: String,
+    },
+    /// Start a streamed reply, then send the API's in-stream error and end the stream:
+    /// Anthropic's `error` event, the Responses API's `response.failed`, a Chat Completions
+    /// `data: {"error": …}` chunk. A non-streaming request gets an HTTP error instead (529
+    /// overloaded on Anthropic, 500 on the OpenAI APIs).
     ErrorMidStream {
         /// The error message.
         message: String,
@@ -145,33 +191,116 @@ impl Step {
             Self::SlowChunks { .. } => "slow_chunks",
             Self::ErrorMidStream { .. } => "error_mid_stream",
             Self::WriteToNamedPath { .. } => "write_to_named_path",
+            Self::ShellWriteToNamedPath { .. } => "shell_write_to_named_path",
         }
     }
 
     /// A `Write` call creating the `signals.json` the prompt names, with `content`.
     pub fn write_signals(content: impl Into<String>) -> Self {
+        Self::write_signals_with("Write", content)
+    }
+
+    /// A call of the file-writing tool `tool` creating the `signals.json` the prompt names, with
+    /// `content`: `write` for OpenCode, `create_file` for Grok CLI, `create` for Copilot CLI (see
+    /// [`Step::WriteToNamedPath`] for the argument shapes).
+    pub fn write_signals_with(tool: impl Into<String>, content: impl Into<String>) -> Self {
         Self::WriteToNamedPath {
-            tool: "Write".into(),
+            tool: tool.into(),
             file_name: "signals.json".into(),
             content: content.into(),
         }
     }
 
+    /// A call of the shell tool `tool` writing the `signals.json` the prompt names with a
+    /// here-document: `exec_command` for Codex (see [`Step::ShellWriteToNamedPath`]).
+    pub fn shell_write_signals(tool: impl Into<String>, content: impl Into<String>) -> Self {
+        Self::ShellWriteToNamedPath {
+            tool: tool.into(),
+            file_name: "signals.json".into(),
+            content: content.into(),
+        }
+    }
+
+    /// The step writing `content` to the file `file_name` the prompt names, the way the CLI `cli`
+    /// (its binary name, as in [`crate::PINNED_CLIS`]) writes files: `claude` → `Write`, `opencode`
+    /// → `write`, `grok` → `create_file`, `copilot` → `create` (each a [`Step::WriteToNamedPath`]),
+    /// `codex` → its shell tool `exec_command` ([`Step::ShellWriteToNamedPath`]). `None` for any
+    /// other name.
+    pub fn write_named_for(
+        cli: &str,
+        file_name: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Option<Self> {
+        let (tool, shell) = match cli {
+            "claude" => ("Write", false),
+            "opencode" => ("write", false),
+            "grok" => ("create_file", false),
+            "copilot" => ("create", false),
+            "codex" => ("exec_command", true),
+            _ => return None,
+        };
+        let (tool, file_name, content) = (tool.to_owned(), file_name.into(), content.into());
+        Some(if shell {
+            Self::ShellWriteToNamedPath {
+                tool,
+                file_name,
+                content,
+            }
+        } else {
+            Self::WriteToNamedPath {
+                tool,
+                file_name,
+                content,
+            }
+        })
+    }
+
+    /// [`Step::write_named_for`] of `signals.json`.
+    pub fn write_signals_for(cli: &str, content: impl Into<String>) -> Option<Self> {
+        Self::write_named_for(cli, "signals.json", content)
+    }
+
     /// Turns a step that depends on the request into a plain one.
+    /// [`Step::resolve`] against the first of `texts` that resolves the step.
+    pub(crate) fn resolve_from<'a>(self, texts: impl IntoIterator<Item = Option<&'a str>>) -> Step {
+        let texts: Vec<&str> = texts.into_iter().flatten().collect();
+        for text in &texts {
+            let resolved = self.clone().resolve(Some(text));
+            if resolved.kind() != "text" || self.kind() == "text" {
+                return resolved;
+            }
+        }
+        self.resolve(texts.first().copied())
+    }
+
     pub(crate) fn resolve(self, user_text: Option<&str>) -> Step {
+        let no_path = |file_name: &str| {
+            Self::Text(format!(
+                "fake_api: the prompt names no absolute path ending in {file_name}"
+            ))
+        };
         match self {
             Self::WriteToNamedPath {
                 tool,
                 file_name,
                 content,
             } => match user_text.and_then(|t| named_path(t, &file_name)) {
-                Some(path) => Self::tool_use(
-                    tool,
-                    serde_json::json!({ "file_path": path, "content": content }),
-                ),
-                None => Self::Text(format!(
-                    "fake_api: the prompt names no absolute path ending in {file_name}"
-                )),
+                Some(path) => {
+                    let input = write_tool_input(&tool, &path, &content);
+                    Self::tool_use(tool, input)
+                }
+                None => no_path(&file_name),
+            },
+            Self::ShellWriteToNamedPath {
+                tool,
+                file_name,
+                content,
+            } => match user_text.and_then(|t| named_path(t, &file_name)) {
+                Some(path) => {
+                    let input = shell_tool_input(&tool, &shell_write_command(&path, &content));
+                    Self::tool_use(tool, input)
+                }
+                None => no_path(&file_name),
             },
             other @ (Self::Text(_)
             | Self::ToolUse { .. }
@@ -182,6 +311,49 @@ impl Step {
             | Self::ErrorMidStream { .. }) => other,
         }
     }
+}
+
+/// The arguments of a call of the file-writing tool `tool` creating `path` with `content`, in the
+/// shape that tool takes: `write` (OpenCode) `{"filePath", "content"}`, `create_file` (Grok CLI)
+/// `{"path", "content"}`, `create` (Copilot CLI) `{"path", "file_text"}`, anything else (`Write`,
+/// Claude Code) `{"file_path", "content"}`.
+pub fn write_tool_input(tool: &str, path: &str, content: &str) -> serde_json::Value {
+    match tool {
+        "write" => serde_json::json!({ "filePath": path, "content": content }),
+        "create_file" => serde_json::json!({ "path": path, "content": content }),
+        "create" => serde_json::json!({ "path": path, "file_text": content }),
+        _ => serde_json::json!({ "file_path": path, "content": content }),
+    }
+}
+
+/// The arguments of a call of the shell tool `tool` running `command`, in the shape that tool
+/// takes: `exec_command` (Codex 0.171) `{"cmd"}`, `shell` (older Codex) `{"command": ["bash", "-lc",
+/// command]}`, anything else (`bash`: OpenCode, Grok CLI, Copilot CLI; `Bash`: Claude Code)
+/// `{"command", "description"}`.
+pub fn shell_tool_input(tool: &str, command: &str) -> serde_json::Value {
+    match tool {
+        "exec_command" => serde_json::json!({ "cmd": command }),
+        "shell" => serde_json::json!({ "command": ["bash", "-lc", command] }),
+        _ => serde_json::json!({ "command": command, "description": "Write a file" }),
+    }
+}
+
+/// The shell command writing `content` to `path`: `cat > 'PATH' <<'FAKE_API_EOF'`, the content (a
+/// newline added unless it ends with one), `FAKE_API_EOF`. The path is single-quoted for the shell;
+/// the quoted delimiter keeps the content literal; a digit is appended to the delimiter while the
+/// content holds it.
+pub fn shell_write_command(path: &str, content: &str) -> String {
+    let mut delimiter = HEREDOC_DELIMITER.to_owned();
+    while content.contains(&delimiter) {
+        delimiter.push('0');
+    }
+    let quoted_path = format!("'{}'", path.replace('\'', "'\\''"));
+    let newline = if content.ends_with('\n') || content.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
+    format!("cat > {quoted_path} <<'{delimiter}'\n{content}{newline}{delimiter}")
 }
 
 /// The first absolute path in `text` that ends with `file_name`.
@@ -235,6 +407,14 @@ pub enum Endpoint {
     AnthropicMessages,
     /// `POST /v1/messages/count_tokens`: answered without consuming a step.
     AnthropicCountTokens,
+    /// `POST /v1/responses` (the OpenAI Responses API): consumes a step.
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    /// `POST /v1/chat/completions` offering tools (an agent turn): consumes a step.
+    ChatCompletions,
+    /// `POST /v1/chat/completions` offering no tools (a side request such as OpenCode's title
+    /// generation): answered with [`SIDE_REQUEST_TEXT`] without consuming a step.
+    ChatCompletionsSide,
     /// Anything else: answered 404 without consuming a step.
     Unknown,
 }
@@ -316,6 +496,12 @@ impl FakeApi {
         format!("http://{}", self.addr)
     }
 
+    /// `http://127.0.0.1:<port>/v1`: the base URL the OpenAI-style clients want (Codex's
+    /// `base_url`, OpenCode's `baseURL`, `GROK_BASE_URL`, `COPILOT_PROVIDER_BASE_URL`).
+    pub fn url_v1(&self) -> String {
+        format!("{}/v1", self.url())
+    }
+
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests()
@@ -363,14 +549,88 @@ impl Drop for FakeApi {
 /// Whether a request to `endpoint` consumes a scenario step.
 fn endpoint_consumes_step(endpoint: Endpoint) -> bool {
     match endpoint {
-        Endpoint::AnthropicMessages => true,
-        Endpoint::AnthropicCountTokens | Endpoint::Unknown => false,
+        Endpoint::AnthropicMessages | Endpoint::OpenAiResponses | Endpoint::ChatCompletions => true,
+        Endpoint::AnthropicCountTokens | Endpoint::ChatCompletionsSide | Endpoint::Unknown => false,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_write_tool_gets_its_argument_shape() {
+        let text = Some("Create /w/signals.json please");
+        let resolve = |cli: &str| Step::write_signals_for(cli, "{}").unwrap().resolve(text);
+        assert_eq!(
+            resolve("claude"),
+            Step::tool_use(
+                "Write",
+                serde_json::json!({"file_path": "/w/signals.json", "content": "{}"})
+            )
+        );
+        assert_eq!(
+            resolve("opencode"),
+            Step::tool_use(
+                "write",
+                serde_json::json!({"filePath": "/w/signals.json", "content": "{}"})
+            )
+        );
+        assert_eq!(
+            resolve("grok"),
+            Step::tool_use(
+                "create_file",
+                serde_json::json!({"path": "/w/signals.json", "content": "{}"})
+            )
+        );
+        assert_eq!(
+            resolve("copilot"),
+            Step::tool_use(
+                "create",
+                serde_json::json!({"path": "/w/signals.json", "file_text": "{}"})
+            )
+        );
+        assert_eq!(
+            resolve("codex"),
+            Step::tool_use(
+                "exec_command",
+                serde_json::json!({"cmd": "cat > '/w/signals.json' <<'FAKE_API_EOF'\n{}\nFAKE_API_EOF"})
+            )
+        );
+        assert_eq!(Step::write_signals_for("vim", "{}"), None);
+        assert_eq!(
+            Step::shell_write_signals("exec_command", "x").resolve(Some("no path here")),
+            Step::text("fake_api: the prompt names no absolute path ending in signals.json")
+        );
+    }
+
+    #[test]
+    fn shell_tools_get_their_argument_shape() {
+        assert_eq!(
+            shell_tool_input("shell", "true"),
+            serde_json::json!({"command": ["bash", "-lc", "true"]})
+        );
+        assert_eq!(
+            shell_tool_input("bash", "true"),
+            serde_json::json!({"command": "true", "description": "Write a file"})
+        );
+    }
+
+    #[test]
+    fn the_heredoc_keeps_content_literal_and_avoids_its_delimiter() {
+        assert_eq!(
+            shell_write_command("/a b/it's.json", "x\n"),
+            "cat > '/a b/it'\\''s.json' <<'FAKE_API_EOF'\nx\nFAKE_API_EOF"
+        );
+        assert_eq!(
+            shell_write_command("/f", ""),
+            "cat > '/f' <<'FAKE_API_EOF'\nFAKE_API_EOF"
+        );
+        assert_eq!(
+            shell_write_command("/f", "FAKE_API_EOF"),
+            "cat > '/f' <<'FAKE_API_EOF0'\nFAKE_API_EOF\nFAKE_API_EOF0"
+        );
+    }
 
     #[test]
     fn the_named_path_is_found_in_prose_and_code() {

@@ -29,7 +29,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::wire::{BodyEnd, Reply, Summary};
 use super::{
-    Endpoint, FakeApi, RecordedRequest, Scenario, Step, anthropic, endpoint_consumes_step,
+    Endpoint, FakeApi, RecordedRequest, Scenario, Step, anthropic, chat, endpoint_consumes_step,
+    responses,
 };
 
 /// Request headers worth recording (values kept verbatim; credentials are never recorded).
@@ -44,8 +45,15 @@ const HEADERS_OF_INTEREST: &[&str] = &[
     "content-type",
     "transfer-encoding",
     "user-agent",
+    "originator",
+    "session-id",
+    "thread-id",
     "x-app",
     "x-claude-code-session-id",
+    "x-initiator",
+    "x-interaction-type",
+    "x-session-affinity",
+    "x-session-id",
     "x-stainless-retry-count",
     "x-stainless-timeout",
 ];
@@ -206,7 +214,52 @@ async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: oneshot::
     }
 }
 
-/// The endpoint a request maps to.
+/// The wire format of an endpoint that has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Anthropic,
+    Responses,
+    Chat,
+}
+
+impl Wire {
+    fn of(endpoint: Endpoint) -> Option<Self> {
+        match endpoint {
+            Endpoint::AnthropicMessages | Endpoint::AnthropicCountTokens => Some(Self::Anthropic),
+            Endpoint::OpenAiResponses => Some(Self::Responses),
+            Endpoint::ChatCompletions | Endpoint::ChatCompletionsSide => Some(Self::Chat),
+            Endpoint::Unknown => None,
+        }
+    }
+
+    fn summarize(self, body: &[u8]) -> Result<Summary, String> {
+        match self {
+            Self::Anthropic => anthropic::summarize(body),
+            Self::Responses => responses::summarize(body),
+            Self::Chat => chat::summarize(body),
+        }
+    }
+
+    fn bad_request(self, why: &str, seq: u64) -> Reply {
+        match self {
+            Self::Anthropic => anthropic::bad_request(why, seq),
+            Self::Responses => responses::bad_request(why, seq),
+            Self::Chat => chat::bad_request(why, seq),
+        }
+    }
+
+    /// The reply to a request that consumed `step` (`None`: the scenario is exhausted).
+    fn reply(self, step: Option<&Step>, summary: &Summary, seq: u64) -> Reply {
+        match self {
+            Self::Anthropic => anthropic::reply(step, summary, seq),
+            Self::Responses => responses::reply(step, summary, seq),
+            Self::Chat => chat::reply(step, summary, seq),
+        }
+    }
+}
+
+/// The endpoint a request maps to by its method and path. A Chat Completions request is refined
+/// by [`refine`] once its body is read.
 fn route(method: &Method, path: &str) -> Endpoint {
     if method != Method::POST {
         return Endpoint::Unknown;
@@ -214,7 +267,24 @@ fn route(method: &Method, path: &str) -> Endpoint {
     match path.trim_end_matches('/') {
         "/v1/messages" => Endpoint::AnthropicMessages,
         "/v1/messages/count_tokens" => Endpoint::AnthropicCountTokens,
+        "/v1/responses" => Endpoint::OpenAiResponses,
+        "/v1/chat/completions" => Endpoint::ChatCompletions,
         _ => Endpoint::Unknown,
+    }
+}
+
+/// The side-request rule: a Chat Completions request that offers no tools (OpenCode's title
+/// generation) is [`Endpoint::ChatCompletionsSide`] and consumes no step. Every agent turn of the
+/// CLIs speaking Chat Completions offers tools.
+fn refine(endpoint: Endpoint, summary: &Summary) -> Endpoint {
+    match endpoint {
+        Endpoint::ChatCompletions if summary.tools.is_empty() => Endpoint::ChatCompletionsSide,
+        Endpoint::ChatCompletions
+        | Endpoint::ChatCompletionsSide
+        | Endpoint::AnthropicMessages
+        | Endpoint::AnthropicCountTokens
+        | Endpoint::OpenAiResponses
+        | Endpoint::Unknown => endpoint,
     }
 }
 
@@ -238,31 +308,33 @@ async fn handle(
         .map(http_body_util::Collected::to_bytes);
     let at_ms = u64::try_from(state.started.elapsed().as_millis()).unwrap_or(u64::MAX);
 
-    let summary = match (&body, endpoint) {
-        (Ok(bytes), Endpoint::AnthropicMessages | Endpoint::AnthropicCountTokens) => {
-            anthropic::summarize(bytes)
-        }
-        (Err(err), Endpoint::AnthropicMessages | Endpoint::AnthropicCountTokens) => {
-            Err(format!("could not read the request body: {err}"))
-        }
-        (Ok(_) | Err(_), Endpoint::Unknown) => Ok(Summary::default()),
+    let wire = Wire::of(endpoint);
+    let summary = match (&body, wire) {
+        (Ok(bytes), Some(wire)) => wire.summarize(bytes),
+        (Err(err), Some(_)) => Err(format!("could not read the request body: {err}")),
+        (Ok(_) | Err(_), None) => Ok(Summary::default()),
     };
-    let (step, reply) = match (&summary, endpoint) {
-        (Err(why), Endpoint::AnthropicMessages | Endpoint::AnthropicCountTokens) => {
-            (None, anthropic::bad_request(why, seq))
-        }
-        (Ok(summary), Endpoint::AnthropicMessages) => {
+    let endpoint = match &summary {
+        Ok(summary) => refine(endpoint, summary),
+        Err(_) => endpoint,
+    };
+    let (step, reply) = match (&summary, wire) {
+        (Err(why), Some(wire)) => (None, wire.bad_request(why, seq)),
+        (Ok(summary), Some(wire)) if endpoint_consumes_step(endpoint) => {
+            // The last user message names the path on a first turn; after a resume it may be a
+            // short continuation, and (like a real model) the fake then reads the whole request.
+            let whole = body.as_ref().ok().map(|b| json_strings(b));
             let step = state
                 .next_step()
-                .map(|s| s.resolve(summary.last_user_text.as_deref()));
+                .map(|s| s.resolve_from([summary.last_user_text.as_deref(), whole.as_deref()]));
             let kind = step.as_ref().map_or("exhausted", Step::kind);
             (
                 Some(kind.to_owned()),
-                anthropic::reply(step.as_ref(), summary, seq),
+                wire.reply(step.as_ref(), summary, seq),
             )
         }
-        (Ok(_), Endpoint::AnthropicCountTokens) => (None, anthropic::count_tokens()),
-        (Ok(_) | Err(_), Endpoint::Unknown) => (None, not_found(&method, &path)),
+        (Ok(summary), Some(_)) => (None, side_reply(endpoint, summary, seq, &method, &path)),
+        (Ok(_) | Err(_), None) => (None, not_found(&method, &path)),
     };
     debug_assert!(step.is_none() || endpoint_consumes_step(endpoint));
 
@@ -286,6 +358,25 @@ async fn handle(
     });
     state.finish(index, reply.status());
     Ok(carry_out(reply).await)
+}
+
+/// The reply to a request of a known wire format that consumes no step.
+fn side_reply(
+    endpoint: Endpoint,
+    summary: &Summary,
+    seq: u64,
+    method: &Method,
+    path: &str,
+) -> Reply {
+    match endpoint {
+        Endpoint::AnthropicCountTokens => anthropic::count_tokens(),
+        Endpoint::ChatCompletionsSide => chat::side_reply(summary, seq),
+        // Requests that consume a step never get here; answer them harmlessly all the same.
+        Endpoint::AnthropicMessages
+        | Endpoint::OpenAiResponses
+        | Endpoint::ChatCompletions
+        | Endpoint::Unknown => not_found(method, path),
+    }
 }
 
 /// The response for a reply plan; for [`Reply::Hang`], never (until the runtime is dropped).
@@ -407,4 +498,25 @@ impl Body for ChannelBody {
             .poll_recv(cx)
             .map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
     }
+}
+
+/// Every string value in a JSON body, one per line: what a model reads of the conversation.
+fn json_strings(body: &[u8]) -> String {
+    fn walk(value: &serde_json::Value, out: &mut String) {
+        match value {
+            serde_json::Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            serde_json::Value::Object(map) => map.values().for_each(|v| walk(v, out)),
+            serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {
+            }
+        }
+    }
+    let mut out = String::new();
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
+        walk(&value, &mut out);
+    }
+    out
 }

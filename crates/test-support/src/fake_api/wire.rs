@@ -100,3 +100,50 @@ impl Reply {
 pub fn sse_event(name: &str, data: &serde_json::Value) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
 }
+
+/// One unnamed server-sent event, `data: <json>` then a blank line (Chat Completions chunks).
+pub fn sse_data(data: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("data: {data}\n\n"))
+}
+
+/// The Chat Completions end-of-stream marker, `data: [DONE]`.
+pub fn sse_done() -> Bytes {
+    Bytes::from_static(b"data: [DONE]\n\n")
+}
+
+/// The headers of a server-sent event stream, with `extra` (request ids) after them.
+pub fn sse_headers(extra: Vec<(&'static str, String)>) -> Vec<(&'static str, String)> {
+    let mut headers = vec![
+        (
+            "content-type",
+            "text/event-stream; charset=utf-8".to_owned(),
+        ),
+        ("cache-control", "no-cache".to_owned()),
+    ];
+    headers.extend(extra);
+    headers
+}
+
+/// The words of `text` for [`crate::fake_api::Step::SlowChunks`], each keeping its trailing space.
+pub fn words(text: &str) -> Vec<String> {
+    text.split_inclusive(' ').map(str::to_owned).collect()
+}
+
+/// The char boundary closest to the middle of `text`, at or after it (tool arguments are streamed
+/// in two pieces split there, so the client must join them).
+pub fn char_boundary_near_middle(text: &str) -> usize {
+    (text.len() / 2..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len())
+}
+
+/// The message of the default error body for `status`, whatever the API.
+pub fn default_message(status: u16) -> String {
+    match status {
+        401 => "invalid x-api-key (fake_api)".to_owned(),
+        429 => "Rate limited (fake_api)".to_owned(),
+        500 => "Internal server error (fake_api)".to_owned(),
+        529 => "Overloaded (fake_api)".to_owned(),
+        other => format!("HTTP {other} (fake_api)"),
+    }
+}

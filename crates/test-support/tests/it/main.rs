@@ -1,7 +1,17 @@
 //! corral-test-support's integration tests, one binary: the fake agent program (`fake_agent`), the
-//! fake model API over raw HTTP (`fake_api`), and the real Claude Code CLI driven by the fake API
-//! (`claude_cli`), which proves the fake speaks the Anthropic Messages API well enough.
+//! fake model API over raw HTTP (`fake_api` for the Anthropic Messages API, `fake_api_openai` for the
+//! OpenAI Responses and Chat Completions APIs), and the real CLIs driven by the fake API, which proves
+//! the fake speaks each wire format well enough: Claude Code (`claude_cli`, Anthropic Messages), Codex
+//! (`codex_cli`, Responses), OpenCode (`opencode_cli`, Chat Completions streaming), Grok CLI
+//! (`grok_cli`, Chat Completions non-streaming) and Copilot CLI (`copilot_cli`, Chat Completions
+//! streaming). `cli_run` holds the runner the last four share.
 
 mod claude_cli;
+mod cli_run;
+mod codex_cli;
+mod copilot_cli;
 mod fake_agent;
 mod fake_api;
+mod fake_api_openai;
+mod grok_cli;
+mod opencode_cli;

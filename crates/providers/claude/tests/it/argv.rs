@@ -306,3 +306,66 @@ fn version_check_uses_the_tested_range() {
     assert!(overridden.allow_mismatch);
     assert_eq!(overridden.timeout, Duration::from_secs(3));
 }
+
+#[test]
+fn interactive_mints_a_session_uses_accept_edits_and_passes_only_the_pointer() {
+    let dir = tempfile::tempdir().unwrap();
+    let pointer =
+        corral_engine::write_prompt_pointer(dir.path(), "interactive-prompt.md", PROMPT).unwrap();
+    let s = session();
+    let plan = AttemptPlan {
+        session: &s,
+        resume: None,
+        attempt: 1,
+        pointer: Some(&pointer),
+    };
+    let spec = ClaudeAdapter::default().interactive_command(&plan).unwrap();
+    let minted = spec.session_id.clone().expect("a minted session id");
+    let args: Vec<String> = spec
+        .args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        &args[..4],
+        [
+            "--session-id",
+            minted.as_str(),
+            "--permission-mode",
+            "acceptEdits"
+        ]
+    );
+    assert_eq!(args.last(), Some(&pointer.sentence));
+    assert!(
+        !args.iter().any(|a| a == "-p"),
+        "interactive, not print mode: {args:?}"
+    );
+    assert!(
+        !args.iter().any(|a| a.contains(PROMPT)),
+        "the prompt body never enters argv"
+    );
+
+    let resumed = SessionId::new("7a1c9d52-0000-4000-8000-000000000001").unwrap();
+    let plan = AttemptPlan {
+        session: &s,
+        resume: Some(&resumed),
+        attempt: 1,
+        pointer: None,
+    };
+    let spec = ClaudeAdapter::default().interactive_command(&plan).unwrap();
+    let args: Vec<String> = spec
+        .args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        &args[..4],
+        [
+            "--resume",
+            resumed.as_str(),
+            "--permission-mode",
+            "acceptEdits"
+        ]
+    );
+    assert_eq!(spec.session_id, Some(resumed));
+}

@@ -14,6 +14,7 @@ pub const PID_FILE_ENV: &str = "FAKE_AGENT_PID_FILE";
 pub enum Mode {
     Ok,
     QuietBusy,
+    TtyProbe,
     HangAfterInit,
     TrapTerm,
     Grandchildren,
@@ -51,6 +52,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         "ok",
         Mode::Ok,
         "init, text \"hello\", result; exit 0 (--sleep-ms N between text and result)",
+    ),
+    (
+        "tty-probe",
+        Mode::TtyProbe,
+        "an interactive CLI: report whether stdin/stdout are a terminal it owns and the --pointer; read one line; exit 0",
     ),
     (
         "quiet-busy",
@@ -199,6 +205,7 @@ pub struct Opts {
     pub count: Option<u64>,
     pub sleep_ms: Option<u64>,
     pub resets_at: Option<u64>,
+    pub pointer: Option<String>,
 }
 
 /// The help text listing the modes and options.
@@ -261,6 +268,7 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
         count: None,
         sleep_ms: None,
         resets_at: None,
+        pointer: None,
     };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
@@ -305,6 +313,7 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
             "count" => opts.count = Some(number(&value)?),
             "sleep-ms" => opts.sleep_ms = Some(number(&value)?),
             "resets-at" => opts.resets_at = Some(number(&value)?),
+            "pointer" => opts.pointer = Some(value),
             _ => return Err(format!("unknown option: --{name}")),
         }
     }

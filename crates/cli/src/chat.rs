@@ -1,0 +1,88 @@
+//! `corral chat`: the interactive handoff. The provider's CLI takes over the terminal; corral
+//! keeps the record (run directory, session id) and prints how to resume afterwards.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use corral_compose::{engine_config, interactive_provider};
+use corral_ports::{AiSession, CancellationToken, Permissions, SessionId};
+
+use crate::args::ChatArgs;
+use crate::config_cmd::load_settings;
+use crate::exit::{Exit, usage};
+use crate::rundir::new_run_id;
+
+/// Runs `corral chat`.
+pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
+    let cwd = match &args.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()?,
+    };
+    let cwd =
+        std::fs::canonicalize(&cwd).map_err(|e| usage(format!("--cwd {}: {e}", cwd.display())))?;
+    let mut flags = Vec::new();
+    if let Some(p) = args.provider {
+        flags.push(("run.provider".to_string(), serde_json::json!(p.as_str())));
+    }
+    let settings = load_settings(&cwd, flags)?.settings;
+    let provider_id = settings.run.provider;
+    let prompt = match (&args.prompt_file, &args.prompt) {
+        (Some(file), _) => std::fs::read_to_string(file).map_err(|e| {
+            usage(format!(
+                "cannot read the prompt file {}: {e}",
+                file.display()
+            ))
+        })?,
+        (None, Some(text)) => text.clone(),
+        (None, None) => String::new(),
+    };
+    let resume = args
+        .resume
+        .as_deref()
+        .map(SessionId::new)
+        .transpose()
+        .map_err(|e| usage(format!("--resume: {e}")))?;
+    let provider = interactive_provider(provider_id, &settings, engine_config(&settings))
+        .map_err(|e| usage(e.to_string()))?;
+    let runs_root = {
+        let dir = PathBuf::from(&settings.run.runs_dir);
+        if dir.is_absolute() {
+            dir
+        } else {
+            cwd.join(dir)
+        }
+    };
+    let run_dir = runs_root.join(new_run_id(provider_id));
+    std::fs::create_dir_all(&run_dir)?;
+    let session = AiSession {
+        prompt: Arc::from(prompt.as_str()),
+        cwd: cwd.clone(),
+        extra_roots: Vec::new(),
+        model: args
+            .model
+            .clone()
+            .or_else(|| settings.providers.get(provider_id).model.clone()),
+        effort: None,
+        permissions: Permissions::default(),
+        resume,
+        cancel: CancellationToken::new(),
+        signals_file: run_dir.join("signals.json"),
+        output_dir: run_dir.clone(),
+        max_budget_usd: None,
+    };
+    let outcome = provider
+        .run_interactive(session)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    eprintln!();
+    if let Some(id) = &outcome.session_id {
+        eprintln!("session   {id}");
+        eprintln!("resume    corral chat --provider {provider_id} --resume {id}");
+    }
+    eprintln!("run dir   {}", run_dir.display());
+    Ok(match (outcome.cancelled, outcome.exit_code) {
+        (true, _) => Exit::Cancelled,
+        (false, Some(0)) => Exit::Success,
+        (false, _) => Exit::Crashed,
+    })
+}

@@ -1,0 +1,90 @@
+//! [`CopilotProbe`]: whether a model can be used, as far as the Copilot CLI can tell without a
+//! request, which is never.
+//!
+//! Copilot 1.0.102 has no command that lists models (its `--help` names none; the list lives
+//! behind the interactive `/model` and Copilot's online catalog, github/copilot-cli#700), and with
+//! a BYOK provider the model is whatever the provider serves. So the probe always answers
+//! [`ModelAvailability::Unknown`], and a run with a model that is not available fails with a
+//! classified `ModelUnavailable`. It still asks `copilot --version` (bounded by the settings'
+//! version timeout, through the engine's spawner), so that a missing CLI is reported before a run.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use corral_engine::{ProviderSpawn, TokioSpawner, VersionProbe, probe_version};
+use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId};
+
+use crate::settings::CopilotSettings;
+
+/// The Copilot CLI model probe.
+#[derive(Debug, Clone)]
+pub struct CopilotProbe {
+    command: PathBuf,
+    timeout: Duration,
+    spawner: Arc<dyn ProviderSpawn>,
+}
+
+impl CopilotProbe {
+    /// A probe that runs the configured `copilot`.
+    pub fn new(settings: &CopilotSettings) -> Self {
+        CopilotProbe::with_spawner(settings, Arc::new(TokioSpawner))
+    }
+
+    /// A probe that starts processes through `spawner`.
+    pub fn with_spawner(settings: &CopilotSettings, spawner: Arc<dyn ProviderSpawn>) -> Self {
+        CopilotProbe {
+            command: settings.command.clone(),
+            timeout: settings.version_timeout,
+            spawner,
+        }
+    }
+}
+
+#[async_trait]
+impl ModelAvailabilityProbe for CopilotProbe {
+    fn id(&self) -> ProviderId {
+        ProviderId::Copilot
+    }
+
+    async fn probe(&self, model: &str) -> Result<ModelAvailability, ProviderError> {
+        // The same minimal environment the engine's version check uses.
+        let env: Vec<(OsString, OsString)> = ["PATH", "HOME"]
+            .iter()
+            .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
+            .collect();
+        let found = probe_version(
+            self.spawner.as_ref(),
+            &self.command,
+            &["--version".to_string()],
+            env,
+            &std::env::temp_dir(),
+            self.timeout,
+        )
+        .await;
+        let cli = match found {
+            VersionProbe::SpawnFailed(reason) => {
+                return Err(ProviderError::CliNotFound {
+                    provider: ProviderId::Copilot,
+                    program: self.command.display().to_string(),
+                    reason,
+                });
+            }
+            VersionProbe::Found(version) => format!("Copilot CLI {version}"),
+            VersionProbe::Unparsed(_) => "Copilot CLI (version unreadable)".to_string(),
+            VersionProbe::TimedOut => format!(
+                "Copilot CLI (no answer to --version within {:?})",
+                self.timeout
+            ),
+        };
+        Ok(ModelAvailability::Unknown {
+            reason: format!(
+                "{cli} has no model listing, and only a request would show whether {model:?} \
+                 answers; run it, and a model that is not available is reported as \
+                 model-unavailable"
+            ),
+        })
+    }
+}

@@ -1,0 +1,91 @@
+//! [`GrokProbe`]: whether a model can be used, as far as the Grok CLI can tell without a paid
+//! request, which is never.
+//!
+//! Grok 1.0.x has no model listing (`grok --help` offers `-m` and nothing that lists models; the
+//! `models` array in `~/.grok/user-settings.json` is a fixed default list, not what the account
+//! may use), and the only way to learn whether a model answers is to send it a request, which
+//! costs tokens. So the probe always answers [`ModelAvailability::Unknown`], and a run with a
+//! model that does not exist fails with a classified `ModelUnavailable` where the API says so. It
+//! still asks `grok --version` (bounded by the settings' version timeout, through the engine's
+//! spawner), so that a missing CLI is reported before a run.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use corral_engine::{ProviderSpawn, TokioSpawner, VersionProbe, probe_version};
+use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId};
+
+use crate::settings::GrokSettings;
+
+/// The Grok model probe.
+#[derive(Debug, Clone)]
+pub struct GrokProbe {
+    command: PathBuf,
+    timeout: Duration,
+    spawner: Arc<dyn ProviderSpawn>,
+}
+
+impl GrokProbe {
+    /// A probe that runs the configured `grok`.
+    pub fn new(settings: &GrokSettings) -> Self {
+        GrokProbe::with_spawner(settings, Arc::new(TokioSpawner))
+    }
+
+    /// A probe that starts processes through `spawner`.
+    pub fn with_spawner(settings: &GrokSettings, spawner: Arc<dyn ProviderSpawn>) -> Self {
+        GrokProbe {
+            command: settings.command.clone(),
+            timeout: settings.version_timeout,
+            spawner,
+        }
+    }
+}
+
+#[async_trait]
+impl ModelAvailabilityProbe for GrokProbe {
+    fn id(&self) -> ProviderId {
+        ProviderId::Grok
+    }
+
+    async fn probe(&self, model: &str) -> Result<ModelAvailability, ProviderError> {
+        // The same minimal environment the engine's version check uses.
+        let env: Vec<(OsString, OsString)> = ["PATH", "HOME"]
+            .iter()
+            .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
+            .collect();
+        let found = probe_version(
+            self.spawner.as_ref(),
+            &self.command,
+            &["--version".to_string()],
+            env,
+            &std::env::temp_dir(),
+            self.timeout,
+        )
+        .await;
+        let cli = match found {
+            VersionProbe::SpawnFailed(reason) => {
+                return Err(ProviderError::CliNotFound {
+                    provider: ProviderId::Grok,
+                    program: self.command.display().to_string(),
+                    reason,
+                });
+            }
+            VersionProbe::Found(version) => format!("Grok CLI {version}"),
+            VersionProbe::Unparsed(_) => "Grok CLI (version unreadable)".to_string(),
+            VersionProbe::TimedOut => format!(
+                "Grok CLI (no answer to --version within {:?})",
+                self.timeout
+            ),
+        };
+        Ok(ModelAvailability::Unknown {
+            reason: format!(
+                "{cli} has no model listing, and only a paid request would show whether \
+                 {model:?} answers; run it, and a model the API rejects is reported as \
+                 model-unavailable"
+            ),
+        })
+    }
+}
