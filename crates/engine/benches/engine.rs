@@ -885,6 +885,31 @@ impl Bench {
                 )
                 .judged("engine − baseline ≤ 0.50 ms", verdict(diff <= 0.5)),
         );
+        // The same runs on an engine without PR_SET_PDEATHSIG, whose pre-exec hook turns the
+        // spawn into a fork: what that safety net costs per start.
+        let lean = Engine::new(EngineConfig {
+            parent_death_signal: false,
+            ..EngineConfig::default()
+        });
+        let mut l = Vec::new();
+        for _ in 0..self.opts.overhead_runs {
+            let scratch = Scratch::new();
+            l.push(
+                1e3 * self
+                    .rt
+                    .block_on(timed_run(Side::Engine, &lean, &self.fake, &scratch, &job)),
+            );
+        }
+        let ml = median(&l);
+        self.report.row(
+            Row::new("   … without PDEATHSIG", "wall per run, ms (median)")
+                .values(
+                    format!("{ml:.2}"),
+                    format!("{mb:.2}"),
+                    format!("{:+.2} ms", ml - mb),
+                )
+                .judged("(reported: the cost of the safety net)", ""),
+        );
         self.report.detail(format!(
             "overhead over {} runs each (ms): engine min {:.2} / median {me:.2} / p90 {:.2}; \
              baseline min {:.2} / median {mb:.2} / p90 {:.2}",

@@ -40,6 +40,10 @@ pub struct EngineConfig {
     pub argv_platform: ArgvPlatform,
     /// Seed for backoff jitter; `None` seeds from the clock.
     pub jitter_seed: Option<u64>,
+    /// Ask the kernel to kill each CLI when the supervisor dies (`PR_SET_PDEATHSIG`, default on).
+    /// It needs a pre-exec hook, which makes the spawn a `fork` instead of a `posix_spawn`:
+    /// about a millisecond per start on a small supervisor (see `docs/benchmarks.md`).
+    pub parent_death_signal: bool,
 }
 
 impl Default for EngineConfig {
@@ -60,6 +64,7 @@ impl Default for EngineConfig {
             ambient_env: None,
             argv_platform: ArgvPlatform::current(),
             jitter_seed: None,
+            parent_death_signal: true,
         }
     }
 }

@@ -103,6 +103,7 @@ impl Engine {
             env: env.vars.iter().map(|(k, v)| (k.into(), v.into())).collect(),
             cwd: session.cwd.clone(),
             stdin: StdinMode::Terminal,
+            parent_death_signal: config.parent_death_signal,
         };
         if let Some(id) = &spec.session_id {
             persist(&session, provider.as_str(), id, &mut log);

@@ -41,6 +41,8 @@ pub struct SpawnRequest {
     pub cwd: PathBuf,
     /// Where stdin comes from.
     pub stdin: StdinMode,
+    /// Whether the child dies with the supervisor (`PR_SET_PDEATHSIG`).
+    pub parent_death_signal: bool,
 }
 
 /// How a child ended.
@@ -161,7 +163,9 @@ impl ProviderSpawn for TokioSpawner {
         } else {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
-        pdeathsig::install(&mut cmd);
+        if request.parent_death_signal {
+            pdeathsig::install(&mut cmd);
+        }
         become_subreaper();
         // Registered before the spawn returns, so no sweep can see the pid unregistered.
         let mut registry = TOKIO_CHILDREN

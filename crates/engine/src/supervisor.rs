@@ -312,6 +312,7 @@ impl<'a> Run<'a> {
                 } else {
                     StdinMode::Null
                 },
+                parent_death_signal: config.parent_death_signal,
             };
             let child = match self.engine.spawner.spawn(&request) {
                 Ok(child) => child,

@@ -55,6 +55,7 @@ pub async fn probe_version(
         env,
         cwd: cwd.to_path_buf(),
         stdin: StdinMode::Null,
+        parent_death_signal: true,
     };
     let mut child = match spawner.spawn(&request) {
         Ok(c) => c,
