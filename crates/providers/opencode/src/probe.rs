@@ -99,6 +99,7 @@ impl OpencodeProbe {
             env: self.env.clone(),
             cwd: std::env::temp_dir(),
             stdin: StdinMode::Null,
+            parent_death_signal: true,
         };
         let mut child = self
             .spawner
