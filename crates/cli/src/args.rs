@@ -32,6 +32,12 @@ pub enum Command {
     /// Settings.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print the capability table: what each provider's CLI can and cannot do.
+    Providers {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check each provider's CLI: found, version against the tested range, credentials.
     Doctor(DoctorArgs),
     /// Print shell completions.
@@ -153,6 +159,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Runs(cmd) => crate::runs::runs(cmd).await,
         Command::Config(ConfigCommand::Show { json }) => crate::config_cmd::show(json),
         Command::Doctor(args) => crate::doctor::doctor(args).await,
+        Command::Providers { json } => crate::providers::print(json),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "corral", &mut std::io::stdout());

@@ -9,6 +9,7 @@ mod chat;
 mod config_cmd;
 mod doctor;
 mod exit;
+mod providers;
 mod render;
 mod run;
 mod rundir;

@@ -110,6 +110,18 @@ pub fn interactive_provider(
     Ok(provider(id, settings, config)?)
 }
 
+/// Provider `id`'s row in the capability table: what its CLI can and cannot do, as its adapter
+/// declares it (with default settings).
+pub fn capabilities(id: ProviderId) -> corral_ports::Capabilities {
+    match id {
+        ProviderId::Claude => corral_claude::adapter::CAPABILITIES,
+        ProviderId::Codex => corral_codex::adapter::CAPABILITIES,
+        ProviderId::Copilot => corral_copilot::adapter::CAPABILITIES,
+        ProviderId::Opencode => corral_opencode::adapter::CAPABILITIES,
+        ProviderId::Grok => corral_grok::adapter::CAPABILITIES,
+    }
+}
+
 /// The providers this build can run.
 pub fn available() -> Vec<&'static str> {
     ProviderId::ALL

@@ -14,8 +14,8 @@ mod layers;
 mod settings;
 
 pub use factory::{
-    ComposeError, Provider, ProviderFacts, available, engine_config, headless_provider,
-    interactive_provider, provider, provider_facts, provider_settings,
+    ComposeError, Provider, ProviderFacts, available, capabilities, engine_config,
+    headless_provider, interactive_provider, provider, provider_facts, provider_settings,
 };
 pub use layers::{LoadedSettings, SettingSource, SettingsError, SettingsSources, ValueWithSource};
 pub use settings::{

@@ -69,3 +69,30 @@ fn completions_are_generated() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("corral"));
 }
+
+#[test]
+fn providers_prints_the_capability_table_and_docs_carry_the_same() {
+    let env = Env::new();
+    let out = env.corral().args(["providers"]).output().unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    for id in ["claude", "codex", "copilot", "opencode", "grok"] {
+        assert!(table.lines().next().unwrap().contains(id), "{table}");
+    }
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/providers.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (start, end) = (
+        "<!-- capability-table:start -->\n",
+        "<!-- capability-table:end -->",
+    );
+    let from = doc.find(start).expect("start marker") + start.len();
+    let to = doc.find(end).expect("end marker");
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{}{table}{}", &doc[..from], &doc[to..])).unwrap();
+        return;
+    }
+    assert!(
+        doc[from..to] == table,
+        "docs/providers.md's capability table is stale; run `UPDATE_DOCS=1 cargo test -p corral-cli providers`"
+    );
+}

@@ -186,8 +186,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
             Gate::WebAccess,
             "no flag closes the network: bash can reach it, and with a model whose name holds \
              'grok' Grok asks the API for server-side live search whenever the prompt holds words \
-             such as 'now' or 'latest' or a year (the pointer sentence says 'now', run \
-             directories carry the year)",
+             such as 'now' or 'latest' or a year (the pointer names the run directory, which \
+             carries the year)",
         ),
         (
             Gate::ExtraRoots,

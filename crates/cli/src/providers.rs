@@ -1,0 +1,151 @@
+//! `corral providers`: the capability table, rendered from what each adapter declares.
+
+use corral_compose::capabilities;
+use corral_ports::{Capabilities, CostReporting, Gate, PromptChannel, ProviderId, SessionIdTiming};
+
+use crate::exit::Exit;
+
+fn gate(g: Gate) -> &'static str {
+    match g {
+        Gate::EditFiles => "edit files",
+        Gate::RunShell => "run shell",
+        Gate::WebAccess => "web access",
+        Gate::ExtraRoots => "extra roots",
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn row(
+    label: &str,
+    cell: impl Fn(&Capabilities) -> String,
+    caps: &[(ProviderId, Capabilities)],
+) -> String {
+    let cells: Vec<String> = caps.iter().map(|(_, c)| cell(c)).collect();
+    format!("| {label} | {} |", cells.join(" | "))
+}
+
+/// The table and the named over-grants, as Markdown.
+pub fn render() -> String {
+    let caps: Vec<(ProviderId, Capabilities)> = ProviderId::ALL
+        .iter()
+        .map(|&id| (id, capabilities(id)))
+        .collect();
+    let mut out = String::new();
+    let names: Vec<&str> = caps.iter().map(|(id, _)| id.as_str()).collect();
+    out.push_str(&format!("| | {} |\n", names.join(" | ")));
+    out.push_str(&format!("|---|{}\n", "---|".repeat(caps.len())));
+    let lines = [
+        row(
+            "prompt",
+            |c| {
+                match c.prompt {
+                    PromptChannel::Stdin => "stdin",
+                    PromptChannel::PointerFile => "pointer file",
+                }
+                .to_string()
+            },
+            &caps,
+        ),
+        row(
+            "session id",
+            |c| {
+                match c.session_id {
+                    SessionIdTiming::MintedUpFront => "minted up front",
+                    SessionIdTiming::FirstLine => "first line",
+                    SessionIdTiming::FirstEvent => "first event",
+                    SessionIdTiming::LastLine => "last line",
+                    SessionIdTiming::Never => "none",
+                }
+                .to_string()
+            },
+            &caps,
+        ),
+        row("headless resume", |c| yes(c.resume).to_string(), &caps),
+        row("effort forwarded", |c| yes(c.effort).to_string(), &caps),
+        row(
+            "cost reported",
+            |c| {
+                match c.cost {
+                    CostReporting::TokensAndUsd => "tokens + USD",
+                    CostReporting::TokensOnly => "tokens",
+                    CostReporting::PremiumRequests => "premium requests",
+                    CostReporting::None => "none",
+                }
+                .to_string()
+            },
+            &caps,
+        ),
+        row(
+            "streams while working",
+            |c| yes(c.streaming).to_string(),
+            &caps,
+        ),
+        row(
+            "gates enforced",
+            |c| {
+                if c.enforced_gates.is_empty() {
+                    "none".to_string()
+                } else {
+                    c.enforced_gates
+                        .iter()
+                        .map(|g| gate(*g))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            },
+            &caps,
+        ),
+        row(
+            "gates over-granted",
+            |c| {
+                if c.over_grants.is_empty() {
+                    "none".to_string()
+                } else {
+                    c.over_grants
+                        .iter()
+                        .map(|(g, _)| gate(*g))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            },
+            &caps,
+        ),
+    ];
+    for line in lines {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str("\nOver-grants, as each adapter names them:\n\n");
+    for (id, c) in &caps {
+        for (g, why) in c.over_grants {
+            out.push_str(&format!(
+                "- **{id}, {}**: {}\n",
+                gate(*g),
+                why.split_whitespace().collect::<Vec<_>>().join(" ")
+            ));
+        }
+    }
+    out
+}
+
+/// Prints the table.
+pub fn print(json: bool) -> anyhow::Result<Exit> {
+    if json {
+        let all: serde_json::Map<String, serde_json::Value> = ProviderId::ALL
+            .iter()
+            .map(|&id| {
+                Ok((
+                    id.as_str().to_string(),
+                    serde_json::to_value(capabilities(id))?,
+                ))
+            })
+            .collect::<Result<_, serde_json::Error>>()?;
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    } else {
+        print!("{}", render());
+    }
+    Ok(Exit::Success)
+}
