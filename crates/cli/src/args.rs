@@ -67,6 +67,12 @@ pub struct RunArgs {
     /// Send the prompt as it is, without the section that asks for signals.json.
     #[arg(long)]
     pub no_contract: bool,
+    /// The sandbox backend (default: the `sandbox.backend` setting, `auto`).
+    #[arg(long, value_parser = ["auto", "native", "bubblewrap"])]
+    pub sandbox: Option<String>,
+    /// Run natively even though the sandbox guarantees go unenforced (recorded in run.json).
+    #[arg(long)]
+    pub allow_degraded_native: bool,
     /// Read the prompt from this file.
     #[arg(long, conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,

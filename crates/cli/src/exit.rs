@@ -51,7 +51,7 @@ impl Exit {
     /// The exit code for a provider error.
     pub fn for_error(err: &ProviderError) -> Exit {
         match err {
-            ProviderError::InvalidSession { .. } => Exit::BadInput,
+            ProviderError::InvalidSession { .. } | ProviderError::Unsandboxed { .. } => Exit::BadInput,
             ProviderError::CliNotFound { .. }
             | ProviderError::SpawnFailed { .. }
             | ProviderError::ArgvTooLong { .. }

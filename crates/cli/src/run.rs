@@ -136,6 +136,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     if let Some(p) = args.provider {
         flags.push(("run.provider".to_string(), serde_json::json!(p.as_str())));
     }
+    if let Some(backend) = &args.sandbox {
+        flags.push(("sandbox.backend".to_string(), serde_json::json!(backend)));
+    }
+    if args.allow_degraded_native {
+        flags.push(("sandbox.allow_degraded_native".to_string(), serde_json::json!(true)));
+    }
     let loaded = load_settings(&cwd, flags)?;
     let settings = &loaded.settings;
     let provider_id = settings.run.provider;
@@ -199,6 +205,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         duration_ms: None,
         error: None,
         resume_command: None,
+        attestation: None,
     };
     write_record(&run_dir, &record)?;
 
@@ -319,6 +326,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     record.resume_command = session_id
         .as_ref()
         .map(|s| resume_command(provider_id, &cwd, s));
+    record.attestation = last_output
+        .as_ref()
+        .and_then(|o| o.attestation.clone())
+        .or_else(|| last_error.as_ref().and_then(|e| e.evidence()).and_then(|e| e.attestation.clone()));
     match &verdict {
         SignalsVerdict::NotChecked => {}
         SignalsVerdict::Valid { kinds, .. } => {

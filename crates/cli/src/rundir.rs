@@ -45,6 +45,9 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// The command that resumes this run's session.
     pub resume_command: Option<String>,
+    /// What the sandbox enforced.
+    #[serde(default)]
+    pub attestation: Option<corral_ports::Attestation>,
 }
 
 /// A new run id: UTC time, provider, and a short random suffix, sortable by start time.

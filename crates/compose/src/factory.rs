@@ -43,6 +43,13 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
         },
         env_inherit: settings.env.inherit,
         env_allow: settings.env.allow.clone(),
+        sandbox: corral_engine::SandboxConfig {
+            backend: settings.sandbox.backend,
+            allow_degraded_native: settings.sandbox.allow_degraded_native,
+            network: settings.sandbox.network,
+            home: settings.sandbox.home,
+            bwrap: settings.sandbox.bwrap.clone().into(),
+        },
         ..EngineConfig::default()
     }
 }

@@ -19,6 +19,6 @@ pub use factory::{
 };
 pub use layers::{LoadedSettings, SettingSource, SettingsError, SettingsSources, ValueWithSource};
 pub use settings::{
-    EnvSettings, ProviderSettings, ProvidersSettings, RetrySettings, RunSettings, Settings,
-    settings_json_schema,
+    EnvSettings, ProviderSettings, ProvidersSettings, RetrySettings, RunSettings, SandboxSettings,
+    Settings, settings_json_schema,
 };

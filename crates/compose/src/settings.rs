@@ -22,6 +22,37 @@ pub struct Settings {
     /// Per-provider settings.
     #[garde(dive)]
     pub providers: ProvidersSettings,
+    /// The sandbox the CLIs run in.
+    #[garde(dive)]
+    pub sandbox: SandboxSettings,
+}
+
+/// `[sandbox]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxSettings {
+    /// `auto` (bubblewrap where it works, else native with consent), `native` or `bubblewrap`.
+    #[garde(skip)]
+    #[schemars(with = "String")]
+    pub backend: corral_engine::BackendChoice,
+    /// Run natively even though the policy's guarantees go unenforced (recorded in the run's
+    /// attestation). Never implied: without it such a run refuses to start.
+    #[garde(skip)]
+    pub allow_degraded_native: bool,
+    /// `host` or `none`. With `none` the CLI cannot reach its model API either.
+    #[garde(skip)]
+    #[schemars(with = "String")]
+    pub network: corral_engine::NetworkPolicy,
+    /// `host` or `isolated` (only the CLI's own state paths stay visible).
+    #[garde(skip)]
+    #[schemars(with = "String")]
+    pub home: corral_engine::HomePolicy,
+    /// The bubblewrap program.
+    #[garde(length(min = 1))]
+    pub bwrap: String,
+    /// Refuse to start when the git work tree has uncommitted changes.
+    #[garde(skip)]
+    pub refuse_dirty_tree: bool,
 }
 
 /// `[run]`
@@ -58,6 +89,19 @@ impl Default for RunSettings {
             kill_grace_ms: 10_000,
             max_line_bytes: 8 * 1024 * 1024,
             runs_dir: ".corral/runs".to_string(),
+        }
+    }
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            backend: corral_engine::BackendChoice::Auto,
+            allow_degraded_native: false,
+            network: corral_engine::NetworkPolicy::Host,
+            home: corral_engine::HomePolicy::Host,
+            bwrap: "bwrap".to_string(),
+            refuse_dirty_tree: false,
         }
     }
 }

@@ -154,6 +154,12 @@ pub trait CliAdapter: Send + Sync {
     fn version_check(&self) -> Option<VersionCheck> {
         None
     }
+    /// The CLI's own state (sessions, config, caches) under `home`, which a sandbox must leave
+    /// writable. A path without an extension is a directory (created when missing).
+    fn state_paths(&self, home: &std::path::Path) -> Vec<PathBuf> {
+        let _ = home;
+        Vec::new()
+    }
     /// How the idle watchdog tells a live CLI from a hung one.
     fn liveness(&self) -> Liveness {
         Liveness::Output

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::argv::ArgvPlatform;
 use crate::backoff::RetryPolicy;
 use crate::env::EnvInherit;
+use crate::sandbox::SandboxConfig;
 
 /// How the engine supervises runs.
 #[derive(Debug, Clone)]
@@ -44,6 +45,8 @@ pub struct EngineConfig {
     /// It needs a pre-exec hook, which makes the spawn a `fork` instead of a `posix_spawn`:
     /// about a millisecond per start on a small supervisor (see `docs/benchmarks.md`).
     pub parent_death_signal: bool,
+    /// The sandbox: backend, consent to degrade, network and home policy.
+    pub sandbox: SandboxConfig,
 }
 
 impl Default for EngineConfig {
@@ -65,6 +68,7 @@ impl Default for EngineConfig {
             argv_platform: ArgvPlatform::current(),
             jitter_seed: None,
             parent_death_signal: true,
+            sandbox: SandboxConfig::default(),
         }
     }
 }

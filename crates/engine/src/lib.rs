@@ -23,9 +23,11 @@ mod config;
 mod env;
 mod files;
 mod framing;
+mod git_check;
 mod interactive;
 mod log;
 mod proc;
+mod sandbox;
 mod spawn;
 mod supervisor;
 mod tail;
@@ -48,9 +50,17 @@ pub use files::{
     persist_session, write_atomic, write_prompt_pointer,
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
+pub use git_check::{
+    Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, git_snapshot, strays,
+};
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{EVENTS_FILE, ExecutionLog, KillReason};
 pub use proc::RUN_TOKEN_VAR;
+pub use sandbox::{
+    BackendChoice, HomePolicy, NetworkPolicy, Paths as SandboxPaths, Refusal, SandboxConfig,
+    SandboxPlan, bubblewrap_usable, bwrap_args, plan as plan_sandbox,
+    requested as requested_guarantees,
+};
 pub use spawn::{
     ChildInput, ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild, StdinMode,
     TokioSpawner, group_alive, signal_group,

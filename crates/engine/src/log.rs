@@ -53,6 +53,8 @@ pub enum Record<'a> {
         /// Prompt size in bytes (the prompt itself is in `prompt.md`, not here).
         prompt_bytes: usize,
     },
+    /// What the sandbox enforces for this run.
+    Attestation(&'a corral_ports::Attestation),
     /// The CLI's version was checked.
     VersionChecked {
         /// The program.

@@ -8,6 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
+use std::path::PathBuf;
+
+use corral_ports::SandboxBackend;
 use corral_ports::{
     AiSession, HeadlessAiProvider, InteractiveAiProvider, InteractiveOutcome, NoopObserver,
     Outcome, ProviderError, ProviderId, ProviderOutput, RunEvidence, RunObserver, SessionId, Usage,
@@ -135,6 +138,7 @@ struct Run<'a> {
     start: Instant,
     signals_before: Option<(u64, Option<SystemTime>)>,
     run_id: String,
+    attestation: Option<corral_ports::Attestation>,
 }
 
 fn io_error(provider: ProviderId, path: &Path, e: &std::io::Error) -> ProviderError {
@@ -187,6 +191,7 @@ impl<'a> Run<'a> {
             start,
             signals_before,
             run_id,
+            attestation: None,
         })
     }
 
@@ -211,6 +216,33 @@ impl<'a> Run<'a> {
                 prompt_bytes: self.session.prompt.len(),
             },
         );
+        let sandbox = match crate::sandbox::plan(
+            &config.sandbox,
+            &self.session.permissions,
+            crate::sandbox::bubblewrap_usable,
+        ) {
+            Ok(plan) => plan,
+            Err(refusal) => {
+                let err = ProviderError::Unsandboxed {
+                    provider: self.provider,
+                    backend: refusal.backend,
+                    unenforced: refusal.unenforced,
+                    hint: refusal.hint,
+                };
+                self.log.record(
+                    0,
+                    &Record::Classified {
+                        class: "unsandboxed",
+                        detail: err.to_string(),
+                    },
+                );
+                self.log.flush();
+                return Err(err);
+            }
+        };
+        self.log
+            .record(0, &Record::Attestation(&sandbox.attestation));
+        self.attestation = Some(sandbox.attestation.clone());
         let cli_version = match self.adapter.version_check() {
             Some(check) => self.check_version(&check).await?,
             None => None,
@@ -276,11 +308,57 @@ impl<'a> Run<'a> {
                     )
                 })),
             };
-            let env_os: Vec<(OsString, OsString)> =
+            let mut env_os: Vec<(OsString, OsString)> =
                 env.vars.iter().map(|(k, v)| (k.into(), v.into())).collect();
+            let (program, args) = match sandbox.backend {
+                SandboxBackend::Native => (spec.program.clone(), spec.args.clone()),
+                SandboxBackend::Bubblewrap => {
+                    let home = env
+                        .vars
+                        .iter()
+                        .find(|(k, _)| k == "HOME")
+                        .map(|(_, v)| PathBuf::from(v));
+                    let state = home
+                        .as_deref()
+                        .map(|h| self.adapter.state_paths(h))
+                        .unwrap_or_default();
+                    crate::sandbox::prepare_state(&state);
+                    let tmp = crate::sandbox::private_tmp(&self.session.output_dir);
+                    fs::create_dir_all(&tmp).map_err(|e| io_error(self.provider, &tmp, &e))?;
+                    env_os.retain(|(k, _)| k != "TMPDIR");
+                    env_os.push(("TMPDIR".into(), tmp.into_os_string()));
+                    let mut args = crate::sandbox::bwrap_args(
+                        &config.sandbox,
+                        &self.session.permissions,
+                        &crate::sandbox::Paths {
+                            cwd: &self.session.cwd,
+                            output_dir: &self.session.output_dir,
+                            extra_roots: &self.session.extra_roots,
+                            state: &state,
+                            home: home.as_deref(),
+                        },
+                    );
+                    // Inside the sandbox bubblewrap would report a missing CLI as its own failure;
+                    // resolve it here so the error says what it is.
+                    let path_var = env
+                        .vars
+                        .iter()
+                        .find(|(k, _)| k == "PATH")
+                        .map(|(_, v)| v.as_str());
+                    let resolved = resolve_program(&spec.program, path_var, &self.session.cwd)
+                        .ok_or_else(|| ProviderError::CliNotFound {
+                            provider: self.provider,
+                            program: spec.program.display().to_string(),
+                            reason: "not found on the child's PATH".to_string(),
+                        })?;
+                    args.push(resolved.into_os_string());
+                    args.extend(spec.args.iter().cloned());
+                    (config.sandbox.bwrap.clone(), args)
+                }
+            };
             let argv_bytes = check_argv(
-                spec.program.as_os_str(),
-                spec.args.iter().map(|a| a.as_os_str()),
+                program.as_os_str(),
+                args.iter().map(|a| a.as_os_str()),
                 env_block_bytes(env_os.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()))),
                 config.argv_platform,
             )
@@ -303,8 +381,8 @@ impl<'a> Run<'a> {
                 (Some(_), false) => "prompt",
             };
             let request = SpawnRequest {
-                program: spec.program.clone(),
-                args: spec.args.clone(),
+                program,
+                args,
                 env: env_os,
                 cwd: self.session.cwd.clone(),
                 stdin: if stdin_prompt.is_some() {
@@ -320,19 +398,19 @@ impl<'a> Run<'a> {
                     self.log.record(
                         attempt,
                         &Record::SpawnFailed {
-                            program: &spec.program,
+                            program: &request.program,
                             error: e.to_string(),
                         },
                     );
                     self.log.flush();
-                    return Err(self.spawn_error(&spec.program, &e, argv_bytes));
+                    return Err(self.spawn_error(&request.program, &e, argv_bytes));
                 }
             };
             self.log.record(
                 attempt,
                 &Record::Spawn {
-                    program: &spec.program,
-                    args: spec
+                    program: &request.program,
+                    args: request
                         .args
                         .iter()
                         .map(|a| a.to_string_lossy().into_owned())
@@ -503,6 +581,7 @@ impl<'a> Run<'a> {
                         attempts: attempt,
                         duration: self.start.elapsed(),
                         final_text: result.final_text,
+                        attestation: self.attestation.clone(),
                     });
                 }
                 AttemptClass::StaleSession => {
@@ -601,6 +680,7 @@ impl<'a> Run<'a> {
             signal: result.exit.and_then(|e| e.signal),
             stderr_tail: result.stderr_tail.clone(),
             log_path: Some(self.log.path().to_path_buf()),
+            attestation: self.attestation.clone(),
         })
     }
 
@@ -766,6 +846,25 @@ impl<'a> Run<'a> {
     }
 }
 
+/// Where `program` is: as given when it names a path, else the first executable on `path`.
+fn resolve_program(program: &Path, path: Option<&str>, cwd: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.components().count() > 1 {
+        let full = if program.is_absolute() {
+            program.to_path_buf()
+        } else {
+            cwd.join(program)
+        };
+        return executable(&full).then_some(full);
+    }
+    std::env::split_paths(path?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
 fn describe(result: &AttemptResult) -> String {
     let exit = result
         .exit
@@ -875,6 +974,11 @@ mod tests {
                 ("PATH".into(), "/bin".into()),
                 ("SECRET_TOKEN".into(), "x".into()),
             ]),
+            sandbox: crate::sandbox::SandboxConfig {
+                backend: crate::sandbox::BackendChoice::Native,
+                allow_degraded_native: true,
+                ..crate::sandbox::SandboxConfig::default()
+            },
             ..EngineConfig::default()
         };
         Engine::with_spawner(config, Arc::new(spawner))

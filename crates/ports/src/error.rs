@@ -28,6 +28,9 @@ pub struct RunEvidence {
     pub stderr_tail: String,
     /// The execution log (`events.jsonl`), if one was written.
     pub log_path: Option<PathBuf>,
+    /// What the sandbox enforced for this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<crate::Attestation>,
 }
 
 /// How a caller should treat an error.
@@ -189,6 +192,20 @@ pub enum ProviderError {
         /// What was gathered.
         evidence: Box<RunEvidence>,
     },
+    /// The execution policy asks for guarantees the chosen sandbox backend cannot enforce, and
+    /// running degraded was not consented to. Not retryable: install or allow an enforcing
+    /// backend (bubblewrap), relax the policy, or consent (`--allow-degraded-native`).
+    #[error("{provider}: refusing to run: the {backend} backend cannot enforce {}; {hint}", .unenforced.iter().map(|u| format!("{} ({})", u.guarantee, u.why)).collect::<Vec<_>>().join(", "))]
+    Unsandboxed {
+        /// The provider.
+        provider: ProviderId,
+        /// The backend that would have run.
+        backend: crate::SandboxBackend,
+        /// Each guarantee it cannot enforce, and why.
+        unenforced: Vec<crate::Unenforced>,
+        /// What the user can do.
+        hint: String,
+    },
     /// Writing the run's own files failed (run directory, log, session id file). Not retryable
     /// until the disk problem is fixed.
     #[error("{provider}: cannot write {path:?}: {reason}")]
@@ -232,6 +249,7 @@ impl ProviderError {
             | ProviderError::InvalidSession { .. }
             | ProviderError::ModelUnavailable { .. }
             | ProviderError::Refused { .. }
+            | ProviderError::Unsandboxed { .. }
             | ProviderError::StaleSession { .. }
             | ProviderError::Io { .. } => ErrorClass::Permanent,
             ProviderError::Cancelled { .. } => ErrorClass::Cancelled,
@@ -251,6 +269,7 @@ impl ProviderError {
             | ProviderError::ArgvTooLong { .. }
             | ProviderError::VersionMismatch { .. }
             | ProviderError::InvalidSession { .. }
+            | ProviderError::Unsandboxed { .. }
             | ProviderError::Io { .. } => Outcome::SpawnFailed,
             ProviderError::RateLimited { .. } => Outcome::RateLimited,
             ProviderError::ModelUnavailable { .. } => Outcome::ModelUnavailable,
@@ -279,6 +298,7 @@ impl ProviderError {
             | ProviderError::ArgvTooLong { .. }
             | ProviderError::VersionMismatch { .. }
             | ProviderError::InvalidSession { .. }
+            | ProviderError::Unsandboxed { .. }
             | ProviderError::Io { .. } => None,
         }
     }

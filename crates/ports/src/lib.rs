@@ -10,6 +10,7 @@
 //! provider's flags and stream format. Its only dependencies are serde, thiserror, async-trait and
 //! tokio-util's cancellation token (a synchronisation primitive, not a runtime).
 
+mod attestation;
 mod capabilities;
 mod error;
 mod event;
@@ -17,6 +18,7 @@ mod provider;
 mod session;
 mod usage;
 
+pub use attestation::{Attestation, Guarantee, SandboxBackend, Unenforced};
 pub use capabilities::{Capabilities, CostReporting, Gate, PromptChannel, SessionIdTiming};
 pub use error::{ErrorClass, ProviderError, RunEvidence};
 pub use event::{AgentEvent, RateLimitInfo};

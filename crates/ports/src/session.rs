@@ -288,6 +288,9 @@ pub struct ProviderOutput {
     pub duration: Duration,
     /// The final text the agent reported, if any.
     pub final_text: Option<String>,
+    /// What the sandbox enforced for this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<crate::Attestation>,
 }
 
 mod duration_ms {

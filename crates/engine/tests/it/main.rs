@@ -14,8 +14,10 @@
 mod support;
 
 mod faults;
+mod git_check;
 mod interactive;
 mod liveness;
 mod pdeathsig;
 mod retries;
+mod sandbox;
 mod scale;

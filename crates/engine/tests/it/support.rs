@@ -279,6 +279,13 @@ pub fn fast_config() -> EngineConfig {
             max_reset_wait: Duration::from_secs(5),
         },
         jitter_seed: Some(42),
+        // These tests exercise supervision, not the sandbox (see sandbox.rs): run natively, with
+        // the consent that requires.
+        sandbox: corral_engine::SandboxConfig {
+            backend: corral_engine::BackendChoice::Native,
+            allow_degraded_native: true,
+            ..corral_engine::SandboxConfig::default()
+        },
         ..EngineConfig::default()
     }
 }

@@ -263,6 +263,11 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for ClaudeAdapter {
+    /// Claude Code keeps sessions, settings and credentials in `~/.claude`, and its global config in `~/.claude.json`.
+    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
+        vec![home.join(".claude"), home.join(".claude.json")]
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Claude
     }

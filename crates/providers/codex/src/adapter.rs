@@ -364,6 +364,11 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for CodexAdapter {
+    /// Codex keeps its config, sessions (rollouts) and logs in `$CODEX_HOME` (default `~/.codex`).
+    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
+        vec![std::env::var_os("CODEX_HOME").map_or_else(|| home.join(".codex"), PathBuf::from)]
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Codex
     }

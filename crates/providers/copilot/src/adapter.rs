@@ -326,6 +326,11 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for CopilotAdapter {
+    /// Copilot keeps sessions and config in `~/.copilot` and unpacks its runtime into `~/.cache/copilot`.
+    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
+        vec![home.join(".copilot"), home.join(".cache").join("copilot")]
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Copilot
     }

@@ -205,6 +205,11 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for GrokAdapter {
+    /// Grok keeps user settings in `~/.grok` (and project settings in the working directory's `.grok`, which is writable anyway).
+    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
+        vec![home.join(".grok")]
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Grok
     }

@@ -274,6 +274,16 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for OpencodeAdapter {
+    /// OpenCode keeps config, sessions, caches and state in its four XDG directories.
+    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
+        vec![
+            home.join(".config").join("opencode"),
+            home.join(".local").join("share").join("opencode"),
+            home.join(".cache").join("opencode"),
+            home.join(".local").join("state").join("opencode"),
+        ]
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Opencode
     }

@@ -134,6 +134,31 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
             println!("tty-probe got={}", line.trim_end());
             Ok(0)
         }
+        Mode::FsProbe => {
+            out.line(&FakeLine::init(&session))?;
+            if let Some(path) = &opts.read {
+                let verdict = match std::fs::read(path) {
+                    Ok(_) => "ok".to_string(),
+                    Err(e) => format!("denied ({e})"),
+                };
+                out.line(&FakeLine::text(format!(
+                    "read {}: {verdict}",
+                    path.display()
+                )))?;
+            }
+            if let Some(path) = &opts.write {
+                let verdict = match std::fs::write(path, "written by fs-probe\n") {
+                    Ok(()) => "ok".to_string(),
+                    Err(e) => format!("denied ({e})"),
+                };
+                out.line(&FakeLine::text(format!(
+                    "write {}: {verdict}",
+                    path.display()
+                )))?;
+            }
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
         Mode::QuietBusy => {
             // Like a CLI that prints nothing until the end, but visibly works meanwhile.
             let until = std::time::Instant::now()

@@ -142,6 +142,13 @@ fn config() -> EngineConfig {
             ("PATH".into(), "/usr/bin:/bin".into()),
             ("GROK_API_KEY".into(), "sk-test".into()),
         ]),
+        // Grok's output under supervision is the subject here, not the sandbox: run natively,
+        // with the consent that requires.
+        sandbox: corral_engine::SandboxConfig {
+            backend: corral_engine::BackendChoice::Native,
+            allow_degraded_native: true,
+            ..corral_engine::SandboxConfig::default()
+        },
         ..EngineConfig::default()
     }
 }

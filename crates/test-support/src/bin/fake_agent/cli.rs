@@ -14,6 +14,7 @@ pub const PID_FILE_ENV: &str = "FAKE_AGENT_PID_FILE";
 pub enum Mode {
     Ok,
     QuietBusy,
+    FsProbe,
     TtyProbe,
     HangAfterInit,
     TrapTerm,
@@ -57,6 +58,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         "tty-probe",
         Mode::TtyProbe,
         "an interactive CLI: report whether stdin/stdout are a terminal it owns and the --pointer; read one line; exit 0",
+    ),
+    (
+        "fs-probe",
+        Mode::FsProbe,
+        "try to read --read PATH and write --write PATH, report each as text; then result; exit 0",
     ),
     (
         "quiet-busy",
@@ -206,6 +212,8 @@ pub struct Opts {
     pub sleep_ms: Option<u64>,
     pub resets_at: Option<u64>,
     pub pointer: Option<String>,
+    pub read: Option<PathBuf>,
+    pub write: Option<PathBuf>,
 }
 
 /// The help text listing the modes and options.
@@ -269,6 +277,8 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
         sleep_ms: None,
         resets_at: None,
         pointer: None,
+        read: None,
+        write: None,
     };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
@@ -314,6 +324,8 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
             "sleep-ms" => opts.sleep_ms = Some(number(&value)?),
             "resets-at" => opts.resets_at = Some(number(&value)?),
             "pointer" => opts.pointer = Some(value),
+            "read" => opts.read = Some(value.into()),
+            "write" => opts.write = Some(value.into()),
             _ => return Err(format!("unknown option: --{name}")),
         }
     }

@@ -1,0 +1,453 @@
+//! Execution policy and sandbox backends: what a run may touch, which backend enforces it, and
+//! the attestation of what was enforced.
+//!
+//! A policy asks for guarantees ([`Guarantee`]): writes confined and the process tree contained
+//! always; the working directory read-only when the session may not edit files; no network and
+//! a hidden home when the settings say so. The `bubblewrap` backend enforces all of them: a
+//! read-only view of `/`, writable binds for exactly the working directory (when writable), the
+//! run directory, the extra roots and the CLI's declared state paths, a private `TMPDIR`, a
+//! fresh pid namespace (so a `setsid` grandchild dies with the run) and `--die-with-parent`. The
+//! `native` backend enforces none of them: it is an isolated workspace, not a sandbox. A run
+//! whose guarantees the chosen backend cannot enforce refuses to start unless the caller
+//! consented (`allow_degraded_native`); degradation is never chosen silently.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use corral_ports::{Attestation, Guarantee, Permissions, SandboxBackend, Unenforced};
+
+/// Which backend to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendChoice {
+    /// bubblewrap where it works; otherwise native, which then needs consent.
+    #[default]
+    Auto,
+    /// A plain child process.
+    Native,
+    /// bubblewrap, or refuse.
+    Bubblewrap,
+}
+
+impl BackendChoice {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Native => "native",
+            BackendChoice::Bubblewrap => "bubblewrap",
+        }
+    }
+}
+
+/// Network access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkPolicy {
+    /// The host's network (the CLIs need their model API).
+    #[default]
+    Host,
+    /// No network at all (a fresh network namespace with only its own loopback).
+    None,
+}
+
+/// The user's home directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HomePolicy {
+    /// Visible (read-only under bubblewrap, but for the CLI's state paths).
+    #[default]
+    Host,
+    /// Hidden: only the CLI's declared state paths are visible.
+    Isolated,
+}
+
+/// The sandbox part of the execution policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// Which backend.
+    pub backend: BackendChoice,
+    /// Run natively even though guarantees go unenforced (recorded in the attestation).
+    pub allow_degraded_native: bool,
+    /// Network access.
+    pub network: NetworkPolicy,
+    /// Home directory visibility.
+    pub home: HomePolicy,
+    /// The bubblewrap program.
+    pub bwrap: PathBuf,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            backend: BackendChoice::Auto,
+            allow_degraded_native: false,
+            network: NetworkPolicy::Host,
+            home: HomePolicy::Host,
+            bwrap: PathBuf::from("bwrap"),
+        }
+    }
+}
+
+/// Where a run may write, besides the guarantees.
+#[derive(Debug, Clone)]
+pub struct Paths<'a> {
+    /// The working directory.
+    pub cwd: &'a Path,
+    /// The run directory.
+    pub output_dir: &'a Path,
+    /// Extra roots.
+    pub extra_roots: &'a [PathBuf],
+    /// The CLI's own state (sessions, config, caches), declared by its adapter.
+    pub state: &'a [PathBuf],
+    /// The home directory the CLI sees.
+    pub home: Option<&'a Path>,
+}
+
+/// The decision for one run: the backend and what it enforces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxPlan {
+    /// The backend that runs the CLI.
+    pub backend: SandboxBackend,
+    /// The attestation to record.
+    pub attestation: Attestation,
+}
+
+/// Why a run may not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The backend that would have run.
+    pub backend: SandboxBackend,
+    /// What it cannot enforce.
+    pub unenforced: Vec<Unenforced>,
+    /// What the user can do.
+    pub hint: String,
+}
+
+/// The guarantees a policy asks for.
+pub fn requested(config: &SandboxConfig, permissions: &Permissions) -> Vec<Guarantee> {
+    let mut out = vec![Guarantee::WritesConfined, Guarantee::TreeContained];
+    if !permissions.edit_files {
+        out.push(Guarantee::RepoReadOnly);
+    }
+    if config.network == NetworkPolicy::None {
+        out.push(Guarantee::NoNetwork);
+    }
+    if config.home == HomePolicy::Isolated {
+        out.push(Guarantee::HomeHidden);
+    }
+    out
+}
+
+/// Whether bubblewrap can build a sandbox here, probed once per process: `Err` says why not.
+pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
+    type Probes = std::sync::Mutex<std::collections::HashMap<PathBuf, Result<(), String>>>;
+    static PROBES: OnceLock<Probes> = OnceLock::new();
+    let probes = PROBES.get_or_init(Default::default);
+    if let Some(known) = probes.lock().ok().and_then(|p| p.get(bwrap).cloned()) {
+        return known;
+    }
+    // The engine is the one place that creates processes.
+    #[allow(clippy::disallowed_methods)]
+    let output = std::process::Command::new(bwrap)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--",
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output();
+    let verdict = match output {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "{} cannot create a sandbox here: {}",
+            bwrap.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Err(format!(
+            "{} is not installed or not runnable: {e}",
+            bwrap.display()
+        )),
+    };
+    if let Ok(mut p) = probes.lock() {
+        p.insert(bwrap.to_path_buf(), verdict.clone());
+    }
+    verdict
+}
+
+/// Chooses the backend for a run and states what it enforces, or refuses.
+pub fn plan(
+    config: &SandboxConfig,
+    permissions: &Permissions,
+    probe: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<SandboxPlan, Refusal> {
+    let requested = requested(config, permissions);
+    let native_why = |g: Guarantee, why: &str| Unenforced {
+        guarantee: g,
+        why: match g {
+            Guarantee::TreeContained => format!(
+                "{why}; the process group and the run-id sweep catch most descendants, but one that leaves the group and scrubs its environment escapes"
+            ),
+            Guarantee::WritesConfined
+            | Guarantee::RepoReadOnly
+            | Guarantee::NoNetwork
+            | Guarantee::HomeHidden => why.to_string(),
+        },
+    };
+    let (backend, reason) = match config.backend {
+        BackendChoice::Native => (
+            SandboxBackend::Native,
+            "the native backend was chosen".to_string(),
+        ),
+        BackendChoice::Bubblewrap => match probe(&config.bwrap) {
+            Ok(()) => (SandboxBackend::Bubblewrap, String::new()),
+            Err(why) => {
+                return Err(Refusal {
+                    backend: SandboxBackend::Bubblewrap,
+                    unenforced: requested.iter().map(|&g| Unenforced { guarantee: g, why: why.clone() }).collect(),
+                    hint: "install bubblewrap (Debian: apt-get install bubblewrap), or choose another backend".to_string(),
+                });
+            }
+        },
+        BackendChoice::Auto => match probe(&config.bwrap) {
+            Ok(()) => (SandboxBackend::Bubblewrap, String::new()),
+            Err(why) => (
+                SandboxBackend::Native,
+                format!("bubblewrap is not usable ({why}), so only the native backend is left"),
+            ),
+        },
+    };
+    let (enforced, not_enforced) = match backend {
+        SandboxBackend::Bubblewrap => (requested.clone(), Vec::new()),
+        SandboxBackend::Native => {
+            let why = format!("{reason}; it runs a plain child process");
+            (
+                Vec::new(),
+                requested
+                    .iter()
+                    .map(|&g| native_why(g, &why))
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    let consent = (!not_enforced.is_empty()).then(|| "allow_degraded_native".to_string());
+    if !not_enforced.is_empty() && !config.allow_degraded_native {
+        return Err(Refusal {
+            backend,
+            unenforced: not_enforced,
+            hint: "install bubblewrap, or run with --allow-degraded-native (setting sandbox.allow_degraded_native) to accept an unenforced run".to_string(),
+        });
+    }
+    Ok(SandboxPlan {
+        backend,
+        attestation: Attestation {
+            requested_backend: config.backend.as_str().to_string(),
+            actual_backend: backend,
+            requested,
+            enforced,
+            not_enforced,
+            consent,
+            stray_writes: Vec::new(),
+        },
+    })
+}
+
+/// The run's private temporary directory, inside the run directory.
+pub fn private_tmp(output_dir: &Path) -> PathBuf {
+    output_dir.join("tmp")
+}
+
+/// bubblewrap's arguments for a run, up to and including `--`; the CLI's program and arguments
+/// follow. Missing state directories are created first so they can be bound.
+pub fn bwrap_args(
+    config: &SandboxConfig,
+    permissions: &Permissions,
+    paths: &Paths<'_>,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
+    push(&["--die-with-parent".as_ref(), "--unshare-pid".as_ref()]);
+    if config.network == NetworkPolicy::None {
+        push(&["--unshare-net".as_ref()]);
+    }
+    push(&[
+        "--ro-bind".as_ref(),
+        "/".as_ref(),
+        "/".as_ref(),
+        "--dev".as_ref(),
+        "/dev".as_ref(),
+        "--proc".as_ref(),
+        "/proc".as_ref(),
+    ]);
+    if config.home == HomePolicy::Isolated
+        && let Some(home) = paths.home
+    {
+        push(&["--tmpfs".as_ref(), home.as_os_str()]);
+    }
+    let mut writable: Vec<&Path> = Vec::new();
+    if permissions.edit_files {
+        writable.push(paths.cwd);
+    }
+    writable.push(paths.output_dir);
+    writable.extend(paths.extra_roots.iter().map(PathBuf::as_path));
+    writable.extend(paths.state.iter().map(PathBuf::as_path));
+    if config.home == HomePolicy::Isolated && !permissions.edit_files {
+        // A hidden home may cover the working directory; it must stay readable.
+        push(&[
+            "--ro-bind".as_ref(),
+            paths.cwd.as_os_str(),
+            paths.cwd.as_os_str(),
+        ]);
+    }
+    for path in writable {
+        if path.exists() {
+            push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+        }
+    }
+    push(&["--chdir".as_ref(), paths.cwd.as_os_str(), "--".as_ref()]);
+    args
+}
+
+/// Creates the state directories an adapter declared, so bubblewrap can bind them.
+pub fn prepare_state(state: &[PathBuf]) {
+    for path in state {
+        if path.extension().is_none() && !path.exists() {
+            let _ = std::fs::create_dir_all(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn perms(edit: bool) -> Permissions {
+        Permissions {
+            edit_files: edit,
+            ..Permissions::default()
+        }
+    }
+
+    #[test]
+    fn auto_with_bubblewrap_enforces_everything_asked() {
+        let config = SandboxConfig {
+            network: NetworkPolicy::None,
+            home: HomePolicy::Isolated,
+            ..SandboxConfig::default()
+        };
+        let plan = plan(&config, &perms(false), |_| Ok(())).unwrap();
+        assert_eq!(plan.backend, SandboxBackend::Bubblewrap);
+        assert_eq!(
+            plan.attestation.enforced,
+            [
+                Guarantee::WritesConfined,
+                Guarantee::TreeContained,
+                Guarantee::RepoReadOnly,
+                Guarantee::NoNetwork,
+                Guarantee::HomeHidden
+            ]
+        );
+        assert!(plan.attestation.not_enforced.is_empty() && plan.attestation.consent.is_none());
+    }
+
+    #[test]
+    fn native_without_consent_refuses_and_names_each_guarantee() {
+        let refusal = plan(&SandboxConfig::default(), &perms(true), |_| {
+            Err("bwrap: not found".into())
+        })
+        .unwrap_err();
+        assert_eq!(refusal.backend, SandboxBackend::Native);
+        let names: Vec<Guarantee> = refusal.unenforced.iter().map(|u| u.guarantee).collect();
+        assert_eq!(names, [Guarantee::WritesConfined, Guarantee::TreeContained]);
+        assert!(
+            refusal.unenforced[0].why.contains("bwrap: not found"),
+            "{:?}",
+            refusal.unenforced
+        );
+        assert!(refusal.hint.contains("--allow-degraded-native"));
+    }
+
+    #[test]
+    fn native_with_consent_runs_and_the_attestation_says_so() {
+        let config = SandboxConfig {
+            backend: BackendChoice::Native,
+            allow_degraded_native: true,
+            ..SandboxConfig::default()
+        };
+        let plan = plan(&config, &perms(true), |_| Ok(())).unwrap();
+        assert_eq!(plan.backend, SandboxBackend::Native);
+        assert!(plan.attestation.enforced.is_empty());
+        assert_eq!(plan.attestation.not_enforced.len(), 2);
+        assert_eq!(
+            plan.attestation.consent.as_deref(),
+            Some("allow_degraded_native")
+        );
+        assert_eq!(plan.attestation.requested_backend, "native");
+    }
+
+    #[test]
+    fn asking_for_bubblewrap_where_it_fails_refuses_even_with_consent() {
+        let config = SandboxConfig {
+            backend: BackendChoice::Bubblewrap,
+            allow_degraded_native: true,
+            ..SandboxConfig::default()
+        };
+        let refusal =
+            plan(&config, &perms(true), |_| Err("no user namespaces".into())).unwrap_err();
+        assert_eq!(refusal.backend, SandboxBackend::Bubblewrap);
+        assert!(refusal.hint.contains("install bubblewrap"));
+    }
+
+    #[test]
+    fn bwrap_binds_exactly_the_writable_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("repo");
+        let out = dir.path().join("run");
+        let state = dir.path().join("home/.cli");
+        for p in [&cwd, &out, &state] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        let home = dir.path().join("home");
+        let paths = Paths {
+            cwd: &cwd,
+            output_dir: &out,
+            extra_roots: &[],
+            state: std::slice::from_ref(&state),
+            home: Some(&home),
+        };
+        let args: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(true), &paths)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let binds: Vec<&str> = args
+            .windows(2)
+            .filter(|w| w[0] == "--bind")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(
+            binds,
+            [
+                cwd.to_str().unwrap(),
+                out.to_str().unwrap(),
+                state.to_str().unwrap()
+            ]
+        );
+        assert!(args.starts_with(&["--die-with-parent".into(), "--unshare-pid".into()]));
+        assert!(!args.contains(&"--unshare-net".into()) && !args.contains(&"--tmpfs".into()));
+        assert_eq!(args.last().map(String::as_str), Some("--"));
+        let ro: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(false), &paths)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !ro.windows(2)
+                .any(|w| w[0] == "--bind" && w[1] == cwd.to_str().unwrap()),
+            "read-only repo: {ro:?}"
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! What a run's sandbox promised and kept: the attestation recorded with every run.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A guarantee an execution policy can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Guarantee {
+    /// The CLI can write only to the working directory (when writable), the run directory, the
+    /// extra roots and the CLI's own declared state paths.
+    WritesConfined,
+    /// The working directory is read-only to the CLI (the run directory stays writable).
+    RepoReadOnly,
+    /// The CLI has no network at all.
+    NoNetwork,
+    /// The user's home directory is hidden: only the CLI's declared state paths are visible.
+    HomeHidden,
+    /// Every process of the run, including ones that leave the process group (`setsid`), ends
+    /// with the run.
+    TreeContained,
+}
+
+impl Guarantee {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Guarantee::WritesConfined => "writes-confined",
+            Guarantee::RepoReadOnly => "repo-read-only",
+            Guarantee::NoNetwork => "no-network",
+            Guarantee::HomeHidden => "home-hidden",
+            Guarantee::TreeContained => "tree-contained",
+        }
+    }
+
+    /// What it means, in a sentence, for refusal messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Guarantee::WritesConfined => {
+                "writes confined to the working directory, the run directory, the extra roots and the CLI's own state"
+            }
+            Guarantee::RepoReadOnly => "the working directory read-only",
+            Guarantee::NoNetwork => "no network",
+            Guarantee::HomeHidden => "the user's home directory hidden",
+            Guarantee::TreeContained => {
+                "every process of the run ended with it, even one that left its process group"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Guarantee {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The backend that ran the CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxBackend {
+    /// A plain child process: no filesystem or network guarantee is enforced.
+    Native,
+    /// bubblewrap: a read-only root, writable binds, a fresh pid namespace.
+    Bubblewrap,
+}
+
+impl SandboxBackend {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxBackend::Native => "native",
+            SandboxBackend::Bubblewrap => "bubblewrap",
+        }
+    }
+}
+
+impl fmt::Display for SandboxBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A guarantee that was asked for and not enforced, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unenforced {
+    /// The guarantee.
+    pub guarantee: Guarantee,
+    /// Why it was not enforced.
+    pub why: String,
+}
+
+/// What a run's sandbox promised and kept, recorded in `run.json` and the execution log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attestation {
+    /// The backend asked for (`auto`, `native`, `bubblewrap`).
+    pub requested_backend: String,
+    /// The backend that ran.
+    pub actual_backend: SandboxBackend,
+    /// Guarantees the policy asked for.
+    pub requested: Vec<Guarantee>,
+    /// Guarantees the backend enforced.
+    pub enforced: Vec<Guarantee>,
+    /// Guarantees asked for and not enforced, each with the reason.
+    pub not_enforced: Vec<Unenforced>,
+    /// Why running with unenforced guarantees was allowed, when it was.
+    pub consent: Option<String>,
+    /// Writes outside the allowed paths that the git-cleanliness check found after the run.
+    #[serde(default)]
+    pub stray_writes: Vec<String>,
+}
