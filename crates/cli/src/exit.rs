@@ -51,7 +51,9 @@ impl Exit {
     /// The exit code for a provider error.
     pub fn for_error(err: &ProviderError) -> Exit {
         match err {
-            ProviderError::InvalidSession { .. } | ProviderError::Unsandboxed { .. } => Exit::BadInput,
+            ProviderError::InvalidSession { .. } | ProviderError::Unsandboxed { .. } => {
+                Exit::BadInput
+            }
             ProviderError::CliNotFound { .. }
             | ProviderError::SpawnFailed { .. }
             | ProviderError::ArgvTooLong { .. }

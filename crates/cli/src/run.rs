@@ -140,7 +140,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         flags.push(("sandbox.backend".to_string(), serde_json::json!(backend)));
     }
     if args.allow_degraded_native {
-        flags.push(("sandbox.allow_degraded_native".to_string(), serde_json::json!(true)));
+        flags.push((
+            "sandbox.allow_degraded_native".to_string(),
+            serde_json::json!(true),
+        ));
     }
     let loaded = load_settings(&cwd, flags)?;
     let settings = &loaded.settings;
@@ -329,7 +332,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     record.attestation = last_output
         .as_ref()
         .and_then(|o| o.attestation.clone())
-        .or_else(|| last_error.as_ref().and_then(|e| e.evidence()).and_then(|e| e.attestation.clone()));
+        .or_else(|| {
+            last_error
+                .as_ref()
+                .and_then(|e| e.evidence())
+                .and_then(|e| e.attestation.clone())
+        });
     match &verdict {
         SignalsVerdict::NotChecked => {}
         SignalsVerdict::Valid { kinds, .. } => {

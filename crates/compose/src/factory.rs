@@ -49,6 +49,7 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
             network: settings.sandbox.network,
             home: settings.sandbox.home,
             bwrap: settings.sandbox.bwrap.clone().into(),
+            refuse_dirty_tree: settings.sandbox.refuse_dirty_tree,
         },
         ..EngineConfig::default()
     }

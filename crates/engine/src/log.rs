@@ -55,6 +55,15 @@ pub enum Record<'a> {
     },
     /// What the sandbox enforces for this run.
     Attestation(&'a corral_ports::Attestation),
+    /// The git-cleanliness check after the run: changes outside the paths the run could write.
+    StrayWrites {
+        /// The repository checked.
+        repo: &'a Path,
+        /// Each stray change (`modified /repo/README`).
+        strays: &'a [String],
+        /// Why the check could not run, if it could not.
+        error: Option<String>,
+    },
     /// The CLI's version was checked.
     VersionChecked {
         /// The program.

@@ -76,6 +76,8 @@ pub struct SandboxConfig {
     pub home: HomePolicy,
     /// The bubblewrap program.
     pub bwrap: PathBuf,
+    /// Refuse to start when the git work tree has changes outside the run directory.
+    pub refuse_dirty_tree: bool,
 }
 
 impl Default for SandboxConfig {
@@ -86,6 +88,7 @@ impl Default for SandboxConfig {
             network: NetworkPolicy::Host,
             home: HomePolicy::Host,
             bwrap: PathBuf::from("bwrap"),
+            refuse_dirty_tree: false,
         }
     }
 }
@@ -260,6 +263,16 @@ pub fn plan(
 /// The run's private temporary directory, inside the run directory.
 pub fn private_tmp(output_dir: &Path) -> PathBuf {
     output_dir.join("tmp")
+}
+
+/// Creates `dir` readable by its owner only (0700).
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 /// bubblewrap's arguments for a run, up to and including `--`; the CLI's program and arguments

@@ -139,6 +139,7 @@ struct Run<'a> {
     signals_before: Option<(u64, Option<SystemTime>)>,
     run_id: String,
     attestation: Option<corral_ports::Attestation>,
+    finished: Option<(Outcome, u32, Option<SessionId>, Usage, bool)>,
 }
 
 fn io_error(provider: ProviderId, path: &Path, e: &std::io::Error) -> ProviderError {
@@ -192,6 +193,7 @@ impl<'a> Run<'a> {
             signals_before,
             run_id,
             attestation: None,
+            finished: None,
         })
     }
 
@@ -204,7 +206,89 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Runs the attempts between the git-cleanliness snapshots, and ends the log.
     async fn execute(mut self) -> Result<ProviderOutput, ProviderError> {
+        let git = match crate::git_check::git_snapshot(&self.session.cwd, GIT_TIMEOUT).await {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                tracing::warn!(error = %e, "git-cleanliness check unavailable");
+                None
+            }
+        };
+        if self.engine.config.sandbox.refuse_dirty_tree
+            && let Some(snapshot) = &git
+        {
+            let output_dir = fs::canonicalize(&self.session.output_dir)
+                .unwrap_or(self.session.output_dir.clone());
+            let dirty: Vec<String> = snapshot
+                .dirty_paths()
+                .into_iter()
+                .filter(|p| !p.starts_with(&output_dir) && !p.starts_with(&self.session.output_dir))
+                .map(|p| p.display().to_string())
+                .collect();
+            if !dirty.is_empty() {
+                let err = ProviderError::InvalidSession {
+                    provider: self.provider,
+                    reason: format!(
+                        "the git work tree {} has uncommitted changes and sandbox.refuse_dirty_tree is set: {}",
+                        snapshot.root().display(),
+                        dirty.join(", ")
+                    ),
+                };
+                self.log.record(
+                    0,
+                    &Record::Classified {
+                        class: "dirty-tree",
+                        detail: err.to_string(),
+                    },
+                );
+                self.log.flush();
+                return Err(err);
+            }
+        }
+        let mut result = self.execute_attempts().await;
+        if let Some(snapshot) = &git {
+            let mut allowed: Vec<PathBuf> = vec![self.session.output_dir.clone()];
+            if self.session.permissions.edit_files {
+                allowed.push(self.session.cwd.clone());
+            }
+            allowed.extend(self.session.extra_roots.iter().cloned());
+            let (strays, error) = match snapshot.changes_since(GIT_TIMEOUT).await {
+                Ok(changes) => (
+                    crate::git_check::strays(&changes, &allowed)
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>(),
+                    None,
+                ),
+                Err(e) => (Vec::new(), Some(e.to_string())),
+            };
+            self.log.record(
+                self.finished.as_ref().map_or(0, |f| f.1),
+                &Record::StrayWrites {
+                    repo: snapshot.root(),
+                    strays: &strays,
+                    error,
+                },
+            );
+            if !strays.is_empty() {
+                tracing::warn!(count = strays.len(), "writes outside the allowed paths");
+            }
+            let attestation = match &mut result {
+                Ok(out) => out.attestation.as_mut(),
+                Err(e) => evidence_mut(e).and_then(|ev| ev.attestation.as_mut()),
+            };
+            if let Some(attestation) = attestation {
+                attestation.stray_writes = strays;
+            }
+        }
+        if let Some((outcome, attempts, session, usage, signals_present)) = self.finished.take() {
+            self.write_finished(outcome, attempts, &session, usage, signals_present);
+        }
+        result
+    }
+
+    async fn execute_attempts(&mut self) -> Result<ProviderOutput, ProviderError> {
         let config = &self.engine.config;
         self.log.record(
             0,
@@ -324,7 +408,8 @@ impl<'a> Run<'a> {
                         .unwrap_or_default();
                     crate::sandbox::prepare_state(&state);
                     let tmp = crate::sandbox::private_tmp(&self.session.output_dir);
-                    fs::create_dir_all(&tmp).map_err(|e| io_error(self.provider, &tmp, &e))?;
+                    crate::sandbox::create_private_dir(&tmp)
+                        .map_err(|e| io_error(self.provider, &tmp, &e))?;
                     env_os.retain(|(k, _)| k != "TMPDIR");
                     env_os.push(("TMPDIR".into(), tmp.into_os_string()));
                     let mut args = crate::sandbox::bwrap_args(
@@ -684,6 +769,8 @@ impl<'a> Run<'a> {
         })
     }
 
+    /// Remembers how the run ended; [`Run::execute`] writes it as the log's last line once the
+    /// git-cleanliness check has run.
     fn finish_log(
         &mut self,
         outcome: Outcome,
@@ -692,6 +779,19 @@ impl<'a> Run<'a> {
         usage: Usage,
         signals_present: bool,
     ) {
+        self.finished = Some((outcome, attempts, session.clone(), usage, signals_present));
+    }
+
+    fn write_finished(
+        &mut self,
+        outcome: Outcome,
+        attempts: u32,
+        session: &Option<SessionId>,
+        usage: Usage,
+        signals_present: bool,
+    ) {
+        // The run's private TMPDIR goes with the run.
+        let _ = fs::remove_dir_all(crate::sandbox::private_tmp(&self.session.output_dir));
         self.log.record(
             attempts,
             &Record::RunFinished {
@@ -863,6 +963,29 @@ fn resolve_program(program: &Path, path: Option<&str>, cwd: &Path) -> Option<Pat
     std::env::split_paths(path?)
         .map(|dir| dir.join(program))
         .find(|p| executable(p))
+}
+
+/// How long one git-cleanliness step may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn evidence_mut(e: &mut ProviderError) -> Option<&mut RunEvidence> {
+    match e {
+        ProviderError::RateLimited { evidence, .. }
+        | ProviderError::ModelUnavailable { evidence, .. }
+        | ProviderError::Refused { evidence, .. }
+        | ProviderError::StaleSession { evidence, .. }
+        | ProviderError::Crashed { evidence, .. }
+        | ProviderError::IdleTimeout { evidence, .. }
+        | ProviderError::WallTimeout { evidence, .. }
+        | ProviderError::Cancelled { evidence, .. } => Some(evidence),
+        ProviderError::CliNotFound { .. }
+        | ProviderError::SpawnFailed { .. }
+        | ProviderError::ArgvTooLong { .. }
+        | ProviderError::VersionMismatch { .. }
+        | ProviderError::InvalidSession { .. }
+        | ProviderError::Unsandboxed { .. }
+        | ProviderError::Io { .. } => None,
+    }
 }
 
 fn describe(result: &AttemptResult) -> String {

@@ -272,3 +272,67 @@ async fn consenting_to_native_runs_and_records_what_was_not_enforced() {
             .contains("/nonexistent/bwrap")
     );
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = corral_test_support::command(Path::new("git"))
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+}
+
+/// Natively nothing stops a write outside the working directory; the git-cleanliness check
+/// names it afterwards, in the attestation and the log.
+#[tokio::test]
+async fn a_stray_write_inside_the_repository_is_detected_and_named() {
+    let s = Scratch::new();
+    let session = s.session();
+    std::fs::write(s.path("README"), "hello\n").unwrap();
+    git(s.dir.path(), &["init", "-q"]);
+    git(s.dir.path(), &["add", "README"]);
+    git(s.dir.path(), &["commit", "-q", "-m", "init"]);
+    let stray = s.path("stray.txt");
+    let mut config = fast_config();
+    config.sandbox.allow_degraded_native = true;
+    let out = run(config, &probe(&s, &s.path("README"), &stray), session)
+        .await
+        .unwrap();
+    let attestation = out.attestation.unwrap();
+    let root = std::fs::canonicalize(s.dir.path()).unwrap();
+    assert_eq!(
+        attestation.stray_writes,
+        [format!("added {}", root.join("stray.txt").display())]
+    );
+    let log = s.log();
+    let record = records(&log, "stray_writes");
+    assert_eq!(record.len(), 1);
+    assert_eq!(
+        log.last().unwrap()["kind"],
+        "run_finished",
+        "the log still ends with run_finished"
+    );
+}
+
+#[tokio::test]
+async fn a_dirty_tree_is_refused_when_asked_and_the_run_directory_does_not_count() {
+    let s = Scratch::new();
+    let session = s.session();
+    git(s.dir.path(), &["init", "-q"]);
+    std::fs::create_dir_all(s.run_dir()).unwrap();
+    std::fs::write(s.run_dir().join("prompt.md"), "x").unwrap();
+    let mut config = fast_config();
+    config.sandbox.refuse_dirty_tree = true;
+    // Only the run directory is new: not dirty.
+    let adapter = s.adapter("ok", &[]);
+    assert!(run(config.clone(), &adapter, s.session()).await.is_ok());
+    std::fs::write(s.path("work").join("uncommitted.txt"), "x").unwrap();
+    let err = run(config, &adapter, session).await.unwrap_err();
+    assert!(matches!(err, ProviderError::InvalidSession { .. }), "{err}");
+    assert!(err.to_string().contains("uncommitted.txt"), "{err}");
+}
