@@ -300,7 +300,13 @@ pub fn bwrap_args(
     if config.home == HomePolicy::Isolated
         && let Some(home) = paths.home
     {
-        push(&["--tmpfs".as_ref(), home.as_os_str()]);
+        // The per-run home: empty, private (0700), gone with the namespace.
+        push(&[
+            "--perms".as_ref(),
+            "0700".as_ref(),
+            "--tmpfs".as_ref(),
+            home.as_os_str(),
+        ]);
     }
     let mut writable: Vec<&Path> = Vec::new();
     if permissions.edit_files {

@@ -22,6 +22,21 @@ pub fn workspace_root() -> PathBuf {
         .map_or_else(|| manifest_dir.to_path_buf(), Path::to_path_buf)
 }
 
+/// A folder for state a CLI refuses to keep in the temporary directory (Codex will not create
+/// its sandbox helpers under `/tmp`): `<workspace>/target`, unless the checkout itself lies under
+/// the temporary directory (CI may clone there), then `$HOME/.cache/corral-tests`.
+pub fn non_temp_dir() -> PathBuf {
+    let target = workspace_root().join("target");
+    let tmp = std::env::temp_dir();
+    let under_tmp = target.starts_with(&tmp) || target.starts_with("/tmp");
+    let dir = match (under_tmp, std::env::var_os("HOME")) {
+        (true, Some(home)) => PathBuf::from(home).join(".cache").join("corral-tests"),
+        (true, None) | (false, _) => target,
+    };
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
 /// The installed binary `name` under `<workspace root>/.cache/clis/node_modules/.bin/`.
 ///
 /// For a pinned CLI (see [`crate::PINNED_CLIS`]) only when the pinned version is installed; any other

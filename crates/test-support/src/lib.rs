@@ -16,7 +16,7 @@ pub mod fake_api;
 pub mod fake_protocol;
 pub mod pinned_clis;
 
-pub use clis::{install_cli, installed_cli, require_cli, workspace_root};
+pub use clis::{install_cli, installed_cli, non_temp_dir, require_cli, workspace_root};
 pub use pinned_clis::PINNED_CLIS;
 
 use std::path::{Path, PathBuf};

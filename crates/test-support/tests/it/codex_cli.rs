@@ -14,7 +14,7 @@
 use corral_test_support::fake_api::{
     FakeApi, Scenario, Step, USAGE_INPUT_TOKENS, USAGE_OUTPUT_TOKENS,
 };
-use corral_test_support::{require_cli, workspace_root};
+use corral_test_support::require_cli;
 
 use super::cli_run::{Run, command, report, run, signals_prompt};
 
@@ -42,11 +42,9 @@ struct Dirs {
 }
 
 fn dirs() -> Dirs {
-    let target = workspace_root().join("target");
-    std::fs::create_dir_all(&target).unwrap();
     let codex_home = tempfile::Builder::new()
         .prefix("codex-home-")
-        .tempdir_in(&target)
+        .tempdir_in(corral_test_support::non_temp_dir())
         .unwrap();
     std::fs::write(codex_home.path().join("config.toml"), CONFIG_TOML).unwrap();
     Dirs {
