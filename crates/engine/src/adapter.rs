@@ -26,6 +26,40 @@ pub enum PromptDelivery {
     },
 }
 
+/// The environment a child will get, for adapters to find their state paths in.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildEnv<'a> {
+    vars: &'a [(String, String)],
+}
+
+impl<'a> ChildEnv<'a> {
+    /// Wraps the resolved variables.
+    pub fn new(vars: &'a [(String, String)]) -> Self {
+        ChildEnv { vars }
+    }
+
+    /// A variable's value, when set and not empty.
+    pub fn get(&self, name: &str) -> Option<&'a str> {
+        self.vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// `$HOME`.
+    pub fn home(&self) -> Option<PathBuf> {
+        self.get("HOME").map(PathBuf::from)
+    }
+
+    /// `$<var>` when set, else `$HOME/<default>` (the XDG rule).
+    pub fn dir_or_home(&self, var: &str, default: &str) -> Option<PathBuf> {
+        self.get(var)
+            .map(PathBuf::from)
+            .or_else(|| self.home().map(|h| h.join(default)))
+    }
+}
+
 /// What the adapter needs to build one attempt's command line.
 #[derive(Debug, Clone, Copy)]
 pub struct AttemptPlan<'a> {
@@ -154,10 +188,12 @@ pub trait CliAdapter: Send + Sync {
     fn version_check(&self) -> Option<VersionCheck> {
         None
     }
-    /// The CLI's own state (sessions, config, caches) under `home`, which a sandbox must leave
-    /// writable. A path without an extension is a directory (created when missing).
-    fn state_paths(&self, home: &std::path::Path) -> Vec<PathBuf> {
-        let _ = home;
+    /// The CLI's own state (sessions, config, caches), which a sandbox must leave writable,
+    /// found from the CHILD's environment (`env`: its `HOME`, `XDG_*`, the CLI's own home
+    /// variable), never from the supervisor's. A path without an extension is a directory
+    /// (created when missing).
+    fn state_paths(&self, env: &ChildEnv<'_>) -> Vec<PathBuf> {
+        let _ = env;
         Vec::new()
     }
     /// How the idle watchdog tells a live CLI from a hung one.

@@ -34,8 +34,8 @@ mod tail;
 mod version;
 
 pub use adapter::{
-    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, Liveness, PromptDelivery,
-    StreamParser, TerminalSummary, VersionCheck,
+    AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, Diagnosis, Liveness,
+    PromptDelivery, StreamParser, TerminalSummary, VersionCheck,
 };
 pub use argv::{
     ArgvPlatform, ArgvTooLong, LINUX_MAX_ARG_STRLEN, WINDOWS_CMD_MAX, WINDOWS_CREATE_PROCESS_MAX,

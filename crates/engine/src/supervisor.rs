@@ -247,6 +247,19 @@ impl<'a> Run<'a> {
             }
         }
         let mut result = self.execute_attempts().await;
+        if self.finished.is_none()
+            && let Err(e) = &result
+        {
+            // Refused before any attempt (untested version, no sandbox, no resume): the log
+            // still ends with how the run ended.
+            self.finished = Some((
+                e.outcome(),
+                0,
+                self.session.resume.clone(),
+                Usage::default(),
+                false,
+            ));
+        }
         if let Some(snapshot) = &git {
             let mut allowed: Vec<PathBuf> = vec![self.session.output_dir.clone()];
             if self.session.permissions.edit_files {
@@ -300,6 +313,27 @@ impl<'a> Run<'a> {
                 prompt_bytes: self.session.prompt.len(),
             },
         );
+        // A CLI that cannot resume is refused before anything runs (not even its version probe).
+        if let Some(id) = &self.session.resume
+            && !self.adapter.capabilities().resume
+        {
+            let err = ProviderError::InvalidSession {
+                provider: self.provider,
+                reason: format!(
+                    "{} has no headless resume, so session {id} cannot be continued; start a new session",
+                    self.provider
+                ),
+            };
+            self.log.record(
+                0,
+                &Record::Classified {
+                    class: "invalid-session",
+                    detail: err.to_string(),
+                },
+            );
+            self.log.flush();
+            return Err(err);
+        }
         let sandbox = match crate::sandbox::plan(
             &config.sandbox,
             &self.session.permissions,
@@ -402,10 +436,9 @@ impl<'a> Run<'a> {
                         .iter()
                         .find(|(k, _)| k == "HOME")
                         .map(|(_, v)| PathBuf::from(v));
-                    let state = home
-                        .as_deref()
-                        .map(|h| self.adapter.state_paths(h))
-                        .unwrap_or_default();
+                    let state = self
+                        .adapter
+                        .state_paths(&crate::adapter::ChildEnv::new(&env.vars));
                     crate::sandbox::prepare_state(&state);
                     let tmp = crate::sandbox::private_tmp(&self.session.output_dir);
                     crate::sandbox::create_private_dir(&tmp)

@@ -1,5 +1,6 @@
 //! Integration tests of the `corral` binary: help, bad input, settings, runs, doctor, and
-//! completions, with insta snapshots of what a person sees.
+//! completions, with insta snapshots of what a person sees; and the real-CLI suites: the
+//! conformance cases every provider's CLI must pass, and Claude Code's own contract.
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
@@ -9,8 +10,10 @@
     clippy::wildcard_enum_match_arm
 )]
 
+mod providers;
 mod support;
 
 mod bad_input;
 mod claude_contract;
 mod commands;
+mod conformance;

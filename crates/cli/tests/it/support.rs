@@ -1,10 +1,14 @@
-//! Running `corral` in a scratch home and project, and normalizing its output for snapshots.
+//! Running `corral` in a scratch home and project, normalizing its output for snapshots, reading
+//! what a run left behind (summary, run record, execution log), and looking at processes in `/proc`.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
+use serde_json::Value;
 
 /// A scratch HOME and project directory.
+#[derive(Debug)]
 pub struct Env {
     pub dir: tempfile::TempDir,
 }
@@ -65,4 +69,154 @@ pub fn transcript(env: &Env, output: &std::process::Output) -> String {
 
 pub fn exists(path: &Path) -> bool {
     path.exists()
+}
+
+/// The `summary` line of `corral run --json` output.
+pub fn summary(stdout: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(stdout);
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| l.contains("\"type\":\"summary\""))
+        .unwrap_or_else(|| panic!("no summary in {text}"));
+    serde_json::from_str(last).unwrap()
+}
+
+/// The run directory a summary names.
+pub fn run_dir(summary: &Value) -> PathBuf {
+    PathBuf::from(summary["run_dir"].as_str().unwrap())
+}
+
+/// The only run directory under the project's `.corral/runs`, once it exists.
+pub fn only_run_dir(project: &Path) -> Option<PathBuf> {
+    let runs: Vec<PathBuf> = std::fs::read_dir(project.join(".corral/runs"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    match runs.as_slice() {
+        [one] => Some(one.clone()),
+        [] => None,
+        more => panic!("expected one run directory, found {more:?}"),
+    }
+}
+
+/// `run.json` of a run directory.
+pub fn record(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
+}
+
+/// The execution log (`events.jsonl`) of a run directory; a line still being written is skipped.
+pub fn log(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The records of one `kind`.
+pub fn kinds<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    log.iter().filter(|v| v["kind"] == kind).collect()
+}
+
+/// Pids of the CLI runs recorded in a run's log (each is also its process group id).
+pub fn spawned_pids(dir: &Path) -> Vec<u32> {
+    kinds(&log(dir), "spawn")
+        .iter()
+        .filter_map(|v| v["pid"].as_u64())
+        .map(|p| u32::try_from(p).unwrap())
+        .collect()
+}
+
+/// Polls every 20 ms until `done` holds; false when `timeout` passed first.
+pub fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asserts that no process of the groups led by `pids` is left (zombies do not count), waiting
+/// up to 5 s for the kill ladder to finish.
+pub fn assert_group_gone(pids: &[u32]) {
+    let alive = |p: u32| corral_engine::group_alive(p) || corral_test_support::is_alive(p);
+    wait_until(Duration::from_secs(5), || !pids.iter().any(|&p| alive(p)));
+    let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    assert!(left.is_empty(), "process groups left: {left:?}");
+}
+
+/// Every numeric entry of `/proc`.
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `(state, process group)` of a live process from `/proc/<pid>/stat`; the command name may hold
+/// spaces and parentheses, so the fields are counted from the last `)`.
+fn stat(pid: u32) -> Option<(char, u32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = text[text.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    Some((state, fields.next()?.parse().ok()?))
+}
+
+/// The live (not zombie) processes whose process group is `pgid`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&pid| stat(pid).is_some_and(|(s, g)| g == pgid && !matches!(s, 'Z' | 'X' | 'x')))
+        .collect()
+}
+
+/// The entries of `/proc/<pid>/environ` (empty when unreadable).
+fn environ(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|bytes| {
+            bytes
+                .split(|b| *b == 0)
+                .filter(|v| !v.is_empty())
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The value of `name` in the environment of `pid`.
+pub fn environ_var(pid: u32, name: &str) -> Option<String> {
+    let prefix = format!("{name}=");
+    environ(pid)
+        .into_iter()
+        .find_map(|v| v.strip_prefix(&prefix).map(str::to_string))
+}
+
+/// Live processes (other than this one) with an environment entry starting with `entry_prefix`
+/// (`CORRAL_RUN_ID=claude-1234-`).
+pub fn processes_carrying(entry_prefix: &str) -> Vec<u32> {
+    let me = std::process::id();
+    all_pids()
+        .into_iter()
+        .filter(|&pid| pid != me)
+        .filter(|&pid| stat(pid).is_some_and(|(s, _)| !matches!(s, 'Z' | 'X' | 'x')))
+        .filter(|&pid| environ(pid).iter().any(|v| v.starts_with(entry_prefix)))
+        .collect()
+}
+
+/// `/proc/<pid>/cmdline` with its NUL separators as spaces (empty when the process is gone).
+pub fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+        .unwrap_or_default()
 }

@@ -263,9 +263,15 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for ClaudeAdapter {
-    /// Claude Code keeps sessions, settings and credentials in `~/.claude`, and its global config in `~/.claude.json`.
-    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
-        vec![home.join(".claude"), home.join(".claude.json")]
+    /// Claude Code keeps sessions, settings and credentials in `$CLAUDE_CONFIG_DIR` (default
+    /// `~/.claude`) and its global config in `~/.claude.json`.
+    fn state_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        let mut paths: Vec<std::path::PathBuf> = env
+            .dir_or_home("CLAUDE_CONFIG_DIR", ".claude")
+            .into_iter()
+            .collect();
+        paths.extend(env.home().map(|h| h.join(".claude.json")));
+        paths
     }
 
     fn provider(&self) -> ProviderId {

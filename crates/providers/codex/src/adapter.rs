@@ -198,15 +198,22 @@ impl CodexAdapter {
             push_config(args, "web_search", &toml_string("disabled"));
         }
         match sandbox {
-            SandboxMode::WorkspaceWrite => push_config(
-                args,
-                "sandbox_workspace_write.network_access",
-                if permissions.web_access {
-                    "true"
-                } else {
-                    "false"
-                },
-            ),
+            SandboxMode::WorkspaceWrite => {
+                push_config(
+                    args,
+                    "sandbox_workspace_write.network_access",
+                    if permissions.web_access {
+                        "true"
+                    } else {
+                        "false"
+                    },
+                );
+                // Corral gives every run a private TMPDIR (which Codex still allows) and, under
+                // its bubblewrap backend, a read-only `/tmp`: Codex's own sandbox must not try to
+                // make `/tmp` writable, or every command it runs fails (observed: `bwrap: Can't
+                // mkdir /tmp/.git: Read-only file system`).
+                push_config(args, "sandbox_workspace_write.exclude_slash_tmp", "true");
+            }
             SandboxMode::ReadOnly | SandboxMode::DangerFullAccess => {}
         }
     }
@@ -364,9 +371,12 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for CodexAdapter {
-    /// Codex keeps its config, sessions (rollouts) and logs in `$CODEX_HOME` (default `~/.codex`).
-    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
-        vec![std::env::var_os("CODEX_HOME").map_or_else(|| home.join(".codex"), PathBuf::from)]
+    /// Codex keeps its config, sessions (rollouts) and logs in `$CODEX_HOME` (default
+    /// `~/.codex`), read from the child's environment.
+    fn state_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.dir_or_home("CODEX_HOME", ".codex")
+            .into_iter()
+            .collect()
     }
 
     fn provider(&self) -> ProviderId {

@@ -326,9 +326,18 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for CopilotAdapter {
-    /// Copilot keeps sessions and config in `~/.copilot` and unpacks its runtime into `~/.cache/copilot`.
-    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
-        vec![home.join(".copilot"), home.join(".cache").join("copilot")]
+    /// Copilot keeps sessions and config in `$COPILOT_HOME` (default `~/.copilot`) and unpacks
+    /// its runtime under `$XDG_CACHE_HOME/copilot` (default `~/.cache/copilot`).
+    fn state_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        let mut paths: Vec<std::path::PathBuf> = env
+            .dir_or_home("COPILOT_HOME", ".copilot")
+            .into_iter()
+            .collect();
+        paths.extend(
+            env.dir_or_home("XDG_CACHE_HOME", ".cache")
+                .map(|c| c.join("copilot")),
+        );
+        paths
     }
 
     fn provider(&self) -> ProviderId {

@@ -205,9 +205,10 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for GrokAdapter {
-    /// Grok keeps user settings in `~/.grok` (and project settings in the working directory's `.grok`, which is writable anyway).
-    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
-        vec![home.join(".grok")]
+    /// Grok keeps user settings in `~/.grok` (project settings go to the working directory's
+    /// `.grok`, which is writable anyway).
+    fn state_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.home().map(|h| h.join(".grok")).into_iter().collect()
     }
 
     fn provider(&self) -> ProviderId {

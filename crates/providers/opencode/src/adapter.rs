@@ -274,14 +274,19 @@ fn invalid(reason: String) -> ProviderError {
 }
 
 impl CliAdapter for OpencodeAdapter {
-    /// OpenCode keeps config, sessions, caches and state in its four XDG directories.
-    fn state_paths(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
-        vec![
-            home.join(".config").join("opencode"),
-            home.join(".local").join("share").join("opencode"),
-            home.join(".cache").join("opencode"),
-            home.join(".local").join("state").join("opencode"),
+    /// OpenCode keeps config, sessions, caches and state in its four XDG directories, read
+    /// from the child's environment (`XDG_*_HOME`, else under `HOME`).
+    fn state_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        [
+            ("XDG_CONFIG_HOME", ".config"),
+            ("XDG_DATA_HOME", ".local/share"),
+            ("XDG_CACHE_HOME", ".cache"),
+            ("XDG_STATE_HOME", ".local/state"),
         ]
+        .iter()
+        .filter_map(|(var, default)| env.dir_or_home(var, default))
+        .map(|dir| dir.join("opencode"))
+        .collect()
     }
 
     fn provider(&self) -> ProviderId {

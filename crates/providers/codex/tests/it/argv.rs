@@ -20,8 +20,20 @@ use crate::support::{PROMPT, session};
 
 const HEAD: [&str; 3] = ["exec", "--json", "--skip-git-repo-check"];
 const ID: &str = "01a22c60-7f01-7143-ad2a-26ff7d5b1e90";
-const NET_ON: [&str; 2] = ["-c", "sandbox_workspace_write.network_access=true"];
-const NET_OFF: [&str; 2] = ["-c", "sandbox_workspace_write.network_access=false"];
+// In workspace-write the network switch is always followed by the `/tmp` exclusion (Corral gives
+// each run a private TMPDIR, and its bubblewrap backend keeps `/tmp` read-only).
+const NET_ON: [&str; 4] = [
+    "-c",
+    "sandbox_workspace_write.network_access=true",
+    "-c",
+    "sandbox_workspace_write.exclude_slash_tmp=true",
+];
+const NET_OFF: [&str; 4] = [
+    "-c",
+    "sandbox_workspace_write.network_access=false",
+    "-c",
+    "sandbox_workspace_write.exclude_slash_tmp=true",
+];
 
 /// `-C /work/repo -s <mode>`, the head of a fresh run.
 fn fresh(mode: &str) -> Vec<&str> {
