@@ -185,3 +185,61 @@ fn bubblewrap_stops_a_write_outside_the_working_directory() {
         "the Write reported its failure: {results:#?}"
     );
 }
+
+/// `corral runs follow` tails a run that is still going, from another process, and stops once
+/// the run has finished.
+#[test]
+fn runs_follow_tails_a_run_in_flight_until_it_ends() {
+    let world = World::new(&CLAUDE, |_| Scenario::forever(Step::HangBeforeHeaders));
+    let spawn = |args: &[&str]| {
+        let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", world.env.home())
+            .envs(world.vars().iter().map(|(k, v)| (k, v)))
+            .current_dir(world.env.project())
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let run = spawn(&["run", "--provider", "claude", "wait for the model"]);
+    assert!(
+        wait_until(std::time::Duration::from_secs(60), || !world
+            .api
+            .model_requests()
+            .is_empty()),
+        "claude never called the model"
+    );
+    let runs = world.env.project().join(".corral/runs");
+    let id = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name();
+    let id = id.to_string_lossy().into_owned();
+    let follow = spawn(&["runs", "follow", &id[..12]]);
+    // Let the follower catch up with the log so far, then end the run.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    corral_test_support::interrupt(run.id());
+    let run = run.wait_with_output().unwrap();
+    assert_eq!(run.status.code(), Some(130));
+    let followed = follow.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&followed.stdout);
+    assert!(followed.status.success(), "{text}");
+    for needle in [
+        "run_started",
+        "spawn",
+        "session_started",
+        "kill_started",
+        "run_finished",
+    ] {
+        assert!(text.contains(needle), "follow printed no {needle}: {text}");
+    }
+    assert!(
+        text.trim_end().ends_with("finished: cancelled (exit 130)"),
+        "{text}"
+    );
+}
