@@ -39,11 +39,11 @@ use corral_engine::{
     EnvProfile, PromptDelivery, StreamParser,
 };
 use corral_ports::{
-    AgentEvent, AiSession, CancellationToken, Capabilities, CostReporting, NoopObserver, Outcome,
-    Permissions, PromptChannel, ProviderError, ProviderId, ProviderOutput, RateLimitInfo,
-    SessionId, SessionIdTiming, Usage,
+    AgentEvent, AiSession, Capabilities, CostReporting, NoopObserver, Outcome, PromptChannel,
+    ProviderError, ProviderId, ProviderOutput, RateLimitInfo, SessionId, SessionIdTiming, Usage,
 };
 use corral_test_support::fake_protocol::FakeLine;
+use corral_test_support::session::session_in;
 use corral_test_support::{fake_agent_path, is_alive, kill_survivors, read_pids, wait_for_lines};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::runtime::Runtime;
@@ -218,19 +218,7 @@ impl Scratch {
     }
 
     fn session(&self) -> AiSession {
-        AiSession {
-            prompt: Arc::from(PROMPT),
-            cwd: self.work(),
-            extra_roots: Vec::new(),
-            model: None,
-            effort: None,
-            permissions: Permissions::default(),
-            resume: None,
-            cancel: CancellationToken::new(),
-            signals_file: self.run_dir().join("signals.json"),
-            output_dir: self.run_dir(),
-            max_budget_usd: None,
-        }
+        session_in(PROMPT, &self.work(), &self.run_dir())
     }
 }
 

@@ -7,6 +7,11 @@
 //!
 //! [`fake_api`] is a scripted model API on 127.0.0.1 that the real CLIs can be pointed at;
 //! [`require_cli`] finds (installing with npm if needed) the real CLIs pinned in [`PINNED_CLIS`].
+//!
+//! The provider crates' tests share [`recorded`] (a CLI's recorded samples, repaired and read
+//! through its parser), [`session`] (the session they build command lines from) and [`probe`]
+//! (the model-probe scaffolding). They speak the ports' types only: this crate may depend on
+//! `corral-ports`, never on `corral-engine`, whose tests use it.
 
 // test-support is a tool, not product: it may create processes.
 #![allow(clippy::disallowed_methods)]
@@ -15,9 +20,14 @@ mod clis;
 pub mod fake_api;
 pub mod fake_protocol;
 pub mod pinned_clis;
+pub mod probe;
+mod pty;
+pub mod recorded;
+pub mod session;
 
 pub use clis::{install_cli, installed_cli, non_temp_dir, require_cli, workspace_root};
 pub use pinned_clis::PINNED_CLIS;
+pub use pty::{Screen, run_on_pty};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

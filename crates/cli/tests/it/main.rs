@@ -17,3 +17,4 @@ mod bad_input;
 mod claude_contract;
 mod commands;
 mod conformance;
+mod live_view;

@@ -34,10 +34,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use corral_ports::{
-    AiSession, CancellationToken, Capabilities, HeadlessAiProvider, Permissions, PromptChannel,
-    ProviderId, SessionIdTiming,
+    AiSession, Capabilities, HeadlessAiProvider, PromptChannel, ProviderId, SessionIdTiming,
 };
 use corral_test_support::fake_api::{FakeApi, Scenario, Step, shell_tool_input};
+use corral_test_support::session::session_in;
 use corral_test_support::{require_cli, workspace_root};
 
 use crate::support::Env;
@@ -330,20 +330,7 @@ impl World {
 
     /// A session in the project whose run directory is `<project>/<run>`.
     pub fn session(&self, run: &str, prompt: &str) -> AiSession {
-        let dir = self.project().join(run);
-        AiSession {
-            prompt: prompt.into(),
-            cwd: self.project(),
-            extra_roots: Vec::new(),
-            model: None,
-            effort: None,
-            permissions: Permissions::default(),
-            resume: None,
-            cancel: CancellationToken::new(),
-            signals_file: dir.join("signals.json"),
-            output_dir: dir,
-            max_budget_usd: None,
-        }
+        session_in(prompt, &self.project(), &self.project().join(run))
     }
 }
 

@@ -12,13 +12,10 @@ use crate::support::*;
 #[tokio::test]
 async fn hang_after_init_is_ended_by_the_idle_watchdog() {
     let s = Scratch::new();
-    let err = run(
-        fast_config(),
-        &s.adapter("hang-after-init", &["--session-id", "hang-1"]),
-        s.session(),
-    )
-    .await
-    .unwrap_err();
+    let err = s
+        .run_fake("hang-after-init", &["--session-id", "hang-1"])
+        .await
+        .unwrap_err();
     assert!(matches!(err, ProviderError::IdleTimeout { .. }), "{err}");
     assert_eq!(err.session_id().map(|s| s.as_str()), Some("hang-1"));
     assert_eq!(s.session_file().as_deref(), Some("hang-1\n"));
@@ -32,9 +29,7 @@ async fn hang_after_init_is_ended_by_the_idle_watchdog() {
 #[tokio::test]
 async fn a_child_that_traps_sigterm_gets_sigkill_after_the_grace() {
     let s = Scratch::new();
-    let err = run(fast_config(), &s.adapter("trap-term", &[]), s.session())
-        .await
-        .unwrap_err();
+    let err = s.run_fake("trap-term", &[]).await.unwrap_err();
     assert!(matches!(err, ProviderError::IdleTimeout { .. }), "{err}");
     let log = s.assert_log_complete("idle-timeout");
     let signals: Vec<_> = records(&log, "signal")
@@ -77,13 +72,7 @@ async fn three_grandchildren_die_with_the_group_on_cancel() {
 #[tokio::test]
 async fn a_setsid_grandchild_is_caught_by_the_run_token_sweep() {
     let s = Scratch::new();
-    let err = run(
-        fast_config(),
-        &s.adapter("setsid-grandchild", &[]),
-        s.session(),
-    )
-    .await
-    .unwrap_err();
+    let err = s.run_fake("setsid-grandchild", &[]).await.unwrap_err();
     assert!(matches!(err, ProviderError::IdleTimeout { .. }), "{err}");
     let log = s.assert_log_complete("idle-timeout");
     let escaped: Vec<_> = records(&log, "signal")
@@ -97,9 +86,7 @@ async fn a_setsid_grandchild_is_caught_by_the_run_token_sweep() {
 #[tokio::test]
 async fn a_double_forked_daemon_is_caught_by_the_run_token_sweep() {
     let s = Scratch::new();
-    let err = run(fast_config(), &s.adapter("daemonize", &[]), s.session())
-        .await
-        .unwrap_err();
+    let err = s.run_fake("daemonize", &[]).await.unwrap_err();
     assert!(matches!(err, ProviderError::IdleTimeout { .. }), "{err}");
     s.assert_log_complete("idle-timeout");
     s.assert_tree_gone();
@@ -110,13 +97,7 @@ async fn a_double_forked_daemon_is_caught_by_the_run_token_sweep() {
 #[tokio::test]
 async fn a_setsid_grandchild_with_a_scrubbed_environment_escapes_natively() {
     let s = Scratch::new();
-    let err = run(
-        fast_config(),
-        &s.adapter("setsid-scrubbed", &[]),
-        s.session(),
-    )
-    .await
-    .unwrap_err();
+    let err = s.run_fake("setsid-scrubbed", &[]).await.unwrap_err();
     assert!(matches!(err, ProviderError::IdleTimeout { .. }), "{err}");
     let pids = read_pids(&s.pid_file());
     assert_eq!(pids.len(), 2);
@@ -132,13 +113,10 @@ async fn a_setsid_grandchild_with_a_scrubbed_environment_escapes_natively() {
 #[tokio::test]
 async fn a_64_mib_line_becomes_an_oversized_event_and_the_stream_continues() {
     let s = Scratch::new();
-    let out = run(
-        fast_config(),
-        &s.adapter("giant-line", &["--bytes", "67108864"]),
-        s.session(),
-    )
-    .await
-    .unwrap();
+    let out = s
+        .run_fake("giant-line", &["--bytes", "67108864"])
+        .await
+        .unwrap();
     assert_eq!(out.outcome, Outcome::Succeeded);
     let log = s.assert_log_complete("succeeded");
     let oversized = agent_events(&log, "oversized_line");
@@ -161,9 +139,7 @@ async fn a_64_mib_line_becomes_an_oversized_event_and_the_stream_continues() {
 #[tokio::test]
 async fn invalid_utf8_is_decoded_lossily() {
     let s = Scratch::new();
-    let out = run(fast_config(), &s.adapter("invalid-utf8", &[]), s.session())
-        .await
-        .unwrap();
+    let out = s.run_fake("invalid-utf8", &[]).await.unwrap();
     assert_eq!(out.outcome, Outcome::Succeeded);
     let log = s.assert_log_complete("succeeded");
     let texts = agent_events(&log, "text");
@@ -174,13 +150,10 @@ async fn invalid_utf8_is_decoded_lossily() {
 #[tokio::test]
 async fn crlf_line_ends_are_trimmed() {
     let s = Scratch::new();
-    let out = run(
-        fast_config(),
-        &s.adapter("crlf", &["--session-id", "crlf-1"]),
-        s.session(),
-    )
-    .await
-    .unwrap();
+    let out = s
+        .run_fake("crlf", &["--session-id", "crlf-1"])
+        .await
+        .unwrap();
     assert_eq!(out.outcome, Outcome::Succeeded);
     assert_eq!(out.session_id.as_ref().map(|s| s.as_str()), Some("crlf-1"));
     let log = s.assert_log_complete("succeeded");
@@ -193,13 +166,7 @@ async fn crlf_line_ends_are_trimmed() {
 #[tokio::test]
 async fn lingering_after_the_terminal_event_is_success_and_the_group_is_ended() {
     let s = Scratch::new();
-    let out = run(
-        fast_config(),
-        &s.adapter("linger-after-result", &[]),
-        s.session(),
-    )
-    .await
-    .unwrap();
+    let out = s.run_fake("linger-after-result", &[]).await.unwrap();
     assert_eq!(out.outcome, Outcome::Succeeded);
     assert_eq!(out.usage.input, Some(10));
     assert_eq!(out.usage.cost_usd, Some(0.001));
@@ -214,13 +181,7 @@ async fn lingering_after_the_terminal_event_is_success_and_the_group_is_ended() 
 #[tokio::test]
 async fn a_non_zero_exit_after_success_is_still_success() {
     let s = Scratch::new();
-    let out = run(
-        fast_config(),
-        &s.adapter("exit-nonzero-after-result", &[]),
-        s.session(),
-    )
-    .await
-    .unwrap();
+    let out = s.run_fake("exit-nonzero-after-result", &[]).await.unwrap();
     assert_eq!(out.outcome, Outcome::Succeeded);
     assert_eq!(out.exit_code, Some(3));
     assert!(!out.recovered_from_exit);
@@ -263,13 +224,10 @@ async fn a_signals_file_left_by_an_earlier_run_does_not_recover_a_failure() {
 #[tokio::test]
 async fn a_100_mb_stderr_flood_is_drained_and_bounded_in_the_log() {
     let s = Scratch::new();
-    let out = run(
-        fast_config(),
-        &s.adapter("stderr-flood", &["--bytes", "104857600"]),
-        s.session(),
-    )
-    .await
-    .unwrap();
+    let out = s
+        .run_fake("stderr-flood", &["--bytes", "104857600"])
+        .await
+        .unwrap();
     assert_eq!(out.outcome, Outcome::Succeeded);
     let log = s.assert_log_complete("succeeded");
     let truncated = records(&log, "stderr_truncated");
@@ -284,13 +242,10 @@ async fn a_100_mb_stderr_flood_is_drained_and_bounded_in_the_log() {
 #[tokio::test]
 async fn a_crash_in_the_middle_of_a_line_is_a_crash_with_the_partial_line_kept() {
     let s = Scratch::new();
-    let err = run(
-        fast_config(),
-        &s.adapter("crash-mid-line", &["--session-id", "c-1"]),
-        s.session(),
-    )
-    .await
-    .unwrap_err();
+    let err = s
+        .run_fake("crash-mid-line", &["--session-id", "c-1"])
+        .await
+        .unwrap_err();
     assert!(matches!(err, ProviderError::Crashed { .. }), "{err}");
     assert!(err.is_retryable());
     let evidence = err.evidence().unwrap();
@@ -311,9 +266,7 @@ async fn a_crash_in_the_middle_of_a_line_is_a_crash_with_the_partial_line_kept()
 #[tokio::test]
 async fn stdout_closed_while_the_process_runs_on_is_ended_by_the_idle_watchdog() {
     let s = Scratch::new();
-    let err = run(fast_config(), &s.adapter("close-stdout", &[]), s.session())
-        .await
-        .unwrap_err();
+    let err = s.run_fake("close-stdout", &[]).await.unwrap_err();
     assert!(matches!(err, ProviderError::IdleTimeout { .. }), "{err}");
     s.assert_log_complete("idle-timeout");
     s.assert_tree_gone();

@@ -47,13 +47,7 @@ async fn rate_limited_twice_then_success_resumes_the_captured_session() {
         "--argv-log",
         argv.to_str().unwrap(),
     ];
-    let out = run(
-        fast_config(),
-        &s.adapter("rate-limit-then-ok", &args),
-        s.session(),
-    )
-    .await
-    .unwrap();
+    let out = s.run_fake("rate-limit-then-ok", &args).await.unwrap();
     assert_eq!(out.outcome, Outcome::Succeeded);
     assert_eq!(out.attempts, 3);
     assert_eq!(
@@ -144,13 +138,7 @@ async fn a_known_reset_time_is_waited_for_instead_of_backing_off() {
         "--state-file",
         state.to_str().unwrap(),
     ];
-    let out = run(
-        fast_config(),
-        &s.adapter("rate-limit-then-ok", &args),
-        s.session(),
-    )
-    .await
-    .unwrap();
+    let out = s.run_fake("rate-limit-then-ok", &args).await.unwrap();
     assert_eq!(out.attempts, 2);
     let log = s.log();
     let backoff = records(&log, "backoff")[0];

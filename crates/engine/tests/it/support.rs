@@ -10,10 +10,11 @@ use corral_engine::{
     EnvProfile, Liveness, PromptDelivery, RetryPolicy, StreamParser,
 };
 use corral_ports::{
-    AgentEvent, AiSession, CancellationToken, NoopObserver, Permissions, ProviderError, ProviderId,
-    ProviderOutput, RateLimitInfo, RunObserver, SessionId, Usage,
+    AgentEvent, AiSession, NoopObserver, ProviderError, ProviderId, ProviderOutput, RateLimitInfo,
+    RunObserver, SessionId, Usage,
 };
 use corral_test_support::fake_protocol::FakeLine;
+use corral_test_support::session::session_in;
 use corral_test_support::{fake_agent_path, read_pids, wait_all_dead};
 use serde_json::Value;
 
@@ -185,19 +186,16 @@ impl Scratch {
     pub fn session(&self) -> AiSession {
         let work = self.path("work");
         std::fs::create_dir_all(&work).expect("work dir");
-        AiSession {
-            prompt: Arc::from("do the thing"),
-            cwd: work,
-            extra_roots: Vec::new(),
-            model: None,
-            effort: None,
-            permissions: Permissions::default(),
-            resume: None,
-            cancel: CancellationToken::new(),
-            signals_file: self.run_dir().join("signals.json"),
-            output_dir: self.run_dir(),
-            max_budget_usd: None,
-        }
+        session_in("do the thing", &work, &self.run_dir())
+    }
+
+    /// Runs the fake agent in `mode` with `args`, in [`Scratch::session`], under [`fast_config`].
+    pub async fn run_fake(
+        &self,
+        mode: &str,
+        args: &[&str],
+    ) -> Result<ProviderOutput, ProviderError> {
+        run(fast_config(), &self.adapter(mode, args), self.session()).await
     }
 
     /// Every JSON line of the execution log; panics on a line that does not parse or lacks the

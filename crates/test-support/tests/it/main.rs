@@ -4,7 +4,8 @@
 //! the fake speaks each wire format well enough: Claude Code (`claude_cli`, Anthropic Messages), Codex
 //! (`codex_cli`, Responses), OpenCode (`opencode_cli`, Chat Completions streaming), Grok CLI
 //! (`grok_cli`, Chat Completions non-streaming) and Copilot CLI (`copilot_cli`, Chat Completions
-//! streaming). `cli_run` holds the runner the last four share.
+//! streaming). `cli_run` holds the runner the last four share. `recorded` checks the repair of the
+//! lines the recorder of the providers' samples cut.
 
 mod claude_cli;
 mod cli_run;
@@ -15,3 +16,4 @@ mod fake_api;
 mod fake_api_openai;
 mod grok_cli;
 mod opencode_cli;
+mod recorded;

@@ -8,8 +8,7 @@ use std::time::Duration;
 use corral_claude::{ClaudeAdapter, ClaudeSettings, default_tested_versions};
 use corral_engine::{AttemptPlan, CliAdapter, CommandSpec, PromptDelivery};
 use corral_ports::{AiSession, Effort, Permissions, ProviderError, ProviderId, SessionId};
-
-use crate::support::{PROMPT, session};
+use corral_test_support::session::{PROMPT, assert_prompt_not_in, session};
 
 const HEAD: [&str; 4] = ["-p", "--verbose", "--output-format", "stream-json"];
 const BYPASS: [&str; 2] = ["--permission-mode", "bypassPermissions"];
@@ -47,12 +46,7 @@ fn command(
         pointer: None,
     };
     let spec = adapter.command(&plan)?;
-    for arg in &spec.args {
-        assert!(
-            !arg.to_string_lossy().contains(PROMPT),
-            "the prompt leaked into argv: {arg:?}"
-        );
-    }
+    assert_prompt_not_in(&spec.args);
     Ok(spec)
 }
 

@@ -4,54 +4,18 @@
 
 use corral_claude::ClaudeAdapter;
 use corral_engine::{AttemptEvidence, CliAdapter, Diagnosis, ExitInfo, TerminalSummary};
-use corral_ports::{AgentEvent, RateLimitInfo, SessionId};
+use corral_ports::{RateLimitInfo, SessionId};
+use corral_test_support::recorded::RecordedRun;
 
-use crate::support::{events_of, fixtures, stderr_of};
+use crate::support::SAMPLES;
 
 /// What one recorded case left behind, as the engine would hand it to the adapter.
-struct Recorded {
-    terminal: Option<TerminalSummary>,
-    stderr: String,
-    exit: Option<ExitInfo>,
-    rate_limits: Vec<RateLimitInfo>,
-}
-
-fn recorded(case: &str) -> Recorded {
-    let mut terminal = None;
-    let mut rate_limits = Vec::new();
-    for event in events_of(case) {
-        match event {
-            AgentEvent::TerminalResult {
-                is_error,
-                text,
-                api_status,
-                ..
-            } => {
-                terminal = Some(TerminalSummary {
-                    is_error,
-                    text,
-                    api_status,
-                })
-            }
-            AgentEvent::RateLimit { info } => rate_limits.push(info),
-            _ => {}
-        }
-    }
-    let record = std::fs::read_to_string(fixtures().join(format!("{case}.txt"))).unwrap();
-    let code = record
-        .lines()
-        .find_map(|l| l.strip_prefix("exit_code: "))
-        .and_then(|c| c.split_whitespace().next())
-        .and_then(|c| c.parse().ok());
-    Recorded {
-        terminal,
-        stderr: stderr_of(case),
-        exit: code.map(|code| ExitInfo {
-            code: Some(code),
-            signal: None,
-        }),
-        rate_limits,
-    }
+fn recorded(case: &str) -> RecordedRun<TerminalSummary> {
+    SAMPLES.run_of(case, |is_error, text, api_status| TerminalSummary {
+        is_error,
+        text,
+        api_status,
+    })
 }
 
 fn resumed() -> SessionId {
@@ -62,7 +26,10 @@ fn read(case: &str) -> (Diagnosis, Option<String>) {
     let r = recorded(case);
     let id = resumed();
     let evidence = AttemptEvidence {
-        exit: r.exit,
+        exit: r.exit_code.map(|code| ExitInfo {
+            code: Some(code),
+            signal: None,
+        }),
         terminal: r.terminal.as_ref(),
         stderr_tail: &r.stderr,
         stdout_tail: "",

@@ -2,13 +2,12 @@
 //! recorder's shortened lines; and the line shapes no sample shows (rate-limit events, thinking,
 //! several blocks in one message, error results), written from the documented shapes.
 
-use corral_claude::ClaudeStreamParser;
 use corral_claude::parser::TOOL_RESULT_KEEP;
-use corral_engine::StreamParser;
 use corral_ports::{AgentEvent, RateLimitInfo, SessionId, Usage};
+use corral_test_support::recorded::unparsed;
 use serde_json::json;
 
-use crate::support::{cases, parse_case, parse_lines, restore, snapshot_of, stdout_of};
+use crate::support::{SAMPLES, snapshot_of};
 
 fn sid(id: &str) -> SessionId {
     SessionId::new(id).unwrap()
@@ -16,7 +15,7 @@ fn sid(id: &str) -> SessionId {
 
 #[test]
 fn every_recorded_sample_has_its_snapshot() {
-    let names = cases();
+    let names = SAMPLES.cases();
     // 28 recorded cases; a fixture that goes missing must fail here, not vanish silently.
     assert_eq!(names.len(), 28, "{names:?}");
     for case in names {
@@ -26,52 +25,24 @@ fn every_recorded_sample_has_its_snapshot() {
 
 #[test]
 fn restored_lines_are_json_objects_and_keep_the_recorded_prefix() {
-    let mut restored = 0;
-    for case in cases() {
-        for raw in stdout_of(&case).lines() {
-            let Some(fixed) = restore(raw) else { continue };
-            restored += 1;
-            let value: serde_json::Value =
-                serde_json::from_str(&fixed).unwrap_or_else(|e| panic!("{case}: {e}: {fixed}"));
-            assert!(value.is_object(), "{case}: {fixed}");
-            // Nothing is invented: the repaired line is the recorded prefix, shortened to a
-            // complete value, plus closing quotes and brackets.
-            let kept = fixed.trim_end_matches(['}', ']', '"']);
-            assert!(raw.starts_with(kept), "{case}: {fixed}");
-        }
-    }
+    // Nothing is invented: the repaired line is the recorded prefix, shortened to a complete
+    // value, plus closing quotes and brackets.
+    let restored = SAMPLES.assert_restored_lines_keep_the_recorded_prefix(&['}', ']', '"']);
     assert!(restored > 40, "only {restored} lines were shortened?");
 }
 
 #[test]
 fn shortened_lines_as_stored_become_one_unparsed_event_each() {
-    for case in cases() {
-        for raw in stdout_of(&case).lines().filter(|l| restore(l).is_some()) {
-            let mut events = Vec::new();
-            ClaudeStreamParser::default().parse_line(raw, &mut events);
-            assert_eq!(
-                events,
-                [AgentEvent::Unparsed {
-                    line: raw.to_string()
-                }],
-                "{case}"
-            );
-        }
-    }
+    SAMPLES.assert_cut_lines_as_stored_are_unparsed(&[]);
 }
 
 #[test]
 fn the_samples_leave_only_known_lines_unparsed() {
-    let mut unparsed = Vec::new();
-    for case in cases() {
-        for parsed in parse_case(&case) {
-            for event in parsed.events {
-                if let AgentEvent::Unparsed { line } = event {
-                    unparsed.push(format!("{case}: {}", &line[..line.len().min(60)]));
-                }
-            }
-        }
-    }
+    let unparsed: Vec<String> = SAMPLES
+        .unparsed_lines()
+        .into_iter()
+        .map(|(case, line)| format!("{case}: {}", &line[..line.len().min(60)]))
+        .collect();
     assert_eq!(
         unparsed,
         [
@@ -86,7 +57,7 @@ fn the_samples_leave_only_known_lines_unparsed() {
 
 #[test]
 fn a_successful_tool_run_reads_as_expected() {
-    let events = crate::support::events_of("write-bypass");
+    let events = SAMPLES.events_of("write-bypass");
     let kinds: Vec<&str> = events.iter().map(AgentEvent::kind).collect();
     assert_eq!(
         kinds,
@@ -120,7 +91,7 @@ fn a_successful_tool_run_reads_as_expected() {
 
 #[test]
 fn a_rate_limited_run_ends_with_status_429() {
-    let events = crate::support::events_of("e429-maxretries0");
+    let events = SAMPLES.events_of("e429-maxretries0");
     assert_eq!(
         events,
         [
@@ -150,7 +121,7 @@ fn a_rate_limited_run_ends_with_status_429() {
 
 #[test]
 fn api_retry_lines_become_retry_notices() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"system","subtype":"api_retry","attempt":3,"max_retries":10,"retry_delay_ms":2481.6380646216385,"error_status":429,"error":"rate_limit","session_id":"s1","uuid":"u"}"#,
         r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":1,"retry_delay_ms":503.72500786801317,"error_status":null,"error":"unknown","session_id":"s1","uuid":"u"}"#,
     ]);
@@ -193,7 +164,7 @@ fn rate_limit_events_are_rejected_only_when_nothing_carries_the_request() {
     let rejected = line("rejected", "rejected");
     let carried = line("rejected", "allowed");
     let warning = line("allowed_warning", "rejected");
-    let events = parse_lines(&[&rejected, &carried, &warning]);
+    let events = SAMPLES.parse_lines(&[&rejected, &carried, &warning]);
     let info = |rejected: bool, message: &str| AgentEvent::RateLimit {
         info: RateLimitInfo {
             resets_at_epoch_s: Some(1_767_225_600),
@@ -220,7 +191,7 @@ fn rate_limit_events_are_rejected_only_when_nothing_carries_the_request() {
         ]
     );
     // A bare event, and a reset time in milliseconds.
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1767225600000}}"#,
         r#"{"type":"rate_limit_event"}"#,
     ]);
@@ -265,7 +236,7 @@ fn one_message_in_several_lines_reports_its_usage_once() {
     let text = message(json!({"type": "text", "text": "Writing the file."}));
     let tool = message(json!({"type": "tool_use", "id": "toolu_1", "name": "Write",
                               "input": {"file_path": "/r/signals.json", "content": "{}"}}));
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"system","subtype":"init","session_id":"s1","model":"claude-opus-4-8"}"#,
         &thinking,
         &text,
@@ -320,7 +291,7 @@ fn several_blocks_in_one_line_give_one_event_each() {
         "session_id": "s2",
     })
     .to_string();
-    let events = parse_lines(&[&line]);
+    let events = SAMPLES.parse_lines(&[&line]);
     assert_eq!(
         events,
         [
@@ -351,7 +322,7 @@ fn several_blocks_in_one_line_give_one_event_each() {
 fn synthetic_error_messages_report_no_usage() {
     let line = r#"{"type":"assistant","message":{"id":"d50ab4de","model":"<synthetic>","role":"assistant","usage":{"input_tokens":0,"output_tokens":0},"content":[{"type":"text","text":"Invalid API key · Fix external API key"}]},"session_id":"s1","error":"authentication_failed"}"#;
     assert_eq!(
-        parse_lines(&[
+        SAMPLES.parse_lines(&[
             r#"{"type":"system","subtype":"init","session_id":"s1"}"#,
             line
         ]),
@@ -383,7 +354,7 @@ fn tool_results_are_flattened_and_shortened() {
         "session_id": "s1",
     })
     .to_string();
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"system","subtype":"init","session_id":"s1"}"#,
         &line,
     ]);
@@ -407,7 +378,7 @@ fn tool_results_are_flattened_and_shortened() {
 
 #[test]
 fn error_results_carry_their_errors_and_subtype() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"session_id":"123e4567-e89b-12d3-a456-426614174000","total_cost_usd":0,"errors":["No conversation found with session ID: 123e4567-e89b-12d3-a456-426614174000"]}"#,
         r#"{"type":"result","subtype":"error_max_turns","session_id":"s1","usage":{"input_tokens":100,"output_tokens":20},"total_cost_usd":0.5}"#,
         r#"{"type":"result","subtype":"success","is_error":false,"result":"done","api_error_status":null}"#,
@@ -465,17 +436,10 @@ fn odd_lines_are_kept_as_unparsed_and_never_crash() {
         r#"{"type":"user","message":"text"}"#,
         "{\"type\":\"result\",\"subtype\":\"succ",
     ];
-    let events = parse_lines(&lines);
-    let expected: Vec<AgentEvent> = lines
-        .iter()
-        .map(|l| AgentEvent::Unparsed {
-            line: l.to_string(),
-        })
-        .collect();
-    assert_eq!(events, expected);
+    assert_eq!(SAMPLES.parse_lines(&lines), unparsed(&lines));
     // Blank lines and partial-message deltas give nothing.
     assert_eq!(
-        parse_lines(&[
+        SAMPLES.parse_lines(&[
             "",
             "   ",
             r#"{"type":"stream_event","event":{"type":"content_block_delta"}}"#

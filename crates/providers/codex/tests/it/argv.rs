@@ -15,8 +15,7 @@ use corral_ports::{
     AiSession, CostReporting, Effort, Gate, Permissions, PromptChannel, ProviderError, ProviderId,
     SessionId, SessionIdTiming,
 };
-
-use crate::support::{PROMPT, session};
+use corral_test_support::session::{assert_prompt_not_in, session};
 
 const HEAD: [&str; 3] = ["exec", "--json", "--skip-git-repo-check"];
 const ID: &str = "01a22c60-7f01-7143-ad2a-26ff7d5b1e90";
@@ -69,12 +68,7 @@ fn command(
         pointer: None,
     };
     let spec = adapter.command(&plan)?;
-    for arg in &spec.args {
-        assert!(
-            !arg.to_string_lossy().contains(PROMPT),
-            "the prompt leaked into argv: {arg:?}"
-        );
-    }
+    assert_prompt_not_in(&spec.args);
     assert_eq!(spec.args.last(), Some(&OsString::from("-")), "{spec:?}");
     if resume.is_some() {
         for flag in ["-C", "-s", "--add-dir", "--sandbox", "--cd", "--last"] {

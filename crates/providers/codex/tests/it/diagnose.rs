@@ -4,48 +4,18 @@
 
 use corral_codex::{CodexAdapter, CodexSettings, SandboxMode};
 use corral_engine::{AttemptEvidence, CliAdapter, Diagnosis, ExitInfo, TerminalSummary};
-use corral_ports::{AgentEvent, RateLimitInfo, SessionId};
+use corral_ports::{RateLimitInfo, SessionId};
+use corral_test_support::recorded::RecordedRun;
 
-use crate::support::{events_of, exit_code_of, stderr_of};
+use crate::support::SAMPLES;
 
 /// What one recorded case left behind, as the engine would hand it to the adapter.
-struct Recorded {
-    terminal: Option<TerminalSummary>,
-    stderr: String,
-    exit: Option<ExitInfo>,
-    rate_limits: Vec<RateLimitInfo>,
-}
-
-fn recorded(case: &str) -> Recorded {
-    let mut terminal = None;
-    let mut rate_limits = Vec::new();
-    for event in events_of(case) {
-        match event {
-            AgentEvent::TerminalResult {
-                is_error,
-                text,
-                api_status,
-                ..
-            } => {
-                terminal = Some(TerminalSummary {
-                    is_error,
-                    text,
-                    api_status,
-                })
-            }
-            AgentEvent::RateLimit { info } => rate_limits.push(info),
-            _ => {}
-        }
-    }
-    Recorded {
-        terminal,
-        stderr: stderr_of(case),
-        exit: exit_code_of(case).map(|code| ExitInfo {
-            code: Some(code),
-            signal: None,
-        }),
-        rate_limits,
-    }
+fn recorded(case: &str) -> RecordedRun<TerminalSummary> {
+    SAMPLES.run_of(case, |is_error, text, api_status| TerminalSummary {
+        is_error,
+        text,
+        api_status,
+    })
 }
 
 fn resumed() -> SessionId {
@@ -56,7 +26,11 @@ fn read_with(adapter: &CodexAdapter, case: &str) -> Diagnosis {
     let r = recorded(case);
     let id = resumed();
     let evidence = AttemptEvidence {
-        exit: r.exit,
+        // A negative code: the runner killed it, so there is no exit code.
+        exit: r.exit_code.filter(|c| *c >= 0).map(|code| ExitInfo {
+            code: Some(code),
+            signal: None,
+        }),
         terminal: r.terminal.as_ref(),
         stderr_tail: &r.stderr,
         stdout_tail: "",

@@ -3,6 +3,7 @@
 
 use corral_codex::CodexAdapter;
 use corral_engine::{CliAdapter, EnvInherit, EnvPolicy};
+use corral_test_support::session::session;
 
 fn ambient() -> Vec<(&'static str, &'static str)> {
     vec![
@@ -42,7 +43,7 @@ fn resolve(inherit: EnvInherit, allow: &[&str]) -> (Vec<(String, String)>, Vec<S
         allow: allow.iter().map(|a| a.to_string()).collect(),
         set: adapter
             .command(&corral_engine::AttemptPlan {
-                session: &crate::support::session(),
+                session: &session(),
                 resume: None,
                 attempt: 1,
                 pointer: None,
@@ -116,7 +117,7 @@ fn the_adapter_sets_no_variables() {
     assert!(!vars.iter().any(|(k, _)| k == "RUST_LOG"));
     let spec = CodexAdapter::default()
         .command(&corral_engine::AttemptPlan {
-            session: &crate::support::session(),
+            session: &session(),
             resume: None,
             attempt: 1,
             pointer: None,

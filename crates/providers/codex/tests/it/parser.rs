@@ -8,7 +8,7 @@ use corral_engine::StreamParser;
 use corral_ports::{AgentEvent, RateLimitInfo, SessionId, Usage};
 use serde_json::json;
 
-use crate::support::{cases, events_of, parse_case, parse_lines, snapshot_of};
+use crate::support::{SAMPLES, snapshot_of};
 
 fn sid(id: &str) -> SessionId {
     SessionId::new(id).unwrap()
@@ -25,7 +25,7 @@ fn warning() -> AgentEvent {
 
 #[test]
 fn every_recorded_sample_has_its_snapshot() {
-    let names = cases();
+    let names = SAMPLES.cases();
     // 21 recorded cases; a fixture that goes missing must fail here, not vanish silently.
     assert_eq!(names.len(), 21, "{names:?}");
     for case in names {
@@ -35,21 +35,12 @@ fn every_recorded_sample_has_its_snapshot() {
 
 #[test]
 fn the_samples_leave_only_known_lines_unparsed() {
-    let mut unparsed = Vec::new();
-    for case in cases() {
-        for parsed in parse_case(&case) {
-            for event in parsed.events {
-                if let AgentEvent::Unparsed { line } = event
-                    && line != METADATA_WARNING
-                {
-                    unparsed.push(format!(
-                        "{case}: {}",
-                        line.chars().take(90).collect::<String>()
-                    ));
-                }
-            }
-        }
-    }
+    let unparsed: Vec<String> = SAMPLES
+        .unparsed_lines()
+        .into_iter()
+        .filter(|(_, line)| line != METADATA_WARNING)
+        .map(|(case, line)| format!("{case}: {}", line.chars().take(90).collect::<String>()))
+        .collect();
     assert_eq!(
         unparsed,
         [
@@ -69,7 +60,7 @@ fn the_samples_leave_only_known_lines_unparsed() {
 #[test]
 fn a_plain_run_reads_as_expected() {
     assert_eq!(
-        events_of("text"),
+        SAMPLES.events_of("text"),
         [
             AgentEvent::SessionStarted {
                 session_id: sid("01a22c60-3b3f-7e63-b12a-8ae0b88d7441"),
@@ -98,7 +89,7 @@ fn a_plain_run_reads_as_expected() {
 
 #[test]
 fn a_successful_tool_run_reads_as_expected() {
-    let events = events_of("write-workspace");
+    let events = SAMPLES.events_of("write-workspace");
     let command = "/bin/bash -lc \"cat > signals.json <<'FAKEAPI_EOF'\n{\\\"signal\\\": \\\"go\\\", \\\"n\\\": 1}\nFAKEAPI_EOF\"";
     assert_eq!(
         events[2..],
@@ -143,7 +134,7 @@ fn a_rate_limited_run_retries_then_rejects() {
     };
     let message = "exceeded retry limit, last status: 429 Too Many Requests";
     assert_eq!(
-        events_of("e429-forever")[2..],
+        SAMPLES.events_of("e429-forever")[2..],
         [
             notice(1),
             notice(2),
@@ -171,14 +162,18 @@ fn a_rate_limited_run_retries_then_rejects() {
 #[test]
 fn failures_carry_the_status_codex_names() {
     let terminal = |case: &str| {
-        events_of(case).into_iter().rev().find_map(|e| match e {
-            AgentEvent::TerminalResult {
-                is_error,
-                api_status,
-                ..
-            } => Some((is_error, api_status)),
-            _ => None,
-        })
+        SAMPLES
+            .events_of(case)
+            .into_iter()
+            .rev()
+            .find_map(|e| match e {
+                AgentEvent::TerminalResult {
+                    is_error,
+                    api_status,
+                    ..
+                } => Some((is_error, api_status)),
+                _ => None,
+            })
     };
     assert_eq!(terminal("e401"), Some((true, Some(401))));
     assert_eq!(terminal("e529"), Some((true, Some(529))));
@@ -193,7 +188,7 @@ fn failures_carry_the_status_codex_names() {
 
 #[test]
 fn reasoning_plans_and_streaming_items() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"item.started","item":{"id":"item_1","type":"reasoning","text":""}}"#,
         r#"{"type":"item.updated","item":{"id":"item_1","type":"reasoning","text":"**Planning**"}}"#,
         r#"{"type":"item.completed","item":{"id":"item_1","type":"reasoning","text":"**Planning** the file first."}}"#,
@@ -232,7 +227,7 @@ fn file_changes_mcp_calls_and_web_searches() {
     let mcp_started = json!({"type":"item.started","item":{"id":"item_6","type":"mcp_tool_call","server":"docs","tool":"lookup","arguments":{"q":"y"},"result":null,"error":null,"status":"in_progress"}}).to_string();
     let mcp_failed = json!({"type":"item.completed","item":{"id":"item_6","type":"mcp_tool_call","server":"docs","tool":"lookup","arguments":{"q":"y"},"result":null,"error":{"message":"tool timed out"},"status":"failed"}}).to_string();
     let declined = json!({"type":"item.completed","item":{"id":"item_7","type":"command_execution","command":"rm -rf /","aggregated_output":long,"exit_code":null,"status":"declined"}}).to_string();
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"item.started","item":{"id":"item_1","type":"file_change","changes":[{"path":"/r/src/a.rs","kind":"update"}],"status":"in_progress"}}"#,
         r#"{"type":"item.completed","item":{"id":"item_1","type":"file_change","changes":[{"path":"/r/src/a.rs","kind":"update"},{"path":"/r/b.rs","kind":"add"}],"status":"completed"}}"#,
         r#"{"type":"item.completed","item":{"id":"item_2","type":"file_change","changes":[{"path":"/r/c.rs","kind":"delete"}],"status":"failed"}}"#,
@@ -322,7 +317,7 @@ fn file_changes_mcp_calls_and_web_searches() {
 
 #[test]
 fn usage_splits_cached_input_and_keeps_reasoning_apart() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"turn.completed","usage":{"input_tokens":1200,"cached_input_tokens":1000,"cache_write_input_tokens":50,"output_tokens":300,"reasoning_output_tokens":120}}"#,
         r#"{"type":"turn.completed"}"#,
         r#"{"type":"turn.failed","error":{}}"#,
@@ -365,7 +360,7 @@ fn usage_limits_carry_their_reset_and_quota_does_not_count() {
     let prose = r#"{"type":"error","message":"You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), or try again at 3:04 PM."}"#;
     let quota =
         r#"{"type":"error","message":"Quota exceeded. Check your plan and billing details."}"#;
-    let events = parse_lines(&[body, prose, quota]);
+    let events = SAMPLES.parse_lines(&[body, prose, quota]);
     let AgentEvent::RateLimit { info } = &events[0] else {
         panic!("{events:?}")
     };
@@ -405,7 +400,7 @@ fn reconnects_without_a_status_and_malformed_lines() {
         r#"{"type":"error","message":"Reconnecting... soon"}"#,
         r#"[1,2]"#,
     ];
-    let events = parse_lines(&lines);
+    let events = SAMPLES.parse_lines(&lines);
     let mut expected = vec![AgentEvent::RetryNotice {
         attempt: 1,
         max: Some(1),

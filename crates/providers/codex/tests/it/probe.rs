@@ -3,16 +3,14 @@
 //! not run: the fake agent, a missing path and a script that never answers play it, and the cache
 //! files are written here.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_codex::{CodexProbe, CodexSettings, MODELS_CACHE_FILE, headless, model_slugs};
 use corral_engine::{Engine, EngineConfig, TokioSpawner};
-use corral_ports::{
-    HeadlessAiProvider, ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId,
-};
+use corral_ports::{HeadlessAiProvider, ModelAvailability, ModelAvailabilityProbe, ProviderId};
+use corral_test_support::probe::{assert_missing_cli_is_reported, probe_past_busy, write_script};
 use serde_json::json;
 
 fn probe_for(command: PathBuf, codex_home: Option<&Path>, provider: Option<&str>) -> CodexProbe {
@@ -57,16 +55,7 @@ async fn a_missing_cli_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-codex");
     let probe = probe_for(missing.clone(), Some(dir.path()), None);
-    assert_eq!(probe.id(), ProviderId::Codex);
-    match probe.probe("gpt-5.5").await {
-        Err(ProviderError::CliNotFound {
-            provider, program, ..
-        }) => {
-            assert_eq!(provider, ProviderId::Codex);
-            assert_eq!(program, missing.display().to_string());
-        }
-        other => panic!("expected CliNotFound, got {other:?}"),
-    }
+    assert_missing_cli_is_reported(&probe, "gpt-5.5", ProviderId::Codex, &missing).await;
 }
 
 #[tokio::test]
@@ -172,9 +161,7 @@ fn model_slugs_reads_the_shapes_a_cache_may_take() {
 #[tokio::test]
 async fn a_cli_that_never_answers_does_not_hang_the_probe() {
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("codex");
-    std::fs::write(&script, "#!/bin/sh\nexec sleep 30\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = write_script(dir.path(), "codex", "exec sleep 30\n");
     write_cache(dir.path());
     let probe = CodexProbe::with_parts(
         &CodexSettings {
@@ -186,17 +173,7 @@ async fn a_cli_that_never_answers_does_not_hang_the_probe() {
         Arc::new(TokioSpawner),
     );
     let start = Instant::now();
-    let mut answer = probe.probe("gpt-5.5").await;
-    // A freshly written script can be "busy" while another test thread forks; try again then.
-    for _ in 0..20 {
-        match &answer {
-            Err(ProviderError::CliNotFound { reason, .. }) if reason.contains("busy") => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                answer = probe.probe("gpt-5.5").await;
-            }
-            _ => break,
-        }
-    }
+    let answer = probe_past_busy(&probe, "gpt-5.5").await;
     // The cache still answers.
     assert_eq!(answer.unwrap(), ModelAvailability::Available);
     assert!(start.elapsed() < Duration::from_secs(10));

@@ -16,8 +16,9 @@ use corral_ports::{
     AiSession, CostReporting, Effort, Gate, Permissions, PromptChannel, ProviderError, ProviderId,
     SessionId, SessionIdTiming,
 };
+use corral_test_support::session::{PROMPT, assert_prompt_not_in, session};
 
-use crate::support::{FIXED_ID, PROMPT, SENTENCE, adapter, fixtures, pointer, session};
+use crate::support::{FIXED_ID, SAMPLES, SENTENCE, adapter, pointer};
 
 const HEAD: [&str; 7] = [
     "-p",
@@ -64,12 +65,7 @@ fn command_with(
         pointer: Some(pointer),
     };
     let spec = adapter.command(&plan)?;
-    for arg in &spec.args {
-        assert!(
-            !arg.to_string_lossy().contains(PROMPT),
-            "the prompt leaked into argv: {arg:?}"
-        );
-    }
+    assert_prompt_not_in(&spec.args);
     Ok(spec)
 }
 
@@ -441,7 +437,7 @@ fn malformed_intent_is_refused_before_a_spawn() {
 
 #[test]
 fn every_flag_is_one_copilot_1_0_102_lists() {
-    let help = std::fs::read_to_string(fixtures().join("help-1.0.102.txt")).unwrap();
+    let help = std::fs::read_to_string(SAMPLES.dir().join("help-1.0.102.txt")).unwrap();
     let listed = |flag: &str| {
         help.lines()
             .any(|line| line.trim_start().split([' ', ',']).any(|word| word == flag))

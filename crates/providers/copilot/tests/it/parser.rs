@@ -3,13 +3,12 @@
 //! stream, token usage, reasoning, sub-agents, other error types), written from the event schema
 //! Copilot 1.0.102 ships (`copilot-sdk/generated/session-events.d.ts`).
 
-use corral_copilot::CopilotJsonParser;
 use corral_copilot::parser::TOOL_RESULT_KEEP;
-use corral_engine::StreamParser;
 use corral_ports::{AgentEvent, RateLimitInfo, SessionId, Usage};
+use corral_test_support::recorded::unparsed;
 use serde_json::json;
 
-use crate::support::{cases, events_of, parse_case, parse_lines, restore, snapshot_of, stdout_of};
+use crate::support::{SAMPLES, snapshot_of};
 
 fn sid(id: &str) -> SessionId {
     SessionId::new(id).unwrap()
@@ -24,7 +23,7 @@ fn premium(n: f64) -> Option<Usage> {
 
 #[test]
 fn every_recorded_sample_has_its_snapshot() {
-    let names = cases();
+    let names = SAMPLES.cases();
     // 17 recorded cases; a fixture that goes missing must fail here, not vanish silently.
     assert_eq!(names.len(), 17, "{names:?}");
     for case in names {
@@ -34,52 +33,24 @@ fn every_recorded_sample_has_its_snapshot() {
 
 #[test]
 fn restored_lines_are_json_objects_and_keep_the_recorded_prefix() {
-    let mut restored = 0;
-    for case in cases() {
-        for raw in stdout_of(&case).lines() {
-            let Some(fixed) = restore(raw) else { continue };
-            restored += 1;
-            let value: serde_json::Value =
-                serde_json::from_str(&fixed).unwrap_or_else(|e| panic!("{case}: {e}: {fixed}"));
-            assert!(value.is_object(), "{case}: {fixed}");
-            // Nothing is invented: the repaired line is the recorded prefix, cut at a comma,
-            // plus closing brackets.
-            let kept = fixed.trim_end_matches(['}', ']']);
-            assert!(raw.starts_with(kept), "{case}: {fixed}");
-        }
-    }
+    // Nothing is invented: the repaired line is the recorded prefix, cut at a comma, plus
+    // closing brackets.
+    let restored = SAMPLES.assert_restored_lines_keep_the_recorded_prefix(&['}', ']']);
     assert_eq!(restored, 36);
 }
 
 #[test]
 fn shortened_lines_as_stored_become_one_unparsed_event_each() {
-    for case in cases() {
-        for raw in stdout_of(&case).lines().filter(|l| restore(l).is_some()) {
-            let mut events = Vec::new();
-            CopilotJsonParser::default().parse_line(raw, &mut events);
-            assert_eq!(
-                events,
-                [AgentEvent::Unparsed {
-                    line: raw.to_string()
-                }],
-                "{case}"
-            );
-        }
-    }
+    SAMPLES.assert_cut_lines_as_stored_are_unparsed(&[]);
 }
 
 #[test]
 fn the_samples_leave_only_known_lines_unparsed() {
-    let mut unparsed = Vec::new();
-    for case in cases() {
-        for parsed in parse_case(&case) {
-            for event in parsed.events {
-                if let AgentEvent::Unparsed { line } = event {
-                    unparsed.push(format!("{case}: {}", &line[..line.len().min(80)]));
-                }
-            }
-        }
-    }
+    let unparsed: Vec<String> = SAMPLES
+        .unparsed_lines()
+        .into_iter()
+        .map(|(case, line)| format!("{case}: {}", &line[..line.len().min(80)]))
+        .collect();
     assert_eq!(
         unparsed,
         [
@@ -95,7 +66,7 @@ fn the_samples_leave_only_known_lines_unparsed() {
 
 #[test]
 fn a_successful_write_reads_as_expected() {
-    let events = events_of("write");
+    let events = SAMPLES.events_of("write");
     assert_eq!(
         events,
         [
@@ -129,7 +100,7 @@ fn a_successful_write_reads_as_expected() {
 
 #[test]
 fn a_denied_tool_is_an_error_result_in_a_successful_run() {
-    let events = events_of("write-no-allow");
+    let events = SAMPLES.events_of("write-no-allow");
     assert!(
         events.contains(&AgentEvent::ToolResult {
             id: "call_e00baebdbdd74fcc9c7c164e".into(),
@@ -153,7 +124,7 @@ fn a_denied_tool_is_an_error_result_in_a_successful_run() {
 
 #[test]
 fn a_rate_limited_run_reports_its_retries_the_limit_and_a_failed_result() {
-    let events = events_of("e429-forever");
+    let events = SAMPLES.events_of("e429-forever");
     let message = "Failed to get response from the AI model; retried 5 times (total retry wait time: 5.39 seconds) Last error: 429 Rate limited (fakeapi)";
     let mut expected: Vec<AgentEvent> = (1..=5)
         .map(|attempt| AgentEvent::RetryNotice {
@@ -188,7 +159,7 @@ fn a_rate_limited_run_reports_its_retries_the_limit_and_a_failed_result() {
 
 #[test]
 fn an_authentication_failure_keeps_the_whole_message() {
-    let events = events_of("e401");
+    let events = SAMPLES.events_of("e401");
     assert_eq!(
         events.last(),
         Some(&AgentEvent::TerminalResult {
@@ -226,7 +197,7 @@ fn an_authentication_failure_keeps_the_whole_message() {
 fn a_killed_run_reports_exit_code_0_but_is_a_failure() {
     // SIGTERM from the runner: Copilot prints `abort` and then `result` with exitCode 0.
     for case in ["hang", "stall"] {
-        let events = events_of(case);
+        let events = SAMPLES.events_of(case);
         match events.last() {
             Some(AgentEvent::TerminalResult { is_error, text, .. }) => {
                 assert!(is_error, "{case}");
@@ -243,7 +214,7 @@ fn a_killed_run_reports_exit_code_0_but_is_a_failure() {
 
 #[test]
 fn a_session_announced_on_the_stream_is_not_repeated_by_the_result() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"session.start","data":{"sessionId":"0b5f3c1e-aaaa-4bbb-bccc-123456789abc","selectedModel":"gpt-5.4","version":1},"id":"e1","timestamp":"t","parentId":null}"#,
         r#"{"type":"assistant.message","data":{"messageId":"m1","content":"Done.","toolRequests":[]},"id":"e2","timestamp":"t","parentId":"e1"}"#,
         r#"{"type":"result","timestamp":"t","sessionId":"0b5f3c1e-aaaa-4bbb-bccc-123456789abc","exitCode":0,"usage":{"premiumRequests":1.5}}"#,
@@ -281,7 +252,7 @@ fn token_usage_reasoning_and_sub_agents() {
     };
     let first = usage_line(100, 10);
     let second = usage_line(50, 20);
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"assistant.reasoning","data":{"reasoningId":"r1","content":"Plan first."},"id":"e","timestamp":"t","parentId":null}"#,
         &first,
         r#"{"type":"assistant.message","agentId":"sub-1","data":{"messageId":"m1","content":"Sub-agent findings.","toolRequests":[]},"id":"e","timestamp":"t","parentId":null}"#,
@@ -342,7 +313,7 @@ fn token_usage_reasoning_and_sub_agents() {
 
 #[test]
 fn other_error_types_are_kept_for_the_result_but_are_not_rate_limits() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"session.error","data":{"errorType":"quota","errorCode":"quota_exceeded","message":"You've run out of your included AI credits for the month.","statusCode":402},"id":"e","timestamp":"t","parentId":null}"#,
         r#"{"type":"session.error","data":{"errorType":"rate_limit","errorCode":"user_weekly_rate_limited","message":"Rate limited","eligibleForAutoSwitch":false},"id":"e","timestamp":"t","parentId":null}"#,
         r#"{"type":"result","timestamp":"t","exitCode":1}"#,
@@ -373,7 +344,7 @@ fn other_error_types_are_kept_for_the_result_but_are_not_rate_limits() {
 
 #[test]
 fn a_result_without_exit_code_or_with_a_bad_id() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"result","sessionId":"--yolo"}"#,
         r#"{"type":"result","exitCode":3}"#,
     ]);
@@ -405,7 +376,7 @@ fn tool_results_are_shortened_and_odd_results_kept() {
         "id": "e", "timestamp": "t", "parentId": null,
     })
     .to_string();
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         &big,
         r#"{"type":"tool.execution_complete","data":{"toolCallId":"c2","success":false,"error":{"message":"exit 2"}},"id":"e","timestamp":"t","parentId":null}"#,
         r#"{"type":"tool.execution_complete","data":{"toolCallId":"c3","success":true},"id":"e","timestamp":"t","parentId":null}"#,
@@ -440,7 +411,7 @@ fn tool_results_are_shortened_and_odd_results_kept() {
 
 #[test]
 fn a_retry_without_a_recorded_failure_counts_on_its_own() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"assistant.turn_retry","data":{"turnId":"0","reason":"rate_limit"},"id":"e","timestamp":"t","parentId":null}"#,
         r#"{"type":"assistant.turn_retry","data":{"turnId":"0","reason":"transient_error"},"id":"e","timestamp":"t","parentId":null}"#,
     ]);
@@ -479,17 +450,10 @@ fn odd_lines_are_kept_as_unparsed_and_never_crash() {
         r#"{"type":"brand.new_event","data":{}}"#,
         "{\"type\":\"result\",\"sessionId\":\"ab",
     ];
-    let events = parse_lines(&lines);
-    let expected: Vec<AgentEvent> = lines
-        .iter()
-        .map(|l| AgentEvent::Unparsed {
-            line: l.to_string(),
-        })
-        .collect();
-    assert_eq!(events, expected);
+    assert_eq!(SAMPLES.parse_lines(&lines), unparsed(&lines));
     // Blank lines, bookkeeping and deltas give nothing.
     assert_eq!(
-        parse_lines(&[
+        SAMPLES.parse_lines(&[
             "",
             "   ",
             r#"{"type":"assistant.message_delta","data":{"messageId":"m","deltaContent":"Hel"}}"#,

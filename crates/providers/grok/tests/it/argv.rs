@@ -16,8 +16,9 @@ use corral_ports::{
     AiSession, Capabilities, CostReporting, Effort, Gate, Permissions, PromptChannel,
     ProviderError, ProviderId, SessionId, SessionIdTiming,
 };
+use corral_test_support::session::{assert_prompt_not_in, session};
 
-use crate::support::{PROMPT, SENTENCE, plan, pointer, session};
+use crate::support::{SENTENCE, plan, pointer};
 
 fn spec(args: &[&str]) -> CommandSpec {
     CommandSpec {
@@ -35,12 +36,7 @@ fn command(
     resume: Option<&SessionId>,
 ) -> Result<CommandSpec, ProviderError> {
     let spec = adapter.command(&plan(session, pointer, resume))?;
-    for arg in &spec.args {
-        assert!(
-            !arg.to_string_lossy().contains(PROMPT),
-            "the prompt leaked into argv: {arg:?}"
-        );
-    }
+    assert_prompt_not_in(&spec.args);
     Ok(spec)
 }
 

@@ -4,54 +4,27 @@
 
 use corral_engine::{AttemptEvidence, CliAdapter, Diagnosis, ExitInfo, TerminalSummary};
 use corral_grok::GrokAdapter;
-use corral_ports::{AgentEvent, RateLimitInfo};
+use corral_ports::RateLimitInfo;
+use corral_test_support::recorded::RecordedRun;
 
-use crate::support::{cases, events_of, exit_code_of, stderr_of};
+use crate::support::{SAMPLES, exit_code_of};
 
 /// What one recorded case left behind, as the engine would hand it to the adapter.
-struct Recorded {
-    terminal: Option<TerminalSummary>,
-    stderr: String,
-    exit: Option<ExitInfo>,
-    rate_limits: Vec<RateLimitInfo>,
-}
-
-fn recorded(case: &str) -> Recorded {
-    let mut terminal = None;
-    let mut rate_limits = Vec::new();
-    for event in events_of(case) {
-        match event {
-            AgentEvent::TerminalResult {
-                is_error,
-                text,
-                api_status,
-                ..
-            } => {
-                terminal = Some(TerminalSummary {
-                    is_error,
-                    text,
-                    api_status,
-                })
-            }
-            AgentEvent::RateLimit { info } => rate_limits.push(info),
-            _ => {}
-        }
-    }
-    Recorded {
-        terminal,
-        stderr: stderr_of(case),
-        exit: Some(ExitInfo {
-            code: Some(exit_code_of(case)),
-            signal: None,
-        }),
-        rate_limits,
-    }
+fn recorded(case: &str) -> RecordedRun<TerminalSummary> {
+    SAMPLES.run_of(case, |is_error, text, api_status| TerminalSummary {
+        is_error,
+        text,
+        api_status,
+    })
 }
 
 fn read(case: &str) -> Diagnosis {
     let r = recorded(case);
     let evidence = AttemptEvidence {
-        exit: r.exit,
+        exit: Some(ExitInfo {
+            code: Some(exit_code_of(case)),
+            signal: None,
+        }),
         terminal: r.terminal.as_ref(),
         stderr_tail: &r.stderr,
         stdout_tail: "",
@@ -72,7 +45,7 @@ fn refused(message: &str) -> Diagnosis {
 fn every_recorded_case_has_a_reading_here() {
     // A new recording must be classified below, not skipped.
     assert_eq!(
-        cases(),
+        SAMPLES.cases(),
         [
             "badflag",
             "bash",

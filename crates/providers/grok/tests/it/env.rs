@@ -3,6 +3,7 @@
 
 use corral_engine::{CliAdapter, EnvInherit, EnvPolicy, ResolvedEnv};
 use corral_grok::GrokAdapter;
+use corral_test_support::session::session;
 
 fn ambient() -> Vec<(&'static str, &'static str)> {
     vec![
@@ -101,7 +102,7 @@ fn morph_passes_only_when_allowed_by_name() {
 
 #[test]
 fn the_adapter_sets_no_variables_of_its_own() {
-    let session = crate::support::session();
+    let session = session();
     let pointer = crate::support::pointer();
     let spec = GrokAdapter::default()
         .command(&crate::support::plan(&session, Some(&pointer), None))

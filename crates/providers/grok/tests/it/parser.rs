@@ -8,9 +8,10 @@ use corral_grok::parser::{
     api_status,
 };
 use corral_ports::{AgentEvent, RateLimitInfo};
+use corral_test_support::recorded::unparsed;
 use serde_json::json;
 
-use crate::support::{cases, events_of, parse_case, parse_lines, snapshot_of};
+use crate::support::{SAMPLES, snapshot_of};
 
 const USER: &str =
     r#"{"role":"user","content":"Your complete task is in the file /r/grok-prompt.md."}"#;
@@ -43,7 +44,7 @@ fn said(text: &str) -> AgentEvent {
 
 #[test]
 fn every_recorded_sample_has_its_snapshot() {
-    let names = cases();
+    let names = SAMPLES.cases();
     // 12 recorded cases; a fixture that goes missing must fail here, not vanish silently.
     assert_eq!(names.len(), 12, "{names:?}");
     for case in names {
@@ -53,16 +54,11 @@ fn every_recorded_sample_has_its_snapshot() {
 
 #[test]
 fn the_samples_leave_only_known_lines_unparsed() {
-    let mut unparsed = Vec::new();
-    for case in cases() {
-        for parsed in parse_case(&case) {
-            for event in parsed.events {
-                if let AgentEvent::Unparsed { line } = event {
-                    unparsed.push(format!("{case}: {line}"));
-                }
-            }
-        }
-    }
+    let unparsed: Vec<String> = SAMPLES
+        .unparsed_lines()
+        .into_iter()
+        .map(|(case, line)| format!("{case}: {line}"))
+        .collect();
     assert_eq!(
         unparsed,
         [
@@ -75,12 +71,13 @@ fn the_samples_leave_only_known_lines_unparsed() {
 
 #[test]
 fn every_recorded_run_that_printed_messages_has_exactly_one_terminal_event() {
-    for case in cases() {
-        let terminals = events_of(&case)
+    for case in SAMPLES.cases() {
+        let terminals = SAMPLES
+            .events_of(&case)
             .iter()
             .filter(|e| matches!(e, AgentEvent::TerminalResult { .. }))
             .count();
-        let printed_messages = crate::support::stdout_of(&case).contains("\"role\"");
+        let printed_messages = SAMPLES.stdout_of(&case).contains("\"role\"");
         assert_eq!(terminals, usize::from(printed_messages), "{case}");
     }
 }
@@ -88,7 +85,7 @@ fn every_recorded_run_that_printed_messages_has_exactly_one_terminal_event() {
 #[test]
 fn a_tool_run_reads_as_expected() {
     assert_eq!(
-        events_of("write"),
+        SAMPLES.events_of("write"),
         [
             // The tool-calling message's content is Grok's filler, not the model's words.
             AgentEvent::ToolUse {
@@ -105,7 +102,11 @@ fn a_tool_run_reads_as_expected() {
             ok("Created signals.json as requested."),
         ]
     );
-    let kinds: Vec<&str> = events_of("bash").iter().map(AgentEvent::kind).collect();
+    let kinds: Vec<&str> = SAMPLES
+        .events_of("bash")
+        .iter()
+        .map(AgentEvent::kind)
+        .collect();
     assert_eq!(
         kinds,
         ["tool_use", "tool_result", "text", "terminal_result"]
@@ -116,7 +117,7 @@ fn a_tool_run_reads_as_expected() {
 fn recorded_api_errors_are_failed_terminal_events_despite_exit_code_0() {
     let e429 = "Sorry, I encountered an error: Grok API error: 429 Rate limited (fakeapi)";
     assert_eq!(
-        events_of("e429-forever"),
+        SAMPLES.events_of("e429-forever"),
         [
             AgentEvent::RateLimit {
                 info: RateLimitInfo {
@@ -130,14 +131,14 @@ fn recorded_api_errors_are_failed_terminal_events_despite_exit_code_0() {
         ]
     );
     assert_eq!(
-        events_of("e500"),
+        SAMPLES.events_of("e500"),
         [failed(
             "Sorry, I encountered an error: Grok API error: 500 Internal server error (fakeapi)",
             Some(500)
         )]
     );
     assert_eq!(
-        events_of("e401"),
+        SAMPLES.events_of("e401"),
         [failed(
             "Sorry, I encountered an error: Grok API error: 401 invalid x-api-key (fakeapi)",
             Some(401)
@@ -145,7 +146,7 @@ fn recorded_api_errors_are_failed_terminal_events_despite_exit_code_0() {
     );
     // Grok's client retried twice on its own and the third request succeeded.
     assert_eq!(
-        events_of("e429-twice"),
+        SAMPLES.events_of("e429-twice"),
         [
             said("Recovered after two 429s."),
             ok("Recovered after two 429s.")
@@ -164,7 +165,7 @@ fn errors_without_a_status_still_fail() {
     ] {
         let text = format!("{LOOP_ERROR_PREFIX}{message}");
         assert_eq!(
-            parse_lines(&[USER, &answer(&text)]),
+            SAMPLES.parse_lines(&[USER, &answer(&text)]),
             [failed(&text, status)],
             "{message}"
         );
@@ -203,7 +204,7 @@ fn the_error_prefix_after_work_is_the_models_prose() {
     // On its error path Grok prints only the prompt and the error: an "error" after tool lines
     // was written by the model.
     let prose = format!("{LOOP_ERROR_PREFIX}Grok API error: 429 while testing, so I retried.");
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         USER,
         r#"{"role":"assistant","content":"Using tools to help you...","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"make test\"}"}}]}"#,
         r#"{"role":"tool","tool_call_id":"c1","content":"ok"}"#,
@@ -216,17 +217,20 @@ fn the_error_prefix_after_work_is_the_models_prose() {
 fn grok_failing_outside_its_agent_loop_fails_the_run() {
     // `index.js` prints `Error: <message>` as the only line and exits 1.
     let text = format!("{FATAL_PREFIX}Cannot read properties of undefined (reading 'model')");
-    assert_eq!(parse_lines(&[&answer(&text)]), [failed(&text, None)]);
+    assert_eq!(
+        SAMPLES.parse_lines(&[&answer(&text)]),
+        [failed(&text, None)]
+    );
     // After the prompt line, the same words are an answer.
     assert_eq!(
-        parse_lines(&[USER, &answer("Error: none found.")]),
+        SAMPLES.parse_lines(&[USER, &answer("Error: none found.")]),
         [said("Error: none found."), ok("Error: none found.")]
     );
 }
 
 #[test]
 fn running_out_of_tool_rounds_fails_the_run() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         USER,
         r#"{"role":"assistant","content":"Using tools to help you...","tool_calls":[{"id":"c1","type":"function","function":{"name":"view_file","arguments":"{\"path\":\"a\"}"}}]}"#,
         r#"{"role":"tool","tool_call_id":"c1","content":"a"}"#,
@@ -255,7 +259,7 @@ fn tool_calls_keep_the_models_words_and_their_arguments() {
     })
     .to_string();
     assert_eq!(
-        parse_lines(&[USER, &line, &filler]),
+        SAMPLES.parse_lines(&[USER, &line, &filler]),
         [
             said("Let me look first."),
             AgentEvent::ToolUse {
@@ -287,7 +291,7 @@ fn tool_calls_keep_the_models_words_and_their_arguments() {
 fn tool_results_are_shortened() {
     let long = "é".repeat(3000);
     let line = json!({"role": "tool", "tool_call_id": "c1", "content": long}).to_string();
-    let events = parse_lines(&[USER, &line]);
+    let events = SAMPLES.parse_lines(&[USER, &line]);
     let AgentEvent::ToolResult {
         id,
         is_error,
@@ -301,7 +305,7 @@ fn tool_results_are_shortened() {
     assert!(content.len() <= TOOL_RESULT_KEEP + 30);
     // No content at all is an empty result.
     assert_eq!(
-        parse_lines(&[r#"{"role":"tool","tool_call_id":"c2"}"#]),
+        SAMPLES.parse_lines(&[r#"{"role":"tool","tool_call_id":"c2"}"#]),
         [AgentEvent::ToolResult {
             id: "c2".into(),
             is_error: false,
@@ -313,7 +317,7 @@ fn tool_results_are_shortened() {
 #[test]
 fn an_empty_answer_ends_the_run_without_text() {
     assert_eq!(
-        parse_lines(&[USER, r#"{"role":"assistant","content":""}"#]),
+        SAMPLES.parse_lines(&[USER, r#"{"role":"assistant","content":""}"#]),
         [AgentEvent::TerminalResult {
             is_error: false,
             text: None,
@@ -322,7 +326,7 @@ fn an_empty_answer_ends_the_run_without_text() {
         }]
     );
     assert_eq!(
-        parse_lines(&[
+        SAMPLES.parse_lines(&[
             USER,
             r#"{"role":"assistant","content":null,"tool_calls":[]}"#
         ]),
@@ -349,13 +353,7 @@ fn odd_lines_are_kept_as_unparsed_and_never_crash() {
         r#"{"role":"assistant","content":"x","tool_calls":[{"type":"function","function":{"name":"bash"}}]}"#,
         "{\"role\":\"assistant\",\"content\":\"cut",
     ];
-    let expected: Vec<AgentEvent> = lines
-        .iter()
-        .map(|l| AgentEvent::Unparsed {
-            line: l.to_string(),
-        })
-        .collect();
-    assert_eq!(parse_lines(&lines), expected);
+    assert_eq!(SAMPLES.parse_lines(&lines), unparsed(&lines));
     // Blank lines give nothing, and the prompt line gives nothing either.
-    assert_eq!(parse_lines(&["", "   ", USER]), []);
+    assert_eq!(SAMPLES.parse_lines(&["", "   ", USER]), []);
 }

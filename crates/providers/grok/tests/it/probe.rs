@@ -2,15 +2,13 @@
 //! is `Unknown` with the reason. The real CLI is not run: the fake agent, a missing path and a
 //! script that never answers play it.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use corral_engine::{Engine, EngineConfig};
 use corral_grok::{GrokProbe, GrokSettings, headless};
-use corral_ports::{
-    HeadlessAiProvider, ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId,
-};
+use corral_ports::{HeadlessAiProvider, ModelAvailability, ModelAvailabilityProbe, ProviderId};
+use corral_test_support::probe::{assert_missing_cli_is_reported, probe_past_busy, write_script};
 
 fn probe_for(command: PathBuf, timeout: Duration) -> GrokProbe {
     GrokProbe::new(&GrokSettings {
@@ -25,16 +23,7 @@ async fn a_missing_cli_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-grok");
     let probe = probe_for(missing.clone(), Duration::from_secs(5));
-    assert_eq!(probe.id(), ProviderId::Grok);
-    match probe.probe("grok-code-fast-1").await {
-        Err(ProviderError::CliNotFound {
-            provider, program, ..
-        }) => {
-            assert_eq!(provider, ProviderId::Grok);
-            assert_eq!(program, missing.display().to_string());
-        }
-        other => panic!("expected CliNotFound, got {other:?}"),
-    }
+    assert_missing_cli_is_reported(&probe, "grok-code-fast-1", ProviderId::Grok, &missing).await;
 }
 
 #[tokio::test]
@@ -58,22 +47,10 @@ async fn a_cli_that_starts_gives_unknown_without_a_request() {
 #[tokio::test]
 async fn a_cli_that_never_answers_does_not_hang_the_probe() {
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("grok");
-    std::fs::write(&script, "#!/bin/sh\nexec sleep 30\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = write_script(dir.path(), "grok", "exec sleep 30\n");
     let probe = probe_for(script, Duration::from_millis(300));
     let start = Instant::now();
-    let mut answer = probe.probe("grok-3").await;
-    // A freshly written script can be "busy" while another test thread forks; try again then.
-    for _ in 0..20 {
-        match &answer {
-            Err(ProviderError::CliNotFound { reason, .. }) if reason.contains("busy") => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                answer = probe.probe("grok-3").await;
-            }
-            _ => break,
-        }
-    }
+    let answer = probe_past_busy(&probe, "grok-3").await;
     assert_eq!(
         answer.unwrap(),
         ModelAvailability::Unknown {

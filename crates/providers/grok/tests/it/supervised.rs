@@ -5,7 +5,6 @@
 //! retries, crash, refusal), that the prompt reaches the pointer file and never argv, and that a
 //! resume is refused before anything starts.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +14,10 @@ use corral_grok::{GrokSettings, headless};
 use corral_ports::{
     AiSession, HeadlessAiProvider, NoopObserver, Outcome, ProviderError, ProviderOutput, SessionId,
 };
+use corral_test_support::probe::write_script;
+use corral_test_support::session::{PROMPT, session_in};
 
-use crate::support::{PROMPT, exit_code_of, fixtures, session, stderr_of};
+use crate::support::{SAMPLES, exit_code_of};
 
 /// A scratch directory holding the stand-in script, the repository and the run directory.
 struct Stage {
@@ -36,15 +37,14 @@ fn stage(case: &str) -> Stage {
     std::fs::create_dir_all(&repo).unwrap();
     std::fs::create_dir_all(&run).unwrap();
     let stderr = root.join(format!("{case}.stderr"));
-    std::fs::write(&stderr, stderr_of(case)).unwrap();
+    std::fs::write(&stderr, SAMPLES.stderr_of(case)).unwrap();
     let argv_log = root.join("argv.log");
-    let stdout = fixtures().join(format!("{case}.stdout"));
-    let script = root.join("grok");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\n\
-             if [ \"$1\" = \"--version\" ]; then echo 1.0.1; exit 0; fi\n\
+    let stdout = SAMPLES.dir().join(format!("{case}.stdout"));
+    let script = write_script(
+        &root,
+        "grok",
+        &format!(
+            "if [ \"$1\" = \"--version\" ]; then echo 1.0.1; exit 0; fi\n\
              {{ echo \"cwd=$(pwd)\"; for a in \"$@\"; do printf '%s\\n' \"$a\"; done; echo '--'; }} >> '{log}'\n\
              cat '{stdout}'\n\
              cat '{stderr}' >&2\n\
@@ -54,9 +54,7 @@ fn stage(case: &str) -> Stage {
             stderr = stderr.display(),
             code = exit_code_of(case),
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     Stage {
         _dir: dir,
         script,
@@ -68,12 +66,7 @@ fn stage(case: &str) -> Stage {
 
 impl Stage {
     fn session(&self) -> AiSession {
-        AiSession {
-            cwd: self.repo.clone(),
-            signals_file: self.run.join("signals.json"),
-            output_dir: self.run.clone(),
-            ..session()
-        }
+        session_in(PROMPT, &self.repo, &self.run)
     }
 
     /// Each invocation's logged lines: `cwd=<dir>`, then one argument per line.

@@ -13,8 +13,7 @@ use corral_ports::{
     AiSession, CostReporting, Effort, Gate, Permissions, PromptChannel, ProviderError, ProviderId,
     SessionId, SessionIdTiming,
 };
-
-use crate::support::{PROMPT, session};
+use corral_test_support::session::{assert_prompt_not_in, session};
 
 /// `run --format json --thinking --dir /work/repo`.
 const HEAD: [&str; 6] = [
@@ -54,12 +53,7 @@ fn command(
         pointer: None,
     };
     let spec = adapter.command(&plan)?;
-    for arg in &spec.args {
-        assert!(
-            !arg.to_string_lossy().contains(PROMPT),
-            "the prompt leaked into argv: {arg:?}"
-        );
-    }
+    assert_prompt_not_in(&spec.args);
     Ok(spec)
 }
 
@@ -391,7 +385,7 @@ fn default_settings() {
 fn every_flag_the_adapter_writes_is_in_the_recorded_usage() {
     // OpenCode 1.18.33 printed its `run` usage when it rejected a flag; every flag the adapter can
     // write must be in it, or the version bump that drops one shows up here first.
-    let usage = crate::support::stderr_of("badflag");
+    let usage = crate::support::SAMPLES.stderr_of("badflag");
     let adapter = OpencodeAdapter::new(OpencodeSettings {
         auto_approve: true,
         ..OpencodeSettings::default()

@@ -88,7 +88,7 @@ fn recorded_rate_limit_keeps_the_retry_after() {
 
 #[test]
 fn recorded_stale_session_behind_ansi_colours() {
-    let stderr = crate::support::stderr_of("resume-unknown");
+    let stderr = crate::support::SAMPLES.stderr_of("resume-unknown");
     assert!(
         stderr.starts_with("\u{1b}[91m\u{1b}[1mError: \u{1b}[0mSession not found"),
         "the fixture keeps the colours: {stderr:?}"

@@ -3,13 +3,12 @@
 //! shows (reasoning, failed tools, errors without a status, `done`), written from the shapes in
 //! OpenCode's `run` command.
 
-use corral_engine::StreamParser;
-use corral_opencode::OpencodeStreamParser;
 use corral_opencode::parser::TOOL_RESULT_KEEP;
 use corral_ports::{AgentEvent, RateLimitInfo, SessionId, Usage};
+use corral_test_support::recorded::unparsed;
 use serde_json::json;
 
-use crate::support::{cases, events_of, parse_case, parse_lines, restore, snapshot_of, stdout_of};
+use crate::support::{SAMPLES, snapshot_of};
 
 fn sid(id: &str) -> SessionId {
     SessionId::new(id).unwrap()
@@ -42,7 +41,7 @@ fn usage_sum(events: &[AgentEvent]) -> Usage {
 
 #[test]
 fn every_recorded_sample_has_its_snapshot() {
-    let names = cases();
+    let names = SAMPLES.cases();
     // 15 recorded cases; a fixture that goes missing must fail here, not vanish silently.
     assert_eq!(names.len(), 15, "{names:?}");
     for case in names {
@@ -52,56 +51,26 @@ fn every_recorded_sample_has_its_snapshot() {
 
 #[test]
 fn restored_lines_are_json_objects_and_keep_the_recorded_prefix() {
-    let mut restored = 0;
-    for case in cases() {
-        for raw in stdout_of(&case).lines() {
-            let Some(fixed) = restore(raw) else { continue };
-            restored += 1;
-            let value: serde_json::Value =
-                serde_json::from_str(&fixed).unwrap_or_else(|e| panic!("{case}: {e}: {fixed}"));
-            assert!(value.is_object(), "{case}: {fixed}");
-            // Nothing is invented: the repaired line is the recorded prefix plus closing brackets.
-            let kept = fixed.trim_end_matches(['}', ']']);
-            assert!(raw.starts_with(kept), "{case}: {fixed}");
-        }
-    }
+    // Nothing is invented: the repaired line is the recorded prefix plus closing brackets.
+    let restored = SAMPLES.assert_restored_lines_keep_the_recorded_prefix(&['}', ']']);
     // The two `tool_use` lines of write-auto and write-default.
     assert_eq!(restored, 2);
 }
 
 #[test]
 fn cut_lines_as_stored_become_one_unparsed_event_each() {
-    for case in cases() {
-        for raw in stdout_of(&case).lines().filter(|l| restore(l).is_some()) {
-            let mut events = Vec::new();
-            // A parser that already announced the session, so only the line's own events count.
-            let mut parser = OpencodeStreamParser::default();
-            parser.parse_line(r#"{"type":"step_start","sessionID":"ses_x"}"#, &mut events);
-            events.clear();
-            parser.parse_line(raw, &mut events);
-            assert_eq!(
-                events,
-                [AgentEvent::Unparsed {
-                    line: raw.to_string()
-                }],
-                "{case}"
-            );
-        }
-    }
+    // A parser that already announced the session, so only the line's own events count.
+    SAMPLES
+        .assert_cut_lines_as_stored_are_unparsed(&[r#"{"type":"step_start","sessionID":"ses_x"}"#]);
 }
 
 #[test]
 fn the_samples_leave_only_known_lines_unparsed() {
-    let mut unparsed = Vec::new();
-    for case in cases() {
-        for parsed in parse_case(&case) {
-            for event in parsed.events {
-                if let AgentEvent::Unparsed { line } = event {
-                    unparsed.push(format!("{case}: {line}"));
-                }
-            }
-        }
-    }
+    let unparsed: Vec<String> = SAMPLES
+        .unparsed_lines()
+        .into_iter()
+        .map(|(case, line)| format!("{case}: {line}"))
+        .collect();
     assert_eq!(
         unparsed,
         [
@@ -116,7 +85,7 @@ fn the_samples_leave_only_known_lines_unparsed() {
 
 #[test]
 fn a_successful_tool_run_reads_as_expected() {
-    let events = events_of("write-default");
+    let events = SAMPLES.events_of("write-default");
     let kinds: Vec<&str> = events.iter().map(AgentEvent::kind).collect();
     assert_eq!(
         kinds,
@@ -168,7 +137,7 @@ fn a_successful_tool_run_reads_as_expected() {
 #[test]
 fn each_step_is_counted_once() {
     for case in ["write-auto", "write-default", "text", "e429-twice"] {
-        let events = events_of(case);
+        let events = SAMPLES.events_of(case);
         // The terminal event carries the sum of the steps, which the engine takes instead of
         // summing the Usage events: the same total, not twice it.
         assert_eq!(engine_usage(&events), usage_sum(&events), "{case}");
@@ -183,14 +152,20 @@ fn each_step_is_counted_once() {
             "{case}"
         );
     }
-    assert_eq!(engine_usage(&events_of("write-auto")).input, Some(20));
-    assert_eq!(engine_usage(&events_of("write-auto")).output, Some(9));
+    assert_eq!(
+        engine_usage(&SAMPLES.events_of("write-auto")).input,
+        Some(20)
+    );
+    assert_eq!(
+        engine_usage(&SAMPLES.events_of("write-auto")).output,
+        Some(9)
+    );
 }
 
 #[test]
 fn a_rate_limited_run_reports_the_limit_with_its_retry_after() {
     assert_eq!(
-        events_of("e429-forever"),
+        SAMPLES.events_of("e429-forever"),
         [
             AgentEvent::SessionStarted {
                 session_id: sid("ses_dd39c1b59ffe0KF5KYX8Za8GhF"),
@@ -217,7 +192,8 @@ fn a_rate_limited_run_reports_the_limit_with_its_retry_after() {
 #[test]
 fn recorded_failures_end_with_an_error_terminal() {
     let terminal = |case: &str| {
-        events_of(case)
+        SAMPLES
+            .events_of(case)
             .into_iter()
             .filter(|e| e.kind() == "terminal_result")
             .collect::<Vec<_>>()
@@ -242,20 +218,20 @@ fn recorded_failures_end_with_an_error_terminal() {
     );
     // A stalled stream: the session is known, the run never ends.
     assert_eq!(
-        events_of("stall"),
+        SAMPLES.events_of("stall"),
         [AgentEvent::SessionStarted {
             session_id: sid("ses_dd39ae256ffeTZNL09rIu5XP3b"),
             model: None,
         }]
     );
     for silent in ["hang", "badflag", "resume-unknown"] {
-        assert_eq!(events_of(silent), [], "{silent}");
+        assert_eq!(SAMPLES.events_of(silent), [], "{silent}");
     }
 }
 
 #[test]
 fn the_first_session_id_wins_and_a_part_can_supply_it() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"step_start","part":{"type":"step-start","sessionID":"ses_from_part"}}"#,
         r#"{"type":"text","sessionID":"ses_other","part":{"type":"text","text":"hi"}}"#,
     ]);
@@ -270,7 +246,7 @@ fn the_first_session_id_wins_and_a_part_can_supply_it() {
         ]
     );
     // An id that could be read as a flag is never announced; the next valid one is.
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"step_start","sessionID":"--auto","part":{}}"#,
         r#"{"type":"step_start","sessionID":"ses_ok","part":{}}"#,
     ]);
@@ -293,7 +269,7 @@ fn reasoning_failed_tools_and_long_results() {
         "tool":"read","callID":"call_2","state":{"status":"completed","input":{},"output":long}}});
     let running = json!({"type":"tool_use","sessionID":"ses_a","part":{"type":"tool","tool":"task",
         "id":"prt_3","state":{"status":"running","input":{"prompt":"p"}}}});
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"reasoning","sessionID":"ses_a","part":{"type":"reasoning","text":"Plan: write it."}}"#,
         r#"{"type":"reasoning","sessionID":"ses_a","part":{"type":"reasoning","text":""}}"#,
         &failed.to_string(),
@@ -346,7 +322,7 @@ fn reasoning_failed_tools_and_long_results() {
 
 #[test]
 fn errors_without_a_status_or_a_message() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"step_finish","sessionID":"ses_e","part":{"reason":"tool-calls","tokens":{"input":100,"output":20,"reasoning":5,"cache":{"read":7,"write":3}},"cost":0.25}}"#,
         r#"{"type":"error","sessionID":"ses_e","error":{"name":"UnknownError","data":{"message":"Model not found: fake/nope. Did you mean: fake/fake-model?"}}}"#,
         r#"{"type":"error","sessionID":"ses_e","error":{"name":"ProviderModelNotFoundError","data":{"providerID":"fake","modelID":"nope"}}}"#,
@@ -389,7 +365,7 @@ fn errors_without_a_status_or_a_message() {
 
 #[test]
 fn overloads_and_retry_after_headers() {
-    let events = parse_lines(&[
+    let events = SAMPLES.parse_lines(&[
         r#"{"type":"error","sessionID":"ses_o","error":{"name":"APIError","data":{"message":"Overloaded","statusCode":529,"isRetryable":true,"responseHeaders":{"Retry-After-Ms":"1500.4","retry-after":"9"}}}}"#,
         r#"{"type":"error","sessionID":"ses_o","error":{"name":"APIError","data":{"message":"slow down","statusCode":429,"responseHeaders":{"retry-after":"Wed, 21 Oct 2026 07:28:00 GMT"}}}}"#,
     ]);
@@ -445,7 +421,8 @@ fn stop_ends_the_run_unless_an_error_came_first_and_done_only_when_nothing_did()
         usage,
     };
     let terminals = |lines: &[&str]| {
-        parse_lines(lines)
+        SAMPLES
+            .parse_lines(lines)
             .into_iter()
             .filter(|e| e.kind() == "terminal_result")
             .collect::<Vec<_>>()
@@ -492,16 +469,10 @@ fn odd_lines_are_kept_as_unparsed_and_never_crash() {
         r#"{"type":"error","error":42}"#,
         "{\"type\":\"step_finish\",\"part\":{\"rea",
     ];
-    let expected: Vec<AgentEvent> = lines
-        .iter()
-        .map(|l| AgentEvent::Unparsed {
-            line: l.to_string(),
-        })
-        .collect();
-    assert_eq!(parse_lines(&lines), expected);
+    assert_eq!(SAMPLES.parse_lines(&lines), unparsed(&lines));
     // A line of an unknown type still announces the session it carries.
     assert_eq!(
-        parse_lines(&[r#"{"type":"future_event","sessionID":"ses_f"}"#]),
+        SAMPLES.parse_lines(&[r#"{"type":"future_event","sessionID":"ses_f"}"#]),
         [
             AgentEvent::SessionStarted {
                 session_id: sid("ses_f"),
@@ -514,7 +485,7 @@ fn odd_lines_are_kept_as_unparsed_and_never_crash() {
     );
     // Blank lines, step starts and empty texts give nothing.
     assert_eq!(
-        parse_lines(&[
+        SAMPLES.parse_lines(&[
             "",
             "   ",
             r#"{"type":"step_start","part":{"type":"step-start"}}"#,

@@ -4,16 +4,14 @@
 //! `opencode models`, and the fake agent plays one that never answers and has grandchildren,
 //! which the time limit must take down with it.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_engine::{Engine, EngineConfig, EnvInherit, TokioSpawner};
 use corral_opencode::{OpencodeProbe, OpencodeSettings, headless, parse_model_listing, probe_env};
-use corral_ports::{
-    HeadlessAiProvider, ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId,
-};
+use corral_ports::{HeadlessAiProvider, ModelAvailability, ModelAvailabilityProbe, ProviderId};
+use corral_test_support::probe::{assert_missing_cli_is_reported, probe_past_busy, write_script};
 
 /// A listing as `opencode models` prints it (one `provider/model` per line, `opencode` providers
 /// first), with the noise a first run can add around it.
@@ -29,13 +27,6 @@ openrouter/openai/gpt-5
 opencode/grok-code
 ";
 
-fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
 fn probe_for(command: PathBuf, timeout: Duration) -> OpencodeProbe {
     let settings = OpencodeSettings {
         command,
@@ -50,25 +41,9 @@ fn probe_for(command: PathBuf, timeout: Duration) -> OpencodeProbe {
     )
 }
 
-/// Probes, trying again while a freshly written script is "busy" (another test thread may hold
-/// it open across a fork for a moment).
-async fn probe(probe: &OpencodeProbe, model: &str) -> Result<ModelAvailability, ProviderError> {
-    let mut answer = probe.probe(model).await;
-    for _ in 0..20 {
-        match &answer {
-            Err(ProviderError::CliNotFound { reason, .. }) if reason.contains("busy") => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                answer = probe.probe(model).await;
-            }
-            _ => break,
-        }
-    }
-    answer
-}
-
 fn listing_script(dir: &Path) -> PathBuf {
     let out = dir.join("seen");
-    script(
+    write_script(
         dir,
         "opencode",
         &format!(
@@ -109,11 +84,13 @@ async fn a_listed_model_is_available_and_the_probe_runs_opencode_models() {
     let p = probe_for(listing_script(dir.path()), Duration::from_secs(30));
     assert_eq!(p.id(), ProviderId::Opencode);
     assert_eq!(
-        probe(&p, "fake/fake-model").await.unwrap(),
+        probe_past_busy(&p, "fake/fake-model").await.unwrap(),
         ModelAvailability::Available
     );
     assert_eq!(
-        probe(&p, "openrouter/openai/gpt-5").await.unwrap(),
+        probe_past_busy(&p, "openrouter/openai/gpt-5")
+            .await
+            .unwrap(),
         ModelAvailability::Available
     );
     let args = std::fs::read_to_string(dir.path().join("seen.args")).unwrap();
@@ -138,7 +115,7 @@ async fn an_unlisted_model_is_unavailable_with_what_is_offered() {
         "claude-sonnet-4-5",
     ] {
         assert_eq!(
-            probe(&p, model).await.unwrap(),
+            probe_past_busy(&p, model).await.unwrap(),
             ModelAvailability::Unavailable {
                 known: known.clone()
             },
@@ -150,14 +127,14 @@ async fn an_unlisted_model_is_unavailable_with_what_is_offered() {
 #[tokio::test]
 async fn a_failed_or_empty_listing_is_unknown() {
     let dir = tempfile::tempdir().unwrap();
-    let failing = script(
+    let failing = write_script(
         dir.path(),
         "opencode-fails",
         "printf '\\033[91mError: \\033[0mUnexpected error, check log file\\n' >&2\nexit 3\n",
     );
     let p = probe_for(failing.clone(), Duration::from_secs(30));
     assert_eq!(
-        probe(&p, "fake/fake-model").await.unwrap(),
+        probe_past_busy(&p, "fake/fake-model").await.unwrap(),
         ModelAvailability::Unknown {
             reason: format!(
                 "`opencode models` failed with exit code 3: Error: Unexpected error, check log \
@@ -167,10 +144,10 @@ async fn a_failed_or_empty_listing_is_unknown() {
             )
         }
     );
-    let empty = script(dir.path(), "opencode-empty", "exit 0\n");
+    let empty = write_script(dir.path(), "opencode-empty", "exit 0\n");
     let p = probe_for(empty.clone(), Duration::from_secs(30));
     assert_eq!(
-        probe(&p, "fake/fake-model").await.unwrap(),
+        probe_past_busy(&p, "fake/fake-model").await.unwrap(),
         ModelAvailability::Unknown {
             reason: format!(
                 "`opencode models` listed no model (no provider is configured, or its key is \
@@ -187,15 +164,7 @@ async fn a_missing_cli_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-opencode");
     let p = probe_for(missing.clone(), Duration::from_secs(5));
-    match p.probe("fake/fake-model").await {
-        Err(ProviderError::CliNotFound {
-            provider, program, ..
-        }) => {
-            assert_eq!(provider, ProviderId::Opencode);
-            assert_eq!(program, missing.display().to_string());
-        }
-        other => panic!("expected CliNotFound, got {other:?}"),
-    }
+    assert_missing_cli_is_reported(&p, "fake/fake-model", ProviderId::Opencode, &missing).await;
 }
 
 #[tokio::test]
@@ -204,7 +173,7 @@ async fn a_listing_that_never_ends_is_killed_with_its_whole_group() {
     let pids = dir.path().join("pids");
     // Like the npm `opencode`, a wrapper whose real work happens in descendants: the fake agent
     // with two grandchildren, all in the group, sleeping forever.
-    let hanging = script(
+    let hanging = write_script(
         dir.path(),
         "opencode",
         &format!(
@@ -215,7 +184,7 @@ async fn a_listing_that_never_ends_is_killed_with_its_whole_group() {
     );
     let p = probe_for(hanging.clone(), Duration::from_millis(1500));
     let start = Instant::now();
-    let answer = probe(&p, "fake/fake-model").await.unwrap();
+    let answer = probe_past_busy(&p, "fake/fake-model").await.unwrap();
     let recorded = corral_test_support::read_pids(&pids);
     let survivors = corral_test_support::wait_all_dead(&recorded, Duration::from_secs(5));
     corral_test_support::kill_survivors(&survivors);
