@@ -65,10 +65,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             continue;
         };
         println!("  ✓ found {}", found.display());
-        let env: Vec<_> = ["PATH", "HOME"]
-            .iter()
-            .filter_map(|k| std::env::var_os(k).map(|v| (std::ffi::OsString::from(k), v)))
-            .collect();
+        let env = corral_engine::version_env();
         let probe = probe_version(
             &TokioSpawner,
             &found,

@@ -66,4 +66,4 @@ pub use spawn::{
     TokioSpawner, group_alive, signal_group,
 };
 pub use supervisor::{CONTINUATION_PROMPT, Engine, SupervisedProvider};
-pub use version::{VersionProbe, parse_version, probe_version};
+pub use version::{VersionProbe, describe_cli, parse_version, probe_version, version_env};

@@ -929,10 +929,7 @@ impl<'a> Run<'a> {
         &mut self,
         check: &VersionCheck,
     ) -> Result<Option<String>, ProviderError> {
-        let env: Vec<(OsString, OsString)> = ["PATH", "HOME"]
-            .iter()
-            .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
-            .collect();
+        let env = crate::version::version_env();
         let probe = probe_version(
             self.engine.spawner.as_ref(),
             &check.program,

@@ -92,6 +92,49 @@ pub async fn probe_version(
     }
 }
 
+/// The environment version questions run with: this process's `PATH` and `HOME`, nothing else
+/// (no credentials reach a `--version`).
+pub fn version_env() -> Vec<(OsString, OsString)> {
+    ["PATH", "HOME"]
+        .iter()
+        .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
+        .collect()
+}
+
+/// Asks `program --version` (the minimal environment, the temporary directory as working
+/// directory, bounded by `timeout`) and describes the CLI for a diagnostic, `"<label> <version>"`.
+/// `Err(CliNotFound)` when it cannot start at all; an unreadable or missing answer still
+/// describes it. Model probes use this to report a missing CLI before a run.
+pub async fn describe_cli(
+    spawner: &dyn ProviderSpawn,
+    provider: corral_ports::ProviderId,
+    label: &str,
+    program: &std::path::Path,
+    timeout: Duration,
+) -> Result<String, corral_ports::ProviderError> {
+    let found = probe_version(
+        spawner,
+        program,
+        &["--version".to_string()],
+        version_env(),
+        &std::env::temp_dir(),
+        timeout,
+    )
+    .await;
+    match found {
+        VersionProbe::SpawnFailed(reason) => Err(corral_ports::ProviderError::CliNotFound {
+            provider,
+            program: program.display().to_string(),
+            reason,
+        }),
+        VersionProbe::Found(version) => Ok(format!("{label} {version}")),
+        VersionProbe::Unparsed(_) => Ok(format!("{label} (version unreadable)")),
+        VersionProbe::TimedOut => Ok(format!(
+            "{label} (no answer to --version within {timeout:?})"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

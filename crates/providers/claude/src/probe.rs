@@ -7,13 +7,12 @@
 //! classified `ModelUnavailable`. It still asks `claude --version` (bounded by the settings' version
 //! timeout, through the engine's spawner), so that a missing CLI is reported before a run.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_engine::{ProviderSpawn, TokioSpawner, VersionProbe, probe_version};
+use corral_engine::{ProviderSpawn, TokioSpawner, describe_cli};
 use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId};
 
 use crate::settings::ClaudeSettings;
@@ -49,35 +48,14 @@ impl ModelAvailabilityProbe for ClaudeProbe {
     }
 
     async fn probe(&self, model: &str) -> Result<ModelAvailability, ProviderError> {
-        // The same minimal environment the engine's version check uses.
-        let env: Vec<(OsString, OsString)> = ["PATH", "HOME"]
-            .iter()
-            .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
-            .collect();
-        let found = probe_version(
+        let cli = describe_cli(
             self.spawner.as_ref(),
+            ProviderId::Claude,
+            "Claude Code",
             &self.command,
-            &["--version".to_string()],
-            env,
-            &std::env::temp_dir(),
             self.timeout,
         )
-        .await;
-        let cli = match found {
-            VersionProbe::SpawnFailed(reason) => {
-                return Err(ProviderError::CliNotFound {
-                    provider: ProviderId::Claude,
-                    program: self.command.display().to_string(),
-                    reason,
-                });
-            }
-            VersionProbe::Found(version) => format!("Claude Code {version}"),
-            VersionProbe::Unparsed(_) => "Claude Code (version unreadable)".to_string(),
-            VersionProbe::TimedOut => format!(
-                "Claude Code (no answer to --version within {:?})",
-                self.timeout
-            ),
-        };
+        .await?;
         Ok(ModelAvailability::Unknown {
             reason: format!(
                 "{cli} has no model listing, and only a paid request would show whether \

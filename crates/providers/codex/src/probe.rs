@@ -17,14 +17,13 @@
 //! engine's spawner), so that a missing CLI is reported before a run. Nothing here spends tokens,
 //! and nothing waits longer than the version timeout.
 
-use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_engine::{ProviderSpawn, TokioSpawner, VersionProbe, probe_version};
+use corral_engine::{ProviderSpawn, TokioSpawner, describe_cli};
 use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId};
 use serde_json::Value;
 
@@ -75,33 +74,14 @@ impl CodexProbe {
     }
 
     async fn cli(&self) -> Result<String, ProviderError> {
-        // The same minimal environment the engine's version check uses.
-        let env: Vec<(OsString, OsString)> = ["PATH", "HOME"]
-            .iter()
-            .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
-            .collect();
-        let found = probe_version(
+        describe_cli(
             self.spawner.as_ref(),
+            ProviderId::Codex,
+            "Codex",
             &self.command,
-            &["--version".to_string()],
-            env,
-            &std::env::temp_dir(),
             self.timeout,
         )
-        .await;
-        match found {
-            VersionProbe::SpawnFailed(reason) => Err(ProviderError::CliNotFound {
-                provider: ProviderId::Codex,
-                program: self.command.display().to_string(),
-                reason,
-            }),
-            VersionProbe::Found(version) => Ok(format!("Codex {version}")),
-            VersionProbe::Unparsed(_) => Ok("Codex (version unreadable)".to_string()),
-            VersionProbe::TimedOut => Ok(format!(
-                "Codex (no answer to --version within {:?})",
-                self.timeout
-            )),
-        }
+        .await
     }
 }
 
