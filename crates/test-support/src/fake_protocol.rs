@@ -88,3 +88,47 @@ impl FakeLine {
         }
     }
 }
+
+/// One line of the fake's stdout as the normalized event a provider's parser would make of it:
+/// the parser every engine test and benchmark adapter for the fake uses.
+pub fn to_agent_event(line: &str) -> corral_ports::AgentEvent {
+    use corral_ports::{AgentEvent, RateLimitInfo, SessionId, Usage};
+    let unparsed = || AgentEvent::Unparsed {
+        line: line.to_string(),
+    };
+    match serde_json::from_str::<FakeLine>(line) {
+        Ok(FakeLine::Init { session_id }) => match SessionId::new(session_id) {
+            Ok(session_id) => AgentEvent::SessionStarted {
+                session_id,
+                model: None,
+            },
+            Err(_) => unparsed(),
+        },
+        Ok(FakeLine::Text { text }) => AgentEvent::Text { text },
+        Ok(FakeLine::Result {
+            is_error,
+            text,
+            usage,
+            cost_usd,
+        }) => AgentEvent::TerminalResult {
+            is_error,
+            text: Some(text),
+            api_status: None,
+            usage: Some(Usage {
+                input: Some(usage.input_tokens),
+                output: Some(usage.output_tokens),
+                cost_usd: Some(cost_usd),
+                ..Usage::default()
+            }),
+        },
+        Ok(FakeLine::RateLimit { resets_at, message }) => AgentEvent::RateLimit {
+            info: RateLimitInfo {
+                resets_at_epoch_s: resets_at,
+                retry_after_ms: None,
+                rejected: true,
+                message,
+            },
+        },
+        Err(_) => unparsed(),
+    }
+}

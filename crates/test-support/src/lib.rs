@@ -56,6 +56,30 @@ pub fn fake_agent_path() -> PathBuf {
     PATH.get_or_init(locate_or_build_fake_agent).clone()
 }
 
+/// True when a source file of the fake agent is newer than the built binary: a `cargo test -p`
+/// of another crate does not rebuild it, and a stale fake fails in confusing ways.
+fn older_than_its_sources(bin: &Path) -> bool {
+    fn newest(dir: &Path) -> Option<std::time::SystemTime> {
+        std::fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .filter_map(|e| {
+                let path = e.path();
+                if path.is_dir() {
+                    newest(&path)
+                } else {
+                    e.metadata().ok()?.modified().ok()
+                }
+            })
+            .max()
+    }
+    let sources = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src")
+        .join("bin");
+    let built = std::fs::metadata(bin).and_then(|m| m.modified()).ok();
+    matches!((newest(&sources), built), (Some(src), Some(built)) if src > built)
+}
+
 #[allow(
     clippy::panic,
     reason = "test fixture: a missing fake agent must stop the test loudly"
@@ -75,7 +99,7 @@ fn locate_or_build_fake_agent() -> PathBuf {
         profile_dir.pop();
     }
     let bin = profile_dir.join(format!("{FAKE_AGENT_BIN}{}", std::env::consts::EXE_SUFFIX));
-    if bin.is_file() {
+    if bin.is_file() && !older_than_its_sources(&bin) {
         return bin;
     }
 

@@ -341,14 +341,19 @@ async fn a_1_mib_prompt_never_enters_argv() {
         prompt.push('.');
     }
     session.prompt = Arc::from(prompt.as_str());
-    let adapter = s.adapter("echo-stdin", &["--sleep-ms", "1500"]);
+    // The fake stays alive until the go file exists: the test reads its argv first.
+    let go = s.path("go");
+    let adapter = s.adapter("echo-stdin", &["--wait-for", go.to_str().unwrap()]);
     let pid_file = s.pid_file();
     let run = tokio::spawn(async move { run(fast_config(), &adapter, session).await });
+    let go_file = go.clone();
     let cmdline = tokio::task::spawn_blocking(move || {
         assert!(wait_for_lines(&pid_file, 1, Duration::from_secs(20)));
         let pid = read_pids(&pid_file)[0];
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .unwrap_or_else(|e| panic!("pid {pid} of {:?}: {e}", read_pids(&pid_file)))
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .unwrap_or_else(|e| panic!("pid {pid} of {:?}: {e}", read_pids(&pid_file)));
+        std::fs::write(&go_file, "").unwrap();
+        cmdline
     })
     .await
     .unwrap();

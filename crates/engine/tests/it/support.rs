@@ -10,10 +10,9 @@ use corral_engine::{
     EnvProfile, Liveness, PromptDelivery, RetryPolicy, StreamParser,
 };
 use corral_ports::{
-    AgentEvent, AiSession, NoopObserver, ProviderError, ProviderId, ProviderOutput, RateLimitInfo,
-    RunObserver, SessionId, Usage,
+    AgentEvent, AiSession, NoopObserver, ProviderError, ProviderId, ProviderOutput, RunObserver,
+    SessionId,
 };
-use corral_test_support::fake_protocol::FakeLine;
 use corral_test_support::session::session_in;
 use corral_test_support::{fake_agent_path, read_pids, wait_all_dead};
 use serde_json::Value;
@@ -104,46 +103,7 @@ struct FakeParser;
 
 impl StreamParser for FakeParser {
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>) {
-        let event = match serde_json::from_str::<FakeLine>(line) {
-            Ok(FakeLine::Init { session_id }) => match SessionId::new(session_id) {
-                Ok(session_id) => AgentEvent::SessionStarted {
-                    session_id,
-                    model: None,
-                },
-                Err(_) => AgentEvent::Unparsed {
-                    line: line.to_string(),
-                },
-            },
-            Ok(FakeLine::Text { text }) => AgentEvent::Text { text },
-            Ok(FakeLine::Result {
-                is_error,
-                text,
-                usage,
-                cost_usd,
-            }) => AgentEvent::TerminalResult {
-                is_error,
-                text: Some(text),
-                api_status: None,
-                usage: Some(Usage {
-                    input: Some(usage.input_tokens),
-                    output: Some(usage.output_tokens),
-                    cost_usd: Some(cost_usd),
-                    ..Usage::default()
-                }),
-            },
-            Ok(FakeLine::RateLimit { resets_at, message }) => AgentEvent::RateLimit {
-                info: RateLimitInfo {
-                    resets_at_epoch_s: resets_at,
-                    retry_after_ms: None,
-                    rejected: true,
-                    message,
-                },
-            },
-            Err(_) => AgentEvent::Unparsed {
-                line: line.to_string(),
-            },
-        };
-        out.push(event);
+        out.push(corral_test_support::fake_protocol::to_agent_event(line));
     }
 }
 

@@ -326,6 +326,10 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
                 "stdin_bytes={stdin_bytes} cmdline_bytes={cmdline_bytes}"
             )))?;
             pause(opts.sleep_ms);
+            if let Some(go) = &opts.wait_for {
+                // A handshake instead of a time window: stay alive until the test has looked.
+                wait_until("the go file", || go.exists())?;
+            }
             out.line(&FakeLine::done())?;
             Ok(0)
         }

@@ -214,6 +214,7 @@ pub struct Opts {
     pub pointer: Option<String>,
     pub read: Option<PathBuf>,
     pub write: Option<PathBuf>,
+    pub wait_for: Option<PathBuf>,
 }
 
 /// The help text listing the modes and options.
@@ -279,6 +280,7 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
         pointer: None,
         read: None,
         write: None,
+        wait_for: None,
     };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
@@ -326,6 +328,7 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
             "pointer" => opts.pointer = Some(value),
             "read" => opts.read = Some(value.into()),
             "write" => opts.write = Some(value.into()),
+            "wait-for" => opts.wait_for = Some(value.into()),
             _ => return Err(format!("unknown option: --{name}")),
         }
     }
