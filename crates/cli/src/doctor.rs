@@ -65,7 +65,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             continue;
         };
         println!("  ✓ found {}", found.display());
-        let env = corral_engine::version_env();
+        let env = corral_engine::version_env(corral_engine::process_env());
         let probe = probe_version(
             &TokioSpawner,
             &found,

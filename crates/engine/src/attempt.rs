@@ -13,24 +13,23 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use corral_ports::{AgentEvent, RateLimitInfo, RunObserver, SessionId, Usage};
-use nix::sys::signal::Signal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
-use tokio::time::{MissedTickBehavior, sleep_until};
+use tokio::time::{Interval, MissedTickBehavior, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{Liveness, StreamParser, TerminalSummary};
 use crate::config::EngineConfig;
 use crate::files::{SessionMeta, persist_session};
 use crate::framing::{Frame, LineFramer};
-use crate::log::{ExecutionLog, KillReason, Record};
+use crate::log::{ExecutionLog, FLUSH_EVERY, KillReason, Record};
 use crate::proc;
+use crate::process_group::{self, KILL_POLL, KillLadder, Sent};
 use crate::spawn::{ChildOutput, ExitInfo, SpawnedChild};
 use crate::tail::Tail;
 
 const READ_CHUNK: usize = 64 * 1024;
 const STDERR_MAX_LINE: usize = 64 * 1024;
-const KILL_POLL: Duration = Duration::from_millis(2);
 const UNPARSED_KEEP: usize = 4096;
 
 /// What one attempt produced.
@@ -69,16 +68,9 @@ pub(crate) struct AttemptContext<'a> {
     pub minted_session: Option<SessionId>,
 }
 
-struct KillState {
-    reason: KillReason,
-    sigkill_at: Instant,
-    sigkill_sent: bool,
-    group_dead: bool,
-}
-
 /// Everything that turns bytes into events and records them.
-struct StreamState<'a, 'b> {
-    ctx: &'b mut AttemptContext<'a>,
+struct StreamState<'a> {
+    ctx: AttemptContext<'a>,
     events: Vec<AgentEvent>,
     result: AttemptResult,
     usage_from_events: Usage,
@@ -86,7 +78,7 @@ struct StreamState<'a, 'b> {
     terminal_seen_at: Option<Instant>,
 }
 
-impl StreamState<'_, '_> {
+impl StreamState<'_> {
     fn on_stdout_frame(&mut self, frame: Frame<'_>) {
         match frame {
             Frame::Line(line) => {
@@ -228,231 +220,422 @@ fn spawn_stdin_writer(
 pub(crate) async fn supervise(
     mut child: Box<dyn SpawnedChild>,
     prompt: Option<Arc<str>>,
-    mut ctx: AttemptContext<'_>,
+    ctx: AttemptContext<'_>,
 ) -> AttemptResult {
-    let config = ctx.config;
-    let attempt = ctx.attempt;
-    let pgid = child.pid();
-    let started = Instant::now();
-    let cancel = ctx.cancel.clone();
+    let stdin_task = spawn_stdin_writer(child.as_mut(), prompt);
+    let mut attempt = Supervision::new(child, ctx);
+    attempt.announce_minted_session();
+    attempt.watch().await;
+    attempt.close_pipes();
+    attempt.end_group().await;
+    let escaped = attempt.sweep().await;
+    attempt.record_stdin(stdin_task).await;
+    attempt.into_result(escaped)
+}
 
-    let mut stdin_task = spawn_stdin_writer(child.as_mut(), prompt);
-    let mut stdout = child.take_stdout();
-    let mut stderr = child.take_stderr();
-    let mut out_buf = BytesMut::with_capacity(READ_CHUNK);
-    let mut err_buf = BytesMut::with_capacity(READ_CHUNK);
-    let mut out_framer = LineFramer::new(config.max_line_bytes);
-    let mut err_framer = LineFramer::new(STDERR_MAX_LINE);
-    let mut stdout_tail = Tail::new(config.stdout_scan_bytes);
-    let mut stderr_tail = Tail::new(config.stderr_tail_bytes);
-    let mut stderr_logged: usize = 0;
+/// One output pipe of the child and what is made of it.
+struct Pipe {
+    /// `None` once it reached end of file.
+    reader: Option<ChildOutput>,
+    buf: BytesMut,
+    framer: LineFramer,
+    tail: Tail,
+}
 
-    let mut last_activity = started;
-    let (idle, sample_every) = match ctx.liveness {
-        Liveness::Output => (config.idle_timeout, None),
-        Liveness::ProcessActivity { min_idle } => {
-            let idle = config.idle_timeout.max(min_idle);
-            let every = (idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(10));
-            (idle, Some(every))
+impl Pipe {
+    fn new(reader: Option<ChildOutput>, max_line: usize, tail: usize) -> Self {
+        Pipe {
+            reader,
+            buf: BytesMut::with_capacity(READ_CHUNK),
+            framer: LineFramer::new(max_line),
+            tail: Tail::new(tail),
         }
-    };
-    let mut idle_deadline = started + idle;
-    let mut activity_tick =
-        tokio::time::interval(sample_every.unwrap_or(Duration::from_secs(3600)));
-    activity_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut last_sample: Option<u64> = None;
-    let minted = ctx.minted_session.take();
-    let wall_deadline = config.wall_timeout.map(|w| started + w);
-    let mut leftover_deadline: Option<Instant> = None;
-    let mut kill: Option<KillState> = None;
-    let mut exit: Option<ExitInfo> = None;
-    let mut flush_tick = tokio::time::interval(Duration::from_millis(100));
-    flush_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    }
+}
 
-    let mut state = StreamState {
-        ctx: &mut ctx,
-        events: Vec::with_capacity(8),
-        result: AttemptResult::default(),
-        usage_from_events: Usage::default(),
-        terminal_usage: None,
-        terminal_seen_at: None,
-    };
-    if let Some(session_id) = minted {
-        // Minted by Corral and passed to the CLI: on disk before the CLI prints anything.
-        state.on_event(AgentEvent::SessionStarted {
-            session_id,
-            model: None,
-        });
+/// The watchdogs' clocks: idle, wall clock, the leftover grace, and the activity sampler of
+/// CLIs that print nothing until the end.
+struct Watchdogs {
+    /// The idle limit that applies (the settings', or the adapter's minimum).
+    idle: Duration,
+    last_activity: Instant,
+    idle_deadline: Instant,
+    wall_deadline: Option<Instant>,
+    leftover_deadline: Option<Instant>,
+    /// How often the group's activity is sampled, with [`Liveness::ProcessActivity`].
+    sample_every: Option<Duration>,
+    last_sample: Option<u64>,
+}
+
+impl Watchdogs {
+    fn new(config: &EngineConfig, liveness: Liveness) -> Self {
+        let started = Instant::now();
+        let (idle, sample_every) = match liveness {
+            Liveness::Output => (config.idle_timeout, None),
+            Liveness::ProcessActivity { min_idle } => {
+                let idle = config.idle_timeout.max(min_idle);
+                let every = (idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(10));
+                (idle, Some(every))
+            }
+        };
+        Watchdogs {
+            idle,
+            last_activity: started,
+            idle_deadline: started + idle,
+            wall_deadline: config.wall_timeout.map(|w| started + w),
+            leftover_deadline: None,
+            sample_every,
+            last_sample: None,
+        }
     }
 
-    macro_rules! start_kill {
-        ($reason:expr, $limit:expr) => {{
-            let reason: KillReason = $reason;
-            let limit: Option<Duration> = $limit;
-            state.ctx.log.record(
-                attempt,
-                &Record::KillStarted {
-                    reason,
-                    limit_ms: limit.map(|d| d.as_millis() as u64),
-                },
-            );
-            let delivered = child.signal_group(Signal::SIGTERM).unwrap_or(false);
-            state.ctx.log.record(
-                attempt,
-                &Record::Signal {
-                    signal: "SIGTERM",
-                    target: "group",
-                    id: pgid,
-                    delivered,
-                },
-            );
-            state.ctx.log.flush();
-            kill = Some(KillState {
-                reason,
-                sigkill_at: Instant::now() + config.kill_grace,
-                sigkill_sent: false,
-                group_dead: !delivered,
+    fn activity(&mut self) {
+        self.last_activity = Instant::now();
+    }
+}
+
+/// The kill in progress: why, and how far its ladder got.
+struct Kill {
+    reason: KillReason,
+    ladder: KillLadder,
+}
+
+/// One attempt while it runs: the child, its pipes, the watchdogs and the kill in progress.
+struct Supervision<'a> {
+    child: Box<dyn SpawnedChild>,
+    pgid: u32,
+    config: &'a EngineConfig,
+    stream: StreamState<'a>,
+    stdout: Pipe,
+    stderr: Pipe,
+    /// Stderr bytes written to the log so far, against the budget.
+    stderr_logged: usize,
+    watch: Watchdogs,
+    kill: Option<Kill>,
+    exit: Option<ExitInfo>,
+    /// The leader was waited for (its exit status is in `exit`, unless the wait failed).
+    leader_done: bool,
+}
+
+impl<'a> Supervision<'a> {
+    fn new(mut child: Box<dyn SpawnedChild>, ctx: AttemptContext<'a>) -> Self {
+        let config = ctx.config;
+        let stdout = Pipe::new(
+            child.take_stdout(),
+            config.max_line_bytes,
+            config.stdout_scan_bytes,
+        );
+        let stderr = Pipe::new(
+            child.take_stderr(),
+            STDERR_MAX_LINE,
+            config.stderr_tail_bytes,
+        );
+        let watch = Watchdogs::new(config, ctx.liveness);
+        Supervision {
+            pgid: child.pid(),
+            child,
+            config,
+            stream: StreamState {
+                ctx,
+                events: Vec::with_capacity(8),
+                result: AttemptResult::default(),
+                usage_from_events: Usage::default(),
+                terminal_usage: None,
+                terminal_seen_at: None,
+            },
+            stdout,
+            stderr,
+            stderr_logged: 0,
+            watch,
+            kill: None,
+            exit: None,
+            leader_done: false,
+        }
+    }
+
+    fn attempt(&self) -> u32 {
+        self.stream.ctx.attempt
+    }
+
+    fn log(&mut self) -> &mut ExecutionLog {
+        &mut *self.stream.ctx.log
+    }
+
+    /// A session id minted by Corral and passed to the CLI is on disk before the CLI prints
+    /// anything.
+    fn announce_minted_session(&mut self) {
+        if let Some(session_id) = self.stream.ctx.minted_session.take() {
+            self.stream.on_event(AgentEvent::SessionStarted {
+                session_id,
+                model: None,
             });
-        }};
+        }
     }
 
-    loop {
-        let pipes_open = stdout.is_some() || stderr.is_some();
-        let group_dead = kill.as_ref().is_some_and(|k| k.group_dead);
-        if exit.is_some() && (!pipes_open || group_dead) {
-            break;
-        }
-        let post_terminal_deadline = state
-            .terminal_seen_at
-            .map(|t| t + config.post_terminal_grace);
-        let killing = kill.is_some();
-
-        tokio::select! {
-            biased;
-            () = cancel.cancelled(), if !killing => {
-                start_kill!(KillReason::Cancelled, None);
+    /// The select loop: reads both pipes, waits for the leader, and runs every timer until the
+    /// leader has exited and its pipes are closed (or its group is dead).
+    async fn watch(&mut self) {
+        let cancel = self.stream.ctx.cancel.clone();
+        let config = self.config;
+        let mut flush_tick = ticker(FLUSH_EVERY);
+        let sampling = self.watch.sample_every.is_some();
+        let mut activity_tick =
+            ticker(self.watch.sample_every.unwrap_or(Duration::from_secs(3600)));
+        loop {
+            let pipes_open = self.stdout.reader.is_some() || self.stderr.reader.is_some();
+            let group_dead = self.kill.as_ref().is_some_and(|k| k.ladder.group_dead());
+            if self.leader_done && (!pipes_open || group_dead) {
+                return;
             }
-            read = read_opt(&mut stdout, &mut out_buf) => match read {
-                Ok(0) | Err(_) => {
-                    out_framer.finish(|f| state.on_stdout_frame(f));
-                    stdout = None;
+            let killing = self.kill.is_some();
+            let post_terminal = self
+                .stream
+                .terminal_seen_at
+                .map(|t| t + config.post_terminal_grace);
+            let idle_deadline = self.watch.idle_deadline;
+            let wall = self.watch.wall_deadline;
+            let leftover = self.watch.leftover_deadline;
+            tokio::select! {
+                biased;
+                () = cancel.cancelled(), if !killing => self.start_kill(KillReason::Cancelled, None),
+                read = read_opt(&mut self.stdout.reader, &mut self.stdout.buf) => self.on_stdout(read),
+                read = read_opt(&mut self.stderr.reader, &mut self.stderr.buf) => self.on_stderr(read),
+                status = self.child.wait(), if !self.leader_done => self.on_exit(status),
+                () = sleep_until(idle_deadline.into()), if !killing => self.on_idle_deadline(),
+                () = sleep_opt(wall), if !killing && wall.is_some() => {
+                    self.start_kill(KillReason::WallTimeout, config.wall_timeout);
                 }
-                Ok(_) => {
-                    last_activity = Instant::now();
-                    stdout_tail.push(&out_buf);
-                    out_framer.push(&out_buf, |f| state.on_stdout_frame(f));
-                    out_buf.clear();
-                    state.ctx.log.flush_if_due();
+                () = sleep_opt(post_terminal), if !killing && post_terminal.is_some() && !self.leader_done => {
+                    self.start_kill(KillReason::LingeredAfterResult, Some(config.post_terminal_grace));
                 }
-            },
-            read = read_opt(&mut stderr, &mut err_buf) => match read {
-                Ok(0) | Err(_) => {
-                    err_framer.finish(|f| log_stderr(&mut state, f, &mut stderr_logged));
-                    stderr = None;
+                () = sleep_opt(leftover), if !killing && leftover.is_some() => {
+                    self.start_kill(KillReason::LeftoversAfterExit, Some(config.leftover_grace));
                 }
-                Ok(_) => {
-                    last_activity = Instant::now();
-                    stderr_tail.push(&err_buf);
-                    err_framer.push(&err_buf, |f| log_stderr(&mut state, f, &mut stderr_logged));
-                    err_buf.clear();
-                }
-            },
-            status = child.wait(), if exit.is_none() => {
-                let info = status.unwrap_or_default();
-                state.ctx.log.record(attempt, &Record::Exit { code: info.code, signal: info.signal });
-                exit = Some(info);
-                if kill.is_none() && (stdout.is_some() || stderr.is_some()) {
-                    leftover_deadline = Some(Instant::now() + config.leftover_grace);
-                }
-            }
-            () = sleep_until(idle_deadline.into()), if !killing => {
-                let silent_for = last_activity.elapsed();
-                if silent_for >= idle {
-                    start_kill!(KillReason::IdleTimeout, Some(idle));
-                } else {
-                    idle_deadline = last_activity + idle;
-                }
-            }
-            () = sleep_opt(wall_deadline), if !killing && wall_deadline.is_some() => {
-                start_kill!(KillReason::WallTimeout, config.wall_timeout);
-            }
-            () = sleep_opt(post_terminal_deadline), if !killing && post_terminal_deadline.is_some() && exit.is_none() => {
-                start_kill!(KillReason::LingeredAfterResult, Some(config.post_terminal_grace));
-            }
-            () = sleep_opt(leftover_deadline), if !killing && leftover_deadline.is_some() => {
-                start_kill!(KillReason::LeftoversAfterExit, Some(config.leftover_grace));
-            }
-            () = tokio::time::sleep(KILL_POLL), if killing && !group_dead => {
-                if let Some(k) = kill.as_mut() {
-                    if !child.group_alive() {
-                        k.group_dead = true;
-                    } else if !k.sigkill_sent && Instant::now() >= k.sigkill_at {
-                        let delivered = child.signal_group(Signal::SIGKILL).unwrap_or(false);
-                        k.sigkill_sent = true;
-                        state.ctx.log.record(
-                            attempt,
-                            &Record::Signal { signal: "SIGKILL", target: "group", id: pgid, delivered },
-                        );
-                    }
-                }
-            }
-            _ = flush_tick.tick() => {
-                state.ctx.log.flush_if_due();
-            }
-            _ = activity_tick.tick(), if sample_every.is_some() && !killing => {
-                let sample = proc::group_activity(pgid);
-                if last_sample.is_some_and(|last| last != sample) {
-                    last_activity = Instant::now();
-                }
-                last_sample = Some(sample);
+                () = tokio::time::sleep(KILL_POLL), if killing && !group_dead => self.poll_kill(),
+                _ = flush_tick.tick() => self.log().flush_if_due(),
+                _ = activity_tick.tick(), if sampling && !killing => self.sample_activity(),
             }
         }
     }
 
-    // Output of escaped processes is no longer read; drop the pipes so they see EPIPE.
-    drop(stdout);
-    drop(stderr);
-    if err_framer.has_partial() {
-        err_framer.finish(|f| log_stderr(&mut state, f, &mut stderr_logged));
+    fn on_stdout(&mut self, read: io::Result<usize>) {
+        match read {
+            Ok(0) => self.close_stdout(),
+            Ok(_) => {
+                self.watch.activity();
+                let Supervision { stdout, stream, .. } = self;
+                stdout.tail.push(&stdout.buf);
+                stdout
+                    .framer
+                    .push(&stdout.buf, |f| stream.on_stdout_frame(f));
+                stdout.buf.clear();
+                self.log().flush_if_due();
+            }
+            Err(e) => {
+                self.read_failed("stdout", &e);
+                self.close_stdout();
+            }
+        }
     }
-    let total_stderr = stderr_tail.total_bytes();
-    if total_stderr > stderr_logged as u64 {
-        state.ctx.log.record(
+
+    fn close_stdout(&mut self) {
+        let Supervision { stdout, stream, .. } = self;
+        stdout.framer.finish(|f| stream.on_stdout_frame(f));
+        stdout.reader = None;
+    }
+
+    fn on_stderr(&mut self, read: io::Result<usize>) {
+        match read {
+            Ok(0) => self.close_stderr(),
+            Ok(_) => {
+                self.watch.activity();
+                let Supervision {
+                    stderr,
+                    stream,
+                    stderr_logged,
+                    ..
+                } = self;
+                stderr.tail.push(&stderr.buf);
+                stderr
+                    .framer
+                    .push(&stderr.buf, |f| log_stderr(stream, f, stderr_logged));
+                stderr.buf.clear();
+                self.log().flush_if_due();
+            }
+            Err(e) => {
+                self.read_failed("stderr", &e);
+                self.close_stderr();
+            }
+        }
+    }
+
+    fn close_stderr(&mut self) {
+        let Supervision {
+            stderr,
+            stream,
+            stderr_logged,
+            ..
+        } = self;
+        stderr
+            .framer
+            .finish(|f| log_stderr(stream, f, stderr_logged));
+        stderr.reader = None;
+    }
+
+    /// A pipe that cannot be read counts as closed, and the log says why.
+    fn read_failed(&mut self, stream: &'static str, e: &io::Error) {
+        tracing::warn!(stream, error = %e, "cannot read the CLI's output");
+        let attempt = self.attempt();
+        self.log().record(
             attempt,
-            &Record::StderrTruncated {
-                bytes_not_logged: total_stderr - stderr_logged as u64,
-                total_bytes: total_stderr,
+            &Record::ReadFailed {
+                stream,
+                error: e.to_string(),
             },
         );
     }
 
-    // The leader is gone; make sure its group is too (background processes it left behind).
-    if kill.as_ref().is_none_or(|k| !k.group_dead) && child.group_alive() {
-        let reason = kill
+    fn on_exit(&mut self, status: io::Result<ExitInfo>) {
+        let attempt = self.attempt();
+        match status {
+            Ok(info) => {
+                self.log().record(
+                    attempt,
+                    &Record::Exit {
+                        code: info.code,
+                        signal: info.signal,
+                    },
+                );
+                self.exit = Some(info);
+            }
+            Err(e) => {
+                // No exit status is known; the group still goes down the ladder after the loop.
+                tracing::warn!(error = %e, "cannot wait for the CLI");
+                self.log().record(
+                    attempt,
+                    &Record::WaitFailed {
+                        error: e.to_string(),
+                    },
+                );
+            }
+        }
+        self.leader_done = true;
+        let pipes_open = self.stdout.reader.is_some() || self.stderr.reader.is_some();
+        if self.kill.is_none() && pipes_open {
+            self.watch.leftover_deadline = Some(Instant::now() + self.config.leftover_grace);
+        }
+    }
+
+    fn on_idle_deadline(&mut self) {
+        let silent_for = self.watch.last_activity.elapsed();
+        if silent_for >= self.watch.idle {
+            self.start_kill(KillReason::IdleTimeout, Some(self.watch.idle));
+        } else {
+            self.watch.idle_deadline = self.watch.last_activity + self.watch.idle;
+        }
+    }
+
+    fn sample_activity(&mut self) {
+        let sample = proc::group_activity(self.pgid);
+        if self.watch.last_sample.is_some_and(|last| last != sample) {
+            self.watch.activity();
+        }
+        self.watch.last_sample = Some(sample);
+    }
+
+    /// Starts the kill ladder: the record of why, then SIGTERM to the group.
+    fn start_kill(&mut self, reason: KillReason, limit: Option<Duration>) {
+        let ladder = self.begin_ladder(reason, limit);
+        self.log().flush();
+        self.kill = Some(Kill { reason, ladder });
+    }
+
+    fn begin_ladder(&mut self, reason: KillReason, limit: Option<Duration>) -> KillLadder {
+        let attempt = self.attempt();
+        self.log().record(
+            attempt,
+            &Record::KillStarted {
+                reason,
+                limit_ms: limit.map(|d| d.as_millis() as u64),
+            },
+        );
+        let (ladder, sent) = KillLadder::start(self.pgid, self.config.kill_grace);
+        record_sent(self.log(), attempt, sent);
+        ladder
+    }
+
+    fn poll_kill(&mut self) {
+        let attempt = self.attempt();
+        if let Some(sent) = self.kill.as_mut().and_then(|k| k.ladder.poll()) {
+            record_sent(&mut *self.stream.ctx.log, attempt, sent);
+        }
+    }
+
+    /// Drops the pipes (escaped processes that still hold them see EPIPE), logs a partial last
+    /// stderr line and how much stderr the budget left out.
+    fn close_pipes(&mut self) {
+        self.stdout.reader = None;
+        self.stderr.reader = None;
+        if self.stderr.framer.has_partial() {
+            self.close_stderr();
+        }
+        let total = self.stderr.tail.total_bytes();
+        let logged = self.stderr_logged as u64;
+        if total > logged {
+            let attempt = self.attempt();
+            self.log().record(
+                attempt,
+                &Record::StderrTruncated {
+                    bytes_not_logged: total - logged,
+                    total_bytes: total,
+                },
+            );
+        }
+    }
+
+    /// The leader is gone; makes sure its group is too (background processes it left behind),
+    /// down the same ladder.
+    async fn end_group(&mut self) {
+        let dead = self.kill.as_ref().is_some_and(|k| k.ladder.group_dead());
+        if dead || !process_group::group_alive(self.pgid) {
+            return;
+        }
+        let reason = self
+            .kill
             .as_ref()
             .map_or(KillReason::LeftoversAfterExit, |k| k.reason);
+        let attempt = self.attempt();
         terminate_group(
-            child.as_ref(),
-            config.kill_grace,
-            state.ctx.log,
+            self.pgid,
+            self.config.kill_grace,
+            self.log(),
             attempt,
             reason,
         )
         .await;
     }
-    let escaped = sweep_escaped(state.ctx.run_token, state.ctx.log, attempt).await;
 
-    if let Some(task) = stdin_task.take() {
+    /// Kills what left the group but carries this attempt's run token.
+    async fn sweep(&mut self) -> Vec<u32> {
+        let attempt = self.attempt();
+        let token = self.stream.ctx.run_token;
+        sweep_logged(token, self.pgid, &mut *self.stream.ctx.log, attempt).await
+    }
+
+    /// Records how the prompt writer ended; a CLI that never read its stdin is said so.
+    async fn record_stdin(&mut self, task: Option<JoinHandle<(usize, Option<String>)>>) {
+        let Some(task) = task else {
+            return;
+        };
+        let attempt = self.attempt();
         if task.is_finished() {
             if let Ok((bytes, error)) = task.await {
-                state
-                    .ctx
-                    .log
+                self.log()
                     .record(attempt, &Record::StdinClosed { bytes, error });
             }
         } else {
             task.abort();
-            state.ctx.log.record(
+            self.log().record(
                 attempt,
                 &Record::StdinClosed {
                     bytes: 0,
@@ -462,20 +645,74 @@ pub(crate) async fn supervise(
         }
     }
 
-    let mut result = std::mem::take(&mut state.result);
-    result.usage = state.terminal_usage.unwrap_or(state.usage_from_events);
-    drop(state);
-    result.exit = exit;
-    result.killed_by = kill.map(|k| k.reason);
-    result.stderr_tail = stderr_tail.text();
-    result.stdout_tail = stdout_tail.text();
-    result.escaped_killed = escaped;
-    result.idle_limit = idle;
-    ctx.log.flush();
-    result
+    fn into_result(mut self, escaped: Vec<u32>) -> AttemptResult {
+        self.log().flush();
+        let mut result = std::mem::take(&mut self.stream.result);
+        result.usage = self
+            .stream
+            .terminal_usage
+            .unwrap_or(self.stream.usage_from_events);
+        result.exit = self.exit;
+        result.killed_by = self.kill.map(|k| k.reason);
+        result.stderr_tail = self.stderr.tail.text();
+        result.stdout_tail = self.stdout.tail.text();
+        result.escaped_killed = escaped;
+        result.idle_limit = self.watch.idle;
+        result
+    }
 }
 
-fn log_stderr(state: &mut StreamState<'_, '_>, frame: Frame<'_>, logged: &mut usize) {
+fn ticker(every: Duration) -> Interval {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    tick
+}
+
+/// Ends group `pgid` outside a read loop, down the kill ladder, with every step in the log.
+pub(crate) async fn terminate_group(
+    pgid: u32,
+    grace: Duration,
+    log: &mut ExecutionLog,
+    attempt: u32,
+    reason: KillReason,
+) {
+    log.record(
+        attempt,
+        &Record::KillStarted {
+            reason,
+            limit_ms: None,
+        },
+    );
+    let (mut ladder, sent) = KillLadder::start(pgid, grace);
+    record_sent(log, attempt, sent);
+    ladder
+        .run_to_end(|sent| record_sent(log, attempt, sent))
+        .await;
+}
+
+/// Kills the processes that left group `pgid` but carry `token`, with every signal in the log.
+pub(crate) async fn sweep_logged(
+    token: &str,
+    pgid: u32,
+    log: &mut ExecutionLog,
+    attempt: u32,
+) -> Vec<u32> {
+    process_group::sweep_escaped(token, pgid, |sent| record_sent(log, attempt, sent)).await
+}
+
+fn record_sent(log: &mut ExecutionLog, attempt: u32, sent: Sent) {
+    log.record(
+        attempt,
+        &Record::Signal {
+            signal: sent.signal.as_str(),
+            target: sent.target.as_str(),
+            id: sent.id,
+            delivered: sent.delivered,
+        },
+    );
+}
+
+fn log_stderr(state: &mut StreamState<'_>, frame: Frame<'_>, logged: &mut usize) {
     let budget = state.ctx.config.stderr_log_budget;
     if *logged >= budget {
         return;
@@ -497,95 +734,4 @@ fn log_stderr(state: &mut StreamState<'_, '_>, frame: Frame<'_>, logged: &mut us
                 .record(state.ctx.attempt, &Record::Stderr { line: &line });
         }
     }
-}
-
-/// The kill ladder outside the read loop: SIGTERM, wait for the group to die, SIGKILL after the
-/// grace. Decided by group liveness, never by signalling a reaped pid.
-pub(crate) async fn terminate_group(
-    child: &dyn SpawnedChild,
-    grace: Duration,
-    log: &mut ExecutionLog,
-    attempt: u32,
-    reason: KillReason,
-) {
-    let pgid = child.pid();
-    log.record(
-        attempt,
-        &Record::KillStarted {
-            reason,
-            limit_ms: None,
-        },
-    );
-    let delivered = child.signal_group(Signal::SIGTERM).unwrap_or(false);
-    log.record(
-        attempt,
-        &Record::Signal {
-            signal: "SIGTERM",
-            target: "group",
-            id: pgid,
-            delivered,
-        },
-    );
-    let deadline = Instant::now() + grace;
-    while child.group_alive() && Instant::now() < deadline {
-        tokio::time::sleep(KILL_POLL).await;
-    }
-    if child.group_alive() {
-        let delivered = child.signal_group(Signal::SIGKILL).unwrap_or(false);
-        log.record(
-            attempt,
-            &Record::Signal {
-                signal: "SIGKILL",
-                target: "group",
-                id: pgid,
-                delivered,
-            },
-        );
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while child.group_alive() && Instant::now() < deadline {
-            tokio::time::sleep(KILL_POLL).await;
-        }
-    }
-}
-
-/// Kills processes that left the group but still carry this attempt's run token, in rounds:
-/// killing an escaped process re-parents its own children to the supervisor, where the next round
-/// finds them.
-async fn sweep_escaped(token: &str, log: &mut ExecutionLog, attempt: u32) -> Vec<u32> {
-    let mut killed = Vec::new();
-    for _round in 0..8 {
-        let Ok(pids) = proc::escaped_with_token(token) else {
-            break;
-        };
-        if pids.is_empty() {
-            break;
-        }
-        for &pid in &pids {
-            let delivered = i32::try_from(pid)
-                .ok()
-                .map(|p| {
-                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), Signal::SIGKILL).is_ok()
-                })
-                .unwrap_or(false);
-            log.record(
-                attempt,
-                &Record::Signal {
-                    signal: "SIGKILL",
-                    target: "escaped",
-                    id: pid,
-                    delivered,
-                },
-            );
-        }
-        // Give the kernel a moment to finish them, then reap the ones that are our children.
-        let deadline = Instant::now() + Duration::from_millis(500);
-        while pids.iter().any(|&p| proc::is_live(p)) && Instant::now() < deadline {
-            tokio::time::sleep(KILL_POLL).await;
-        }
-        for &pid in &pids {
-            proc::reap(pid);
-        }
-        killed.extend(pids);
-    }
-    killed
 }

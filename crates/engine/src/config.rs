@@ -35,7 +35,8 @@ pub struct EngineConfig {
     pub env_inherit: EnvInherit,
     /// Extra variables the user allows through.
     pub env_allow: Vec<String>,
-    /// The ambient environment to filter; `None` reads this process's environment.
+    /// The ambient environment every child's environment is made from (the CLI's, git's, the
+    /// version probe's); `None` reads this process's environment. See [`EngineConfig::ambient`].
     pub ambient_env: Option<Vec<(String, String)>>,
     /// Command-line limits to check against.
     pub argv_platform: ArgvPlatform,
@@ -47,6 +48,34 @@ pub struct EngineConfig {
     pub parent_death_signal: bool,
     /// The sandbox: backend, consent to degrade, network and home policy.
     pub sandbox: SandboxConfig,
+    /// Make this process a child subreaper at its first run (default on), so a descendant that
+    /// left its process group is re-parented here and the sweep finds it among this process's
+    /// own children. A program embedding the engine that manages orphans itself can turn it off;
+    /// the sweep then reads every process on the machine. It is a property of the whole process.
+    pub child_subreaper: bool,
+}
+
+impl EngineConfig {
+    /// The ambient environment: [`EngineConfig::ambient_env`], or this process's environment
+    /// when it is `None`. Nothing in the engine reads the process environment any other way.
+    pub fn ambient(&self) -> Vec<(String, String)> {
+        match &self.ambient_env {
+            Some(vars) => vars.clone(),
+            None => process_env(),
+        }
+    }
+}
+
+/// This process's environment, with names and values that are not UTF-8 decoded lossily.
+pub fn process_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
 }
 
 impl Default for EngineConfig {
@@ -69,6 +98,7 @@ impl Default for EngineConfig {
             jitter_seed: None,
             parent_death_signal: true,
             sandbox: SandboxConfig::default(),
+            child_subreaper: true,
         }
     }
 }

@@ -21,8 +21,9 @@
 //! nested repository is one path (changes deep inside an already dirty one are seen only through
 //! its status and its directory's mtime), and writes outside the repository are not looked at.
 //!
-//! git runs through the engine's spawner (new process group, `/dev/null` stdin, killed on
-//! timeout) with only `PATH`, `HOME` and `GIT_OPTIONAL_LOCKS=0` in its environment: it never takes
+//! git runs as a bounded command (`bounded.rs`: the engine's spawner, a new process group,
+//! `/dev/null` stdin, both pipes read at once, the group killed on timeout) with only `PATH` and
+//! `HOME` from the engine's environment setting and `GIT_OPTIONAL_LOCKS=0`: it never takes
 //! the index lock, so a concurrent agent's git is not disturbed, and without `LANG` its messages
 //! are the untranslated ones this module recognises. `core.fsmonitor` is switched off so that no
 //! monitor daemon is started on the supervisor's behalf.
@@ -36,14 +37,14 @@ use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-use crate::spawn::{
-    ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest, StdinMode, TokioSpawner, signal_group,
-};
+use crate::bounded::{BoundedCommand, BoundedEnd, BoundedError, run_bounded};
+use crate::config::process_env;
+use crate::spawn::{ExitInfo, ProviderSpawn, SpawnRequest, StdinMode, TokioSpawner};
 
 /// Files up to this size get a content hash; larger ones are compared by size, mtime and ctime.
 const HASH_LIMIT: u64 = 1024 * 1024;
@@ -51,8 +52,6 @@ const HASH_LIMIT: u64 = 1024 * 1024;
 const STDOUT_LIMIT: usize = 256 * 1024 * 1024;
 /// How much of git's stderr is kept for error messages.
 const STDERR_KEEP: usize = 16 * 1024;
-/// How long a killed git gets to be reaped after a timeout.
-const REAP_GRACE: Duration = Duration::from_secs(2);
 
 /// Why the repository state could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -191,10 +190,15 @@ impl fmt::Display for Change {
     }
 }
 
-/// Which git program to run. [`GitProgram::default`] is `git` looked up on `PATH`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which git program to run, how, and with which environment. [`GitProgram::default`] is `git`
+/// looked up on this process's `PATH`; the engine builds its own with [`GitProgram::with_parts`]
+/// from its spawner and its environment setting.
+#[derive(Debug, Clone)]
 pub struct GitProgram {
     program: PathBuf,
+    spawner: Arc<dyn ProviderSpawn>,
+    /// `PATH` and `HOME` from the ambient environment: git needs no more.
+    env: Vec<(OsString, OsString)>,
 }
 
 impl Default for GitProgram {
@@ -300,10 +304,22 @@ pub fn strays(changes: &[Change], allowed: &[PathBuf]) -> Vec<Change> {
 }
 
 impl GitProgram {
-    /// Runs `program` as git (a path, or a name looked up on `PATH`).
+    /// Runs `program` as git (a path, or a name looked up on `PATH`) through [`TokioSpawner`],
+    /// with `PATH` and `HOME` from this process's environment.
     pub fn new(program: impl Into<PathBuf>) -> Self {
+        GitProgram::with_parts(program, Arc::new(TokioSpawner), process_env())
+    }
+
+    /// Runs `program` as git through `spawner`, with `PATH` and `HOME` taken from `ambient`.
+    pub fn with_parts(
+        program: impl Into<PathBuf>,
+        spawner: Arc<dyn ProviderSpawn>,
+        ambient: Vec<(String, String)>,
+    ) -> Self {
         GitProgram {
             program: program.into(),
+            spawner,
+            env: crate::version::version_env(ambient),
         }
     }
 
@@ -449,10 +465,7 @@ impl GitProgram {
             "core.fsmonitor=false".into(),
         ];
         argv.extend(args.iter().map(OsString::from));
-        let mut env: Vec<(OsString, OsString)> = ["PATH", "HOME"]
-            .into_iter()
-            .filter_map(|key| std::env::var_os(key).map(|value| (OsString::from(key), value)))
-            .collect();
+        let mut env = self.env.clone();
         env.push(("GIT_OPTIONAL_LOCKS".into(), "0".into()));
         let request = SpawnRequest {
             program: self.program.clone(),
@@ -462,55 +475,53 @@ impl GitProgram {
             stdin: StdinMode::Null,
             parent_death_signal: true,
         };
-        // Through the engine's spawner, so the child is registered with the orphan sweep (which
-        // must not reap it) and lives in its own process group.
-        let mut child = TokioSpawner.spawn(&request).map_err(|source| {
-            if source.kind() == io::ErrorKind::NotFound {
-                GitCheckError::GitMissing {
+        let bounded = BoundedCommand {
+            stdout_limit: STDOUT_LIMIT,
+            stderr_limit: STDERR_KEEP,
+            ..BoundedCommand::new(request, budget.left())
+        };
+        let output = match run_bounded(self.spawner.as_ref(), &bounded).await {
+            Ok(output) => output,
+            Err(BoundedError::Spawn { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return Err(GitCheckError::GitMissing {
                     program: self.program.clone(),
-                }
-            } else {
-                GitCheckError::Spawn {
+                });
+            }
+            Err(BoundedError::Spawn { source, .. }) => {
+                return Err(GitCheckError::Spawn {
                     program: self.program.clone(),
                     source,
-                }
+                });
             }
-        })?;
-        let pgid = child.pid();
-        let stdout = child.take_stdout();
-        let stderr = child.take_stderr();
-        let finished = tokio::time::timeout_at(budget.deadline, async {
-            let (out, err) = tokio::join!(
-                read_capped(stdout, STDOUT_LIMIT),
-                read_capped(stderr, STDERR_KEEP)
-            );
-            (out, err, child.wait().await)
-        })
-        .await;
-        let Ok((out, err, exit)) = finished else {
-            let _ = signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
-            // Reaped here so the spawner forgets the pid; the kill makes this quick.
-            let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
-            return Err(budget.timed_out(command));
+            Err(BoundedError::Read { stream, source, .. }) => {
+                return Err(GitCheckError::Io {
+                    context: if stream == "stdout" {
+                        "reading git's output"
+                    } else {
+                        "reading git's error output"
+                    },
+                    source,
+                });
+            }
+            Err(BoundedError::Wait { source, .. }) => {
+                return Err(GitCheckError::Io {
+                    context: "waiting for git",
+                    source,
+                });
+            }
         };
-        let (stdout, overflow) = out.map_err(|source| GitCheckError::Io {
-            context: "reading git's output",
-            source,
-        })?;
-        let (stderr, _) = err.map_err(|source| GitCheckError::Io {
-            context: "reading git's error output",
-            source,
-        })?;
-        let exit = exit.map_err(|source| GitCheckError::Io {
-            context: "waiting for git",
-            source,
-        })?;
-        if overflow {
+        let exit = match output.end {
+            BoundedEnd::Exited(exit) => exit,
+            BoundedEnd::TimedOut => return Err(budget.timed_out(command)),
+        };
+        if output.stdout.truncated() {
             return Err(GitCheckError::OutputTooLarge {
                 command,
                 limit: STDOUT_LIMIT,
             });
         }
+        let stdout = output.stdout.bytes;
+        let stderr = output.stderr.bytes;
         Ok(GitOutput {
             command,
             exit,
@@ -699,6 +710,11 @@ impl Budget {
         Budget { deadline, timeout }
     }
 
+    /// The time left until the deadline.
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
     fn timed_out(&self, command: String) -> GitCheckError {
         GitCheckError::TimedOut {
             command,
@@ -723,25 +739,6 @@ impl GitOutput {
             exit: self.exit,
             stderr: self.stderr,
         }
-    }
-}
-
-/// Reads `reader` to its end, keeping the first `keep` bytes; `true` when more came.
-async fn read_capped(reader: Option<ChildOutput>, keep: usize) -> io::Result<(Vec<u8>, bool)> {
-    let Some(mut reader) = reader else {
-        return Ok((Vec::new(), false));
-    };
-    let mut kept = Vec::new();
-    let mut overflow = false;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = reader.read(&mut buf).await?;
-        if n == 0 {
-            return Ok((kept, overflow));
-        }
-        let room = keep.saturating_sub(kept.len());
-        overflow |= n > room;
-        kept.extend_from_slice(buf.get(..n.min(room)).unwrap_or_default());
     }
 }
 

@@ -18,19 +18,25 @@ mod adapter;
 mod argv;
 mod attempt;
 mod backoff;
+mod bounded;
 mod classify;
 mod config;
+mod engine;
 mod env;
 mod files;
 mod framing;
 mod git_check;
+mod headless;
 mod interactive;
+mod launch;
 mod log;
 mod proc;
+mod process_group;
+mod run;
 mod sandbox;
 mod spawn;
-mod supervisor;
 mod tail;
+mod verdict;
 mod version;
 
 pub use adapter::{
@@ -42,8 +48,10 @@ pub use argv::{
     check_argv, env_block_bytes,
 };
 pub use backoff::{RetryPolicy, WaitBasis};
+pub use bounded::{BoundedCommand, BoundedEnd, BoundedError, BoundedOutput, Captured, run_bounded};
 pub use classify::{AttemptClass, ClassifyInput, classify};
-pub use config::EngineConfig;
+pub use config::{EngineConfig, process_env};
+pub use engine::{Engine, SupervisedProvider};
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};
 pub use files::{
     PromptPointer, SESSION_ID_FILE, SESSION_META_FILE, SessionMeta, mint_session_uuid,
@@ -53,9 +61,10 @@ pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
 pub use git_check::{
     Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, git_snapshot, strays,
 };
+pub use headless::CONTINUATION_PROMPT;
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{EVENTS_FILE, ExecutionLog, KillReason};
-pub use proc::RUN_TOKEN_VAR;
+pub use process_group::{RUN_TOKEN_VAR, group_alive, signal_group};
 pub use sandbox::{
     BackendChoice, HomePolicy, NetworkPolicy, Paths as SandboxPaths, Refusal, SandboxConfig,
     SandboxPlan, bubblewrap_usable, bwrap_args, plan as plan_sandbox,
@@ -63,7 +72,6 @@ pub use sandbox::{
 };
 pub use spawn::{
     ChildInput, ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild, StdinMode,
-    TokioSpawner, group_alive, signal_group,
+    TokioSpawner,
 };
-pub use supervisor::{CONTINUATION_PROMPT, Engine, SupervisedProvider};
 pub use version::{VersionProbe, describe_cli, parse_version, probe_version, version_env};

@@ -18,7 +18,8 @@ use serde::Serialize;
 /// The log file's name in the run directory.
 pub const EVENTS_FILE: &str = "events.jsonl";
 
-const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// The longest a record waits in the buffer while a run goes on.
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
 /// Why the supervisor ended a process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -150,6 +151,18 @@ pub enum Record<'a> {
         id: u32,
         /// Whether anything received it.
         delivered: bool,
+    },
+    /// One of the child's output pipes could not be read; it counts as closed from here on.
+    ReadFailed {
+        /// `stdout` or `stderr`.
+        stream: &'a str,
+        /// The operating system's words.
+        error: String,
+    },
+    /// Waiting for the child failed, so its exit status is unknown.
+    WaitFailed {
+        /// The operating system's words.
+        error: String,
     },
     /// The child exited.
     Exit {

@@ -1,16 +1,13 @@
-//! Reading `/proc` (Linux): group liveness that ignores zombies, and the environment-marker sweep
-//! that finds descendants which left the process group (`setsid`, double fork).
+//! Readers of `/proc` (Linux), and nothing else: group liveness that ignores zombies, a
+//! process's state and group, the supervisor's children, environment entries, and the activity
+//! counter of a group. What to do with the answers is `process_group.rs`'s business.
 //!
-//! Every child gets `CORRAL_RUN_ID=<unique>` in its environment; descendants inherit it. After
-//! the group is dead, any process still carrying the token escaped the group and is killed. A
-//! descendant that scrubs its environment still escapes; only a pid namespace (the bubblewrap
-//! backend) catches that.
+//! Every child gets `CORRAL_RUN_ID=<unique>` in its environment and its descendants inherit it,
+//! which is how a process that left the group is recognised. A descendant that scrubs its
+//! environment is not; only a pid namespace (the bubblewrap backend) catches that.
 
 use std::fs;
 use std::io;
-
-/// The environment variable that marks a run's processes.
-pub const RUN_TOKEN_VAR: &str = "CORRAL_RUN_ID";
 
 /// Whether any non-zombie process has process group `pgid`. `None` when `/proc` is unreadable.
 pub fn any_live_in_group(pgid: u32) -> Option<bool> {
@@ -25,7 +22,7 @@ pub fn any_live_in_group(pgid: u32) -> Option<bool> {
         };
         if let Some((state, pgrp)) = parse_stat(&stat)
             && pgrp == pgid
-            && !matches!(state, 'Z' | 'X' | 'x')
+            && !is_dead_state(state)
         {
             return Some(true);
         }
@@ -78,10 +75,17 @@ pub fn group_activity(pgid: u32) -> u64 {
 
 /// Whether `pid` is alive and not a zombie.
 pub fn is_live(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => parse_stat(&stat).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X' | 'x')),
-        Err(_) => false,
-    }
+    state_and_group(pid).is_some_and(|(state, _)| !is_dead_state(state))
+}
+
+/// `(state, pgrp)` of `pid`, `None` when it is gone or unreadable. A zombie keeps its group.
+pub fn state_and_group(pid: u32) -> Option<(char, u32)> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Whether a `/proc/<pid>/stat` state letter means the process has exited (zombie or dead).
+pub fn is_dead_state(state: char) -> bool {
+    matches!(state, 'Z' | 'X' | 'x')
 }
 
 /// `(state, pgrp)` from a `/proc/<pid>/stat` line. The command name may hold spaces and
@@ -97,7 +101,7 @@ fn parse_stat(stat: &str) -> Option<(char, u32)> {
 
 /// Our children as the kernel lists them (`/proc/self/task/*/children`), or `None` where the
 /// kernel does not offer that file.
-fn our_children() -> Option<Vec<u32>> {
+pub fn our_children() -> Option<Vec<u32>> {
     let mut pids = Vec::new();
     let mut any = false;
     for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
@@ -113,52 +117,15 @@ fn our_children() -> Option<Vec<u32>> {
     any.then_some(pids)
 }
 
-fn has_token(pid: u32, needle: &[u8]) -> bool {
+/// Whether `pid`'s environment holds exactly the entry `needle` (`NAME=value`).
+pub fn has_env_entry(pid: u32, needle: &[u8]) -> bool {
     fs::read(format!("/proc/{pid}/environ"))
         .is_ok_and(|environ| environ.split(|b| *b == 0).any(|var| var == needle))
 }
 
-/// Processes to kill because they carry `token` but outlived their process group.
-///
-/// As a child subreaper, every such process whose ancestors in the run died is our child, so only
-/// our children need a look; orphans among them that already exited are reaped on the way (tokio
-/// reaps only what it spawned). Where the kernel cannot list children, every process is read.
-pub fn escaped_with_token(token: &str) -> io::Result<Vec<u32>> {
-    let subreaper = nix::sys::prctl::get_child_subreaper().unwrap_or(false);
-    let children = if subreaper { our_children() } else { None };
-    let Some(children) = children else {
-        return processes_with_token(token);
-    };
-    let needle = format!("{RUN_TOKEN_VAR}={token}");
-    let mut found = Vec::new();
-    for pid in children {
-        if crate::spawn::is_tokio_child(pid) {
-            continue;
-        }
-        if !is_live(pid) {
-            reap(pid);
-            continue;
-        }
-        if has_token(pid, needle.as_bytes()) {
-            found.push(pid);
-        }
-    }
-    Ok(found)
-}
-
-/// Reaps `pid` if it is our exited child; never blocks.
-pub fn reap(pid: u32) {
-    if let Ok(raw) = i32::try_from(pid) {
-        let _ = nix::sys::wait::waitpid(
-            nix::unistd::Pid::from_raw(raw),
-            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-        );
-    }
-}
-
-/// Live processes (other than this one) whose environment holds `RUN_TOKEN_VAR=token`.
-pub fn processes_with_token(token: &str) -> io::Result<Vec<u32>> {
-    let needle = format!("{RUN_TOKEN_VAR}={token}");
+/// Live processes (other than this one) whose environment holds `var=token`.
+pub fn processes_with_token(var: &str, token: &str) -> io::Result<Vec<u32>> {
+    let needle = format!("{var}={token}");
     let me = std::process::id();
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc")?.flatten() {
@@ -170,14 +137,7 @@ pub fn processes_with_token(token: &str) -> io::Result<Vec<u32>> {
             continue;
         }
         // Unreadable (another user's process, or already gone): not ours to judge.
-        let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if environ
-            .split(|b| *b == 0)
-            .any(|var| var == needle.as_bytes())
-            && is_live(pid)
-        {
+        if has_env_entry(pid, needle.as_bytes()) && is_live(pid) {
             found.push(pid);
         }
     }

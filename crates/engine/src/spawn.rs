@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use async_trait::async_trait;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::process_group::{self, Registration};
 
 /// Where the child's stdin comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +76,8 @@ pub type ChildOutput = Box<dyn AsyncRead + Send + Unpin>;
 /// A boxed async writer for a child's stdin.
 pub type ChildInput = Box<dyn AsyncWrite + Send + Unpin>;
 
-/// A started child, leader of its own process group.
+/// A started child, leader of its own process group. The group is the child's pid; what is done
+/// to the group (signals, liveness, the kill ladder) is `process_group`'s.
 #[async_trait]
 pub trait SpawnedChild: Send + Sync {
     /// The child's pid, which is also its process group id.
@@ -90,10 +91,6 @@ pub trait SpawnedChild: Send + Sync {
     /// Waits for the leader to exit and reaps it. Cancel-safe: dropping the future and calling
     /// again is fine.
     async fn wait(&mut self) -> io::Result<ExitInfo>;
-    /// Sends a signal to the whole process group. Returns `false` when the group is already gone.
-    fn signal_group(&self, signal: Signal) -> io::Result<bool>;
-    /// True while any process of the group is alive (zombies do not count).
-    fn group_alive(&self) -> bool;
 }
 
 /// The port through which the engine starts processes, so tests can record or script spawns.
@@ -101,39 +98,6 @@ pub trait ProviderSpawn: Send + Sync + fmt::Debug {
     /// Starts a child as described. Errors are the operating system's (`NotFound`,
     /// `PermissionDenied`, `E2BIG`, …).
     fn spawn(&self, request: &SpawnRequest) -> io::Result<Box<dyn SpawnedChild>>;
-}
-
-/// Pids this spawner started that tokio has not reaped yet. The escaped-process sweep reaps
-/// orphans re-parented to the supervisor, and must never reap one of these: tokio does.
-static TOKIO_CHILDREN: std::sync::Mutex<std::collections::BTreeSet<u32>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
-
-/// Whether `pid` is a child that tokio will reap.
-pub(crate) fn is_tokio_child(pid: u32) -> bool {
-    TOKIO_CHILDREN
-        .lock()
-        .map(|set| set.contains(&pid))
-        .unwrap_or(true)
-}
-
-fn forget_tokio_child(pid: u32) {
-    if let Ok(mut set) = TOKIO_CHILDREN.lock() {
-        set.remove(&pid);
-    }
-}
-
-/// Makes this process a child subreaper (Linux), once: descendants of our children whose parent
-/// dies are re-parented to us instead of to init, so the sweep finds a process that left the
-/// group (`setsid`, double fork) among our own children rather than among every process on the
-/// machine.
-fn become_subreaper() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        #[cfg(target_os = "linux")]
-        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-            tracing::warn!(error = %e, "cannot become a child subreaper; the sweep scans every process");
-        }
-    });
 }
 
 /// Starts real processes with tokio.
@@ -166,17 +130,13 @@ impl ProviderSpawn for TokioSpawner {
         if request.parent_death_signal {
             pdeathsig::install(&mut cmd);
         }
-        become_subreaper();
         // Registered before the spawn returns, so no sweep can see the pid unregistered.
-        let mut registry = TOKIO_CHILDREN
-            .lock()
-            .map_err(|_| io::Error::other("child registry poisoned"))?;
+        let registration = Registration::lock()?;
         let child = cmd.spawn()?;
         let pid = child
             .id()
             .ok_or_else(|| io::Error::other("child exited before its pid could be read"))?;
-        registry.insert(pid);
-        drop(registry);
+        registration.insert(pid);
         Ok(Box::new(TokioChild { child, pid }))
     }
 }
@@ -206,16 +166,8 @@ impl SpawnedChild for TokioChild {
 
     async fn wait(&mut self) -> io::Result<ExitInfo> {
         let status = self.child.wait().await?;
-        forget_tokio_child(self.pid);
+        process_group::forget(self.pid);
         Ok(exit_info(status))
-    }
-
-    fn signal_group(&self, signal: Signal) -> io::Result<bool> {
-        signal_group(self.pid, signal)
-    }
-
-    fn group_alive(&self) -> bool {
-        group_alive(self.pid)
     }
 }
 
@@ -225,39 +177,6 @@ fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
         code: status.code(),
         signal: status.signal(),
     }
-}
-
-/// Sends `signal` to process group `pgid`. `Ok(false)` when no process of the group exists.
-pub fn signal_group(pgid: u32, signal: Signal) -> io::Result<bool> {
-    // 0 would mean our own group and 1 init's: never a child's group.
-    if pgid <= 1 {
-        return Err(io::Error::other(format!(
-            "refusing to signal process group {pgid}"
-        )));
-    }
-    let pgid = i32::try_from(pgid).map_err(|_| io::Error::other("pid out of range"))?;
-    match killpg(Pid::from_raw(pgid), signal) {
-        Ok(()) => Ok(true),
-        Err(nix::errno::Errno::ESRCH) => Ok(false),
-        Err(e) => Err(io::Error::from(e)),
-    }
-}
-
-/// True while a process of group `pgid` is alive. Zombies are dead: an orphaned grandchild that
-/// was killed may wait a long time for an init that reaps slowly, and must not stall the kill
-/// ladder.
-pub fn group_alive(pgid: u32) -> bool {
-    let Ok(raw) = i32::try_from(pgid) else {
-        return false;
-    };
-    if raw <= 1 {
-        return false;
-    }
-    // Signal 0 only checks existence; ESRCH settles it cheaply.
-    if let Err(nix::errno::Errno::ESRCH) = killpg(Pid::from_raw(raw), None) {
-        return false;
-    }
-    crate::proc::any_live_in_group(pgid).unwrap_or(true)
 }
 
 pub(crate) mod terminal {

@@ -3,10 +3,10 @@
 //! untested version fails loudly unless the caller overrides it.
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
-
+use crate::bounded::{BoundedCommand, BoundedEnd, BoundedError, run_bounded};
 use crate::spawn::{ProviderSpawn, SpawnRequest, StdinMode};
 
 /// What the version command said.
@@ -39,14 +39,15 @@ pub fn parse_version(output: &str) -> Option<semver::Version> {
         })
 }
 
-/// Runs `program args` (stdin `/dev/null`, empty-ish environment plus `PATH`/`HOME`) and reads
-/// its version. The process group is killed if it does not finish within `timeout`.
+/// Runs `program args` (stdin `/dev/null`, exactly `env`) as a [`BoundedCommand`] and reads its
+/// version from stdout followed by stderr, both read at once. The process group is killed if it
+/// does not finish within `timeout`.
 pub async fn probe_version(
     spawner: &dyn ProviderSpawn,
-    program: &std::path::Path,
+    program: &Path,
     args: &[String],
     env: Vec<(OsString, OsString)>,
-    cwd: &std::path::Path,
+    cwd: &Path,
     timeout: Duration,
 ) -> VersionProbe {
     let request = SpawnRequest {
@@ -57,51 +58,46 @@ pub async fn probe_version(
         stdin: StdinMode::Null,
         parent_death_signal: true,
     };
-    let mut child = match spawner.spawn(&request) {
-        Ok(c) => c,
-        Err(e) => return VersionProbe::SpawnFailed(e.to_string()),
-    };
-    let pgid = child.pid();
-    let mut stdout = child.take_stdout();
-    let mut stderr = child.take_stderr();
-    let read = async {
-        let mut text = Vec::new();
-        if let Some(out) = stdout.as_mut() {
-            let _ = out.take(64 * 1024).read_to_end(&mut text).await;
+    let output = match run_bounded(spawner, &BoundedCommand::new(request, timeout)).await {
+        Ok(output) => output,
+        Err(BoundedError::Spawn { source, .. }) => {
+            return VersionProbe::SpawnFailed(source.to_string());
         }
-        if let Some(err) = stderr.as_mut() {
-            let _ = err.take(64 * 1024).read_to_end(&mut text).await;
+        Err(e @ (BoundedError::Read { .. } | BoundedError::Wait { .. })) => {
+            return VersionProbe::Unparsed(e.to_string());
         }
-        let _ = child.wait().await;
-        text
     };
-    let result = tokio::time::timeout(timeout, read).await;
-    match result {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes).into_owned();
+    match output.end {
+        BoundedEnd::TimedOut => VersionProbe::TimedOut,
+        BoundedEnd::Exited(_) => {
+            let mut bytes = output.stdout.bytes;
+            bytes.extend_from_slice(&output.stderr.bytes);
+            let text = String::from_utf8_lossy(&bytes);
             match parse_version(&text) {
                 Some(v) => VersionProbe::Found(v),
                 None => VersionProbe::Unparsed(text.chars().take(200).collect()),
             }
         }
-        Err(_) => {
-            // The leader died with its dropped handle (`kill_on_drop`); end the rest of its group.
-            let _ = crate::spawn::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
-            VersionProbe::TimedOut
-        }
     }
 }
 
-/// The environment version questions run with: this process's `PATH` and `HOME`, nothing else
-/// (no credentials reach a `--version`).
-pub fn version_env() -> Vec<(OsString, OsString)> {
-    ["PATH", "HOME"]
-        .iter()
-        .filter_map(|k| std::env::var_os(k).map(|v| (OsString::from(k), v)))
+/// The environment version questions run with: `PATH` and `HOME` from `ambient` (the engine's
+/// environment setting, [`crate::EngineConfig::ambient`]), nothing else: no credentials reach a
+/// `--version`.
+pub fn version_env<I, K, V>(ambient: I) -> Vec<(OsString, OsString)>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: Into<OsString>,
+{
+    ambient
+        .into_iter()
+        .filter(|(k, _)| matches!(k.as_ref(), "PATH" | "HOME"))
+        .map(|(k, v)| (OsString::from(k.as_ref()), v.into()))
         .collect()
 }
 
-/// Asks `program --version` (the minimal environment, the temporary directory as working
+/// Asks `program --version` (with `env`, see [`version_env`], the temporary directory as working
 /// directory, bounded by `timeout`) and describes the CLI for a diagnostic, `"<label> <version>"`.
 /// `Err(CliNotFound)` when it cannot start at all; an unreadable or missing answer still
 /// describes it. Model probes use this to report a missing CLI before a run.
@@ -109,14 +105,15 @@ pub async fn describe_cli(
     spawner: &dyn ProviderSpawn,
     provider: corral_ports::ProviderId,
     label: &str,
-    program: &std::path::Path,
+    program: &Path,
+    env: Vec<(OsString, OsString)>,
     timeout: Duration,
 ) -> Result<String, corral_ports::ProviderError> {
     let found = probe_version(
         spawner,
         program,
         &["--version".to_string()],
-        version_env(),
+        env,
         &std::env::temp_dir(),
         timeout,
     )

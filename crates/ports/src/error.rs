@@ -303,6 +303,28 @@ impl ProviderError {
         }
     }
 
+    /// [`ProviderError::evidence`], to add to it (the git-cleanliness check's stray writes are
+    /// known only after the run).
+    pub fn evidence_mut(&mut self) -> Option<&mut RunEvidence> {
+        match self {
+            ProviderError::RateLimited { evidence, .. }
+            | ProviderError::ModelUnavailable { evidence, .. }
+            | ProviderError::Refused { evidence, .. }
+            | ProviderError::StaleSession { evidence, .. }
+            | ProviderError::Crashed { evidence, .. }
+            | ProviderError::IdleTimeout { evidence, .. }
+            | ProviderError::WallTimeout { evidence, .. }
+            | ProviderError::Cancelled { evidence, .. } => Some(evidence),
+            ProviderError::CliNotFound { .. }
+            | ProviderError::SpawnFailed { .. }
+            | ProviderError::ArgvTooLong { .. }
+            | ProviderError::VersionMismatch { .. }
+            | ProviderError::InvalidSession { .. }
+            | ProviderError::Unsandboxed { .. }
+            | ProviderError::Io { .. } => None,
+        }
+    }
+
     /// The session to resume after this error, if one was captured.
     pub fn session_id(&self) -> Option<&SessionId> {
         self.evidence().and_then(|e| e.session_id.as_ref())

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use corral_engine::Engine;
-use corral_ports::NoopObserver;
+use corral_ports::{NoopObserver, ProviderError};
 use corral_test_support::{read_pids, wait_all_dead, wait_for_lines};
 
 use crate::support::*;
@@ -157,4 +157,46 @@ async fn cancelling_an_interactive_run_ends_its_tree() {
         wait_all_dead(&pids, Duration::from_secs(5)).is_empty(),
         "{pids:?}"
     );
+}
+
+#[tokio::test]
+async fn an_interactive_run_is_planned_attested_and_logged_like_a_headless_one() {
+    let s = Scratch::new();
+    let adapter = s.adapter("ok", &["--session-id", "chat-1"]);
+    let outcome = Engine::new(fast_config())
+        .run_interactive(&adapter, s.session(), Arc::new(NoopObserver))
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code, Some(0));
+    let log = s.assert_log_complete("succeeded");
+    let kinds: Vec<&str> = log.iter().filter_map(|v| v["kind"].as_str()).collect();
+    for kind in [
+        "run_started",
+        "attestation",
+        "spawn",
+        "exit",
+        "run_finished",
+    ] {
+        assert!(kinds.contains(&kind), "no {kind} in {kinds:?}");
+    }
+    let attestation = &records(&log, "attestation")[0];
+    assert_eq!(attestation["actual_backend"], "native", "{attestation}");
+    assert_eq!(records(&log, "spawn")[0]["stdin"], "terminal");
+}
+
+#[tokio::test]
+async fn an_interactive_run_without_an_enforcing_backend_or_consent_is_refused() {
+    let s = Scratch::new();
+    let mut config = fast_config();
+    config.sandbox.allow_degraded_native = false;
+    let err = Engine::new(config)
+        .run_interactive(&s.adapter("ok", &[]), s.session(), Arc::new(NoopObserver))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::Unsandboxed { .. }), "{err}");
+    assert!(
+        !s.pid_file().exists(),
+        "nothing was started without a sandbox"
+    );
+    s.assert_log_complete("spawn-failed");
 }

@@ -13,6 +13,8 @@
 
 mod support;
 
+mod bounded;
+mod embedding;
 mod faults;
 mod git_check;
 mod interactive;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_engine::{ProviderSpawn, TokioSpawner, describe_cli};
+use corral_engine::{Engine, EngineConfig, ProviderSpawn};
 use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId};
 
 use crate::settings::ClaudeSettings;
@@ -22,21 +22,31 @@ use crate::settings::ClaudeSettings;
 pub struct ClaudeProbe {
     command: PathBuf,
     timeout: Duration,
-    spawner: Arc<dyn ProviderSpawn>,
+    /// Whose spawner and environment setting the version question runs with.
+    engine: Engine,
 }
 
 impl ClaudeProbe {
     /// A probe that runs the configured `claude`.
     pub fn new(settings: &ClaudeSettings) -> Self {
-        ClaudeProbe::with_spawner(settings, Arc::new(TokioSpawner))
+        ClaudeProbe::with_engine(settings, &Engine::new(EngineConfig::default()))
     }
 
-    /// A probe that starts processes through `spawner`.
+    /// A probe that starts processes through `spawner`, with this process's environment.
     pub fn with_spawner(settings: &ClaudeSettings, spawner: Arc<dyn ProviderSpawn>) -> Self {
+        ClaudeProbe::with_engine(
+            settings,
+            &Engine::with_spawner(EngineConfig::default(), spawner),
+        )
+    }
+
+    /// A probe that runs through `engine`'s spawner with its environment setting, as a run
+    /// with that engine would.
+    pub fn with_engine(settings: &ClaudeSettings, engine: &Engine) -> Self {
         ClaudeProbe {
             command: settings.command.clone(),
             timeout: settings.version_timeout,
-            spawner,
+            engine: engine.clone(),
         }
     }
 }
@@ -48,14 +58,15 @@ impl ModelAvailabilityProbe for ClaudeProbe {
     }
 
     async fn probe(&self, model: &str) -> Result<ModelAvailability, ProviderError> {
-        let cli = describe_cli(
-            self.spawner.as_ref(),
-            ProviderId::Claude,
-            "Claude Code",
-            &self.command,
-            self.timeout,
-        )
-        .await?;
+        let cli = self
+            .engine
+            .describe_cli(
+                ProviderId::Claude,
+                "Claude Code",
+                &self.command,
+                self.timeout,
+            )
+            .await?;
         Ok(ModelAvailability::Unknown {
             reason: format!(
                 "{cli} has no model listing, and only a paid request would show whether \

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_engine::{ProviderSpawn, TokioSpawner, describe_cli};
+use corral_engine::{Engine, EngineConfig, ProviderSpawn};
 use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId};
 use serde_json::Value;
 
@@ -43,7 +43,8 @@ pub struct CodexProbe {
     timeout: Duration,
     model_provider: Option<String>,
     codex_home: Option<PathBuf>,
-    spawner: Arc<dyn ProviderSpawn>,
+    /// Whose spawner and environment setting the version question runs with.
+    engine: Engine,
 }
 
 impl CodexProbe {
@@ -54,34 +55,40 @@ impl CodexProbe {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")));
-        CodexProbe::with_parts(settings, codex_home, Arc::new(TokioSpawner))
+        CodexProbe::with_engine(settings, codex_home, &Engine::new(EngineConfig::default()))
     }
 
     /// A probe that reads the cache in `codex_home` (`None`: no cache) and starts processes
-    /// through `spawner`.
+    /// through `spawner`, with this process's environment.
     pub fn with_parts(
         settings: &CodexSettings,
         codex_home: Option<PathBuf>,
         spawner: Arc<dyn ProviderSpawn>,
+    ) -> Self {
+        let engine = Engine::with_spawner(EngineConfig::default(), spawner);
+        CodexProbe::with_engine(settings, codex_home, &engine)
+    }
+
+    /// A probe that reads the cache in `codex_home` (`None`: no cache) and runs through
+    /// `engine`'s spawner with its environment setting.
+    pub fn with_engine(
+        settings: &CodexSettings,
+        codex_home: Option<PathBuf>,
+        engine: &Engine,
     ) -> Self {
         CodexProbe {
             command: settings.command.clone(),
             timeout: settings.version_timeout,
             model_provider: settings.model_provider.clone(),
             codex_home,
-            spawner,
+            engine: engine.clone(),
         }
     }
 
     async fn cli(&self) -> Result<String, ProviderError> {
-        describe_cli(
-            self.spawner.as_ref(),
-            ProviderId::Codex,
-            "Codex",
-            &self.command,
-            self.timeout,
-        )
-        .await
+        self.engine
+            .describe_cli(ProviderId::Codex, "Codex", &self.command, self.timeout)
+            .await
     }
 }
 

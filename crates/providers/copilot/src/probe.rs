@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_engine::{ProviderSpawn, TokioSpawner, describe_cli};
+use corral_engine::{Engine, EngineConfig, ProviderSpawn};
 use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId};
 
 use crate::settings::CopilotSettings;
@@ -23,21 +23,31 @@ use crate::settings::CopilotSettings;
 pub struct CopilotProbe {
     command: PathBuf,
     timeout: Duration,
-    spawner: Arc<dyn ProviderSpawn>,
+    /// Whose spawner and environment setting the version question runs with.
+    engine: Engine,
 }
 
 impl CopilotProbe {
     /// A probe that runs the configured `copilot`.
     pub fn new(settings: &CopilotSettings) -> Self {
-        CopilotProbe::with_spawner(settings, Arc::new(TokioSpawner))
+        CopilotProbe::with_engine(settings, &Engine::new(EngineConfig::default()))
     }
 
-    /// A probe that starts processes through `spawner`.
+    /// A probe that starts processes through `spawner`, with this process's environment.
     pub fn with_spawner(settings: &CopilotSettings, spawner: Arc<dyn ProviderSpawn>) -> Self {
+        CopilotProbe::with_engine(
+            settings,
+            &Engine::with_spawner(EngineConfig::default(), spawner),
+        )
+    }
+
+    /// A probe that runs through `engine`'s spawner with its environment setting, as a run
+    /// with that engine would.
+    pub fn with_engine(settings: &CopilotSettings, engine: &Engine) -> Self {
         CopilotProbe {
             command: settings.command.clone(),
             timeout: settings.version_timeout,
-            spawner,
+            engine: engine.clone(),
         }
     }
 }
@@ -49,14 +59,15 @@ impl ModelAvailabilityProbe for CopilotProbe {
     }
 
     async fn probe(&self, model: &str) -> Result<ModelAvailability, ProviderError> {
-        let cli = describe_cli(
-            self.spawner.as_ref(),
-            ProviderId::Copilot,
-            "Copilot CLI",
-            &self.command,
-            self.timeout,
-        )
-        .await?;
+        let cli = self
+            .engine
+            .describe_cli(
+                ProviderId::Copilot,
+                "Copilot CLI",
+                &self.command,
+                self.timeout,
+            )
+            .await?;
         Ok(ModelAvailability::Unknown {
             reason: format!(
                 "{cli} has no model listing, and only a request would show whether {model:?} \

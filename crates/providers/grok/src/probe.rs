@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_engine::{ProviderSpawn, TokioSpawner, describe_cli};
+use corral_engine::{Engine, EngineConfig, ProviderSpawn};
 use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId};
 
 use crate::settings::GrokSettings;
@@ -24,21 +24,31 @@ use crate::settings::GrokSettings;
 pub struct GrokProbe {
     command: PathBuf,
     timeout: Duration,
-    spawner: Arc<dyn ProviderSpawn>,
+    /// Whose spawner and environment setting the version question runs with.
+    engine: Engine,
 }
 
 impl GrokProbe {
     /// A probe that runs the configured `grok`.
     pub fn new(settings: &GrokSettings) -> Self {
-        GrokProbe::with_spawner(settings, Arc::new(TokioSpawner))
+        GrokProbe::with_engine(settings, &Engine::new(EngineConfig::default()))
     }
 
-    /// A probe that starts processes through `spawner`.
+    /// A probe that starts processes through `spawner`, with this process's environment.
     pub fn with_spawner(settings: &GrokSettings, spawner: Arc<dyn ProviderSpawn>) -> Self {
+        GrokProbe::with_engine(
+            settings,
+            &Engine::with_spawner(EngineConfig::default(), spawner),
+        )
+    }
+
+    /// A probe that runs through `engine`'s spawner with its environment setting, as a run
+    /// with that engine would.
+    pub fn with_engine(settings: &GrokSettings, engine: &Engine) -> Self {
         GrokProbe {
             command: settings.command.clone(),
             timeout: settings.version_timeout,
-            spawner,
+            engine: engine.clone(),
         }
     }
 }
@@ -50,14 +60,10 @@ impl ModelAvailabilityProbe for GrokProbe {
     }
 
     async fn probe(&self, model: &str) -> Result<ModelAvailability, ProviderError> {
-        let cli = describe_cli(
-            self.spawner.as_ref(),
-            ProviderId::Grok,
-            "Grok CLI",
-            &self.command,
-            self.timeout,
-        )
-        .await?;
+        let cli = self
+            .engine
+            .describe_cli(ProviderId::Grok, "Grok CLI", &self.command, self.timeout)
+            .await?;
         Ok(ModelAvailability::Unknown {
             reason: format!(
                 "{cli} has no model listing, and only a paid request would show whether \

@@ -23,11 +23,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use corral_engine::{
-    ChildOutput, CliAdapter, EnvInherit, EnvPolicy, ExitInfo, ProviderSpawn, SpawnRequest,
-    SpawnedChild, StdinMode, TokioSpawner,
+    BoundedCommand, BoundedEnd, BoundedError, CliAdapter, Engine, EnvInherit, EnvPolicy, ExitInfo,
+    ProviderSpawn, SpawnRequest, StdinMode, TokioSpawner, run_bounded,
 };
 use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, ProviderId};
-use tokio::io::AsyncReadExt;
 
 use crate::adapter::OpencodeAdapter;
 use crate::diagnose::strip_ansi;
@@ -60,6 +59,8 @@ enum Listing {
     },
     /// It did not finish in time and its group was killed.
     TimedOut,
+    /// Its output could not be read, or it could not be waited for.
+    Unreadable(String),
 }
 
 impl OpencodeProbe {
@@ -72,6 +73,17 @@ impl OpencodeProbe {
             settings,
             Arc::new(TokioSpawner),
             probe_env(ambient, EnvInherit::Core, &[]),
+        )
+    }
+
+    /// A probe that runs through `engine`'s spawner, with the environment a run with that engine
+    /// would get (its environment setting, inheritance and allowlist).
+    pub fn with_engine(settings: &OpencodeSettings, engine: &Engine) -> Self {
+        let config = engine.config();
+        OpencodeProbe::with_spawner(
+            settings,
+            engine.spawner_arc(),
+            probe_env(config.ambient(), config.env_inherit, &config.env_allow),
         )
     }
 
@@ -101,36 +113,27 @@ impl OpencodeProbe {
             stdin: StdinMode::Null,
             parent_death_signal: true,
         };
-        let mut child = self
-            .spawner
-            .spawn(&request)
-            .map_err(|e| ProviderError::CliNotFound {
+        let command = BoundedCommand {
+            stdout_limit: LISTING_KEEP,
+            stderr_limit: STDERR_KEEP,
+            ..BoundedCommand::new(request, self.timeout)
+        };
+        match run_bounded(self.spawner.as_ref(), &command).await {
+            Ok(output) => Ok(match output.end {
+                BoundedEnd::Exited(exit) => Listing::Finished {
+                    stdout: output.stdout.text(),
+                    stderr: output.stderr.text(),
+                    exit: Some(exit),
+                },
+                BoundedEnd::TimedOut => Listing::TimedOut,
+            }),
+            Err(BoundedError::Spawn { source, .. }) => Err(ProviderError::CliNotFound {
                 provider: ProviderId::Opencode,
                 program: self.command.display().to_string(),
-                reason: e.to_string(),
-            })?;
-        let stdout = child.take_stdout();
-        let stderr = child.take_stderr();
-        let finished = tokio::time::timeout(self.timeout, async {
-            let (stdout, stderr) = tokio::join!(
-                read_capped(stdout, LISTING_KEEP),
-                read_capped(stderr, STDERR_KEEP)
-            );
-            let exit = child.wait().await.ok();
-            (stdout, stderr, exit)
-        })
-        .await;
-        match finished {
-            Ok((stdout, stderr, exit)) => Ok(Listing::Finished {
-                stdout,
-                stderr,
-                exit,
+                reason: source.to_string(),
             }),
-            Err(_) => {
-                kill_group(child.as_ref());
-                // Reap the leader; the kernel has already been told to end it.
-                let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
-                Ok(Listing::TimedOut)
+            Err(e @ (BoundedError::Read { .. } | BoundedError::Wait { .. })) => {
+                Ok(Listing::Unreadable(e.to_string()))
             }
         }
     }
@@ -181,35 +184,6 @@ pub fn parse_model_listing(stdout: &str) -> Vec<String> {
     models
 }
 
-/// Sends SIGKILL to the child's whole process group.
-fn kill_group(child: &dyn SpawnedChild) {
-    // The spawn port takes the signal as nix's type, which this crate does not depend on (only
-    // the engine deals in signals); the type's `FromStr` supplies the value without naming it.
-    if let Ok(signal) = "SIGKILL".parse() {
-        let _ = child.signal_group(signal);
-    }
-}
-
-/// Reads `output` to its end, keeping the first `keep` bytes. The rest is read and dropped, so
-/// that a talkative child never blocks on a full pipe.
-async fn read_capped(output: Option<ChildOutput>, keep: usize) -> String {
-    let Some(mut output) = output else {
-        return String::new();
-    };
-    let mut kept = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        match output.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = keep.saturating_sub(kept.len());
-                kept.extend_from_slice(&chunk[..n.min(room)]);
-            }
-        }
-    }
-    String::from_utf8_lossy(&kept).into_owned()
-}
-
 #[async_trait]
 impl ModelAvailabilityProbe for OpencodeProbe {
     fn id(&self) -> ProviderId {
@@ -223,6 +197,9 @@ impl ModelAvailabilityProbe for OpencodeProbe {
                     "`opencode models` did not answer within {:?} and was killed",
                     self.timeout
                 )));
+            }
+            Listing::Unreadable(why) => {
+                return Ok(self.unknown(format!("`opencode models` gave no answer: {why}")));
             }
             Listing::Finished {
                 stdout,

@@ -1,0 +1,602 @@
+//! The headless run: refusals that need no process, the version check and the prompt pointer,
+//! then attempts until the verdict ends the run.
+//!
+//! One attempt is: the adapter's command, launched (`launch.rs`) with the prompt or a
+//! continuation on stdin, supervised to its end (`attempt.rs`), read by the adapter's
+//! classifiers and the classification ladder (`classify.rs`); the verdict (`verdict.rs`) says
+//! whether to back off and resume, retry cold, or stop, and [`conclude`] turns the stop into the
+//! ports' result.
+
+use std::sync::Arc;
+
+use corral_ports::{AiSession, ProviderError, ProviderOutput, RunEvidence, RunObserver, SessionId};
+
+use crate::adapter::{AttemptEvidence, AttemptPlan, CliAdapter, PromptDelivery, VersionCheck};
+use crate::attempt::{AttemptContext, AttemptResult, supervise};
+use crate::backoff::WaitBasis;
+use crate::classify::{AttemptClass, ClassifyInput, classify};
+use crate::engine::Engine;
+use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
+use crate::launch::{launch, spawn};
+use crate::log::Record;
+use crate::run::{Finished, RunScope};
+use crate::sandbox::SandboxPlan;
+use crate::spawn::StdinMode;
+use crate::verdict::{Progress, Step, Verdict, step};
+use crate::version::{VersionProbe, probe_version, version_env};
+
+/// What a resumed attempt is told after a rate limit interrupted the session: the task is
+/// already in the conversation, so the full prompt is not sent again.
+pub const CONTINUATION_PROMPT: &str = "Your previous turn was interrupted by a rate limit before it finished. Continue the task from where you stopped; the instructions given earlier in this conversation still apply.\n";
+
+/// Runs `session` through `adapter`'s CLI to the end.
+pub(crate) async fn run(
+    engine: &Engine,
+    adapter: &dyn CliAdapter,
+    session: AiSession,
+    observer: Arc<dyn RunObserver>,
+) -> Result<ProviderOutput, ProviderError> {
+    let mut scope = RunScope::open(engine, adapter, session)?;
+    let result = attempts(&mut scope, &observer).await;
+    scope.end(result, |out| out.attestation.as_mut()).await
+}
+
+/// Everything between `run_started` and the verdict.
+async fn attempts(
+    scope: &mut RunScope<'_>,
+    observer: &Arc<dyn RunObserver>,
+) -> Result<ProviderOutput, ProviderError> {
+    scope.begin().await?;
+    refuse_unresumable(scope)?;
+    let sandbox = scope.plan_sandbox()?;
+    let cli_version = match scope.adapter.version_check() {
+        Some(check) => Some(check_version(scope, &check).await?),
+        None => None,
+    };
+    let pointer = write_pointer(scope)?;
+    let config = scope.config();
+    let mut progress = Progress::new(scope.session.resume.clone(), config.jitter_seed);
+    loop {
+        let attempt = progress.next_attempt();
+        observer.attempt_started(attempt, progress.resume.as_ref());
+        let context = AttemptInputs {
+            sandbox: &sandbox,
+            pointer: pointer.as_ref(),
+            cli_version: cli_version.as_deref(),
+            observer,
+        };
+        let result = one_attempt(scope, &context, &mut progress).await?;
+        progress.absorb(&result);
+        let class = judge(scope, attempt, &result, progress.resume.as_ref());
+        match step(
+            class,
+            result.session_id.as_ref(),
+            &mut progress,
+            &config.retry,
+        ) {
+            Step::Backoff { wait, basis } => {
+                if !back_off(scope, observer, &progress, wait, basis).await {
+                    return conclude(scope, Verdict::Cancelled, &result, progress);
+                }
+            }
+            Step::ColdRetry { stale } => {
+                if let Some(stale) = stale {
+                    scope.log.record(
+                        attempt,
+                        &Record::ColdRetry {
+                            stale_session: &stale,
+                        },
+                    );
+                }
+            }
+            Step::Done(verdict) => return conclude(scope, verdict, &result, progress),
+        }
+    }
+}
+
+/// A CLI that cannot resume is refused before anything runs (not even its version probe).
+fn refuse_unresumable(scope: &mut RunScope<'_>) -> Result<(), ProviderError> {
+    let Some(id) = &scope.session.resume else {
+        return Ok(());
+    };
+    if scope.adapter.capabilities().resume {
+        return Ok(());
+    }
+    let err = ProviderError::InvalidSession {
+        provider: scope.provider,
+        reason: format!(
+            "{} has no headless resume, so session {id} cannot be continued; start a new session",
+            scope.provider
+        ),
+    };
+    Err(scope.refuse("invalid-session", err))
+}
+
+/// Asks the CLI for its version and refuses one outside the tested range, unless overridden.
+async fn check_version(
+    scope: &mut RunScope<'_>,
+    check: &VersionCheck,
+) -> Result<String, ProviderError> {
+    let probe = probe_version(
+        scope.engine.spawner(),
+        &check.program,
+        &check.args,
+        version_env(scope.config().ambient()),
+        &scope.session.cwd,
+        check.timeout,
+    )
+    .await;
+    let required = check.required.to_string();
+    let program = check.program.display().to_string();
+    let (found, accepted) = match &probe {
+        VersionProbe::Found(v) => (v.to_string(), check.required.matches(v)),
+        VersionProbe::Unparsed(text) => (format!("unparsed output {text:?}"), false),
+        VersionProbe::TimedOut => (format!("no answer within {:?}", check.timeout), false),
+        VersionProbe::SpawnFailed(e) => {
+            return Err(ProviderError::CliNotFound {
+                provider: scope.provider,
+                program,
+                reason: e.clone(),
+            });
+        }
+    };
+    scope.log.record(
+        0,
+        &Record::VersionChecked {
+            program: &program,
+            found: Some(&found),
+            required: &required,
+            accepted,
+            overridden: !accepted && check.allow_mismatch,
+        },
+    );
+    if !accepted && !check.allow_mismatch {
+        scope.log.flush();
+        return Err(ProviderError::VersionMismatch {
+            provider: scope.provider,
+            program,
+            found,
+            required,
+        });
+    }
+    Ok(found)
+}
+
+/// Writes the prompt pointer file for a CLI that cannot read its prompt from stdin.
+fn write_pointer(scope: &RunScope<'_>) -> Result<Option<PromptPointer>, ProviderError> {
+    match scope.adapter.prompt_delivery() {
+        PromptDelivery::Stdin => Ok(None),
+        PromptDelivery::PointerFile { file_name } => {
+            let dir = scope.pointer_dir();
+            write_prompt_pointer(dir, file_name, &scope.session.prompt)
+                .map(Some)
+                .map_err(|e| scope.io_error(dir, &e))
+        }
+    }
+}
+
+/// What every attempt of a run shares.
+struct AttemptInputs<'a> {
+    sandbox: &'a SandboxPlan,
+    pointer: Option<&'a PromptPointer>,
+    cli_version: Option<&'a str>,
+    observer: &'a Arc<dyn RunObserver>,
+}
+
+/// Launches, spawns and supervises one attempt.
+async fn one_attempt(
+    scope: &mut RunScope<'_>,
+    inputs: &AttemptInputs<'_>,
+    progress: &mut Progress,
+) -> Result<AttemptResult, ProviderError> {
+    let attempt = progress.attempt;
+    let spec = scope.adapter.command(&AttemptPlan {
+        session: &scope.session,
+        resume: progress.resume.as_ref(),
+        attempt,
+        pointer: inputs.pointer,
+    })?;
+    let token = scope.token(attempt);
+    // A pointer-file CLI reads its prompt from the file, resumed or not: the file holds the task.
+    let (stdin_prompt, stdin_label): (Option<Arc<str>>, &str) =
+        match scope.adapter.prompt_delivery() {
+            PromptDelivery::Stdin if progress.continues() => {
+                (Some(Arc::from(CONTINUATION_PROMPT)), "continuation")
+            }
+            PromptDelivery::Stdin => (Some(Arc::clone(&scope.session.prompt)), "prompt"),
+            PromptDelivery::PointerFile { .. } => (None, "null"),
+        };
+    let stdin = match stdin_prompt {
+        Some(_) => StdinMode::Piped,
+        None => StdinMode::Null,
+    };
+    let launched = launch(scope, inputs.sandbox, &spec, &token, stdin, Vec::new())?;
+    let child = spawn(
+        scope,
+        attempt,
+        &launched,
+        stdin_label,
+        progress.resume.as_ref(),
+    )?;
+    let provider = scope.provider.as_str();
+    let cwd = scope.session.cwd.clone();
+    let cli_version = inputs.cli_version.map(str::to_string);
+    let meta = move |id: &SessionId| SessionMeta {
+        session_id: id.clone(),
+        provider: provider.to_string(),
+        cwd: cwd.clone(),
+        cli_version: cli_version.clone(),
+        attempt,
+    };
+    let parser = scope.adapter.parser();
+    let liveness = scope.adapter.liveness();
+    let config = scope.config();
+    let result = supervise(
+        child,
+        stdin_prompt,
+        AttemptContext {
+            attempt,
+            config,
+            log: &mut scope.log,
+            observer: inputs.observer,
+            cancel: &scope.session.cancel,
+            parser,
+            persisted: &mut progress.persisted,
+            session_meta: &meta,
+            output_dir: &scope.session.output_dir,
+            run_token: &token,
+            liveness,
+            minted_session: spec.session_id.clone(),
+        },
+    )
+    .await;
+    Ok(result)
+}
+
+/// The adapter's reading of the attempt and the classification ladder, recorded.
+fn judge(
+    scope: &mut RunScope<'_>,
+    attempt: u32,
+    result: &AttemptResult,
+    resumed: Option<&SessionId>,
+) -> AttemptClass {
+    let diagnosis = scope.adapter.diagnose(&AttemptEvidence {
+        exit: result.exit,
+        terminal: result.terminal.as_ref(),
+        stderr_tail: &result.stderr_tail,
+        stdout_tail: &result.stdout_tail,
+        resumed,
+        rate_limits: &result.rate_limits,
+    });
+    let class = classify(&ClassifyInput {
+        killed_by: result.killed_by,
+        terminal: result.terminal.as_ref(),
+        exit: result.exit,
+        diagnosis: &diagnosis,
+        rate_limit_events: &result.rate_limits,
+        signals_present: scope.signals_present(),
+        resumed: resumed.is_some(),
+    });
+    scope.log.record(
+        attempt,
+        &Record::Classified {
+            class: class.as_str(),
+            detail: describe(result),
+        },
+    );
+    class
+}
+
+/// Sleeps before a resumed attempt; `false` when the caller cancelled meanwhile.
+async fn back_off(
+    scope: &mut RunScope<'_>,
+    observer: &Arc<dyn RunObserver>,
+    progress: &Progress,
+    wait: std::time::Duration,
+    basis: WaitBasis,
+) -> bool {
+    let attempt = progress.attempt;
+    scope.log.record(
+        attempt,
+        &Record::Backoff {
+            wait_ms: wait.as_millis() as u64,
+            reason: basis.as_str(),
+            retry: progress.retries_used,
+            next_resume: progress.resume.as_ref(),
+        },
+    );
+    scope.log.flush();
+    observer.backoff(attempt, wait, basis.as_str());
+    let cancelled = tokio::select! {
+        () = tokio::time::sleep(wait) => false,
+        () = scope.session.cancel.cancelled() => true,
+    };
+    if cancelled {
+        scope.log.record(
+            attempt,
+            &Record::Classified {
+                class: "cancelled",
+                detail: "cancelled during the backoff sleep".into(),
+            },
+        );
+    }
+    !cancelled
+}
+
+/// The ports' result for the run's verdict, after the last attempt; remembers how the run ended
+/// for the log's last line.
+fn conclude(
+    scope: &mut RunScope<'_>,
+    verdict: Verdict,
+    last: &AttemptResult,
+    progress: Progress,
+) -> Result<ProviderOutput, ProviderError> {
+    let signals_present = scope.signals_present();
+    let outcome = verdict.outcome();
+    scope.finish(Finished {
+        outcome,
+        attempts: progress.attempt,
+        session: progress.last_session.clone(),
+        usage: progress.usage,
+        signals_present,
+    });
+    let provider = scope.provider;
+    let evidence = Box::new(RunEvidence {
+        session_id: progress.last_session.clone(),
+        usage: progress.usage,
+        attempts: progress.attempt,
+        duration_ms: scope.start.elapsed().as_millis() as u64,
+        exit_code: last.exit.and_then(|e| e.code),
+        signal: last.exit.and_then(|e| e.signal),
+        stderr_tail: last.stderr_tail.clone(),
+        log_path: Some(scope.log.path().to_path_buf()),
+        attestation: scope.attestation.clone(),
+    });
+    Err(match verdict {
+        Verdict::Succeeded | Verdict::Recovered => {
+            return Ok(ProviderOutput {
+                outcome,
+                signals_file: scope.session.signals_file.clone(),
+                signals_present,
+                session_id: progress.last_session,
+                exit_code: last.exit.and_then(|e| e.code),
+                recovered_from_exit: verdict == Verdict::Recovered,
+                usage: progress.usage,
+                attempts: progress.attempt,
+                duration: scope.start.elapsed(),
+                final_text: last.final_text.clone(),
+                attestation: scope.attestation.clone(),
+            });
+        }
+        Verdict::Cancelled => ProviderError::Cancelled { provider, evidence },
+        Verdict::RateLimited { resets_at_epoch_s } => ProviderError::RateLimited {
+            provider,
+            retries: progress.retries_used,
+            resets_at_epoch_s,
+            evidence,
+        },
+        Verdict::ModelUnavailable(message) => ProviderError::ModelUnavailable {
+            provider,
+            message,
+            evidence,
+        },
+        Verdict::Refused(message) => ProviderError::Refused {
+            provider,
+            message,
+            evidence,
+        },
+        Verdict::StaleSession(session_id) => ProviderError::StaleSession {
+            provider,
+            session_id,
+            evidence,
+        },
+        Verdict::IdleTimeout => ProviderError::IdleTimeout {
+            provider,
+            idle: last.idle_limit,
+            evidence,
+        },
+        // Only a run with a wall-clock limit is ever killed at it.
+        Verdict::WallTimeout => ProviderError::WallTimeout {
+            provider,
+            limit: scope.config().wall_timeout.unwrap_or_default(),
+            evidence,
+        },
+        Verdict::Crashed => ProviderError::Crashed { provider, evidence },
+    })
+}
+
+/// How the attempt ended, in a few words, for the log.
+fn describe(result: &AttemptResult) -> String {
+    let exit = result
+        .exit
+        .map_or_else(|| "no exit status".to_string(), |e| e.to_string());
+    match (&result.killed_by, &result.terminal) {
+        (Some(k), _) => format!("{exit}; group ended by the supervisor ({k:?})"),
+        (None, Some(t)) if t.is_error => format!("{exit}; terminal event reports an error"),
+        (None, Some(_)) => format!("{exit}; terminal event reports success"),
+        (None, None) => format!("{exit}; no terminal event"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Recorded-spawn tests: what the engine asks the spawner for, without starting anything.
+
+    use std::path::{Path, PathBuf};
+
+    use corral_ports::{AgentEvent, CancellationToken, NoopObserver, Permissions, ProviderId};
+
+    use super::*;
+    use crate::adapter::{CommandSpec, Diagnosis, StreamParser};
+    use crate::config::EngineConfig;
+    use crate::env::EnvProfile;
+    use crate::process_group::RUN_TOKEN_VAR;
+    use crate::spawn::{ProviderSpawn, SpawnRequest, SpawnedChild, TokioSpawner};
+
+    mockall::mock! {
+        #[derive(Debug)]
+        Spawner {}
+        impl ProviderSpawn for Spawner {
+            fn spawn(&self, request: &SpawnRequest) -> std::io::Result<Box<dyn SpawnedChild>>;
+        }
+    }
+
+    struct Adapter(PromptDelivery);
+
+    struct NoParser;
+    impl StreamParser for NoParser {
+        fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>) {
+            out.push(AgentEvent::Unparsed {
+                line: line.to_string(),
+            });
+        }
+    }
+
+    impl CliAdapter for Adapter {
+        fn provider(&self) -> ProviderId {
+            ProviderId::Copilot
+        }
+        fn prompt_delivery(&self) -> PromptDelivery {
+            self.0
+        }
+        fn env_profile(&self) -> EnvProfile {
+            EnvProfile::new("test", &["TEST_*"])
+        }
+        fn command(&self, plan: &AttemptPlan<'_>) -> Result<CommandSpec, ProviderError> {
+            let mut args = vec!["--headless".into()];
+            if let Some(p) = plan.pointer {
+                args.push("-p".into());
+                args.push(p.sentence.clone().into());
+            }
+            Ok(CommandSpec {
+                program: "the-cli".into(),
+                args,
+                env_set: vec![("TEST_KNOB".into(), "1".into())],
+                session_id: None,
+            })
+        }
+        fn parser(&self) -> Box<dyn StreamParser> {
+            Box::new(NoParser)
+        }
+        fn diagnose(&self, _: &AttemptEvidence<'_>) -> Diagnosis {
+            Diagnosis::default()
+        }
+        fn capabilities(&self) -> corral_ports::Capabilities {
+            corral_ports::Capabilities {
+                prompt: corral_ports::PromptChannel::Stdin,
+                session_id: corral_ports::SessionIdTiming::FirstLine,
+                resume: true,
+                effort: false,
+                cost: corral_ports::CostReporting::TokensAndUsd,
+                streaming: true,
+                enforced_gates: &[],
+                over_grants: &[],
+            }
+        }
+    }
+
+    fn session(dir: &Path) -> AiSession {
+        AiSession {
+            prompt: Arc::from("PROMPT-BODY ".repeat(20_000).as_str()),
+            cwd: dir.to_path_buf(),
+            extra_roots: Vec::new(),
+            model: None,
+            effort: None,
+            permissions: Permissions::default(),
+            resume: None,
+            cancel: CancellationToken::new(),
+            signals_file: dir.join("run/signals.json"),
+            output_dir: dir.join("run"),
+            max_budget_usd: None,
+        }
+    }
+
+    /// The git-cleanliness check spawns through the engine's spawner too: let git run for real.
+    fn let_git_through(spawner: &mut MockSpawner) {
+        spawner
+            .expect_spawn()
+            .withf(|r: &SpawnRequest| r.program == Path::new("git"))
+            .returning(|r| TokioSpawner.spawn(r));
+    }
+
+    fn engine(spawner: MockSpawner) -> Engine {
+        let config = EngineConfig {
+            ambient_env: Some(vec![
+                ("PATH".into(), "/bin".into()),
+                ("SECRET_TOKEN".into(), "x".into()),
+            ]),
+            sandbox: crate::sandbox::SandboxConfig {
+                backend: crate::sandbox::BackendChoice::Native,
+                allow_degraded_native: true,
+                ..crate::sandbox::SandboxConfig::default()
+            },
+            ..EngineConfig::default()
+        };
+        Engine::with_spawner(config, Arc::new(spawner))
+    }
+
+    #[tokio::test]
+    async fn stdin_delivery_pipes_the_prompt_and_keeps_it_out_of_argv() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spawner = MockSpawner::new();
+        let_git_through(&mut spawner);
+        spawner
+            .expect_spawn()
+            .withf(|r: &SpawnRequest| {
+                r.stdin == StdinMode::Piped
+                    && r.args == [std::ffi::OsString::from("--headless")]
+                    && r.env.iter().any(|(k, v)| k == "TEST_KNOB" && v == "1")
+                    && r.env.iter().any(|(k, _)| k == RUN_TOKEN_VAR)
+                    && !r.env.iter().any(|(k, _)| k == "SECRET_TOKEN")
+            })
+            .times(1)
+            .returning(|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)));
+        let err = engine(spawner)
+            .run(
+                &Adapter(PromptDelivery::Stdin),
+                session(dir.path()),
+                Arc::new(NoopObserver),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProviderError::CliNotFound { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn pointer_delivery_writes_the_file_and_passes_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let pointer_path: PathBuf = dir.path().join("run/copilot-prompt.md");
+        let expected = pointer_path.display().to_string();
+        let mut spawner = MockSpawner::new();
+        let_git_through(&mut spawner);
+        spawner
+            .expect_spawn()
+            .withf(move |r: &SpawnRequest| {
+                let argv: Vec<String> = r
+                    .args
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                r.stdin == StdinMode::Null
+                    && argv.len() == 3
+                    && argv[2].contains(&expected)
+                    && !argv.iter().any(|a| a.contains("PROMPT-BODY"))
+            })
+            .times(1)
+            .returning(|_| Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied)));
+        let s = session(dir.path());
+        let prompt = s.prompt.clone();
+        let err = engine(spawner)
+            .run(
+                &Adapter(PromptDelivery::PointerFile {
+                    file_name: "copilot-prompt.md",
+                }),
+                s,
+                Arc::new(NoopObserver),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProviderError::CliNotFound { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&pointer_path).unwrap(), &*prompt);
+    }
+}

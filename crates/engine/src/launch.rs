@@ -1,0 +1,241 @@
+//! Launching a CLI, the same way for headless attempts and interactive handoffs: the adapter's
+//! command becomes a spawn request (the environment policy applied to the engine's environment
+//! setting, the run token added, the sandbox wrapped around it, the argv budget checked), and the
+//! spawn is recorded in the execution log whether it starts or not.
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use corral_ports::{ProviderError, SandboxBackend, SessionId};
+
+use crate::adapter::{ChildEnv, CommandSpec};
+use crate::argv::{ArgvPlatform, WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes};
+use crate::env::{EnvPolicy, ResolvedEnv};
+use crate::log::Record;
+use crate::process_group::RUN_TOKEN_VAR;
+use crate::run::RunScope;
+use crate::sandbox::SandboxPlan;
+use crate::spawn::{SpawnRequest, SpawnedChild, StdinMode};
+
+/// A CLI ready to start.
+#[derive(Debug)]
+pub(crate) struct Launch {
+    /// What the spawner gets.
+    pub request: SpawnRequest,
+    /// The environment the policy resolved (names go to the log, never values).
+    pub env: ResolvedEnv,
+    /// The measured command-line size.
+    pub argv_bytes: usize,
+}
+
+/// Builds the spawn request for `spec`: the environment policy with the adapter's profile and
+/// variables, the run `token` and `extra_env` set on top; the sandbox `plan` wrapped around the
+/// program; the argv budget checked.
+pub(crate) fn launch(
+    scope: &RunScope<'_>,
+    plan: &SandboxPlan,
+    spec: &CommandSpec,
+    token: &str,
+    stdin: StdinMode,
+    extra_env: Vec<(String, String)>,
+) -> Result<Launch, ProviderError> {
+    let config = scope.config();
+    let policy = EnvPolicy {
+        inherit: config.env_inherit,
+        profile: scope.adapter.env_profile(),
+        allow: config.env_allow.clone(),
+        set: spec
+            .env_set
+            .iter()
+            .cloned()
+            .chain([(RUN_TOKEN_VAR.to_string(), token.to_string())])
+            .chain(extra_env)
+            .collect(),
+    };
+    let env = policy.resolve(config.ambient());
+    let mut env_os: Vec<(OsString, OsString)> =
+        env.vars.iter().map(|(k, v)| (k.into(), v.into())).collect();
+    let (program, args) = match plan.backend {
+        SandboxBackend::Native => (spec.program.clone(), spec.args.clone()),
+        SandboxBackend::Bubblewrap => wrap_in_bubblewrap(scope, spec, &env, &mut env_os)?,
+    };
+    let argv_bytes = check_argv(
+        program.as_os_str(),
+        args.iter().map(|a| a.as_os_str()),
+        env_block_bytes(env_os.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()))),
+        config.argv_platform,
+    )
+    .map_err(|e| ProviderError::ArgvTooLong {
+        provider: scope.provider,
+        measured: e.measured,
+        limit: e.limit,
+        limit_name: e.limit_name.to_string(),
+    })?;
+    Ok(Launch {
+        request: SpawnRequest {
+            program,
+            args,
+            env: env_os,
+            cwd: scope.session.cwd.clone(),
+            stdin,
+            parent_death_signal: config.parent_death_signal,
+        },
+        env,
+        argv_bytes,
+    })
+}
+
+/// bubblewrap's program and arguments around the CLI's: the CLI's state paths prepared, the
+/// run's private `TMPDIR` created and set, the CLI resolved on the child's `PATH`.
+fn wrap_in_bubblewrap(
+    scope: &RunScope<'_>,
+    spec: &CommandSpec,
+    env: &ResolvedEnv,
+    env_os: &mut Vec<(OsString, OsString)>,
+) -> Result<(PathBuf, Vec<OsString>), ProviderError> {
+    let config = scope.config();
+    let session = &scope.session;
+    let var = |name: &str| {
+        env.vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let home = var("HOME").map(PathBuf::from);
+    let state = scope.adapter.state_paths(&ChildEnv::new(&env.vars));
+    crate::sandbox::prepare_state(&state);
+    let tmp = crate::sandbox::private_tmp(&session.output_dir);
+    crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
+    env_os.retain(|(k, _)| k != "TMPDIR");
+    env_os.push(("TMPDIR".into(), tmp.into_os_string()));
+    let mut args = crate::sandbox::bwrap_args(
+        &config.sandbox,
+        &session.permissions,
+        &crate::sandbox::Paths {
+            cwd: &session.cwd,
+            output_dir: &session.output_dir,
+            extra_roots: &session.extra_roots,
+            state: &state,
+            home: home.as_deref(),
+        },
+    );
+    // Inside the sandbox bubblewrap would report a missing CLI as its own failure; resolve it
+    // here so the error says what it is.
+    let resolved = resolve_program(&spec.program, var("PATH"), &session.cwd).ok_or_else(|| {
+        ProviderError::CliNotFound {
+            provider: scope.provider,
+            program: spec.program.display().to_string(),
+            reason: "not found on the child's PATH".to_string(),
+        }
+    })?;
+    args.push(resolved.into_os_string());
+    args.extend(spec.args.iter().cloned());
+    Ok((config.sandbox.bwrap.clone(), args))
+}
+
+/// Where `program` is: as given when it names a path, else the first executable on `path`.
+fn resolve_program(program: &Path, path: Option<&str>, cwd: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.components().count() > 1 {
+        let full = if program.is_absolute() {
+            program.to_path_buf()
+        } else {
+            cwd.join(program)
+        };
+        return executable(&full).then_some(full);
+    }
+    std::env::split_paths(path?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+/// Starts a launched CLI and records the spawn (or why it failed) in the log, flushed.
+/// `stdin_label` names what stdin carries (`prompt`, `continuation`, `null`, `terminal`).
+pub(crate) fn spawn(
+    scope: &mut RunScope<'_>,
+    attempt: u32,
+    launch: &Launch,
+    stdin_label: &str,
+    resume: Option<&SessionId>,
+) -> Result<Box<dyn SpawnedChild>, ProviderError> {
+    let request = &launch.request;
+    let child = match scope.engine.spawner().spawn(request) {
+        Ok(child) => child,
+        Err(e) => {
+            scope.log.record(
+                attempt,
+                &Record::SpawnFailed {
+                    program: &request.program,
+                    error: e.to_string(),
+                },
+            );
+            scope.log.flush();
+            return Err(spawn_error(scope, &request.program, &e, launch.argv_bytes));
+        }
+    };
+    scope.log.record(
+        attempt,
+        &Record::Spawn {
+            program: &request.program,
+            args: request
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            cwd: &scope.session.cwd,
+            env_names: launch.env.names(),
+            env_withheld: &launch.env.withheld_secrets,
+            stdin: stdin_label,
+            pid: child.pid(),
+            resume,
+            argv_bytes: launch.argv_bytes,
+        },
+    );
+    scope.log.flush();
+    Ok(child)
+}
+
+/// The ports' error for a spawn the operating system refused.
+fn spawn_error(
+    scope: &RunScope<'_>,
+    program: &Path,
+    e: &std::io::Error,
+    argv_bytes: usize,
+) -> ProviderError {
+    let provider = scope.provider;
+    let program_name = program.display().to_string();
+    let kind = e.kind();
+    if kind == std::io::ErrorKind::NotFound || kind == std::io::ErrorKind::PermissionDenied {
+        ProviderError::CliNotFound {
+            provider,
+            program: program_name,
+            reason: e.to_string(),
+        }
+    } else if kind == std::io::ErrorKind::ArgumentListTooLong
+        || kind == std::io::ErrorKind::InvalidFilename
+    {
+        // The budget check passed, so the system's own limit is lower than the one measured
+        // against (a smaller stack limit shrinks it on Linux): name the system's limit, not the
+        // measured size twice.
+        let (limit, name) = match scope.config().argv_platform {
+            ArgvPlatform::Linux { arg_max } => (arg_max, "ARG_MAX"),
+            ArgvPlatform::Windows { .. } => (WINDOWS_CREATE_PROCESS_MAX, "CreateProcess"),
+        };
+        ProviderError::ArgvTooLong {
+            provider,
+            measured: argv_bytes,
+            limit,
+            limit_name: format!("{name}; the operating system refused the spawn: {e}"),
+        }
+    } else {
+        ProviderError::SpawnFailed {
+            provider,
+            program: program_name,
+            reason: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! What every run does around its CLI, headless or interactive: the run's scope.
+//!
+//! [`RunScope::open`] checks the working directory and opens the execution log;
+//! [`RunScope::begin`] notes the git work tree, writes `run_started` and refuses a dirty tree when
+//! asked to; [`RunScope::plan_sandbox`] chooses the backend, or refuses, and records the
+//! attestation; [`RunScope::end`] names the writes outside the allowed paths, adds them to the
+//! attestation, removes the private `TMPDIR` and writes `run_finished`. Between `begin` and `end`
+//! the headless loop (`headless.rs`) or the handoff (`interactive.rs`) launches the CLI
+//! (`launch.rs`); a refusal anywhere still ends the log with how the run ended.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use corral_ports::{AiSession, Attestation, Outcome, ProviderError, ProviderId, SessionId, Usage};
+
+use crate::adapter::CliAdapter;
+use crate::config::EngineConfig;
+use crate::engine::Engine;
+use crate::git_check::{GitProgram, GitSnapshot, strays};
+use crate::log::{ExecutionLog, Record};
+use crate::sandbox::SandboxPlan;
+
+/// How long one git-cleanliness step may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a run ended, for its last log line.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Finished {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last session id seen.
+    pub session: Option<SessionId>,
+    /// Usage over all attempts.
+    pub usage: Usage,
+    /// Whether `signals.json` was written during the run.
+    pub signals_present: bool,
+}
+
+/// A file's size and modification time, to tell a rewritten file from one left by an earlier run.
+type FileStamp = (u64, Option<SystemTime>);
+
+fn file_stamp(path: &Path) -> Option<FileStamp> {
+    fs::metadata(path)
+        .ok()
+        .map(|m| (m.len(), m.modified().ok()))
+}
+
+/// One run, from the opened log to `run_finished`.
+pub(crate) struct RunScope<'a> {
+    pub engine: &'a Engine,
+    pub adapter: &'a dyn CliAdapter,
+    pub provider: ProviderId,
+    pub session: AiSession,
+    pub log: ExecutionLog,
+    pub start: Instant,
+    /// What the sandbox enforces, once planned.
+    pub attestation: Option<Attestation>,
+    run_id: String,
+    signals_before: Option<FileStamp>,
+    git: Option<GitSnapshot>,
+    finished: Option<Finished>,
+}
+
+impl<'a> RunScope<'a> {
+    /// Checks the working directory, creates the run directory and opens its log.
+    pub fn open(
+        engine: &'a Engine,
+        adapter: &'a dyn CliAdapter,
+        session: AiSession,
+    ) -> Result<Self, ProviderError> {
+        let provider = adapter.provider();
+        if !session.cwd.is_dir() {
+            return Err(ProviderError::InvalidSession {
+                provider,
+                reason: format!("working directory {} does not exist", session.cwd.display()),
+            });
+        }
+        fs::create_dir_all(&session.output_dir)
+            .map_err(|e| io_error(provider, &session.output_dir, &e))?;
+        let start = Instant::now();
+        let log = ExecutionLog::open(&session.output_dir, start)
+            .map_err(|e| io_error(provider, &session.output_dir, &e))?;
+        let signals_before = file_stamp(&session.signals_file);
+        let run_id = format!(
+            "{}-{}-{:016x}",
+            provider,
+            std::process::id(),
+            fastrand::u64(..)
+        );
+        Ok(RunScope {
+            engine,
+            adapter,
+            provider,
+            session,
+            log,
+            start,
+            attestation: None,
+            run_id,
+            signals_before,
+            git: None,
+            finished: None,
+        })
+    }
+
+    /// The engine's configuration.
+    pub fn config(&self) -> &'a EngineConfig {
+        self.engine.config()
+    }
+
+    /// The run token of one attempt, which every process of its tree carries.
+    pub fn token(&self, attempt: u32) -> String {
+        format!("{}-{attempt}", self.run_id)
+    }
+
+    /// Notes the git work tree, writes `run_started`, and refuses a dirty tree when the sandbox
+    /// settings ask for a clean one.
+    pub async fn begin(&mut self) -> Result<(), ProviderError> {
+        let config = self.config();
+        if config.child_subreaper {
+            crate::process_group::become_subreaper();
+        }
+        let git = GitProgram::with_parts("git", self.engine.spawner_arc(), config.ambient());
+        self.git = match git.snapshot(&self.session.cwd, GIT_TIMEOUT).await {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                tracing::warn!(error = %e, "git-cleanliness check unavailable");
+                None
+            }
+        };
+        self.log.record(
+            0,
+            &Record::RunStarted {
+                provider: self.provider.as_str(),
+                cwd: &self.session.cwd,
+                output_dir: &self.session.output_dir,
+                resume: self.session.resume.as_ref(),
+                prompt_bytes: self.session.prompt.len(),
+            },
+        );
+        if config.sandbox.refuse_dirty_tree {
+            self.refuse_dirty_tree()?;
+        }
+        Ok(())
+    }
+
+    fn refuse_dirty_tree(&mut self) -> Result<(), ProviderError> {
+        let Some(snapshot) = &self.git else {
+            return Ok(());
+        };
+        let output_dir =
+            fs::canonicalize(&self.session.output_dir).unwrap_or(self.session.output_dir.clone());
+        let dirty: Vec<String> = snapshot
+            .dirty_paths()
+            .into_iter()
+            .filter(|p| !p.starts_with(&output_dir) && !p.starts_with(&self.session.output_dir))
+            .map(|p| p.display().to_string())
+            .collect();
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        let err = ProviderError::InvalidSession {
+            provider: self.provider,
+            reason: format!(
+                "the git work tree {} has uncommitted changes and sandbox.refuse_dirty_tree is set: {}",
+                snapshot.root().display(),
+                dirty.join(", ")
+            ),
+        };
+        Err(self.refuse("dirty-tree", err))
+    }
+
+    /// Records a refusal before anything ran, and returns it.
+    pub fn refuse(&mut self, class: &'static str, err: ProviderError) -> ProviderError {
+        self.log.record(
+            0,
+            &Record::Classified {
+                class,
+                detail: err.to_string(),
+            },
+        );
+        self.log.flush();
+        err
+    }
+
+    /// Chooses the backend and what it enforces, or refuses; records the attestation.
+    pub fn plan_sandbox(&mut self) -> Result<SandboxPlan, ProviderError> {
+        let planned = crate::sandbox::plan(
+            &self.config().sandbox,
+            &self.session.permissions,
+            crate::sandbox::bubblewrap_usable,
+        );
+        let plan = match planned {
+            Ok(plan) => plan,
+            Err(refusal) => {
+                let err = ProviderError::Unsandboxed {
+                    provider: self.provider,
+                    backend: refusal.backend,
+                    unenforced: refusal.unenforced,
+                    hint: refusal.hint,
+                };
+                return Err(self.refuse("unsandboxed", err));
+            }
+        };
+        self.log.record(0, &Record::Attestation(&plan.attestation));
+        self.attestation = Some(plan.attestation.clone());
+        Ok(plan)
+    }
+
+    /// Whether `signals.json` was written during the run. A file left by an earlier run in the
+    /// same place counts only once rewritten.
+    pub fn signals_present(&self) -> bool {
+        match (file_stamp(&self.session.signals_file), self.signals_before) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(now), Some(before)) => now != before,
+        }
+    }
+
+    /// Remembers how the run ended; [`RunScope::end`] writes it as the log's last line once the
+    /// git-cleanliness check has run.
+    pub fn finish(&mut self, finished: Finished) {
+        self.finished = Some(finished);
+    }
+
+    /// Ends the run: the stray writes (in the log, and in the attestation `attestation_of`
+    /// finds in a success), the private `TMPDIR` removed, `run_finished`.
+    pub async fn end<T>(
+        mut self,
+        mut result: Result<T, ProviderError>,
+        attestation_of: impl FnOnce(&mut T) -> Option<&mut Attestation>,
+    ) -> Result<T, ProviderError> {
+        let finished = match (self.finished.take(), &result) {
+            (Some(finished), _) => Some(finished),
+            // Refused before any attempt (dirty tree, untested version, no sandbox, no resume):
+            // the log still ends with how the run ended.
+            (None, Err(e)) => Some(Finished {
+                outcome: e.outcome(),
+                attempts: 0,
+                session: self.session.resume.clone(),
+                usage: Usage::default(),
+                signals_present: false,
+            }),
+            (None, Ok(_)) => None,
+        };
+        let strays = self
+            .stray_writes(finished.as_ref().map_or(0, |f| f.attempts))
+            .await;
+        if let Some(strays) = strays {
+            let attestation = match &mut result {
+                Ok(out) => attestation_of(out),
+                Err(e) => e.evidence_mut().and_then(|ev| ev.attestation.as_mut()),
+            };
+            if let Some(attestation) = attestation {
+                attestation.stray_writes = strays;
+            }
+        }
+        if let Some(finished) = finished {
+            self.write_finished(&finished);
+        }
+        result
+    }
+
+    /// The changes outside the allowed paths since [`RunScope::begin`], recorded in the log;
+    /// `None` outside a git work tree.
+    async fn stray_writes(&mut self, attempt: u32) -> Option<Vec<String>> {
+        let snapshot = self.git.as_ref()?;
+        let mut allowed: Vec<PathBuf> = vec![self.session.output_dir.clone()];
+        if self.session.permissions.edit_files {
+            allowed.push(self.session.cwd.clone());
+        }
+        allowed.extend(self.session.extra_roots.iter().cloned());
+        let (found, error) = match snapshot.changes_since(GIT_TIMEOUT).await {
+            Ok(changes) => (
+                strays(&changes, &allowed)
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>(),
+                None,
+            ),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
+        self.log.record(
+            attempt,
+            &Record::StrayWrites {
+                repo: snapshot.root(),
+                strays: &found,
+                error,
+            },
+        );
+        if !found.is_empty() {
+            tracing::warn!(count = found.len(), "writes outside the allowed paths");
+        }
+        Some(found)
+    }
+
+    fn write_finished(&mut self, finished: &Finished) {
+        // The run's private TMPDIR goes with the run.
+        let _ = fs::remove_dir_all(crate::sandbox::private_tmp(&self.session.output_dir));
+        self.log.record(
+            finished.attempts,
+            &Record::RunFinished {
+                outcome: finished.outcome,
+                attempts: finished.attempts,
+                usage: &finished.usage,
+                session_id: finished.session.as_ref(),
+                signals_present: finished.signals_present,
+                duration_ms: self.start.elapsed().as_millis() as u64,
+            },
+        );
+        self.log.flush();
+    }
+
+    /// An I/O error about `path`.
+    pub fn io_error(&self, path: &Path, e: &std::io::Error) -> ProviderError {
+        io_error(self.provider, path, e)
+    }
+
+    /// The directory beside `signals.json`, where prompt pointer files go.
+    pub fn pointer_dir(&self) -> &Path {
+        self.session
+            .signals_file
+            .parent()
+            .unwrap_or(&self.session.output_dir)
+    }
+}
+
+fn io_error(provider: ProviderId, path: &Path, e: &std::io::Error) -> ProviderError {
+    ProviderError::Io {
+        provider,
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
