@@ -47,7 +47,7 @@ pub struct BoundedCommand {
 impl BoundedCommand {
     /// A command with the given limit, SIGKILL at once on timeout, 64 KiB kept of each stream,
     /// and no run token.
-    pub fn new(request: SpawnRequest, timeout: Duration) -> Self {
+    pub fn limited(request: SpawnRequest, timeout: Duration) -> Self {
         BoundedCommand {
             request,
             timeout,

@@ -478,7 +478,7 @@ impl GitProgram {
         let bounded = BoundedCommand {
             stdout_limit: STDOUT_LIMIT,
             stderr_limit: STDERR_KEEP,
-            ..BoundedCommand::new(request, budget.left())
+            ..BoundedCommand::limited(request, budget.left())
         };
         let output = match run_bounded(self.spawner.as_ref(), &bounded).await {
             Ok(output) => output,

@@ -58,7 +58,7 @@ pub async fn probe_version(
         stdin: StdinMode::Null,
         parent_death_signal: true,
     };
-    let output = match run_bounded(spawner, &BoundedCommand::new(request, timeout)).await {
+    let output = match run_bounded(spawner, &BoundedCommand::limited(request, timeout)).await {
         Ok(output) => output,
         Err(BoundedError::Spawn { source, .. }) => {
             return VersionProbe::SpawnFailed(source.to_string());

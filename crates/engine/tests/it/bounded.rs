@@ -56,7 +56,7 @@ async fn output_beyond_the_cap_is_counted_and_dropped() {
     let command = BoundedCommand {
         stdout_limit: 1000,
         stderr_limit: 100_000,
-        ..BoundedCommand::new(request(cli, dir.path()), Duration::from_secs(20))
+        ..BoundedCommand::limited(request(cli, dir.path()), Duration::from_secs(20))
     };
     let out = run_bounded(&TokioSpawner, &command).await.unwrap();
     let BoundedEnd::Exited(exit) = out.end else {
@@ -81,7 +81,7 @@ async fn a_command_past_its_limit_is_killed_with_its_group_and_keeps_what_it_pri
             p = pids.display()
         ),
     );
-    let command = BoundedCommand::new(request(cli, dir.path()), Duration::from_millis(500));
+    let command = BoundedCommand::limited(request(cli, dir.path()), Duration::from_millis(500));
     let out = run_bounded(&TokioSpawner, &command).await.unwrap();
     assert_eq!(out.end, BoundedEnd::TimedOut);
     assert_eq!(out.stdout.text(), "started\n");

@@ -116,7 +116,7 @@ impl OpencodeProbe {
         let command = BoundedCommand {
             stdout_limit: LISTING_KEEP,
             stderr_limit: STDERR_KEEP,
-            ..BoundedCommand::new(request, self.timeout)
+            ..BoundedCommand::limited(request, self.timeout)
         };
         match run_bounded(self.spawner.as_ref(), &command).await {
             Ok(output) => Ok(match output.end {
