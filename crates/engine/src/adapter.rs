@@ -211,6 +211,7 @@ pub trait CliAdapter: Send + Sync {
         Err(ProviderError::InvalidSession {
             provider: self.provider(),
             reason: "this provider has no interactive mode".to_string(),
+            hint: None,
         })
     }
 }

@@ -105,9 +105,10 @@ fn refuse_unresumable(scope: &mut RunScope<'_>) -> Result<(), ProviderError> {
     let err = ProviderError::InvalidSession {
         provider: scope.provider,
         reason: format!(
-            "{} has no headless resume, so session {id} cannot be continued; start a new session",
+            "{} has no headless resume, so session {id} cannot be continued",
             scope.provider
         ),
+        hint: Some("start a new session instead".to_string()),
     };
     Err(scope.refuse("invalid-session", err))
 }

@@ -76,6 +76,7 @@ impl<'a> RunScope<'a> {
             return Err(ProviderError::InvalidSession {
                 provider,
                 reason: format!("working directory {} does not exist", session.cwd.display()),
+                hint: None,
             });
         }
         fs::create_dir_all(&session.output_dir)
@@ -164,9 +165,12 @@ impl<'a> RunScope<'a> {
         let err = ProviderError::InvalidSession {
             provider: self.provider,
             reason: format!(
-                "the git work tree {} has uncommitted changes and sandbox.refuse_dirty_tree is set: {}",
+                "the git work tree {} has uncommitted changes ({}) and sandbox.refuse_dirty_tree is set",
                 snapshot.root().display(),
                 dirty.join(", ")
+            ),
+            hint: Some(
+                "commit or stash the changes, or set sandbox.refuse_dirty_tree = false".to_string(),
             ),
         };
         Err(self.refuse("dirty-tree", err))
@@ -198,6 +202,7 @@ impl<'a> RunScope<'a> {
                 let err = ProviderError::Unsandboxed {
                     provider: self.provider,
                     backend: refusal.backend,
+                    reason: refusal.reason,
                     unenforced: refusal.unenforced,
                     hint: refusal.hint,
                 };

@@ -122,6 +122,8 @@ pub struct SandboxPlan {
 pub struct Refusal {
     /// The backend that would have run.
     pub backend: SandboxBackend,
+    /// Why that backend, in one phrase, said once (the per-guarantee detail is in `unenforced`).
+    pub reason: String,
     /// What it cannot enforce.
     pub unenforced: Vec<Unenforced>,
     /// What the user can do.
@@ -212,6 +214,7 @@ pub fn plan(
             Err(why) => {
                 return Err(Refusal {
                     backend: SandboxBackend::Bubblewrap,
+                    reason: format!("bubblewrap was chosen and is not usable: {why}"),
                     unenforced: requested.iter().map(|&g| Unenforced { guarantee: g, why: why.clone() }).collect(),
                     hint: "install bubblewrap (Debian: apt-get install bubblewrap), or choose another backend".to_string(),
                 });
@@ -221,14 +224,21 @@ pub fn plan(
             Ok(()) => (SandboxBackend::Bubblewrap, String::new()),
             Err(why) => (
                 SandboxBackend::Native,
-                format!("bubblewrap is not usable ({why}), so only the native backend is left"),
+                format!("bubblewrap is not usable: {why}"),
             ),
         },
     };
     let (enforced, not_enforced) = match backend {
         SandboxBackend::Bubblewrap => (requested.clone(), Vec::new()),
         SandboxBackend::Native => {
-            let why = format!("{reason}; it runs a plain child process");
+            let why = match config.backend {
+                BackendChoice::Auto => format!(
+                    "{reason}, so only the native backend is left; it runs a plain child process"
+                ),
+                BackendChoice::Native | BackendChoice::Bubblewrap => {
+                    format!("{reason}; it runs a plain child process")
+                }
+            };
             (
                 Vec::new(),
                 requested
@@ -242,8 +252,9 @@ pub fn plan(
     if !not_enforced.is_empty() && !config.allow_degraded_native {
         return Err(Refusal {
             backend,
+            reason,
             unenforced: not_enforced,
-            hint: "install bubblewrap, or run with --allow-degraded-native (setting sandbox.allow_degraded_native) to accept an unenforced run".to_string(),
+            hint: "install bubblewrap (Debian: apt-get install bubblewrap), or pass --allow-degraded-native (setting sandbox.allow_degraded_native = true) to run without these guarantees".to_string(),
         });
     }
     Ok(SandboxPlan {

@@ -45,11 +45,19 @@ pub enum ErrorClass {
 }
 
 /// Why a provider run did not produce a [`crate::ProviderOutput`].
+///
+/// A refusal before the CLI runs (the CLI missing, an untested version, a session the provider
+/// cannot continue, a dirty tree, no enforcing sandbox) reads the same way for every cause: one
+/// line naming what is refused and why, each fact once, then a separate `hint:` line with the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
     /// The CLI's program was not found or is not executable. Not retryable: install the CLI or
     /// fix the configured command path.
-    #[error("{provider}: cannot start {program:?}: {reason}; is the CLI installed and on PATH?")]
+    #[error(
+        "{provider}: cannot start {program:?}: {reason}\n\
+         hint: is the CLI installed and on PATH? Install it, or set providers.{provider}.command \
+         to its path (`corral doctor --provider {provider}` checks it)"
+    )]
     CliNotFound {
         /// The provider.
         provider: ProviderId,
@@ -86,7 +94,11 @@ pub enum ProviderError {
     /// The installed CLI's version is outside the tested range. Not retryable: install a tested
     /// version or pass the explicit override.
     #[error(
-        "{provider}: {program} reports version {found}, outside the tested range {required}; install a tested version or set providers.{provider}.tested_versions to override"
+        "{provider}: refusing to run: {program} reports version {found}, outside the tested range \
+         {required}\n\
+         hint: install a tested version, or run this one anyway with \
+         providers.{provider}.allow_untested_version = true (or widen \
+         providers.{provider}.tested_versions)"
     )]
     VersionMismatch {
         /// The provider.
@@ -100,12 +112,14 @@ pub enum ProviderError {
     },
     /// The session asks for something this provider cannot do or that is malformed. Not
     /// retryable.
-    #[error("{provider}: invalid session: {reason}")]
+    #[error("{provider}: invalid session: {reason}{}", hint_line(.hint.as_deref()))]
     InvalidSession {
         /// The provider.
         provider: ProviderId,
         /// What was wrong.
         reason: String,
+        /// What the user can do, when that is more than fixing the value `reason` names.
+        hint: Option<String>,
     },
     /// Rate limited and every retry was used. Retryable later (resume `evidence.session_id`).
     #[error("{provider}: rate limited; {retries} retries used{}", reset_hint(*.resets_at_epoch_s))]
@@ -195,12 +209,21 @@ pub enum ProviderError {
     /// The execution policy asks for guarantees the chosen sandbox backend cannot enforce, and
     /// running degraded was not consented to. Not retryable: install or allow an enforcing
     /// backend (bubblewrap), relax the policy, or consent (`--allow-degraded-native`).
-    #[error("{provider}: refusing to run: the {backend} backend cannot enforce {}; {hint}", .unenforced.iter().map(|u| format!("{} ({})", u.guarantee, u.why)).collect::<Vec<_>>().join(", "))]
+    ///
+    /// The message names each unenforced guarantee once and the reason once (`reason`; the
+    /// per-guarantee detail stays in `unenforced` for the attestation).
+    #[error(
+        "{provider}: refusing to run: the {backend} backend cannot enforce {} ({reason})\n\
+         hint: {hint}",
+        guarantee_list(.unenforced)
+    )]
     Unsandboxed {
         /// The provider.
         provider: ProviderId,
         /// The backend that would have run.
         backend: crate::SandboxBackend,
+        /// Why that backend, in one phrase (`bubblewrap is not usable: …`).
+        reason: String,
         /// Each guarantee it cannot enforce, and why.
         unenforced: Vec<crate::Unenforced>,
         /// What the user can do.
@@ -217,6 +240,22 @@ pub enum ProviderError {
         /// The operating system's words.
         reason: String,
     },
+}
+
+/// `\nhint: <hint>`, or nothing.
+fn hint_line(hint: Option<&str>) -> String {
+    hint.map(|h| format!("\nhint: {h}")).unwrap_or_default()
+}
+
+/// The guarantees' names, each once, in order, comma-separated.
+fn guarantee_list(unenforced: &[crate::Unenforced]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for name in unenforced.iter().map(|u| u.guarantee.to_string()) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.join(", ")
 }
 
 fn reset_hint(resets_at: Option<u64>) -> String {
@@ -354,5 +393,59 @@ mod tests {
         };
         assert_eq!(missing.class(), ErrorClass::Permanent);
         assert_eq!(missing.outcome(), Outcome::SpawnFailed);
+    }
+
+    /// Every refusal before a run: one line saying what is refused and why, then one `hint:`
+    /// line; no fact twice.
+    #[test]
+    fn every_refusal_is_one_line_and_a_hint_line() {
+        let guarantee = |g: crate::Guarantee| crate::Unenforced {
+            guarantee: g,
+            why:
+                "bubblewrap is not usable: /usr/bin/bwrap is missing; it runs a plain child process"
+                    .into(),
+        };
+        let refusals = [
+            ProviderError::CliNotFound {
+                provider: ProviderId::Codex,
+                program: "codex".into(),
+                reason: "not found on the child's PATH".into(),
+            },
+            ProviderError::VersionMismatch {
+                provider: ProviderId::Claude,
+                program: "claude".into(),
+                found: "3.0.0".into(),
+                required: ">=2.1.0, <2.2.0".into(),
+            },
+            ProviderError::InvalidSession {
+                provider: ProviderId::Grok,
+                reason: "grok has no headless resume, so session s cannot be continued".into(),
+                hint: Some("start a new session instead".into()),
+            },
+            ProviderError::Unsandboxed {
+                provider: ProviderId::Claude,
+                backend: crate::SandboxBackend::Native,
+                reason: "bubblewrap is not usable: /usr/bin/bwrap is missing".into(),
+                unenforced: vec![
+                    guarantee(crate::Guarantee::WritesConfined),
+                    guarantee(crate::Guarantee::TreeContained),
+                ],
+                hint: "install bubblewrap".into(),
+            },
+        ];
+        for refusal in &refusals {
+            let text = refusal.to_string();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 2, "{text}");
+            assert!(lines[1].starts_with("hint: "), "{text}");
+            assert!(!lines[0].contains("hint"), "{text}");
+        }
+        let unsandboxed = refusals[3].to_string();
+        assert_eq!(
+            unsandboxed,
+            "claude: refusing to run: the native backend cannot enforce writes-confined, \
+             tree-contained (bubblewrap is not usable: /usr/bin/bwrap is missing)\n\
+             hint: install bubblewrap"
+        );
     }
 }

@@ -225,11 +225,19 @@ async fn without_an_enforcing_backend_the_run_refuses_and_names_each_guarantee()
         other => panic!("expected Unsandboxed, got {other}"),
     }
     let message = err.to_string();
-    assert!(
-        message.contains("writes-confined") && message.contains("tree-contained"),
-        "{message}"
-    );
-    assert!(message.contains("--allow-degraded-native"), "{message}");
+    // One line naming each guarantee once and the reason once, then the fix on a `hint:` line.
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 2, "{message}");
+    for once in [
+        "writes-confined",
+        "tree-contained",
+        "bubblewrap is not usable",
+        "/nonexistent/bwrap",
+    ] {
+        assert_eq!(message.matches(once).count(), 1, "{once:?} once: {message}");
+    }
+    assert!(lines[1].starts_with("hint: "), "{message}");
+    assert!(lines[1].contains("--allow-degraded-native"), "{message}");
     assert!(!s.pid_file().exists(), "nothing was started");
 }
 
@@ -334,5 +342,12 @@ async fn a_dirty_tree_is_refused_when_asked_and_the_run_directory_does_not_count
     std::fs::write(s.path("work").join("uncommitted.txt"), "x").unwrap();
     let err = run(config, &adapter, session).await.unwrap_err();
     assert!(matches!(err, ProviderError::InvalidSession { .. }), "{err}");
-    assert!(err.to_string().contains("uncommitted.txt"), "{err}");
+    let message = err.to_string();
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 2, "{message}");
+    assert!(lines[0].contains("uncommitted.txt"), "{message}");
+    assert!(
+        lines[1].starts_with("hint: ") && lines[1].contains("refuse_dirty_tree"),
+        "{message}"
+    );
 }

@@ -259,6 +259,7 @@ fn invalid(reason: String) -> ProviderError {
     ProviderError::InvalidSession {
         provider: ProviderId::Claude,
         reason,
+        hint: None,
     }
 }
 

@@ -367,6 +367,7 @@ fn invalid(reason: String) -> ProviderError {
     ProviderError::InvalidSession {
         provider: ProviderId::Codex,
         reason,
+        hint: None,
     }
 }
 

@@ -322,6 +322,7 @@ fn invalid(reason: String) -> ProviderError {
     ProviderError::InvalidSession {
         provider: ProviderId::Copilot,
         reason,
+        hint: None,
     }
 }
 

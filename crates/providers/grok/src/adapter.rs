@@ -201,6 +201,7 @@ fn invalid(reason: String) -> ProviderError {
     ProviderError::InvalidSession {
         provider: ProviderId::Grok,
         reason,
+        hint: None,
     }
 }
 

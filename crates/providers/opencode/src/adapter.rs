@@ -270,6 +270,7 @@ fn invalid(reason: String) -> ProviderError {
     ProviderError::InvalidSession {
         provider: ProviderId::Opencode,
         reason,
+        hint: None,
     }
 }
 

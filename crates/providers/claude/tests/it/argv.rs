@@ -233,6 +233,7 @@ fn malformed_intent_is_refused_before_a_spawn() {
     let invalid = |reason: &str| ProviderError::InvalidSession {
         provider: ProviderId::Claude,
         reason: reason.into(),
+        hint: None,
     };
     let cases = [
         (

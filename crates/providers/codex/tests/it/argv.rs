@@ -486,6 +486,7 @@ fn malformed_intent_is_refused_before_a_spawn() {
     let invalid = |reason: &str| ProviderError::InvalidSession {
         provider: ProviderId::Codex,
         reason: reason.into(),
+        hint: None,
     };
     let cases = [
         (

@@ -391,6 +391,7 @@ fn malformed_intent_is_refused_before_a_spawn() {
     let invalid = |reason: &str| ProviderError::InvalidSession {
         provider: ProviderId::Copilot,
         reason: reason.into(),
+        hint: None,
     };
     let cases = [
         (

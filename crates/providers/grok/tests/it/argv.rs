@@ -48,6 +48,7 @@ fn invalid(reason: &str) -> String {
     ProviderError::InvalidSession {
         provider: ProviderId::Grok,
         reason: reason.into(),
+        hint: None,
     }
     .to_string()
 }

@@ -236,6 +236,12 @@ async fn a_resume_is_refused_before_anything_starts() {
     };
     let err = s.run(resumed).await.unwrap_err();
     assert!(matches!(err, ProviderError::InvalidSession { .. }), "{err}");
-    assert!(err.to_string().contains("no headless resume"), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("no headless resume"), "{message}");
+    assert_eq!(
+        message.lines().nth(1),
+        Some("hint: start a new session instead"),
+        "{message}"
+    );
     assert_eq!(s.invocations(), Vec::<Vec<String>>::new());
 }

@@ -241,6 +241,7 @@ fn what_opencode_cannot_honour_is_refused_before_a_spawn() {
         ProviderError::InvalidSession {
             provider: ProviderId::Opencode,
             reason: reason.into(),
+            hint: None,
         }
         .to_string()
     };
