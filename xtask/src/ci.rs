@@ -1,27 +1,29 @@
 //! `cargo xtask ci`: every gate, in order, stopping at the first failure.
 //!
-//! The steps are formatting, clippy, cargo-deny, the layering check, tidy, the test suite and the
-//! self-check that proves the gates still reject planted violations. Each step prints its name and
-//! elapsed time; a failure names the step and the command that failed.
+//! The first step makes sure the machine has what the gates need (`prereq::CI`: cargo-deny at its
+//! pinned version, cargo-nextest, bubblewrap, the five pinned CLIs), installing what it can and
+//! failing at once with the fix for what it cannot, so the README's command works as the first
+//! command on a fresh machine. Then formatting, clippy, cargo-deny, the layering check, tidy, the
+//! test suite and the self-check that proves the gates still reject planted violations. Each step
+//! prints its name and elapsed time; a failure names the step and the command that failed.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use crate::{layers, prereq, self_check, shell, tidy};
 
-use crate::{layers, self_check, shell, tidy};
-
-/// The cargo-deny version `.ci/run` installs and the gate is written against.
-pub const CARGO_DENY_VERSION: &str = "0.20.2";
-
-/// The cargo-deny gate, after `cargo`. Advisories need the network, so they are not part of it.
-/// No `-D warnings`: the crates `deny.toml` plans for but that do not exist yet make every one of
-/// their wrappers a `warning[unused-wrapper]`, and `multiple-versions` is meant to warn.
-pub const DENY_ARGS: &[&str] = &["deny", "--offline", "check", "bans", "licenses", "sources"];
+/// The cargo-deny gate, after `cargo`. Advisories need the advisory database, so they are not
+/// part of it. It runs online: `cargo metadata`, which cargo-deny calls, needs the crates of every
+/// target (Windows-only ones too), and a machine that only ever built for Linux has not
+/// downloaded those. No `-D warnings`: the crates `deny.toml` plans for but that do not exist yet
+/// make every one of their wrappers a `warning[unused-wrapper]`, and `multiple-versions` is meant
+/// to warn.
+pub const DENY_ARGS: &[&str] = &["deny", "check", "bans", "licenses", "sources"];
 
 #[derive(Debug, Clone, Copy)]
 enum Step {
+    Prerequisites,
     Fmt,
     Clippy,
     Deny,
@@ -32,6 +34,7 @@ enum Step {
 }
 
 const STEPS: &[Step] = &[
+    Step::Prerequisites,
     Step::Fmt,
     Step::Clippy,
     Step::Deny,
@@ -44,6 +47,7 @@ const STEPS: &[Step] = &[
 impl Step {
     fn name(self) -> &'static str {
         match self {
+            Self::Prerequisites => "prerequisites",
             Self::Fmt => "fmt",
             Self::Clippy => "clippy",
             Self::Deny => "cargo-deny",
@@ -56,6 +60,9 @@ impl Step {
 
     fn run(self, root: &Path) -> anyhow::Result<()> {
         match self {
+            Self::Prerequisites => {
+                prereq::ensure(&prereq::Machine::current(root), prereq::CI).map(|_| ())
+            }
             Self::Fmt => shell::run(shell::cargo(root).args(["fmt", "--all", "--", "--check"])),
             Self::Clippy => shell::run(shell::cargo(root).args([
                 "clippy",
@@ -118,37 +125,41 @@ pub fn deny_command(root: &Path) -> Command {
 }
 
 fn deny(root: &Path) -> anyhow::Result<()> {
-    ensure_cargo_deny(root)?;
     shell::run(&mut deny_command(root))
 }
 
-/// Fails with an install hint when cargo-deny is missing; warns on another version.
-pub fn ensure_cargo_deny(root: &Path) -> anyhow::Result<()> {
-    let out = shell::output(shell::cargo(root).args(["deny", "--version"]));
-    let out = match out {
-        Ok(out) if out.status.success() => out,
-        Ok(_) | Err(_) => bail!(
-            "cargo-deny is not installed; install it with \
-             `cargo install cargo-deny --locked --version {CARGO_DENY_VERSION}` (.ci/run does)"
-        ),
-    };
-    let version =
-        String::from_utf8(out.stdout).context("`cargo deny --version` printed non-UTF-8")?;
-    if !version.contains(CARGO_DENY_VERSION) {
-        eprintln!(
-            "warning: found {}, the gate is written against cargo-deny {CARGO_DENY_VERSION}",
-            version.trim()
-        );
-    }
-    Ok(())
+/// The test suite, with nextest (a prerequisite of `ci`).
+fn tests(root: &Path) -> anyhow::Result<()> {
+    shell::run(shell::cargo(root).args(["nextest", "run", "--workspace", "--no-fail-fast"]))
 }
 
-/// The test suite: nextest when it is installed, `cargo test` otherwise.
-fn tests(root: &Path) -> anyhow::Result<()> {
-    if shell::succeeds(shell::cargo(root).args(["nextest", "--version"])) {
-        shell::run(shell::cargo(root).args(["nextest", "run", "--workspace", "--no-fail-fast"]))
-    } else {
-        println!("cargo-nextest is not installed: falling back to `cargo test --workspace`");
-        shell::run(shell::cargo(root).args(["test", "--workspace"]))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `.ci/run` only prepares the shell and runs the README's command: its last command is
+    /// `cargo xtask ci`, and it holds no version pin (those live in `prereq.rs` and
+    /// `pinned_clis.rs`) and installs nothing itself.
+    #[test]
+    fn ci_run_is_a_thin_wrapper_around_the_readme_command() {
+        let root = shell::project_root();
+        let script = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+        let commands: Vec<&str> = script
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .collect();
+        assert_eq!(commands.last(), Some(&"cargo xtask ci"), "{script}");
+        for needle in ["install", "VERSION", "apt-get", "npm "] {
+            assert!(
+                !commands.iter().any(|line| line.contains(needle)),
+                "`.ci/run` does `{needle}` itself: {script}"
+            );
+        }
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        assert!(
+            readme.contains("cargo xtask ci"),
+            "the README names the command"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! The crate layering gate: every workspace member's declared dependencies, checked against a
-//! declarative table with `cargo metadata --format-version 1 --no-deps --offline`.
+//! declarative table with `cargo metadata --format-version 1 --no-deps`.
 //!
 //! This is the fine half of the layering; `deny.toml` is the coarse half. cargo-deny only sees
 //! direct parents of banned crates. This table also knows dependency kinds (test fixtures are a
@@ -285,15 +285,9 @@ pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
 
 fn metadata(root: &Path) -> anyhow::Result<Value> {
     let mut cmd = shell::cargo(root);
-    cmd.args([
-        "metadata",
-        "--format-version",
-        "1",
-        "--no-deps",
-        "--offline",
-    ])
-    .arg("--manifest-path")
-    .arg(root.join("Cargo.toml"));
+    cmd.args(["metadata", "--format-version", "1", "--no-deps"])
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"));
     let line = shell::display(&cmd);
     let out = shell::output(&mut cmd)?;
     if !out.status.success() {

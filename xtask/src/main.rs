@@ -2,8 +2,8 @@
 //!
 //! `cargo xtask` is Corral's automation: the CI gates (`ci`), the crate layering check (`layers`),
 //! the source tidiness check (`tidy`) and the proof that each gate rejects what it should
-//! (`self-check`), the engine benchmark (`bench`) and the installation of the pinned real AI coding
-//! CLIs (`install-clis`). This file only parses the command line; each subcommand lives in its module.
+//! (`self-check`), the engine benchmark (`bench`), the installation of the pinned real AI coding
+//! CLIs (`install-clis`) and of every other prerequisite (`prerequisites`), and the demo (`demo`). This file only parses the command line; each subcommand lives in its module.
 //! The layering and tidy checks also run as `#[test]`s, so `cargo test` and `cargo nextest run`
 //! enforce them without any extra CI step.
 
@@ -19,6 +19,7 @@ mod layers;
 // on) by compiling the same file into both crates: one table, no drift.
 #[path = "../../crates/test-support/src/pinned_clis.rs"]
 mod pinned_clis;
+mod prereq;
 mod self_check;
 mod shell;
 mod tidy;
@@ -32,7 +33,7 @@ usage: cargo xtask <subcommand>
 
 subcommands:
   ci            run every gate in order, stopping at the first failure:
-                fmt, clippy, cargo-deny, layers, tidy, tests, self-check
+                prerequisites, fmt, clippy, cargo-deny, layers, tidy, tests, self-check
   layers        check the crate layering (cargo metadata against xtask/src/layers.rs)
   tidy          check `//!` headers, forbidden macros and process creation sites
   self-check    prove that each gate rejects a planted violation, in a scratch copy
@@ -41,6 +42,10 @@ subcommands:
   install-clis [claude|codex|opencode|grok|copilot|all]
                 install the pinned AI coding CLIs with npm into .cache/clis (default: claude);
                 already installed ones are left alone
+  prerequisites [ci|demo] [--plan]
+                check what `ci` (default) or `demo` needs, installing what is missing where
+                this machine allows (cargo install; apt-get as root; npm); --plan only says
+                what it would do
   demo          the offline demo: the pinned Claude Code CLI, the fake model API and
                 `corral run`, end to end
   help          print this message";
@@ -64,7 +69,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     if subcommand == "bench" {
         return bench::run(&root, bench::Opts::parse(rest)?);
     }
-    if subcommand != "install-clis"
+    if !matches!(subcommand.as_str(), "install-clis" | "prerequisites")
         && let Some(extra) = rest.first()
     {
         bail!("unexpected argument `{extra}` after `{subcommand}`\n\n{USAGE}");
@@ -75,6 +80,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "tidy" => tidy::run(&root),
         "self-check" => self_check::run(&root),
         "install-clis" => install_clis::run(&root, rest),
+        "prerequisites" => prereq::run(&root, rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 
-use crate::{ci, layers, shell, tidy};
+use crate::{ci, layers, prereq, shell, tidy};
 
 /// What the scratch copy holds: enough to resolve, lint and check the workspace.
 const COPIED: &[&str] = &[
@@ -126,6 +126,20 @@ const CASES: &[Case] = &[
             ),
         ],
     },
+    Case {
+        dir: "xtask-runs-cargo-offline",
+        violation: "cargo's offline flag in xtask",
+        plant: Plant::Code {
+            file: "xtask/src/ci.rs",
+            // In two pieces, so this file does not hold the flag itself.
+            text: concat!(
+                "\n/// Planted by `cargo xtask self-check`: a gate that passes only on a warm cache.\n\
+                 pub const PLANTED: &[&str] = &[\"deny\", \"-",
+                "-offline\", \"check\"];\n"
+            ),
+        },
+        gates: &[(Gate::Tidy, &["xtask/src/ci.rs:", "in xtask or .ci"])],
+    },
 ];
 
 /// How a gate answered a planted violation.
@@ -139,7 +153,7 @@ enum Verdict {
 
 /// Runs every case; fails if any gate accepted its planted violation.
 pub fn run(root: &Path) -> anyhow::Result<()> {
-    ci::ensure_cargo_deny(root)?;
+    prereq::ensure(&prereq::Machine::current(root), &[prereq::CARGO_DENY])?;
     let base = root.join("target").join("xtask-self-check");
     let mut failures = 0_usize;
     for case in CASES {
@@ -190,7 +204,6 @@ fn judge(root: &Path, scratch: &Path, gate: Gate, evidence: &[&str]) -> anyhow::
             let mut cmd = shell::cargo(scratch);
             cmd.args([
                 "clippy",
-                "--offline",
                 "--package",
                 "corral-contract",
                 "--",

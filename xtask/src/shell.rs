@@ -61,11 +61,6 @@ pub fn output(cmd: &mut Command) -> anyhow::Result<Output> {
         .with_context(|| format!("could not start `{line}`"))
 }
 
-/// Whether `cmd` starts and exits successfully, output discarded.
-pub fn succeeds(cmd: &mut Command) -> bool {
-    cmd.output().is_ok_and(|out| out.status.success())
-}
-
 /// A path relative to `root`, with `/` separators, for messages.
 pub fn relative(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);

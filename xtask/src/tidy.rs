@@ -7,6 +7,10 @@
 //! - Processes are created (`Command::new(`) only under `crates/engine`, `crates/test-support` and
 //!   `xtask`; clippy's `disallowed-methods` is the other half of this rule.
 //!
+//! - Nothing under `xtask/` nor `.ci/run` runs cargo offline: the registry cache of a fresh
+//!   machine lacks crates an offline `cargo metadata` needs (the Windows-only ones, on Linux), so
+//!   an offline gate passes only where some earlier command happened to fetch them.
+//!
 //! It runs as `cargo xtask tidy` and as a `#[test]`, so `cargo test` enforces it too.
 
 use std::path::{Path, PathBuf};
@@ -35,6 +39,15 @@ const PROCESS_CREATION: &[&str] = &[
     "Command::new(",
 ];
 
+/// Cargo's offline flag, spelled in two pieces so this file does not hold it.
+const OFFLINE_FLAG: &str = concat!("--", "offline");
+
+/// Where [`OFFLINE_FLAG`] may not appear: the README's commands and CI's script.
+const MUST_RUN_ONLINE: &[&str] = &["xtask/", ".ci/"];
+
+/// Non-Rust files tidy reads too.
+const SCRIPTS: &[&str] = &[".ci/run"];
+
 /// The only places that may create processes.
 const MAY_CREATE_PROCESSES: &[&str] = &["crates/engine/", "crates/test-support/", "xtask/"];
 
@@ -57,6 +70,12 @@ pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
     for dir in ROOTS {
         rust_files(&root.join(dir), &mut files)?;
     }
+    files.extend(
+        SCRIPTS
+            .iter()
+            .map(|script| root.join(script))
+            .filter(|p| p.is_file()),
+    );
     files.sort();
     let mut found = Vec::new();
     for file in &files {
@@ -71,7 +90,7 @@ pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
 
 /// The violations in one file, `rel` being its path from the workspace root with `/` separators.
 fn check_file(rel: &str, text: &str, found: &mut Vec<String>) {
-    if !text.starts_with("//!") {
+    if rel.ends_with(".rs") && !text.starts_with("//!") {
         found.push(format!(
             "{rel}: must start with a `//!` paragraph saying what the file is for (attributes go after it)"
         ));
@@ -80,8 +99,18 @@ fn check_file(rel: &str, text: &str, found: &mut Vec<String>) {
     let may_create_processes = MAY_CREATE_PROCESSES
         .iter()
         .any(|prefix| rel.starts_with(prefix));
+    let must_run_online = MUST_RUN_ONLINE.iter().any(|prefix| rel.starts_with(prefix));
     for (index, line) in text.lines().enumerate() {
         let line_no = index + 1;
+        if must_run_online && line.contains(OFFLINE_FLAG) {
+            found.push(format!(
+                "{rel}:{line_no}: `{OFFLINE_FLAG}` in xtask or .ci: a fresh machine's registry cache \
+                 lacks what it assumes; fetch first or run online"
+            ));
+        }
+        if !rel.ends_with(".rs") {
+            continue;
+        }
         if in_crates {
             for (needle, why) in FORBIDDEN_IN_CRATES {
                 if line.contains(needle) {
@@ -182,6 +211,29 @@ mod tests {
             ]
         );
         assert_eq!(violations("xtask/src/x.rs", text), Vec::<String>::new());
+    }
+
+    #[test]
+    fn xtask_and_ci_never_run_cargo_offline() {
+        let deny =
+            format!("//! T.\nconst A: &[&str] = &[\"deny\", \"{OFFLINE_FLAG}\", \"check\"];\n");
+        assert_eq!(
+            violations("xtask/src/ci.rs", &deny),
+            [format!(
+                "xtask/src/ci.rs:2: `{OFFLINE_FLAG}` in xtask or .ci: a fresh machine's registry \
+                 cache lacks what it assumes; fetch first or run online"
+            )]
+        );
+        let script = format!("#!/usr/bin/env bash\ncargo deny {OFFLINE_FLAG} check\n");
+        assert_eq!(violations(".ci/run", &script).len(), 1);
+        assert_eq!(
+            violations(".ci/run", "#!/usr/bin/env bash\ncargo xtask ci\n").len(),
+            0
+        );
+        assert_eq!(
+            violations("crates/engine/src/x.rs", &deny),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
