@@ -334,6 +334,33 @@ impl World {
     }
 }
 
+impl Drop for World {
+    /// A failed case prints what the fake API received and answered: which request took which
+    /// step is the first question about any failure against it.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("the fake API's requests:");
+            for r in self.api.requests() {
+                eprintln!(
+                    "  #{} +{}ms {} {:?} tools={} msgs={} history={} step={:?} status={:?} user={:?}",
+                    r.seq,
+                    r.at_ms,
+                    r.path,
+                    r.endpoint,
+                    r.tools.len(),
+                    r.n_msgs,
+                    r.history,
+                    r.step,
+                    r.status,
+                    r.last_user_text
+                        .as_deref()
+                        .map(|t| t.chars().take(80).collect::<String>()),
+                );
+            }
+        }
+    }
+}
+
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()

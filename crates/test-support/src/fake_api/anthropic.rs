@@ -58,6 +58,7 @@ pub fn summarize(body: &[u8]) -> Result<Summary, String> {
             .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
             .flat_map(user_texts)
             .next_back(),
+        warmup: false,
     })
 }
 
@@ -442,6 +443,7 @@ mod tests {
                 history: true,
                 tools: vec!["Bash".to_owned(), "Write".to_owned()],
                 last_user_text: Some("first".to_owned()),
+                warmup: false,
             })
         );
         assert!(summarize(b"[1]").is_err());

@@ -52,6 +52,7 @@ pub fn summarize(body: &[u8]) -> Result<Summary, String> {
             .filter(|m| role(m).as_deref() == Some("user"))
             .flat_map(|m| openai::content_texts(m.get("content")))
             .rfind(|text| !text.trim().is_empty()),
+        warmup: false,
     })
 }
 
@@ -353,6 +354,7 @@ mod tests {
                 history: false,
                 tools: Vec::new(),
                 last_user_text: Some("say hi".to_owned()),
+                warmup: false,
             })
         );
         let turn = json!({

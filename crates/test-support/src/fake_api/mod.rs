@@ -1,10 +1,13 @@
 //! A fake model API on 127.0.0.1 for driving the real AI coding CLIs in tests.
 //!
-//! [`FakeApi::start`] binds a random port and answers every request to a model endpoint with the next
-//! [`Step`] of a [`Scenario`]: a text reply, a tool call, an HTTP error, a hang, a stalled or slow
-//! stream. Side requests (Anthropic token counting, Chat Completions requests offering no tools) are
-//! answered without consuming a step; anything else gets a harmless 404. Every request is recorded as a [`RecordedRequest`] ([`FakeApi::requests`], and
-//! optionally a JSONL file), the shape of `/work/shared/cli-behaviour/samples/*/*.requests.jsonl`.
+//! [`FakeApi::start`] binds a random port and answers every agent turn with the next [`Step`] of a
+//! [`Scenario`]: a text reply, a tool call, an HTTP error, a hang, a stalled or slow stream. Which
+//! requests are agent turns is decided by what each request is, never by when it arrives: a CLI's
+//! side requests (titles, topic checks, summaries, quota probes, warm-ups, token counting) may come
+//! before, after or alongside its turn, and they are answered without consuming a step; anything
+//! else gets a harmless 404. Every request is recorded as a [`RecordedRequest`]
+//! ([`FakeApi::requests`], and optionally a JSONL file), the shape of
+//! `/work/shared/cli-behaviour/samples/*/*.requests.jsonl`.
 //!
 //! Scenarios and steps say *what* to answer, never how a wire format spells it: the wire format is
 //! chosen by the request path, and each API lives in its own module that turns a step into a
@@ -12,13 +15,19 @@
 //!
 //! | path | [`Endpoint`] | module | spoken by |
 //! |---|---|---|---|
-//! | `POST /v1/messages` | `AnthropicMessages` | `anthropic.rs` | Claude Code (Copilot too with `COPILOT_PROVIDER_TYPE=anthropic`, per the behaviour README) |
-//! | `POST /v1/responses` | `OpenAiResponses` | `responses.rs` | Codex |
+//! | `POST /v1/messages` | `AnthropicMessages` / `AnthropicMessagesSide` | `anthropic.rs` | Claude Code (Copilot too with `COPILOT_PROVIDER_TYPE=anthropic`, per the behaviour README) |
+//! | `POST /v1/messages/count_tokens` | `AnthropicCountTokens` | `anthropic.rs` | Claude Code |
+//! | `POST /v1/responses` | `OpenAiResponses` / `OpenAiResponsesSide` | `responses.rs` | Codex |
 //! | `POST /v1/chat/completions` | `ChatCompletions` / `ChatCompletionsSide` | `chat.rs` | OpenCode (streaming), Grok CLI (non-streaming), Copilot (streaming) |
 //!
-//! The side-request rule for Chat Completions: a request that offers **no tools** is a side request
-//! ([`Endpoint::ChatCompletionsSide`], OpenCode's title generation): it is answered with a short text
-//! ([`SIDE_REQUEST_TEXT`]) and consumes no step. Every agent turn of the CLIs above offers tools.
+//! The side-request rule, the same on every wire format: a request that offers **no tools** is a
+//! side request (OpenCode's title generation, Claude Code's title, topic and quota requests), and so
+//! is a Responses warm-up (`"generate": false`). It is answered with a short text
+//! ([`SIDE_REQUEST_TEXT`]) and consumes no step ([`Endpoint::AnthropicMessagesSide`],
+//! [`Endpoint::OpenAiResponsesSide`], [`Endpoint::ChatCompletionsSide`]). Every agent turn of the
+//! five CLIs offers tools (their recorded requests in `/work/shared/cli-behaviour/samples/`: Claude
+//! Code 24, Codex 9, OpenCode 10, Grok CLI 7, Copilot CLI 17), so a side request arriving first,
+//! or alongside the turn on a busy machine, can never take the turn's step.
 //!
 //! Each CLI writes files with its own tool and argument names; [`Step::write_signals_for`] (and
 //! [`Step::write_named_for`]) pick them by the CLI's binary name, including Codex, which has no
@@ -53,8 +62,8 @@ pub const USAGE_INPUT_TOKENS: u64 = 12;
 /// Output tokens reported by every successful reply.
 pub const USAGE_OUTPUT_TOKENS: u64 = 7;
 
-/// The text answering a Chat Completions side request (one offering no tools, e.g. OpenCode's title
-/// generation). Such a request consumes no step.
+/// The text answering a side request (one offering no tools, e.g. OpenCode's title generation, or a
+/// warm-up), whatever the wire format. Such a request consumes no step.
 pub const SIDE_REQUEST_TEXT: &str = "Fake title";
 
 /// The line ending the here-document of [`Step::ShellWriteToNamedPath`] (a digit is appended while
@@ -403,13 +412,22 @@ impl Scenario {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Endpoint {
-    /// `POST /v1/messages` (any query, e.g. `?beta=true`): consumes a step.
+    /// `POST /v1/messages` (any query, e.g. `?beta=true`) offering tools (an agent turn): consumes
+    /// a step.
     AnthropicMessages,
+    /// `POST /v1/messages` offering no tools (a side request: a title, a topic check, a quota
+    /// probe, a summary): answered with [`SIDE_REQUEST_TEXT`] without consuming a step.
+    AnthropicMessagesSide,
     /// `POST /v1/messages/count_tokens`: answered without consuming a step.
     AnthropicCountTokens,
-    /// `POST /v1/responses` (the OpenAI Responses API): consumes a step.
+    /// `POST /v1/responses` (the OpenAI Responses API) offering tools (an agent turn): consumes a
+    /// step.
     #[serde(rename = "openai_responses")]
     OpenAiResponses,
+    /// `POST /v1/responses` offering no tools, or a warm-up (`"generate": false`): answered with
+    /// [`SIDE_REQUEST_TEXT`] without consuming a step.
+    #[serde(rename = "openai_responses_side")]
+    OpenAiResponsesSide,
     /// `POST /v1/chat/completions` offering tools (an agent turn): consumes a step.
     ChatCompletions,
     /// `POST /v1/chat/completions` offering no tools (a side request such as OpenCode's title
@@ -550,7 +568,11 @@ impl Drop for FakeApi {
 fn endpoint_consumes_step(endpoint: Endpoint) -> bool {
     match endpoint {
         Endpoint::AnthropicMessages | Endpoint::OpenAiResponses | Endpoint::ChatCompletions => true,
-        Endpoint::AnthropicCountTokens | Endpoint::ChatCompletionsSide | Endpoint::Unknown => false,
+        Endpoint::AnthropicMessagesSide
+        | Endpoint::AnthropicCountTokens
+        | Endpoint::OpenAiResponsesSide
+        | Endpoint::ChatCompletionsSide
+        | Endpoint::Unknown => false,
     }
 }
 

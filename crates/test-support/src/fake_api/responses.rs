@@ -73,6 +73,7 @@ pub fn summarize(body: &[u8]) -> Result<Summary, String> {
         history,
         tools: openai::tool_names(&json),
         last_user_text,
+        warmup: json.get("generate").and_then(Value::as_bool) == Some(false),
     })
 }
 
@@ -430,6 +431,7 @@ mod tests {
                 history: false,
                 tools: vec!["exec_command".to_owned(), "web_search".to_owned()],
                 last_user_text: Some("first".to_owned()),
+                warmup: false,
             })
         );
         for earlier in [

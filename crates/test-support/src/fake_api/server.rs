@@ -225,8 +225,10 @@ enum Wire {
 impl Wire {
     fn of(endpoint: Endpoint) -> Option<Self> {
         match endpoint {
-            Endpoint::AnthropicMessages | Endpoint::AnthropicCountTokens => Some(Self::Anthropic),
-            Endpoint::OpenAiResponses => Some(Self::Responses),
+            Endpoint::AnthropicMessages
+            | Endpoint::AnthropicMessagesSide
+            | Endpoint::AnthropicCountTokens => Some(Self::Anthropic),
+            Endpoint::OpenAiResponses | Endpoint::OpenAiResponsesSide => Some(Self::Responses),
             Endpoint::ChatCompletions | Endpoint::ChatCompletionsSide => Some(Self::Chat),
             Endpoint::Unknown => None,
         }
@@ -273,17 +275,22 @@ fn route(method: &Method, path: &str) -> Endpoint {
     }
 }
 
-/// The side-request rule: a Chat Completions request that offers no tools (OpenCode's title
-/// generation) is [`Endpoint::ChatCompletionsSide`] and consumes no step. Every agent turn of the
-/// CLIs speaking Chat Completions offers tools.
+/// The side-request rule, by what the request is: a model request that offers no tools (a title,
+/// a topic check, a summary, a quota probe), or a warm-up, is a side request and consumes no step.
+/// Every agent turn of the five CLIs offers tools.
 fn refine(endpoint: Endpoint, summary: &Summary) -> Endpoint {
+    let side = summary.tools.is_empty() || summary.warmup;
     match endpoint {
-        Endpoint::ChatCompletions if summary.tools.is_empty() => Endpoint::ChatCompletionsSide,
-        Endpoint::ChatCompletions
-        | Endpoint::ChatCompletionsSide
-        | Endpoint::AnthropicMessages
+        Endpoint::AnthropicMessages if side => Endpoint::AnthropicMessagesSide,
+        Endpoint::OpenAiResponses if side => Endpoint::OpenAiResponsesSide,
+        Endpoint::ChatCompletions if side => Endpoint::ChatCompletionsSide,
+        Endpoint::AnthropicMessages
+        | Endpoint::AnthropicMessagesSide
         | Endpoint::AnthropicCountTokens
         | Endpoint::OpenAiResponses
+        | Endpoint::OpenAiResponsesSide
+        | Endpoint::ChatCompletions
+        | Endpoint::ChatCompletionsSide
         | Endpoint::Unknown => endpoint,
     }
 }
@@ -368,8 +375,11 @@ fn side_reply(
     method: &Method,
     path: &str,
 ) -> Reply {
+    let side_text = Step::text(super::SIDE_REQUEST_TEXT);
     match endpoint {
         Endpoint::AnthropicCountTokens => anthropic::count_tokens(),
+        Endpoint::AnthropicMessagesSide => anthropic::reply(Some(&side_text), summary, seq),
+        Endpoint::OpenAiResponsesSide => responses::reply(Some(&side_text), summary, seq),
         Endpoint::ChatCompletionsSide => chat::side_reply(summary, seq),
         // Requests that consume a step never get here; answer them harmlessly all the same.
         Endpoint::AnthropicMessages

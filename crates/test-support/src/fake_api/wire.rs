@@ -21,6 +21,9 @@ pub struct Summary {
     pub tools: Vec<String>,
     /// The last plain user text.
     pub last_user_text: Option<String>,
+    /// Whether the request asks for no output at all: a connection warm-up (the Responses API's
+    /// `"generate": false`).
+    pub warmup: bool,
 }
 
 /// A reply to carry out.

@@ -11,7 +11,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use corral_test_support::fake_api::{
-    Endpoint, FakeApi, RecordedRequest, Scenario, Step, USAGE_INPUT_TOKENS, USAGE_OUTPUT_TOKENS,
+    Endpoint, FakeApi, RecordedRequest, SIDE_REQUEST_TEXT, Scenario, Step, USAGE_INPUT_TOKENS,
+    USAGE_OUTPUT_TOKENS,
 };
 use serde_json::{Value, json};
 
@@ -296,6 +297,62 @@ fn non_streaming_requests_get_one_json_message() {
         json!([{"type": "text", "text": "done"}])
     );
     assert_eq!(message["stop_reason"], "end_turn");
+}
+
+/// A side request (no tools offered: Claude Code's title, topic or quota requests) is answered with
+/// the side text and never takes the agent turn's step, whether it arrives before, between or
+/// alongside the turns: steps go by what a request is, not by when it arrives.
+#[test]
+fn a_messages_request_offering_no_tools_is_a_side_request_whenever_it_arrives() {
+    let api = FakeApi::start(Scenario::script([
+        Step::tool_use("Bash", json!({"command": "true"})),
+        Step::text("done"),
+    ]))
+    .unwrap();
+    let mut side_body: Value = serde_json::from_str(&messages_body(false)).unwrap();
+    side_body.as_object_mut().unwrap().remove("tools");
+    let side_body = side_body.to_string();
+    let mut client = Client::connect(api.addr());
+    let (head, body) = client.exchange("POST", "/v1/messages?beta=true", &side_body);
+    assert_eq!(head.status, 200);
+    let side: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        side["content"],
+        json!([{"type": "text", "text": SIDE_REQUEST_TEXT}])
+    );
+    assert_eq!(api.steps_left(), 2, "the side request took no step");
+
+    // The turn and another side request at once, on two connections, in either order.
+    let addr = api.addr();
+    let racing_side = std::thread::spawn(move || {
+        let mut client = Client::connect(addr);
+        let (_, body) = client.exchange("POST", "/v1/messages", &side_body);
+        serde_json::from_slice::<Value>(&body).unwrap()["content"][0]["text"].clone()
+    });
+    let (_, body) = client.exchange("POST", "/v1/messages", &messages_body(false));
+    let turn: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(turn["stop_reason"], "tool_use", "{turn}");
+    assert_eq!(racing_side.join().unwrap(), SIDE_REQUEST_TEXT);
+    let (_, body) = client.exchange("POST", "/v1/messages", &messages_body(false));
+    let turn: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(turn["content"], json!([{"type": "text", "text": "done"}]));
+
+    let mut endpoints: Vec<(Endpoint, Option<String>)> = api
+        .requests()
+        .into_iter()
+        .map(|r| (r.endpoint, r.step))
+        .collect();
+    endpoints.sort_by_key(|(endpoint, step)| (format!("{endpoint:?}"), step.clone()));
+    assert_eq!(
+        endpoints,
+        [
+            (Endpoint::AnthropicMessages, Some("text".to_owned())),
+            (Endpoint::AnthropicMessages, Some("tool_use".to_owned())),
+            (Endpoint::AnthropicMessagesSide, None),
+            (Endpoint::AnthropicMessagesSide, None),
+        ]
+    );
+    assert_eq!(api.model_requests().len(), 2);
 }
 
 #[test]

@@ -652,6 +652,55 @@ fn the_side_request_rule_a_chat_request_without_tools_consumes_no_step() {
     assert_eq!(api.model_requests().len(), 1);
 }
 
+/// A Responses request offering no tools, or a warm-up (`"generate": false`), is a side request:
+/// it gets the side text and takes no step, so a Codex side request sent before or alongside its
+/// turn cannot hand the turn the scenario's second step.
+#[test]
+fn the_side_request_rule_holds_for_responses_too() {
+    let api = FakeApi::start(Scenario::script([
+        Step::tool_use("exec_command", json!({"cmd": "true"})),
+        Step::text("Done."),
+    ]))
+    .unwrap();
+    let mut no_tools = responses_body(false, "Write a title for this thread");
+    no_tools.as_object_mut().unwrap().remove("tools");
+    let mut warmup = responses_body(false, "do the task");
+    warmup["generate"] = json!(false);
+    for side in [&no_tools, &warmup] {
+        let reply = post(api.addr(), "/v1/responses", side);
+        assert_eq!(reply.status, 200);
+        assert_eq!(
+            reply.json()["output"][0]["content"][0]["text"],
+            SIDE_REQUEST_TEXT
+        );
+    }
+    assert_eq!(api.steps_left(), 2);
+    let turn = post(
+        api.addr(),
+        "/v1/responses",
+        &responses_body(false, "do the task"),
+    );
+    assert_eq!(
+        turn.json()["output"][0]["type"],
+        "function_call",
+        "{:?}",
+        turn.json()
+    );
+    let log: Vec<(Endpoint, Option<String>)> = api
+        .requests()
+        .into_iter()
+        .map(|r| (r.endpoint, r.step))
+        .collect();
+    assert_eq!(
+        log,
+        [
+            (Endpoint::OpenAiResponsesSide, None),
+            (Endpoint::OpenAiResponsesSide, None),
+            (Endpoint::OpenAiResponses, Some("tool_use".to_owned())),
+        ]
+    );
+}
+
 #[test]
 fn chat_slow_chunks_stream_one_word_at_a_time() {
     let api = FakeApi::start(Scenario::script([Step::SlowChunks {
