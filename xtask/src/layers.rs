@@ -141,6 +141,8 @@ pub const LAYERS: &[Layer] = &[
             internal: &[dev("corral-test-support")],
             external: Externals::Only(&[
                 any("garde"),
+                // The open flags that keep a read of an agent's file from blocking (ADR 0003).
+                any("libc"),
                 any("schemars"),
                 any("serde"),
                 any("serde_json"),

@@ -9,11 +9,20 @@ use figment::{Figment, Metadata, Profile, Provider};
 use garde::Validate;
 
 use crate::settings::Settings;
+use crate::trust::{self, UntrustedKey};
 
 /// Prefix of the environment variables that set keys (`CORRAL_RUN__IDLE_WATCHDOG_MS`).
 pub const ENV_PREFIX: &str = "CORRAL_";
 
+/// Variables Corral sets in every child itself; a `corral` run inside a supervised CLI sees them,
+/// and they are not settings.
+const OWN_CHILD_VARS: &[&str] = &[corral_engine::RUN_TOKEN_VAR];
+
+/// The largest settings file read.
+const SETTINGS_FILE_MAX_BYTES: u64 = 1024 * 1024;
+
 const DEFAULTS_NAME: &str = "built-in default";
+const FILE_NAME: &str = "TOML file";
 const ENV_NAME: &str = "environment";
 const FLAGS_NAME: &str = "command-line flag";
 
@@ -23,8 +32,12 @@ const FLAGS_NAME: &str = "command-line flag";
 pub struct SettingsSources {
     /// The user config file, if any (see [`SettingsSources::discover`]).
     pub user_config: Option<PathBuf>,
-    /// The project config file, if any.
+    /// The project config file, if any. It may set only what [`crate::trust`] allows, unless the
+    /// trust store trusts it.
     pub project_config: Option<PathBuf>,
+    /// The trust store: project files the user trusted with their exact content (see
+    /// [`crate::trust`]).
+    pub trust_store: Option<PathBuf>,
     /// The environment to read `CORRAL_*` variables from.
     pub env: Vec<(String, String)>,
     /// Values set by command-line flags, as `(key path, value)`, e.g. `("run.provider", "codex")`.
@@ -33,15 +46,18 @@ pub struct SettingsSources {
 
 impl SettingsSources {
     /// The usual places: `$XDG_CONFIG_HOME/corral/config.toml` (else
-    /// `$HOME/.config/corral/config.toml`), `<cwd>/corral.toml`, and the given environment.
+    /// `$HOME/.config/corral/config.toml`) with the trust store beside it, `<cwd>/corral.toml`,
+    /// and the given environment.
     pub fn discover(cwd: &Path, env: Vec<(String, String)>) -> Self {
         let var = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         let user_dir = var("XDG_CONFIG_HOME")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".config")));
+        let corral_dir = user_dir.map(|d| d.join("corral"));
         SettingsSources {
-            user_config: user_dir.map(|d| d.join("corral").join("config.toml")),
+            user_config: corral_dir.as_ref().map(|d| d.join("config.toml")),
+            trust_store: corral_dir.map(|d| d.join(trust::TRUST_STORE_FILE)),
             project_config: Some(cwd.join("corral.toml")),
             env,
             flags: Vec::new(),
@@ -93,6 +109,47 @@ pub enum SettingsError {
     /// Values out of range or malformed; each line names the key, the value and its source.
     #[error("invalid settings:\n{}", .0.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<String>),
+    /// The project file sets keys only the user's own settings may set (see [`crate::trust`]),
+    /// and the user has not trusted it as it is. The run would otherwise let whoever wrote the
+    /// file (a cloned repository, an earlier agent) choose the sandbox, the programs or the
+    /// environment.
+    #[error("{}", untrusted_message(file, keys, user_config.as_deref(), *trusted_before))]
+    Untrusted {
+        /// The project file.
+        file: PathBuf,
+        /// Each key it may not set, with its value.
+        keys: Vec<UntrustedKey>,
+        /// Where the user config is, for the hint.
+        user_config: Option<PathBuf>,
+        /// Whether the trust store names this file with another content.
+        trusted_before: bool,
+    },
+}
+
+fn untrusted_message(
+    file: &Path,
+    keys: &[UntrustedKey],
+    user_config: Option<&Path>,
+    trusted_before: bool,
+) -> String {
+    let mut text = format!(
+        "{} sets settings that only your own config, the environment or a flag may set:",
+        file.display()
+    );
+    for key in keys {
+        text.push_str(&format!("\n  - {key}"));
+    }
+    if trusted_before {
+        text.push_str("\nit was trusted with other content: it changed since");
+    }
+    let user = user_config.map_or_else(
+        || "your user config".to_string(),
+        |p| p.display().to_string(),
+    );
+    text.push_str(&format!(
+        "\nhint: a project file comes with the repository and an agent can rewrite it; set these in {user}, as CORRAL_* variables or as flags, or, once you have read the file, trust it as it is now with `corral config trust`"
+    ));
+    text
 }
 
 /// Merged, validated settings and the layers they came from.
@@ -156,6 +213,9 @@ fn env_layer(env: &[(String, String)]) -> Layer {
         let Some(rest) = name.strip_prefix(ENV_PREFIX) else {
             continue;
         };
+        if OWN_CHILD_VARS.contains(&name.as_str()) {
+            continue;
+        }
         if rest.is_empty() {
             continue;
         }
@@ -184,6 +244,111 @@ fn json_layer(
     Ok(Layer { name, dict })
 }
 
+/// A settings file, read once: the bytes that are checked are the bytes that are merged.
+struct SettingsFile {
+    path: PathBuf,
+    content: Vec<u8>,
+    dict: Dict,
+}
+
+impl SettingsFile {
+    /// Reads and parses the file at `path`; `None` when there is none. The file is read without
+    /// blocking (a FIFO or a link to a device is an error, not a hang).
+    fn read(path: &Path) -> Result<Option<Self>, SettingsError> {
+        let content = match corral_contract::read_untrusted_file(path, SETTINGS_FILE_MAX_BYTES) {
+            Ok(content) => content,
+            Err(corral_contract::UntrustedFileError::Missing { .. }) => return Ok(None),
+            Err(e) => return Err(SettingsError::Load(format!("cannot read settings: {e}"))),
+        };
+        let text = String::from_utf8(content.clone())
+            .map_err(|_| SettingsError::Load(format!("{}: not UTF-8 text", path.display())))?;
+        let dict = Toml::string(&text)
+            .data()
+            .map_err(|e| SettingsError::Load(format!("{}: {e}", path.display())))?
+            .remove(&Profile::Default)
+            .unwrap_or_default();
+        Ok(Some(SettingsFile {
+            path: path.to_path_buf(),
+            content,
+            dict,
+        }))
+    }
+
+    /// Refuses a project file that sets user-only keys, unless the trust store trusts it with
+    /// this exact content.
+    fn check_trust(&self, sources: &SettingsSources) -> Result<(), SettingsError> {
+        let keys = trust::untrusted_keys(&self.dict);
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let path = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
+        let digest = trust::content_digest(&self.content);
+        let store = sources.trust_store.as_deref();
+        if trust::is_trusted(store, &path, &digest) {
+            return Ok(());
+        }
+        Err(SettingsError::Untrusted {
+            file: self.path.clone(),
+            keys,
+            user_config: sources.user_config.clone(),
+            trusted_before: trust::is_listed(store, &path),
+        })
+    }
+}
+
+impl Provider for SettingsFile {
+    fn metadata(&self) -> Metadata {
+        Metadata::from(FILE_NAME, figment::Source::File(self.path.clone()))
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        Ok(Profile::Default.collect(self.dict.clone()))
+    }
+}
+
+/// What trusting the project file deliberately recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrustedFile {
+    /// The file, symlinks resolved.
+    pub path: PathBuf,
+    /// Its content digest (`sha256:…`).
+    pub digest: String,
+    /// The user-only keys it sets, which it may now set.
+    pub keys: Vec<UntrustedKey>,
+}
+
+/// Trusts the project file of `sources` as it is now: records its path and digest in the trust
+/// store, so that it may set user-only keys until its content changes.
+pub fn trust_project_file(sources: &SettingsSources) -> Result<TrustedFile, SettingsError> {
+    let Some(project) = &sources.project_config else {
+        return Err(SettingsError::Load("no project file to trust".into()));
+    };
+    let Some(file) = SettingsFile::read(project)? else {
+        return Err(SettingsError::Load(format!(
+            "{}: no such file to trust",
+            project.display()
+        )));
+    };
+    let Some(store) = &sources.trust_store else {
+        return Err(SettingsError::Load(
+            "no trust store: neither XDG_CONFIG_HOME nor HOME is set".into(),
+        ));
+    };
+    let path = std::fs::canonicalize(&file.path).unwrap_or_else(|_| file.path.clone());
+    let digest = trust::content_digest(&file.content);
+    trust::record_trust(store, &path, &digest).map_err(|e| {
+        SettingsError::Load(format!(
+            "cannot write the trust store {}: {e}",
+            store.display()
+        ))
+    })?;
+    Ok(TrustedFile {
+        keys: trust::untrusted_keys(&file.dict),
+        path,
+        digest,
+    })
+}
+
 impl LoadedSettings {
     /// Loads, merges and validates every layer.
     pub fn load(sources: &SettingsSources) -> Result<Self, SettingsError> {
@@ -195,13 +360,16 @@ impl LoadedSettings {
             name: DEFAULTS_NAME,
             dict: defaults,
         });
-        for path in [&sources.user_config, &sources.project_config]
-            .into_iter()
-            .flatten()
+        if let Some(path) = &sources.user_config
+            && let Some(file) = SettingsFile::read(path)?
         {
-            if path.is_file() {
-                figment = figment.merge(Toml::file_exact(path));
-            }
+            figment = figment.merge(file);
+        }
+        if let Some(path) = &sources.project_config
+            && let Some(file) = SettingsFile::read(path)?
+        {
+            file.check_trust(sources)?;
+            figment = figment.merge(file);
         }
         figment = figment.merge(env_layer(&sources.env));
         figment = figment.merge(json_layer(FLAGS_NAME, &sources.flags)?);
@@ -250,6 +418,11 @@ impl LoadedSettings {
                 let keys: Vec<&str> = key.split('.').collect();
                 SettingSource::Env(md.interpolate(&Profile::Default, &keys))
             }
+            FILE_NAME => match &md.source {
+                Some(figment::Source::File(path)) => SettingSource::File(path.clone()),
+                Some(other) => SettingSource::File(PathBuf::from(other.to_string())),
+                None => SettingSource::Default,
+            },
             _ => match &md.source {
                 Some(figment::Source::File(path)) => SettingSource::File(path.clone()),
                 Some(other) => SettingSource::File(PathBuf::from(other.to_string())),

@@ -89,6 +89,7 @@ fn headline(error: &SignalsError) -> &'static str {
     match error {
         SignalsError::TooLarge { .. } => "it is too large",
         SignalsError::Missing { .. } => "it does not exist",
+        SignalsError::NotAFile { .. } => "it is not a regular file",
         SignalsError::Unreadable { .. } => "it could not be read",
         SignalsError::InvalidJson { .. } => "it is not valid JSON",
         SignalsError::RootNotObject { .. } => "its root is not a JSON object",

@@ -76,7 +76,17 @@ pub enum SignalsError {
         /// The path where the file was expected.
         file: PathBuf,
     },
-    /// The file exists but could not be read (permissions, I/O error, a directory).
+    /// Something other than a regular file is at the path (a FIFO, a device, a directory, a
+    /// socket); it was not opened for reading, so it cannot hang or flood the reader.
+    /// Not retryable as is; the agent can be asked to correct it (write a regular file).
+    #[error("{}: signals file is {kind}, not a regular file; it was not read", file.display())]
+    NotAFile {
+        /// The path.
+        file: PathBuf,
+        /// What is there instead, e.g. `a FIFO`.
+        kind: &'static str,
+    },
+    /// The file exists but could not be read (permissions, an I/O error).
     /// Retryable: reading again may succeed; it is not something the agent can correct.
     #[error("{}: signals file could not be read: {source}", file.display())]
     Unreadable {
@@ -190,6 +200,7 @@ impl SignalsError {
         match self {
             Self::TooLarge { file, .. }
             | Self::Missing { file }
+            | Self::NotAFile { file, .. }
             | Self::Unreadable { file, .. }
             | Self::InvalidJson { file, .. }
             | Self::RootNotObject { file, .. }
@@ -210,6 +221,7 @@ impl SignalsError {
             Self::Unreadable { .. } => false,
             Self::TooLarge { .. }
             | Self::Missing { .. }
+            | Self::NotAFile { .. }
             | Self::InvalidJson { .. }
             | Self::RootNotObject { .. }
             | Self::SchemaVersionMissing { .. }
@@ -232,6 +244,10 @@ impl SignalsError {
                 format!("the file is {size} bytes; it must be at most {limit} bytes"),
             ),
             Self::Missing { .. } => one("$", "the file does not exist".to_owned()),
+            Self::NotAFile { kind, .. } => one(
+                "$",
+                format!("the path holds {kind}; write a regular file there"),
+            ),
             Self::Unreadable { source, .. } => {
                 one("$", format!("the file could not be read: {source}"))
             }

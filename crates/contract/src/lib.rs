@@ -16,9 +16,13 @@
 //! - `session-id.txt`: the session-id rule and reader ([`validate_session_id`],
 //!   [`read_session_id`]).
 //!
+//! - [`read_untrusted_file`]: reading any file an agent could have replaced (a FIFO, a link to a
+//!   device) without blocking and within a size limit; the readers above use it, and so does
+//!   every caller that reads a file from a place the agent could write.
+//!
 //! It must NOT know about processes, providers or their CLIs, settings, or where a run directory
 //! lives: it reads the one file it is pointed at, and renders strings for the caller to send or
-//! write. It does no I/O beyond reading `signals.json` and `session-id.txt`.
+//! write. It does no I/O beyond reading the files it is pointed at.
 
 mod contract;
 mod corrective;
@@ -34,6 +38,7 @@ mod session_id;
 mod sidecar;
 mod signal;
 mod timestamp;
+mod untrusted;
 mod validate;
 
 pub use contract::{Contract, Multiplicity};
@@ -55,4 +60,5 @@ pub use signal::{
     Note, PrContent, Signal, SignalKind, TaskBlocked, TaskComplete, TaskVerified, VerifyGates,
 };
 pub use timestamp::{Timestamp, TimestampError, check_rfc3339};
+pub use untrusted::{UntrustedFileError, read_untrusted_file};
 pub use validate::{ValidatedSignals, validate_signals_file, validate_signals_str};

@@ -3,14 +3,16 @@
 //! The engine writes it (atomically, the moment a stream yields an id); this module defines the
 //! format and reads it back. A session id ends up in argv on resume (`--resume <id>`), so the rule
 //! is strict: 1 to [`SESSION_ID_MAX_LEN`] characters from `[A-Za-z0-9._:-]`, not starting with
-//! `-` (an id that could be read as a flag is refused). The file is the id plus one optional
+//! `-` (an id that could be read as a flag is refused) nor with `.` (CLIs name session files
+//! after the id, so `..` or `.` would be a path). The file is the id plus one optional
 //! trailing newline (`\n` or `\r\n`), nothing else.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+
+use crate::untrusted::{UntrustedFileError, read_untrusted_file};
 
 /// The conventional file name.
 pub const SESSION_ID_FILE: &str = "session-id.txt";
@@ -87,6 +89,10 @@ pub enum SessionIdError {
     /// The text starts with `-`, so it could be read as a command-line flag.
     #[error("session id starts with `-` and could be taken for a flag")]
     LeadingDash,
+    /// The text starts with `.`, so as a file name it could be `.`, `..` or a hidden file (CLIs
+    /// keep sessions in files named after their ids).
+    #[error("session id starts with `.` and could be taken for a path (`.`, `..`)")]
+    LeadingDot,
     /// The text has a character outside `[A-Za-z0-9._:-]` (a space, a newline, a slash, ...).
     #[error(
         "session id has the character {ch:?} at index {index}; only A-Z a-z 0-9 . _ : - are allowed"
@@ -104,7 +110,7 @@ pub enum SessionIdError {
 /// # Errors
 ///
 /// The first rule broken, checked in this order: empty, too long, forbidden character, leading
-/// dash.
+/// dash, leading dot.
 pub fn validate_session_id(text: &str) -> Result<(), SessionIdError> {
     if text.is_empty() {
         return Err(SessionIdError::Empty);
@@ -122,6 +128,9 @@ pub fn validate_session_id(text: &str) -> Result<(), SessionIdError> {
     }
     if text.starts_with('-') {
         return Err(SessionIdError::LeadingDash);
+    }
+    if text.starts_with('.') {
+        return Err(SessionIdError::LeadingDot);
     }
     Ok(())
 }
@@ -173,37 +182,22 @@ pub enum SessionIdFileError {
 /// [`SessionIdFileError`] when the file exists but is unreadable, oversized, not UTF-8, empty or
 /// not a valid id.
 pub fn read_session_id(path: &Path) -> Result<Option<SessionId>, SessionIdFileError> {
-    let unreadable = |source: io::Error| SessionIdFileError::Unreadable {
-        file: path.to_owned(),
-        source,
+    let bytes = match read_untrusted_file(path, SESSION_ID_FILE_MAX_BYTES) {
+        Ok(bytes) => bytes,
+        Err(UntrustedFileError::Missing { .. }) => return Ok(None),
+        Err(UntrustedFileError::TooLarge { file, size, .. }) => {
+            return Err(SessionIdFileError::TooLarge { file, size });
+        }
+        Err(UntrustedFileError::NotRegular { file, kind }) => {
+            return Err(SessionIdFileError::Unreadable {
+                file,
+                source: io::Error::other(format!("it is {kind}, not a regular file")),
+            });
+        }
+        Err(UntrustedFileError::Io { file, source }) => {
+            return Err(SessionIdFileError::Unreadable { file, source });
+        }
     };
-    let metadata = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(unreadable(error)),
-    };
-    if metadata.len() > SESSION_ID_FILE_MAX_BYTES {
-        return Err(SessionIdFileError::TooLarge {
-            file: path.to_owned(),
-            size: metadata.len(),
-        });
-    }
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(unreadable(error)),
-    };
-    let mut bytes = Vec::new();
-    file.take(SESSION_ID_FILE_MAX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-    if read > SESSION_ID_FILE_MAX_BYTES {
-        return Err(SessionIdFileError::TooLarge {
-            file: path.to_owned(),
-            size: read,
-        });
-    }
     let text = String::from_utf8(bytes).map_err(|_| SessionIdFileError::NotUtf8 {
         file: path.to_owned(),
     })?;
@@ -250,6 +244,13 @@ mod tests {
             Err(SessionIdError::LeadingDash)
         );
         assert_eq!(validate_session_id("-"), Err(SessionIdError::LeadingDash));
+        for dotted in ["..", ".", ".hidden", "..x"] {
+            assert_eq!(
+                validate_session_id(dotted),
+                Err(SessionIdError::LeadingDot),
+                "{dotted}"
+            );
+        }
         for (bad, ch, index) in [
             ("a b", ' ', 1),
             ("a\nb", '\n', 1),

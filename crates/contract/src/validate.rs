@@ -2,7 +2,8 @@
 //!
 //! The stages run in this order, and the first four stop at their first failure, each with its
 //! own [`SignalsError`] variant:
-//! 1. size cap (file metadata, before reading) and presence;
+//! 1. presence, a regular file (a FIFO or device is never opened for a blocking read), and the
+//!    size cap (file metadata, before reading);
 //! 2. JSON syntax (line and column);
 //! 3. the root is an object;
 //! 4. `schemaVersion`: present, a whole number, not newer than supported; older versions are
@@ -14,8 +15,6 @@
 //! contract's counts. A signal whose kind is unknown or not accepted is not examined further, and
 //! one that fails its shape is not checked against the rules.
 
-use std::fs::File;
-use std::io::{self, Read};
 use std::path::Path;
 
 use serde_json::Value;
@@ -26,6 +25,7 @@ use crate::error::{Issue, IssueStage, SignalsError};
 use crate::evaluation::Evaluation;
 use crate::migrate::{MIGRATIONS, Migration, MigrationError, Root, migrate};
 use crate::signal::{Signal, SignalKind};
+use crate::untrusted::{UntrustedFileError, read_untrusted_file};
 
 /// A `signals.json` that passed every stage: current version, every signal valid and accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,39 +128,16 @@ pub fn validate_signals_str(
 }
 
 fn read_capped(path: &Path) -> Result<Vec<u8>, SignalsError> {
-    let unreadable = |source: io::Error| {
-        if source.kind() == io::ErrorKind::NotFound {
-            SignalsError::Missing {
-                file: path.to_owned(),
-            }
-        } else {
-            SignalsError::Unreadable {
-                file: path.to_owned(),
-                source,
-            }
+    // The agent controls what is at the path: a FIFO or a link to a terminal must not hang the
+    // supervisor, nor a link to `/dev/zero` fill its memory.
+    read_untrusted_file(path, SIGNALS_FILE_MAX_BYTES).map_err(|error| match error {
+        UntrustedFileError::Missing { file } => SignalsError::Missing { file },
+        UntrustedFileError::NotRegular { file, kind } => SignalsError::NotAFile { file, kind },
+        UntrustedFileError::TooLarge { file, size, limit } => {
+            SignalsError::TooLarge { file, size, limit }
         }
-    };
-    let too_large = |size: u64| SignalsError::TooLarge {
-        file: path.to_owned(),
-        size,
-        limit: SIGNALS_FILE_MAX_BYTES,
-    };
-
-    let metadata = std::fs::metadata(path).map_err(unreadable)?;
-    if metadata.len() > SIGNALS_FILE_MAX_BYTES {
-        return Err(too_large(metadata.len()));
-    }
-    let file = File::open(path).map_err(unreadable)?;
-    // The file may grow between the stat and the read: never read past the cap.
-    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
-    file.take(SIGNALS_FILE_MAX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-    if read > SIGNALS_FILE_MAX_BYTES {
-        return Err(too_large(read));
-    }
-    Ok(bytes)
+        UntrustedFileError::Io { file, source } => SignalsError::Unreadable { file, source },
+    })
 }
 
 /// Every stage after reading, with the migration chain and target version as parameters so the

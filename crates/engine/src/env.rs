@@ -2,8 +2,10 @@
 //!
 //! A variable reaches the child when the core set names it (with [`EnvInherit::Core`]), when the
 //! provider's credential profile names it, or when the user's allowlist names it. Names that look
-//! secret (`*KEY*`, `*SECRET*`, `*TOKEN*`) pass only when the profile names them, or the
-//! allowlist names them exactly (no wildcard). `CLAUDECODE` is always removed: Claude Code
+//! secret (see [`looks_secret`]: `*KEY*`, `*SECRET*`, `*TOKEN*`, `*PASSWORD*`, `*CREDENTIAL*`,
+//! words such as `PAT`, `PASS`, `AUTH` or `DSN`, credential URLs such as `DATABASE_URL`, and
+//! names such as `KUBECONFIG` that lead to a credential) pass only when the profile names them,
+//! or the allowlist names them exactly (no wildcard). `CLAUDECODE` is always removed: Claude Code
 //! refuses to start inside another Claude Code session when it sees it.
 
 use std::collections::BTreeMap;
@@ -97,9 +99,74 @@ fn matches(pattern: &str, name: &str) -> bool {
     }
 }
 
-fn looks_secret(name: &str) -> bool {
+/// Parts that make a name look secret wherever they appear in it (`OPENAI_API_KEY`,
+/// `npm_config__authToken`, `AZURE_STORAGE_CONNECTION_STRING`).
+const SECRET_PARTS: &[&str] = &[
+    "KEY",
+    "SECRET",
+    "TOKEN",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "PRIVATE",
+    "COOKIE",
+    "CONNECTION_STRING",
+    "CONNSTR",
+];
+
+/// Words (between `_`, `-` or `.`) that make a name look secret, where as a part of a longer word
+/// they would not (`GH_PAT` but not `PATH`, `NPM_AUTH` but not `GIT_AUTHOR_NAME`).
+const SECRET_WORDS: &[&str] = &[
+    "PASS", "PWD", "PAT", "AUTH", "OAUTH", "CRED", "CREDS", "DSN", "SALT", "OTP", "WEBHOOK",
+];
+
+/// Services whose `*_URL`/`*_URI` carries a user and password (`DATABASE_URL`, `REDIS_URL`).
+const CREDENTIAL_URL_WORDS: &[&str] = &[
+    "DATABASE",
+    "DB",
+    "REDIS",
+    "MONGO",
+    "MONGODB",
+    "POSTGRES",
+    "POSTGRESQL",
+    "PG",
+    "MYSQL",
+    "AMQP",
+    "RABBITMQ",
+    "BROKER",
+    "SMTP",
+];
+
+/// Names that hold no secret themselves but lead to one (a credentials file, an agent socket).
+const SECRET_NAMES: &[&str] = &[
+    "KUBECONFIG",
+    "GPG_AGENT_INFO",
+    "NETRC",
+    "DOCKER_AUTH_CONFIG",
+];
+
+/// Names that match a rule above and are known not to be secret.
+const NOT_SECRET: &[&str] = &["PWD", "OLDPWD"];
+
+/// Whether `name` looks like it holds (or leads to) a credential.
+pub fn looks_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    ["KEY", "SECRET", "TOKEN"].iter().any(|w| upper.contains(w))
+    if NOT_SECRET.contains(&upper.as_str()) {
+        return false;
+    }
+    if SECRET_NAMES.contains(&upper.as_str()) || SECRET_PARTS.iter().any(|p| upper.contains(p)) {
+        return true;
+    }
+    let words: Vec<&str> = upper
+        .split(['_', '-', '.'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.iter().any(|w| SECRET_WORDS.contains(w)) {
+        return true;
+    }
+    let url = words.last().is_some_and(|w| matches!(*w, "URL" | "URI"));
+    url && words.iter().any(|w| CREDENTIAL_URL_WORDS.contains(w))
 }
 
 impl EnvPolicy {
@@ -199,6 +266,58 @@ mod tests {
         let env = policy.resolve(ambient());
         assert_eq!(env.names(), ["GITHUB_TOKEN", "MY_TOOL_HOME"]);
         assert_eq!(env.withheld_secrets, ["MY_TOOL_KEY"]);
+    }
+
+    #[test]
+    fn a_wildcard_never_passes_what_an_attacker_would_look_for() {
+        let secret = [
+            "DB_PASSWORD",
+            "DB_PASS",
+            "MYSQL_PWD",
+            "GH_PAT",
+            "NPM_AUTH",
+            "npm_config__authToken",
+            "SSH_AUTH_SOCK",
+            "SENTRY_DSN",
+            "DATABASE_URL",
+            "REDIS_URL",
+            "MONGODB_URI",
+            "SLACK_WEBHOOK_URL",
+            "AZURE_STORAGE_CONNECTION_STRING",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "AWS_SESSION_TOKEN",
+            "KUBECONFIG",
+            "PRIVATE_KEY_PATH",
+            "SESSION_COOKIE",
+            "VAULT_PASSPHRASE",
+        ];
+        let harmless = [
+            "PATH",
+            "HOME",
+            "PWD",
+            "OLDPWD",
+            "GIT_AUTHOR_NAME",
+            "ANTHROPIC_BASE_URL",
+            "MY_TOOL_HOME",
+            "EDITOR",
+            "DISPLAY",
+            "PASSENGER_ENV",
+        ];
+        let policy = EnvPolicy {
+            inherit: EnvInherit::None,
+            allow: vec!["*".into()],
+            ..EnvPolicy::default()
+        };
+        let ambient = secret.iter().chain(&harmless).map(|n| (*n, "v"));
+        let env = policy.resolve(ambient);
+        let mut passed = env.names();
+        passed.sort_unstable();
+        let mut expected = harmless.to_vec();
+        expected.sort_unstable();
+        assert_eq!(passed, expected);
+        let mut withheld = secret.to_vec();
+        withheld.sort_unstable();
+        assert_eq!(env.withheld_secrets, withheld);
     }
 
     #[test]

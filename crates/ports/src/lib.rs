@@ -30,4 +30,4 @@ pub use session::{
     AiSession, Effort, Outcome, Permissions, ProviderId, ProviderOutput, SessionId, SessionIdError,
 };
 pub use tokio_util::sync::CancellationToken;
-pub use usage::Usage;
+pub use usage::{MAX_PLAUSIBLE_COST_USD, Usage};

@@ -58,7 +58,8 @@ impl fmt::Display for ProviderId {
 /// A provider's session identifier, validated so that it can be passed back on a command line.
 ///
 /// Accepted: 1 to 256 characters of `[A-Za-z0-9._:-]`, not starting with `-` (an id that could be
-/// read as a flag is refused).
+/// read as a flag is refused) nor with `.` (`..` would be a path where a CLI names a file after
+/// the id).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SessionId(String);
@@ -78,6 +79,10 @@ pub enum SessionIdError {
     /// The id starts with `-` and could be taken for a flag.
     #[error("session id {0:?} starts with '-' and could be read as a command-line flag")]
     LooksLikeFlag(String),
+    /// The id starts with `.`: as a file name (CLIs keep sessions in files named after their
+    /// ids) it could be `.`, `..` or a hidden file.
+    #[error("session id {0:?} starts with '.' and could be read as a path")]
+    LooksLikePath(String),
     /// The id holds a character outside `[A-Za-z0-9._:-]`.
     #[error(
         "session id {id:?} holds the character {ch:?}; only letters, digits and . _ : - are accepted"
@@ -102,6 +107,9 @@ impl SessionId {
         }
         if id.starts_with('-') {
             return Err(SessionIdError::LooksLikeFlag(id));
+        }
+        if id.starts_with('.') {
+            return Err(SessionIdError::LooksLikePath(id));
         }
         if let Some(ch) = id
             .chars()
@@ -334,6 +342,13 @@ mod tests {
             SessionId::new("x".repeat(257)),
             Err(SessionIdError::TooLong { len: 257 })
         );
+        for path_like in ["..", ".", ".claude"] {
+            assert_eq!(
+                SessionId::new(path_like),
+                Err(SessionIdError::LooksLikePath(path_like.into())),
+                "{path_like}"
+            );
+        }
     }
 
     #[test]

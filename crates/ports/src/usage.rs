@@ -29,10 +29,36 @@ pub struct Usage {
     pub premium_requests: Option<f64>,
 }
 
+/// The largest cost in US dollars one report may claim; anything above is taken for garbage
+/// (a CLI bug, a hostile stream), not money spent.
+pub const MAX_PLAUSIBLE_COST_USD: f64 = 100_000.0;
+
+/// The largest number of premium requests one report may claim.
+const MAX_PLAUSIBLE_PREMIUM_REQUESTS: f64 = 1_000_000.0;
+
+/// `value` when it is a finite amount between 0 and `max`, else `None`: a negative, infinite or
+/// NaN cost (which JSON cannot even store: it became `null`) must not reach a sum or a display.
+fn plausible(value: Option<f64>, max: f64) -> Option<f64> {
+    value.filter(|v| v.is_finite() && (0.0..=max).contains(v))
+}
+
 impl Usage {
+    /// This report with implausible amounts dropped (see [`MAX_PLAUSIBLE_COST_USD`]): what the
+    /// engine keeps of a CLI's own figures.
+    #[must_use]
+    pub fn sanitized(self) -> Usage {
+        Usage {
+            cost_usd: plausible(self.cost_usd, MAX_PLAUSIBLE_COST_USD),
+            premium_requests: plausible(self.premium_requests, MAX_PLAUSIBLE_PREMIUM_REQUESTS),
+            ..self
+        }
+    }
+
     /// Adds another report to this one. A part stays `None` only while both sides lack it, so a
-    /// sum never claims a zero that nobody measured.
+    /// sum never claims a zero that nobody measured. Implausible amounts in `other` (negative,
+    /// not finite, absurdly large) count as not reported.
     pub fn add(&mut self, other: &Usage) {
+        let other = &other.sanitized();
         fn sum_u(a: Option<u64>, b: Option<u64>) -> Option<u64> {
             match (a, b) {
                 (None, None) => None,
@@ -84,5 +110,39 @@ mod tests {
             }
         );
         assert_eq!(total.output, None);
+    }
+
+    #[test]
+    fn implausible_costs_are_not_summed() {
+        let mut total = Usage {
+            cost_usd: Some(0.5),
+            ..Usage::default()
+        };
+        for bad in [-1234.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e300] {
+            total.add(&Usage {
+                cost_usd: Some(bad),
+                premium_requests: Some(bad),
+                ..Usage::default()
+            });
+        }
+        assert_eq!(
+            total,
+            Usage {
+                cost_usd: Some(0.5),
+                ..Usage::default()
+            }
+        );
+        let lone = Usage {
+            cost_usd: Some(f64::INFINITY),
+            input: Some(3),
+            ..Usage::default()
+        };
+        assert_eq!(
+            lone.sanitized(),
+            Usage {
+                input: Some(3),
+                ..Usage::default()
+            }
+        );
     }
 }

@@ -223,12 +223,27 @@ fn count_lines(path: &Path) -> usize {
 
 /// Sends SIGINT to `pid`, as Ctrl-C in a terminal would.
 pub fn interrupt(pid: u32) {
+    send_signal(pid, Signal::SIGINT);
+}
+
+/// Sends `signal` to `pid` (a test standing in for the user, the system or a service manager).
+pub fn send_signal(pid: u32, signal: Signal) {
     if let Ok(raw) = i32::try_from(pid) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(raw),
-            nix::sys::signal::Signal::SIGINT,
-        );
+        let _ = kill(Pid::from_raw(raw), signal);
     }
+}
+
+/// Creates a FIFO at `path`, as a hostile agent would in place of a file Corral reads.
+///
+/// # Panics
+/// When it cannot be created (this is test code).
+#[allow(
+    clippy::panic,
+    reason = "test fixture: a FIFO that cannot be made must stop the test loudly"
+)]
+pub fn mkfifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+        .unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
 }
 
 /// A `std::process::Command` for `program`, for tests of other crates that must drive a process

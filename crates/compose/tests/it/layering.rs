@@ -9,6 +9,7 @@ fn sources(dir: &Path) -> SettingsSources {
     SettingsSources {
         user_config: Some(dir.join("user.toml")),
         project_config: Some(dir.join("corral.toml")),
+        trust_store: Some(dir.join("trusted-projects")),
         env: Vec::new(),
         flags: Vec::new(),
     }
@@ -21,7 +22,7 @@ fn write(path: &Path, text: &str) {
 fn invalid_lines(err: SettingsError) -> Vec<String> {
     match err {
         SettingsError::Invalid(lines) => lines,
-        SettingsError::Load(msg) => panic!("expected Invalid, got Load: {msg}"),
+        other => panic!("expected Invalid, got: {other}"),
     }
 }
 
@@ -220,6 +221,10 @@ fn discover_uses_xdg_then_home() {
     assert_eq!(
         s.project_config.as_deref(),
         Some(Path::new("/work/project/corral.toml"))
+    );
+    assert_eq!(
+        s.trust_store.as_deref(),
+        Some(Path::new("/home/u/.config/corral/trusted-projects"))
     );
     let s = SettingsSources::discover(
         cwd,

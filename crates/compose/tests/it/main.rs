@@ -1,5 +1,5 @@
 //! Integration tests of the composition root: layering, sources, validation errors, the schema,
-//! and the factory.
+//! the trust model of the project file, and the factory.
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
@@ -12,3 +12,4 @@
 mod factory;
 mod layering;
 mod schema;
+mod trust;

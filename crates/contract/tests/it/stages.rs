@@ -112,13 +112,31 @@ fn missing_file_names_the_path() {
 }
 
 #[test]
-fn a_directory_is_unreadable_and_not_correctable() {
+fn a_directory_or_a_link_to_a_device_is_not_read_and_the_agent_is_asked_for_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("signals.json");
     fs::create_dir(&path).unwrap();
     match validate_signals_file(&path, &Contract::generator()) {
-        Err(error @ SignalsError::Unreadable { .. }) => assert!(!error.is_correctable()),
-        other => panic!("expected Unreadable, got {other:?}"),
+        Err(error @ SignalsError::NotAFile { .. }) => {
+            assert!(error.is_correctable());
+            assert!(
+                error.to_string().contains("is a directory, not a regular file"),
+                "{error}"
+            );
+        }
+        other => panic!("expected NotAFile, got {other:?}"),
+    }
+    // A link to a terminal or to an endless device: a read would block or never end.
+    for (name, target) in [("tty.json", "/dev/tty"), ("zero.json", "/dev/zero")] {
+        let link = dir.path().join(name);
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        match validate_signals_file(&link, &Contract::generator()) {
+            Err(SignalsError::NotAFile {
+                kind: "a character device",
+                ..
+            }) => {}
+            other => panic!("{target}: expected NotAFile, got {other:?}"),
+        }
     }
 }
 

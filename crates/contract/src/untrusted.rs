@@ -1,0 +1,193 @@
+//! Reading a file that an agent could have replaced: never blocking, regular files only, bounded.
+//!
+//! An agent can put anything at a path Corral reads after it: a FIFO (an `open` for reading
+//! waits for a writer that never comes), a symlink to `/dev/tty` or `/dev/zero` (a read that
+//! blocks, or never ends), a device whose mere opening has effects, a file that grows while it is
+//! read. [`read_untrusted_file`] looks at what the path leads to before opening it (`stat` does
+//! not block, and does not open), refuses anything but a regular file, opens without blocking
+//! and without taking a controlling terminal, checks the opened file again (it may have been
+//! swapped between the two steps), and never reads past the limit.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why an untrusted file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum UntrustedFileError {
+    /// Nothing is at the path. Not retryable as is: the file must be written first.
+    #[error("{}: no such file", file.display())]
+    Missing {
+        /// The path.
+        file: PathBuf,
+    },
+    /// The path leads to something other than a regular file (a FIFO, a device, a socket, a
+    /// directory); it was not read. Not retryable as is: a regular file must be put there.
+    #[error("{}: is {kind}, not a regular file; it was not read", file.display())]
+    NotRegular {
+        /// The path.
+        file: PathBuf,
+        /// What is there instead, e.g. `a FIFO`.
+        kind: &'static str,
+    },
+    /// The file is larger than the reader accepts; it was not read (or not past the limit).
+    /// Not retryable as is: the file must be made smaller.
+    #[error("{}: is {size} bytes; the limit is {limit}", file.display())]
+    TooLarge {
+        /// The path.
+        file: PathBuf,
+        /// Its size (at least the bytes seen, if it grew while being read).
+        size: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The operating system refused (permissions, an I/O error). Retryable: reading again may
+    /// succeed.
+    #[error("{}: {source}", file.display())]
+    Io {
+        /// The path.
+        file: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// What a file type is called in an error message.
+fn kind_of(metadata: &Metadata) -> Option<&'static str> {
+    let file_type = metadata.file_type();
+    if file_type.is_file() {
+        None
+    } else if file_type.is_dir() {
+        Some("a directory")
+    } else if file_type.is_fifo() {
+        Some("a FIFO")
+    } else if file_type.is_char_device() {
+        Some("a character device")
+    } else if file_type.is_block_device() {
+        Some("a block device")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a file")
+    }
+}
+
+/// Reads the regular file at `path` (symlinks followed) whole, if it holds at most `limit` bytes.
+///
+/// # Errors
+///
+/// [`UntrustedFileError`]: nothing there, not a regular file, too large, or an I/O error.
+pub fn read_untrusted_file(path: &Path, limit: u64) -> Result<Vec<u8>, UntrustedFileError> {
+    let io_error = |source: io::Error| {
+        if source.kind() == io::ErrorKind::NotFound {
+            UntrustedFileError::Missing {
+                file: path.to_owned(),
+            }
+        } else {
+            UntrustedFileError::Io {
+                file: path.to_owned(),
+                source,
+            }
+        }
+    };
+    let check = |metadata: &Metadata| -> Result<(), UntrustedFileError> {
+        if let Some(kind) = kind_of(metadata) {
+            return Err(UntrustedFileError::NotRegular {
+                file: path.to_owned(),
+                kind,
+            });
+        }
+        if metadata.len() > limit {
+            return Err(UntrustedFileError::TooLarge {
+                file: path.to_owned(),
+                size: metadata.len(),
+                limit,
+            });
+        }
+        Ok(())
+    };
+    check(&std::fs::metadata(path).map_err(io_error)?)?;
+    let file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io_error)?;
+    // What was opened may not be what was looked at: check the open file itself.
+    let metadata = file.metadata().map_err(io_error)?;
+    check(&metadata)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io_error)?;
+    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if read > limit {
+        return Err(UntrustedFileError::TooLarge {
+            file: path.to_owned(),
+            size: read,
+            limit,
+        });
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_regular_file_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"hello").unwrap();
+        assert_eq!(read_untrusted_file(&path, 5).unwrap(), b"hello");
+        assert!(matches!(
+            read_untrusted_file(&path, 4),
+            Err(UntrustedFileError::TooLarge {
+                size: 5,
+                limit: 4,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_socket_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let result = read_untrusted_file(&path, 1024);
+        assert!(
+            matches!(
+                result,
+                Err(UntrustedFileError::NotRegular {
+                    kind: "a socket",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn links_to_devices_and_directories_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for (target, kind) in [
+            ("/dev/zero", "a character device"),
+            ("/dev/null", "a character device"),
+            ("/", "a directory"),
+        ] {
+            let link = dir.path().join(target.replace('/', "_"));
+            std::os::unix::fs::symlink(target, &link).unwrap();
+            let result = read_untrusted_file(&link, 1024);
+            assert!(
+                matches!(&result, Err(UntrustedFileError::NotRegular { kind: k, .. }) if *k == kind),
+                "{target}: {result:?}"
+            );
+        }
+        assert!(matches!(
+            read_untrusted_file(&dir.path().join("nothing"), 1),
+            Err(UntrustedFileError::Missing { .. })
+        ));
+    }
+}
