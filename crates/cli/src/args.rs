@@ -138,6 +138,14 @@ pub enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Trust the project's corral.toml as it is now: it may then set the keys that only your
+    /// own config, the environment or flags may set (the sandbox, the programs, their arguments
+    /// and environment), until its content changes.
+    Trust {
+        /// The directory whose corral.toml to trust (default: the current directory).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -164,11 +172,23 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Chat(args) => crate::chat::chat(args).await,
         Command::Runs(cmd) => crate::runs::runs(cmd).await,
         Command::Config(ConfigCommand::Show { json }) => crate::config_cmd::show(json),
+        Command::Config(ConfigCommand::Trust { cwd }) => {
+            let cwd = match cwd {
+                Some(dir) => dir,
+                None => std::env::current_dir()?,
+            };
+            crate::config_cmd::trust(&cwd)
+        }
         Command::Doctor(args) => crate::doctor::doctor(args).await,
         Command::Providers { json } => crate::providers::print(json),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "corral", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "corral", &mut script);
+            crate::term::outln!(
+                "{}",
+                String::from_utf8_lossy(&script).trim_end_matches('\n')
+            );
             Ok(Exit::Success)
         }
     }

@@ -10,7 +10,8 @@ use corral_ports::{AiSession, CancellationToken, Permissions, SessionId};
 use crate::args::ChatArgs;
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
-use crate::rundir::new_run_id;
+use crate::rundir::create_run_dir;
+use crate::term::errln;
 
 /// Runs `corral chat`.
 pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
@@ -52,8 +53,12 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
             cwd.join(dir)
         }
     };
-    let run_dir = runs_root.join(new_run_id(provider_id));
-    std::fs::create_dir_all(&run_dir)?;
+    let (_, run_dir) = create_run_dir(&runs_root, provider_id).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create a run directory under {}: {e}",
+            runs_root.display()
+        )
+    })?;
     let session = AiSession {
         prompt: Arc::from(prompt.as_str()),
         cwd: cwd.clone(),
@@ -74,12 +79,12 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         .run_interactive(session)
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
-    eprintln!();
+    errln!("");
     if let Some(id) = &outcome.session_id {
-        eprintln!("session   {id}");
-        eprintln!("resume    corral chat --provider {provider_id} --resume {id}");
+        errln!("session   {id}");
+        errln!("resume    corral chat --provider {provider_id} --resume {id}");
     }
-    eprintln!("run dir   {}", run_dir.display());
+    errln!("run dir   {}", run_dir.display());
     Ok(match (outcome.cancelled, outcome.exit_code) {
         (true, _) => Exit::Cancelled,
         (false, Some(0)) => Exit::Success,

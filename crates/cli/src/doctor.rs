@@ -10,6 +10,7 @@ use corral_ports::ProviderId;
 use crate::args::DoctorArgs;
 use crate::config_cmd::load_settings;
 use crate::exit::Exit;
+use crate::term::outln;
 
 fn on_path(command: &Path) -> Option<PathBuf> {
     if command.components().count() > 1 {
@@ -47,7 +48,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
     let mut all_ok = true;
     for id in ids {
         let facts = provider_facts(id, &settings);
-        println!(
+        outln!(
             "{id}{}",
             if facts.available {
                 ""
@@ -56,7 +57,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             }
         );
         let Some(found) = on_path(&facts.command) else {
-            println!(
+            outln!(
                 "  ✗ {} not found on PATH; install it with `npm install -g {}`",
                 facts.command.display(),
                 facts.npm_package
@@ -64,7 +65,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             all_ok = false;
             continue;
         };
-        println!("  ✓ found {}", found.display());
+        outln!("  ✓ found {}", found.display());
         let env = corral_engine::version_env(corral_engine::process_env());
         let probe = probe_version(
             &TokioSpawner,
@@ -77,25 +78,25 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
         .await;
         match probe {
             VersionProbe::Found(v) if facts.tested_versions.matches(&v) => {
-                println!("  ✓ version {v} (tested: {})", facts.tested_versions);
+                outln!("  ✓ version {v} (tested: {})", facts.tested_versions);
             }
             VersionProbe::Found(v) => {
-                println!(
+                outln!(
                     "  ✗ version {v} is outside the tested range {}; set providers.{id}.allow_untested_version = true to run it anyway",
                     facts.tested_versions
                 );
                 all_ok = false;
             }
             VersionProbe::Unparsed(text) => {
-                println!("  ✗ `--version` printed no version: {text:?}");
+                outln!("  ✗ `--version` printed no version: {text:?}");
                 all_ok = false;
             }
             VersionProbe::TimedOut => {
-                println!("  ✗ `--version` did not answer within 20 s");
+                outln!("  ✗ `--version` did not answer within 20 s");
                 all_ok = false;
             }
             VersionProbe::SpawnFailed(e) => {
-                println!("  ✗ cannot start it: {e}");
+                outln!("  ✗ cannot start it: {e}");
                 all_ok = false;
             }
         }
@@ -111,7 +112,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             .filter(|p| p.is_file())
             .collect();
         if vars.is_empty() && files.is_empty() {
-            println!(
+            outln!(
                 "  ? no credentials found (looked for {} and ~/{})",
                 facts.credential_vars.join(", "),
                 facts.credential_files.join(", ~/")
@@ -119,7 +120,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
         } else {
             let mut found: Vec<String> = vars.iter().map(|v| format!("${v}")).collect();
             found.extend(files.iter().map(|p| p.display().to_string()));
-            println!("  ✓ credentials: {}", found.join(", "));
+            outln!("  ✓ credentials: {}", found.join(", "));
         }
         if id == ProviderId::Claude
             && let Some(h) = &home
@@ -132,7 +133,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
                 } else {
                     ""
                 };
-                println!("  · ~/.claude is {mb:.1} MiB{hint}");
+                outln!("  · ~/.claude is {mb:.1} MiB{hint}");
             }
         }
     }

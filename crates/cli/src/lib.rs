@@ -3,6 +3,10 @@
 //!
 //! This crate renders and maps outcomes to exit codes. It knows nothing about provider
 //! internals: it builds providers through `corral-compose` and talks to them through the ports.
+//! Everything it prints goes through `term`, which makes agent-controlled text inert on a
+//! terminal and survives a closed stdout; the `print` lints keep it so.
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod args;
 mod chat;
@@ -14,6 +18,7 @@ mod render;
 mod run;
 mod rundir;
 mod runs;
+mod term;
 
 use std::process::ExitCode;
 
@@ -32,14 +37,14 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            term::errln!("error: cannot start the async runtime: {e}");
             return Exit::Internal.into();
         }
     };
     match runtime.block_on(args::dispatch(cli)) {
         Ok(exit) => exit.into(),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            term::errln!("error: {err:#}");
             match err.downcast_ref::<exit::UsageError>() {
                 Some(_) => Exit::BadInput.into(),
                 None => Exit::Internal.into(),

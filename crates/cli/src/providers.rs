@@ -4,6 +4,7 @@ use corral_compose::capabilities;
 use corral_ports::{Capabilities, CostReporting, Gate, PromptChannel, ProviderId, SessionIdTiming};
 
 use crate::exit::Exit;
+use crate::term::outln;
 
 fn gate(g: Gate) -> &'static str {
     match g {
@@ -143,9 +144,9 @@ pub fn print(json: bool) -> anyhow::Result<Exit> {
                 ))
             })
             .collect::<Result<_, serde_json::Error>>()?;
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        outln!("{}", crate::term::json_pretty(&all)?);
     } else {
-        print!("{}", render());
+        outln!("{}", render().trim_end_matches('\n'));
     }
     Ok(Exit::Success)
 }

@@ -1,10 +1,14 @@
 //! Live rendering of a run: a status line on a terminal, plain lines otherwise, or JSON lines.
+//! Every piece of agent text is shown on one line with its control characters made visible
+//! (see `term`): only the status line's own redraw sequences reach the terminal as such.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use corral_ports::{AgentEvent, RunObserver, SessionId, Usage};
+
+use crate::term;
 
 /// How a run is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,18 +115,17 @@ impl Renderer {
         format!("{:02}:{:02}", s / 60, s % 60)
     }
 
-    /// Prints a line about the run (above the status line on a terminal).
+    /// Prints a line about the run (above the status line on a terminal). The text may hold
+    /// what the agent wrote: it is shown on one line, its control characters made visible.
     pub fn line(&self, text: &str) {
+        let text = term::one_line(text);
         match self.style {
             Style::Json => {}
             Style::Plain => {
-                eprintln!("[{:>7.1}s] {text}", self.started.elapsed().as_secs_f64());
+                term::errln!("[{:>7.1}s] {text}", self.started.elapsed().as_secs_f64());
             }
             Style::Live => {
-                let mut err = std::io::stderr().lock();
-                let _ = write!(err, "\r\x1b[2K{text}\n");
-                let _ = err.flush();
-                drop(err);
+                term::err_raw(&format!("\r\x1b[2K{text}\n"));
                 self.redraw();
             }
         }
@@ -130,10 +133,10 @@ impl Renderer {
 
     /// Emits one JSON line on stdout (JSON style only).
     pub fn json(&self, value: &serde_json::Value) {
-        if self.style == Style::Json {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{value}");
-            let _ = out.flush();
+        if self.style == Style::Json
+            && let Ok(line) = term::json(value)
+        {
+            term::outln!("{line}");
         }
     }
 
@@ -161,9 +164,7 @@ impl Renderer {
             short(&state.activity, 50)
         );
         state.status_shown = true;
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K{text}");
-        let _ = err.flush();
+        term::err_raw(&format!("\r\x1b[2K{}", term::one_line(&text)));
     }
 
     /// Clears the status line before the summary.
@@ -172,9 +173,7 @@ impl Renderer {
             && let Ok(state) = self.state.lock()
             && state.status_shown
         {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
+            term::err_raw("\r\x1b[2K");
         }
     }
 
@@ -265,7 +264,7 @@ impl RunObserver for Renderer {
                 ..
             } => {
                 if let (Some(u), Ok(mut state)) = (usage, self.state.lock()) {
-                    state.usage = *u;
+                    state.usage = u.sanitized();
                 }
                 let verdict = if *is_error { "failed" } else { "done" };
                 let text = text

@@ -12,15 +12,17 @@ use corral_contract::{
     validate_signals_file,
 };
 use corral_ports::{
-    AiSession, CancellationToken, Permissions, ProviderError, ProviderId, ProviderOutput,
-    RunObserver, SessionId, Usage,
+    AgentEvent, AiSession, CancellationToken, Permissions, ProviderError, ProviderId, RunObserver,
+    SessionId, Usage,
 };
+use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::RunArgs;
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
 use crate::render::{Renderer, Style};
-use crate::rundir::{RunRecord, new_run_id, now, write_record};
+use crate::rundir::{Journal, RunRecord, Supervisor, create_run_dir, now};
+use crate::term::{errln, outln};
 
 fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
     let prompt = match (&args.prompt_file, args.prompt.as_deref()) {
@@ -67,18 +69,133 @@ fn resolve_cwd(args: &RunArgs) -> anyhow::Result<PathBuf> {
     Ok(cwd)
 }
 
-/// Cancels on the first Ctrl-C; exits at once on the second.
-fn install_ctrl_c(cancel: CancellationToken, renderer: Arc<Renderer>) {
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            renderer.line("cancelling: ending the CLI's process tree (Ctrl-C again to force)");
-            cancel.cancel();
-        }
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\nforced exit; the CLI's processes die with corral (PDEATHSIG)");
-            std::process::exit(i32::from(Exit::Cancelled.code()));
-        }
+/// The signals that end a run as Ctrl-C does: the user's Ctrl-C, a service manager's or
+/// `timeout`'s SIGTERM, a closed terminal's SIGHUP.
+const ENDING_SIGNALS: [(SignalKind, &str); 3] = [
+    (SignalKind::interrupt(), "interrupt"),
+    (SignalKind::terminate(), "SIGTERM"),
+    (SignalKind::hangup(), "SIGHUP"),
+];
+
+/// Waits for the next of the ending signals and names it; never returns when none could be
+/// listened to.
+async fn next_ending_signal(
+    streams: &mut [(tokio::signal::unix::Signal, &'static str)],
+) -> &'static str {
+    if streams.is_empty() {
+        return std::future::pending().await;
+    }
+    let waits = streams.iter_mut().map(|(stream, name)| {
+        let name = *name;
+        Box::pin(async move {
+            stream.recv().await;
+            name
+        })
     });
+    futures_select_first(waits).await
+}
+
+/// The first of `futures` to finish.
+async fn futures_select_first<F: std::future::Future<Output = &'static str> + Unpin>(
+    futures: impl Iterator<Item = F>,
+) -> &'static str {
+    let mut futures: Vec<F> = futures.collect();
+    std::future::poll_fn(move |cx| {
+        for future in &mut futures {
+            if let std::task::Poll::Ready(name) = std::pin::Pin::new(future).poll(cx) {
+                return std::task::Poll::Ready(name);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// The first ending signal cancels the run: the engine ends the CLI's process tree, and the run
+/// ends the usual way, record and summary included. A second one ends corral at once: every
+/// process group it started is killed first (`PR_SET_PDEATHSIG` alone reaches only each group's
+/// leader), and the record is finished with what is known.
+fn install_signal_handlers(
+    cancel: CancellationToken,
+    renderer: Arc<Renderer>,
+    journal: Arc<Journal>,
+    started: Instant,
+) {
+    let mut streams = Vec::new();
+    for (kind, name) in ENDING_SIGNALS {
+        match signal(kind) {
+            Ok(stream) => streams.push((stream, name)),
+            Err(e) => tracing::warn!(signal = name, error = %e, "cannot listen for the signal"),
+        }
+    }
+    tokio::spawn(async move {
+        let first = next_ending_signal(&mut streams).await;
+        renderer.line(&format!(
+            "{first}: cancelling: ending the CLI's process tree (again to stop corral at once)"
+        ));
+        cancel.cancel();
+        let second = next_ending_signal(&mut streams).await;
+        let groups = corral_engine::kill_child_groups();
+        let error = format!(
+            "corral was stopped by a second {second}; the CLI's process groups were killed ({groups})"
+        );
+        let written = journal.update(|record| {
+            record.finished_at = Some(now());
+            record.outcome = "cancelled".into();
+            record.exit_code = Some(Exit::Cancelled.code());
+            record.duration_ms =
+                Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+            record.error = Some(error.clone());
+        });
+        renderer.finish();
+        let record = journal.snapshot();
+        errln!("");
+        errln!("stopped   {error}");
+        errln!("session   {}", record.session_id.as_deref().unwrap_or("-"));
+        if let Some(cmd) = &record.resume_command {
+            errln!("resume    {cmd}");
+        }
+        errln!("run dir   {}", journal.dir().display());
+        if let Err(e) = written {
+            errln!("warning   cannot write run.json: {e}");
+        }
+        std::process::exit(i32::from(Exit::Cancelled.code()));
+    });
+}
+
+/// Forwards to the renderer, and writes a session id into `run.json` the moment it is seen: a
+/// supervisor that is killed outright still leaves it there.
+struct RecordingObserver {
+    renderer: Arc<Renderer>,
+    journal: Arc<Journal>,
+    provider: ProviderId,
+    cwd: PathBuf,
+}
+
+impl RunObserver for RecordingObserver {
+    fn attempt_started(&self, attempt: u32, resume: Option<&SessionId>) {
+        self.renderer.attempt_started(attempt, resume);
+    }
+
+    fn event(&self, attempt: u32, event: &AgentEvent) {
+        if let AgentEvent::SessionStarted { session_id, .. } = event
+            && self.journal.snapshot().session_id.as_deref() != Some(session_id.as_str())
+        {
+            let written = self.journal.update(|record| {
+                record.session_id = Some(session_id.to_string());
+                record.resume_command = Some(resume_command(self.provider, &self.cwd, session_id));
+            });
+            if let Err(e) = written {
+                self.renderer
+                    .line(&format!("warning: cannot write run.json: {e}"));
+            }
+        }
+        self.renderer.event(attempt, event);
+    }
+
+    fn backoff(&self, attempt: u32, wait: std::time::Duration, reason: &str) {
+        self.renderer.backoff(attempt, wait, reason);
+    }
 }
 
 fn resume_command(provider: ProviderId, cwd: &Path, session: &SessionId) -> String {
@@ -171,10 +288,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
             cwd.join(dir)
         }
     };
-    let run_id = new_run_id(provider_id);
-    let run_dir = runs_root.join(&run_id);
-    std::fs::create_dir_all(&run_dir).map_err(|e| {
-        anyhow::anyhow!("cannot create the run directory {}: {e}", run_dir.display())
+    let (run_id, run_dir) = create_run_dir(&runs_root, provider_id).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create a run directory under {}: {e}",
+            runs_root.display()
+        )
     })?;
     let signals_file = run_dir.join("signals.json");
     let contract = Contract::generator();
@@ -187,9 +305,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
             render_contract_section(&contract, &signals_file)
         )
     };
-    std::fs::write(run_dir.join("prompt.md"), &full_prompt)?;
 
-    let mut record = RunRecord {
+    let renderer = Renderer::new(Style::choose(args.json), provider_id.as_str());
+    renderer.line(&format!(
+        "run {run_id} · {provider_id} · {}",
+        run_dir.display()
+    ));
+    // From here on, nothing the disk does ends the run without its summary: a record that
+    // cannot be written is reported, and the run goes on.
+    if let Err(e) =
+        corral_engine::write_record_file(&run_dir.join("prompt.md"), full_prompt.as_bytes())
+    {
+        renderer.line(&format!("warning: cannot write prompt.md: {e}"));
+    }
+    let record = RunRecord {
         run_id: run_id.clone(),
         provider: provider_id,
         model: model.clone(),
@@ -207,26 +336,39 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         usage: Usage::default(),
         duration_ms: None,
         error: None,
-        resume_command: None,
+        resume_command: resume
+            .as_ref()
+            .map(|s| resume_command(provider_id, &cwd, s)),
         attestation: None,
+        supervisor: Some(Supervisor::this_process()),
     };
-    write_record(&run_dir, &record)?;
+    let journal = Arc::new(Journal::new(run_dir.clone(), record));
+    if let Err(e) = journal.update(|_| {}) {
+        renderer.line(&format!("warning: cannot write run.json: {e}"));
+    }
 
-    let renderer = Renderer::new(Style::choose(args.json), provider_id.as_str());
-    renderer.line(&format!(
-        "run {run_id} · {provider_id} · {}",
-        run_dir.display()
-    ));
     let ticker = renderer.spawn_ticker();
     let cancel = CancellationToken::new();
-    install_ctrl_c(cancel.clone(), Arc::clone(&renderer));
     let started = Instant::now();
+    install_signal_handlers(
+        cancel.clone(),
+        Arc::clone(&renderer),
+        Arc::clone(&journal),
+        started,
+    );
 
     let mut prompt = full_prompt;
     let mut resume = resume;
     let mut corrective_left = settings.retry.corrective_retries;
     let mut usage_total = Usage::default();
-    let observer: Arc<dyn RunObserver> = renderer.clone();
+    let mut attempts = 0u32;
+    let mut provider_runs = 0u32;
+    let observer: Arc<dyn RunObserver> = Arc::new(RecordingObserver {
+        renderer: Arc::clone(&renderer),
+        journal: Arc::clone(&journal),
+        provider: provider_id,
+        cwd: cwd.clone(),
+    });
 
     let (exit, last_output, last_error, verdict) = loop {
         let session = AiSession {
@@ -242,13 +384,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
             output_dir: run_dir.clone(),
             max_budget_usd: None,
         };
-        record.provider_runs += 1;
+        provider_runs += 1;
         let result = provider.run(session, Arc::clone(&observer)).await;
         match result {
             Err(err) => {
                 if let Some(ev) = err.evidence() {
                     usage_total.add(&ev.usage);
-                    record.attempts += ev.attempts;
+                    attempts += ev.attempts;
                 }
                 break (
                     Exit::for_error(&err),
@@ -259,7 +401,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
             }
             Ok(out) => {
                 usage_total.add(&out.usage);
-                record.attempts += out.attempts;
+                attempts += out.attempts;
                 if args.no_contract {
                     break (Exit::Success, Some(out), None, SignalsVerdict::NotChecked);
                 }
@@ -319,17 +461,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         (None, Some(err)) => err.outcome().to_string(),
         (None, None) => "unknown".into(),
     };
-    record.finished_at = Some(now());
-    record.outcome = outcome;
-    record.exit_code = Some(exit.code());
-    record.session_id = session_id.as_ref().map(|s| s.to_string());
-    record.usage = usage_total;
-    record.duration_ms = Some(started.elapsed().as_millis() as u64);
-    record.error = last_error.as_ref().map(|e| e.to_string());
-    record.resume_command = session_id
-        .as_ref()
-        .map(|s| resume_command(provider_id, &cwd, s));
-    record.attestation = last_output
+    let attestation = last_output
         .as_ref()
         .and_then(|o| o.attestation.clone())
         .or_else(|| {
@@ -338,18 +470,35 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
                 .and_then(|e| e.evidence())
                 .and_then(|e| e.attestation.clone())
         });
-    match &verdict {
-        SignalsVerdict::NotChecked => {}
-        SignalsVerdict::Valid { kinds, .. } => {
-            record.signals_valid = Some(true);
-            record.signal_kinds = kinds.clone();
+    let written = journal.update(|record| {
+        record.finished_at = Some(now());
+        record.outcome = outcome;
+        record.exit_code = Some(exit.code());
+        // A session seen live (and already in the record) is kept when the result names none.
+        if let Some(id) = &session_id {
+            record.session_id = Some(id.to_string());
+            record.resume_command = Some(resume_command(provider_id, &cwd, id));
         }
-        SignalsVerdict::Invalid(e) => {
-            record.signals_valid = Some(false);
-            record.signals_error = Some(e.to_string());
+        record.attempts = attempts;
+        record.provider_runs = provider_runs;
+        record.usage = usage_total;
+        record.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+        record.error = last_error.as_ref().map(|e| e.to_string());
+        record.attestation = attestation;
+        match &verdict {
+            SignalsVerdict::NotChecked => {}
+            SignalsVerdict::Valid { kinds, .. } => {
+                record.signals_valid = Some(true);
+                record.signal_kinds = kinds.clone();
+            }
+            SignalsVerdict::Invalid(e) => {
+                record.signals_valid = Some(false);
+                record.signals_error = Some(e.to_string());
+            }
         }
-    }
-    write_record(&run_dir, &record)?;
+    });
+    journal.close();
+    let record = journal.snapshot();
     print_summary(
         &renderer,
         &record,
@@ -357,7 +506,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         exit,
         last_error.as_ref(),
         &verdict,
-        last_output.as_ref(),
+        written.err(),
     );
     Ok(exit)
 }
@@ -374,8 +523,13 @@ fn print_summary(
     exit: Exit,
     error: Option<&ProviderError>,
     verdict: &SignalsVerdict,
-    _output: Option<&ProviderOutput>,
+    record_error: Option<std::io::Error>,
 ) {
+    let strays: &[String] = record
+        .attestation
+        .as_ref()
+        .map_or(&[], |a| a.stray_writes.as_slice());
+    let record_error = record_error.map(|e| format!("cannot write run.json: {e}"));
     if renderer.style() == Style::Json {
         renderer.json(&serde_json::json!({
             "type": "summary",
@@ -390,42 +544,50 @@ fn print_summary(
             "attempts": record.attempts,
             "error": record.error,
             "resume_command": record.resume_command,
+            "stray_writes": strays,
+            "record_error": record_error,
         }));
         return;
     }
     let u = &record.usage;
     let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-    println!("outcome   {} (exit {})", record.outcome, exit.code());
+    outln!("outcome   {} (exit {})", record.outcome, exit.code());
     if let Some(err) = error {
-        println!("error     {err}");
+        outln!("error     {err}");
     }
     match verdict {
-        SignalsVerdict::NotChecked => println!("signals   not checked"),
+        SignalsVerdict::NotChecked => outln!("signals   not checked"),
         SignalsVerdict::Valid { kinds, blocked } => {
-            println!("signals   valid: {}", kinds.join(", "));
+            outln!("signals   valid: {}", kinds.join(", "));
             if let Some(reason) = blocked {
-                println!("blocked   {reason}");
+                outln!("blocked   {reason}");
             }
         }
-        SignalsVerdict::Invalid(e) => println!("signals   invalid: {}", short_error(e)),
+        SignalsVerdict::Invalid(e) => outln!("signals   invalid: {}", short_error(e)),
     }
-    println!("session   {}", record.session_id.as_deref().unwrap_or("-"));
-    println!(
+    outln!("session   {}", record.session_id.as_deref().unwrap_or("-"));
+    outln!(
         "usage     in {} out {} cache read {} write {}",
         n(u.input),
         n(u.output),
         n(u.cache_read),
         n(u.cache_write)
     );
-    println!(
+    outln!(
         "cost      {}",
         u.cost_usd.map_or("-".to_string(), |c| format!("${c:.4}"))
     );
-    println!("attempts  {}", record.attempts);
-    println!("run dir   {}", run_dir.display());
+    outln!("attempts  {}", record.attempts);
+    for stray in strays {
+        outln!("stray     {}", crate::term::one_line(stray));
+    }
+    outln!("run dir   {}", run_dir.display());
+    if let Some(e) = &record_error {
+        outln!("warning   {e}");
+    }
     if exit != Exit::Success
         && let Some(cmd) = &record.resume_command
     {
-        println!("resume    {cmd}");
+        outln!("resume    {cmd}");
     }
 }

@@ -1,10 +1,63 @@
 //! The run directory and its `run.json` record.
+//!
+//! `run.json` is written when the run starts (outcome `running`, with the supervisor's pid and
+//! start time), again the moment a session id is seen, and at the end: a run that ends in any
+//! way the supervisor lives through leaves its outcome, and one whose supervisor was killed
+//! leaves the session id and a supervisor that `runs list` and `runs follow` can see is gone.
+//! Writing the record never ends the run: a full disk or a removed run directory is retried
+//! (freeing the directory's reserve, recreating the directory) and otherwise reported.
 
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use corral_ports::{ProviderId, Usage};
 use serde::{Deserialize, Serialize};
+
+/// The largest `run.json` read back.
+const RECORD_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The process that supervises a run: enough to tell later whether it still lives.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Supervisor {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot (`/proc/<pid>/stat` field 22): a later process
+    /// with the same pid has another.
+    pub start_ticks: Option<u64>,
+}
+
+/// The start time of `pid` in clock ticks since boot, from `/proc`.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: count fields after the last `)`.
+    stat.get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+impl Supervisor {
+    /// This process.
+    pub fn this_process() -> Self {
+        let pid = std::process::id();
+        Supervisor {
+            pid,
+            start_ticks: start_ticks(pid),
+        }
+    }
+
+    /// Whether the process is still the one that started the run.
+    pub fn is_alive(&self) -> bool {
+        match (start_ticks(self.pid), self.start_ticks) {
+            (Some(now), Some(then)) => now == then,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+}
 
 /// The record of one run, written at its start and rewritten at its end.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -48,40 +101,148 @@ pub struct RunRecord {
     /// What the sandbox enforced.
     #[serde(default)]
     pub attestation: Option<corral_ports::Attestation>,
+    /// The `corral` process running it (absent in records written before it was recorded).
+    #[serde(default)]
+    pub supervisor: Option<Supervisor>,
 }
 
-/// A new run id: UTC time, provider, and a short random suffix, sortable by start time.
+impl RunRecord {
+    /// Whether the record says the run is going on but its supervisor is gone: it will never be
+    /// finished.
+    pub fn supervisor_gone(&self) -> bool {
+        self.finished_at.is_none() && self.supervisor.is_some_and(|s| !s.is_alive())
+    }
+}
+
+/// A new run id: UTC time, provider, and a random suffix, sortable by start time.
 pub fn new_run_id(provider: ProviderId) -> String {
     let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let compact: String = stamp
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .collect();
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let salt = (nanos ^ std::process::id().rotate_left(16)) & 0xff_ffff;
-    format!("{compact}-{provider}-{salt:06x}")
+    format!("{compact}-{provider}-{:06x}", fastrand::u32(..0x100_0000))
 }
 
-/// Writes the record next to the run's other files.
-pub fn write_record(dir: &Path, record: &RunRecord) -> anyhow::Result<()> {
-    let json = serde_json::to_vec_pretty(record)?;
-    corral_engine::write_atomic(&dir.join("run.json"), &json)?;
-    Ok(())
+/// Creates a new, empty run directory under `root`: never one that exists (two runs started in
+/// the same second with the same suffix get two directories, not one merged).
+pub fn create_run_dir(root: &Path, provider: ProviderId) -> io::Result<(String, PathBuf)> {
+    std::fs::create_dir_all(root)?;
+    let mut last = io::Error::other("no run id tried");
+    for _ in 0..64 {
+        let id = new_run_id(provider);
+        let dir = root.join(&id);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok((id, dir)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
 }
 
-/// Reads a run's record.
+/// The run's `run.json`, shared by the run, its observer and its signal handler.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    record: Mutex<RunRecord>,
+}
+
+impl Journal {
+    /// A journal for `record` in `dir`, with a reserve of disk space for its last write.
+    pub fn new(dir: PathBuf, record: RunRecord) -> Self {
+        corral_engine::create_reserve(&dir, "record");
+        Journal {
+            dir,
+            record: Mutex::new(record),
+        }
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A copy of the record as it is now.
+    pub fn snapshot(&self) -> RunRecord {
+        match self.record.lock() {
+            Ok(record) => record.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Changes the record and writes it (see [`write_record`]).
+    pub fn update(&self, change: impl FnOnce(&mut RunRecord)) -> io::Result<()> {
+        let record = {
+            let mut guard = match self.record.lock() {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            change(&mut guard);
+            guard.clone()
+        };
+        write_record(&self.dir, &record)
+    }
+
+    /// Releases the reserve once the record is final.
+    pub fn close(&self) {
+        let _ = std::fs::remove_file(
+            self.dir
+                .join(format!("{}record", corral_engine::RESERVE_PREFIX)),
+        );
+    }
+}
+
+/// Writes the record next to the run's other files, atomically; a full disk or a removed
+/// directory is retried once (see `corral_engine::write_record_file`).
+pub fn write_record(dir: &Path, record: &RunRecord) -> io::Result<()> {
+    let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+    corral_engine::write_record_file(&dir.join("run.json"), &json)
+}
+
+/// Reads a run's record. The agent may have replaced it: it is read without blocking and within
+/// a size limit.
 pub fn read_record(dir: &Path) -> anyhow::Result<RunRecord> {
     let path = dir.join("run.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text)
+    let bytes = corral_contract::read_untrusted_file(&path, RECORD_MAX_BYTES)
+        .map_err(|e| anyhow::anyhow!("cannot read {e}"))?;
+    serde_json::from_slice(&bytes)
         .map_err(|e| anyhow::anyhow!("{} is not a run record: {e}", path.display()))
 }
 
 /// Now, as RFC 3339.
 pub fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_runs_never_share_a_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, dir_a) = create_run_dir(root.path(), ProviderId::Claude).unwrap();
+        let (b, dir_b) = create_run_dir(root.path(), ProviderId::Claude).unwrap();
+        assert_ne!(a, b);
+        assert_ne!(dir_a, dir_b);
+        assert!(dir_a.is_dir() && dir_b.is_dir());
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_recycled_pid_is_not() {
+        let me = Supervisor::this_process();
+        assert!(me.start_ticks.is_some());
+        assert!(me.is_alive());
+        let recycled = Supervisor {
+            start_ticks: me.start_ticks.map(|t| t + 1),
+            ..me
+        };
+        assert!(!recycled.is_alive());
+        let gone = Supervisor {
+            pid: u32::MAX,
+            start_ticks: None,
+        };
+        assert!(!gone.is_alive());
+    }
 }

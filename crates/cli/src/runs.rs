@@ -1,8 +1,15 @@
 //! `corral runs list | show | follow`: past runs and runs in flight, read from their directories.
+//!
+//! Everything here reads what an agent may have written (under the sandbox the run directory is
+//! Corral's, but a native run or another tool can change it): records and logs are read without
+//! blocking and within limits, shown with their control characters made visible, and a run
+//! directory that cannot be read is named, not skipped. A run whose supervisor is gone without
+//! finishing its record shows as such, and `runs follow` ends on it.
 
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use corral_engine::EVENTS_FILE;
 
@@ -10,6 +17,7 @@ use crate::args::RunsCommand;
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
 use crate::rundir::{RunRecord, read_record};
+use crate::term::{errln, one_line, outln};
 
 fn runs_root(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(dir) = dir {
@@ -25,18 +33,30 @@ fn runs_root(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     })
 }
 
+/// Every directory under `root`, newest first (run ids sort by start time). Files and dot
+/// directories are not runs.
 fn run_dirs(root: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
         .map(|rd| {
             rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
                 .map(|e| e.path())
-                .filter(|p| p.join("run.json").is_file())
                 .collect()
         })
         .unwrap_or_default();
     dirs.sort();
     dirs.reverse();
     dirs
+}
+
+/// What `runs list` shows for a run whose record says `running`.
+fn state(record: &RunRecord) -> String {
+    if record.supervisor_gone() {
+        format!("{} (supervisor gone)", record.outcome)
+    } else {
+        record.outcome.clone()
+    }
 }
 
 fn find_run(root: &Path, id: &str) -> anyhow::Result<PathBuf> {
@@ -68,37 +88,75 @@ pub async fn runs(cmd: RunsCommand) -> anyhow::Result<Exit> {
 }
 
 fn list(root: &Path, json: bool) -> anyhow::Result<Exit> {
-    let records: Vec<RunRecord> = run_dirs(root)
-        .iter()
-        .filter_map(|d| read_record(d).ok())
+    let runs: Vec<(PathBuf, anyhow::Result<RunRecord>)> = run_dirs(root)
+        .into_iter()
+        .map(|dir| {
+            let record = read_record(&dir);
+            (dir, record)
+        })
         .collect();
     if json {
-        for r in &records {
-            println!("{}", serde_json::to_string(r)?);
+        for (dir, record) in &runs {
+            let value = match record {
+                Ok(record) => {
+                    let mut value = serde_json::to_value(record)?;
+                    if record.supervisor_gone()
+                        && let Some(map) = value.as_object_mut()
+                    {
+                        map.insert("supervisor_gone".into(), true.into());
+                    }
+                    value
+                }
+                Err(e) => serde_json::json!({
+                    "run_id": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    "unreadable": format!("{e:#}"),
+                }),
+            };
+            outln!("{}", crate::term::json(&value)?);
         }
         return Ok(Exit::Success);
     }
-    if records.is_empty() {
-        println!("no runs under {}", root.display());
+    if runs.is_empty() {
+        outln!("no runs under {}", root.display());
         return Ok(Exit::Success);
     }
-    println!(
+    outln!(
         "{:<34} {:<9} {:<18} {:>4} {:>9}  session",
-        "run", "provider", "outcome", "exit", "duration"
+        "run",
+        "provider",
+        "outcome",
+        "exit",
+        "duration"
     );
-    for r in records {
+    for (dir, record) in runs {
+        let r = match record {
+            Ok(r) => r,
+            Err(e) => {
+                let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+                outln!(
+                    "{:<34} {:<9} {:<18} {:>4} {:>9}  -",
+                    one_line(name.as_deref().unwrap_or("?")),
+                    "?",
+                    "unreadable",
+                    "-",
+                    "-"
+                );
+                errln!("warning: {}", one_line(&format!("{e:#}")));
+                continue;
+            }
+        };
         let duration = r
             .duration_ms
             .map_or("-".to_string(), |ms| format!("{:.1}s", ms as f64 / 1000.0));
         let exit = r.exit_code.map_or("-".to_string(), |c| c.to_string());
-        println!(
+        outln!(
             "{:<34} {:<9} {:<18} {:>4} {:>9}  {}",
-            r.run_id,
+            one_line(&r.run_id),
             r.provider.as_str(),
-            r.outcome,
+            one_line(&state(&r)),
             exit,
             duration,
-            r.session_id.as_deref().unwrap_or("-")
+            one_line(r.session_id.as_deref().unwrap_or("-"))
         );
     }
     Ok(Exit::Success)
@@ -106,15 +164,19 @@ fn list(root: &Path, json: bool) -> anyhow::Result<Exit> {
 
 fn show(dir: &Path) -> anyhow::Result<Exit> {
     let record = read_record(dir)?;
-    println!("{}", serde_json::to_string_pretty(&record)?);
-    println!("files:");
+    outln!("{}", crate::term::json_pretty(&record)?);
+    if record.supervisor_gone() {
+        outln!("supervisor gone: the run never finished its record");
+    }
+    outln!("files:");
     let mut files: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
     files.sort_by_key(|e| e.file_name());
     for entry in files {
+        // lstat: a link is shown as what it is, never followed.
         let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        println!(
+        outln!(
             "  {:<24} {len:>10} bytes",
-            entry.file_name().to_string_lossy()
+            one_line(&entry.file_name().to_string_lossy())
         );
     }
     Ok(Exit::Success)
@@ -166,45 +228,116 @@ fn describe(line: &str) -> String {
     format!("[{at:>8.1}s #{attempt}] {kind} {detail}")
 }
 
+/// The longest log line `runs follow` keeps while waiting for its end; a longer one is skipped.
+const FOLLOW_LINE_MAX: usize = 16 * 1024 * 1024;
+/// How often `runs follow` looks again.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+/// How long `runs follow` waits for the record to be finished once the supervisor is gone (it may
+/// be writing it right now) before it says so.
+const FOLLOW_GONE_GRACE: Duration = Duration::from_secs(2);
+
+/// Opens the log for reading without blocking, and only if it is a regular file: a FIFO, or a
+/// link to `/dev/zero` or a terminal, is refused.
+fn open_log(path: &Path) -> anyhow::Result<Option<std::fs::File>> {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+    };
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(anyhow::anyhow!(
+            "{} is {what}; it is not read",
+            path.display()
+        ));
+    }
+    Ok(Some(file))
+}
+
+/// Prints the log from `offset` on and returns the new offset; `partial` keeps a line whose end
+/// has not been written yet.
+fn print_new_lines(path: &Path, offset: &mut u64, partial: &mut Vec<u8>) -> anyhow::Result<()> {
+    let Some(mut file) = open_log(path)? else {
+        return Ok(());
+    };
+    let len = file.metadata()?.len();
+    if len < *offset {
+        // The log was replaced by a shorter one: start over.
+        *offset = 0;
+        partial.clear();
+    }
+    file.seek(SeekFrom::Start(*offset))?;
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        *offset += n as u64;
+        let mut rest = &chunk[..n];
+        while let Some(end) = memchr_newline(rest) {
+            partial.extend_from_slice(&rest[..end]);
+            if partial.len() <= FOLLOW_LINE_MAX {
+                outln!("{}", one_line(&describe(&String::from_utf8_lossy(partial))));
+            } else {
+                outln!("(a log line of {} bytes was skipped)", partial.len());
+            }
+            partial.clear();
+            rest = &rest[end + 1..];
+        }
+        if partial.len() <= FOLLOW_LINE_MAX {
+            partial.extend_from_slice(rest);
+        }
+    }
+}
+
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
+}
+
 async fn follow(dir: &Path) -> anyhow::Result<Exit> {
     let path = dir.join(EVENTS_FILE);
     let mut offset = 0u64;
-    let mut partial = String::new();
+    let mut partial = Vec::new();
+    let mut gone_since: Option<Instant> = None;
     loop {
-        if let Ok(mut file) = std::fs::File::open(&path) {
-            file.seek(SeekFrom::Start(offset))?;
-            let mut reader = BufReader::new(file);
-            let mut buf = String::new();
-            loop {
-                buf.clear();
-                let n = reader.read_line(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                offset += n as u64;
-                if buf.ends_with('\n') {
-                    partial.push_str(buf.trim_end_matches('\n'));
-                    println!("{}", describe(&partial));
-                    partial.clear();
-                } else {
-                    // A line still being written: keep it until its end arrives.
-                    partial.push_str(&buf);
-                }
-            }
-        }
-        let finished = read_record(dir)
-            .map(|r| r.finished_at.is_some())
-            .unwrap_or(false);
-        if finished && partial.is_empty() {
-            let record = read_record(dir)?;
-            println!(
+        print_new_lines(&path, &mut offset, &mut partial)?;
+        let record = read_record(dir)?;
+        if record.finished_at.is_some() && partial.is_empty() {
+            outln!(
                 "run {} finished: {} (exit {})",
-                record.run_id,
-                record.outcome,
-                record.exit_code.unwrap_or(0)
+                one_line(&record.run_id),
+                one_line(&record.outcome),
+                record.exit_code.map_or("-".to_string(), |c| c.to_string())
             );
             return Ok(Exit::Success);
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        if record.supervisor_gone() {
+            let since = *gone_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= FOLLOW_GONE_GRACE {
+                print_new_lines(&path, &mut offset, &mut partial)?;
+                outln!(
+                    "run {} ended without finishing its record: its supervisor (pid {}) is gone",
+                    one_line(&record.run_id),
+                    record.supervisor.map_or(0, |s| s.pid)
+                );
+                if let Some(id) = &record.session_id {
+                    outln!("session {}", one_line(id));
+                }
+                return Ok(Exit::Crashed);
+            }
+        }
+        tokio::time::sleep(FOLLOW_POLL).await;
     }
 }

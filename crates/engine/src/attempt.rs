@@ -651,7 +651,9 @@ impl<'a> Supervision<'a> {
         result.usage = self
             .stream
             .terminal_usage
-            .unwrap_or(self.stream.usage_from_events);
+            .unwrap_or(self.stream.usage_from_events)
+            // A CLI's own figures are kept only when plausible (no negative or infinite cost).
+            .sanitized();
         result.exit = self.exit;
         result.killed_by = self.kill.map(|k| k.reason);
         result.stderr_tail = self.stderr.tail.text();

@@ -56,12 +56,30 @@ pub struct SessionMeta {
     pub attempt: u32,
 }
 
+/// Writes `contents` to `path` atomically (see [`write_atomic`]), and tries once more when the
+/// first try failed on a full disk (after freeing the run directory's reserve, see
+/// [`crate::log::release_reserve`]) or because the directory is gone (after recreating it): the
+/// files of a run's record are the last thing to lose.
+pub fn write_record_file(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    match write_atomic(path, contents) {
+        Err(e) if e.kind() == io::ErrorKind::StorageFull && crate::log::release_reserve(dir) => {
+            write_record_file(path, contents)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir)?;
+            write_atomic(path, contents)
+        }
+        other => other,
+    }
+}
+
 /// Persists a session id (`session-id.txt`, one line) and its metadata (`session.json`).
 pub fn persist_session(dir: &Path, meta: &SessionMeta) -> io::Result<PathBuf> {
     let path = dir.join(SESSION_ID_FILE);
-    write_atomic(&path, format!("{}\n", meta.session_id).as_bytes())?;
+    write_record_file(&path, format!("{}\n", meta.session_id).as_bytes())?;
     let json = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
-    write_atomic(&dir.join(SESSION_META_FILE), &json)?;
+    write_record_file(&dir.join(SESSION_META_FILE), &json)?;
     Ok(path)
 }
 

@@ -55,7 +55,7 @@ pub use engine::{Engine, SupervisedProvider};
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};
 pub use files::{
     PromptPointer, SESSION_ID_FILE, SESSION_META_FILE, SessionMeta, mint_session_uuid,
-    persist_session, write_atomic, write_prompt_pointer,
+    persist_session, write_atomic, write_prompt_pointer, write_record_file,
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
 pub use git_check::{
@@ -63,8 +63,10 @@ pub use git_check::{
 };
 pub use headless::CONTINUATION_PROMPT;
 pub use interactive::INTERACTIVE_PROMPT_FILE;
-pub use log::{EVENTS_FILE, ExecutionLog, KillReason};
-pub use process_group::{RUN_TOKEN_VAR, group_alive, signal_group};
+pub use log::{
+    EVENTS_FILE, ExecutionLog, KillReason, RESERVE_PREFIX, create_reserve, release_reserve,
+};
+pub use process_group::{RUN_TOKEN_VAR, group_alive, kill_child_groups, signal_group};
 pub use sandbox::{
     BackendChoice, HomePolicy, NetworkPolicy, Paths as SandboxPaths, Refusal, SandboxConfig,
     SandboxPlan, bubblewrap_usable, bwrap_args, plan as plan_sandbox,

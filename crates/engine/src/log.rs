@@ -4,11 +4,13 @@
 //! from the run's start), `attempt` and `kind`. The log is streamed to disk through a buffer that
 //! is flushed at least every 50 ms while the run goes on and at every attempt's end, so a
 //! follower (`tail -f`, `corral runs follow`) sees it live and a crash loses at most that much.
+//! A full disk or a removed run directory does not cut a record in half or lose the end of the
+//! run (see [`ExecutionLog`]).
 //! It records the program, arguments and environment NAMES of each spawn, never values and never
 //! the prompt.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -254,16 +256,68 @@ impl Stamp {
 }
 
 /// Writes `events.jsonl` for one run.
+///
+/// Records are buffered whole and written whole: when a write fails half-way (a full disk), the
+/// file is cut back to its last complete line, so a reader never sees half a record. A small
+/// reserve file (see [`create_reserve`]) is removed on the first "no space left" to make room
+/// for the run's last records, which matter most (the session id, how the run ended). While
+/// the disk stays full, up to [`PENDING_MAX`] bytes of records wait in memory and every flush
+/// tries again; what did not fit is counted and recorded as a `log_gap` once writing works again.
+/// When the log file itself is removed (its directory deleted under a running supervisor), the
+/// next flush recreates it from the open descriptor, so the records written so far survive.
 #[derive(Debug)]
 pub struct ExecutionLog {
     path: PathBuf,
-    out: BufWriter<File>,
+    file: File,
+    /// Bytes known to be in the file: everything before is whole lines.
+    committed: u64,
+    /// Records not yet written (whole lines only).
+    pending: Vec<u8>,
+    /// Records dropped while the pending buffer was full.
+    dropped: u64,
     start: Instant,
     last_flush: Instant,
-    dirty: bool,
     failed: Option<io::ErrorKind>,
+    reserve: Option<PathBuf>,
     stamp: Stamp,
     line: Vec<u8>,
+}
+
+/// The prefix of the reserve files kept in a run directory, released when the disk is full.
+pub const RESERVE_PREFIX: &str = ".corral-reserve-";
+/// The size of one.
+const RESERVE_BYTES: usize = 256 * 1024;
+/// Pending records are written once they reach this size, even between flush ticks.
+const PENDING_FLUSH: usize = 64 * 1024;
+/// The most records kept in memory while the log cannot be written.
+pub const PENDING_MAX: usize = 4 * 1024 * 1024;
+
+/// Creates a reserve file named for its `owner` in `dir`: disk space set aside for the last
+/// records of a run. `None` when even that does not fit.
+pub fn create_reserve(dir: &Path, owner: &str) -> Option<PathBuf> {
+    let path = dir.join(format!("{RESERVE_PREFIX}{owner}"));
+    match fs::write(&path, vec![0u8; RESERVE_BYTES]) {
+        Ok(()) => Some(path),
+        Err(_) => {
+            let _ = fs::remove_file(&path);
+            None
+        }
+    }
+}
+
+/// Frees one reserve file in `dir`, whoever made it: called by every writer of the run
+/// directory that hit a full disk. Returns whether space was freed.
+pub fn release_reserve(dir: &Path) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(RESERVE_PREFIX)
+            && fs::remove_file(entry.path()).is_ok()
+    })
 }
 
 impl ExecutionLog {
@@ -271,13 +325,17 @@ impl ExecutionLog {
     pub fn open(dir: &Path, start: Instant) -> io::Result<Self> {
         fs::create_dir_all(dir)?;
         let path = dir.join(EVENTS_FILE);
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let file = open_append(&path)?;
+        let committed = file.metadata()?.len();
         Ok(ExecutionLog {
+            reserve: create_reserve(dir, "log"),
             path,
-            out: BufWriter::with_capacity(64 * 1024, file),
+            file,
+            committed,
+            pending: Vec::with_capacity(PENDING_FLUSH),
+            dropped: 0,
             start,
             last_flush: Instant::now(),
-            dirty: false,
             failed: None,
             stamp: Stamp::default(),
             line: Vec::with_capacity(4096),
@@ -292,9 +350,6 @@ impl ExecutionLog {
     /// Appends one record. A write error is remembered (see [`ExecutionLog::error`]) rather than
     /// ending the run: losing the log must not kill the agent's work.
     pub fn record(&mut self, attempt: u32, record: &Record<'_>) {
-        if self.failed.is_some() {
-            return;
-        }
         let mut line = std::mem::take(&mut self.line);
         line.clear();
         line.push(b'{');
@@ -329,41 +384,144 @@ impl ExecutionLog {
                 })
         };
         line.push(b'\n');
-        let result = result.and_then(|()| self.out.write_all(&line));
+        if result.is_ok() {
+            if self.pending.is_empty() || self.pending.len() + line.len() <= PENDING_MAX {
+                self.pending.extend_from_slice(&line);
+            } else {
+                self.dropped += 1;
+            }
+        }
         self.line = line;
-        match result {
-            Ok(()) => self.dirty = true,
-            Err(e) => self.failed = Some(e.kind()),
+        if self.pending.len() >= PENDING_FLUSH && self.failed.is_none() {
+            self.write_pending();
         }
     }
 
-    /// Flushes buffered lines to the file so followers see them.
-    pub fn flush(&mut self) {
-        if self.dirty && self.failed.is_none() {
-            if let Err(e) = self.out.flush() {
+    /// Writes the pending records; on failure cuts the file back to its last whole line.
+    fn write_pending(&mut self) {
+        self.reopen_if_removed();
+        if self.dropped > 0 && self.failed.is_none() {
+            self.note_gap();
+        }
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut result = self.file.write_all(&self.pending);
+        if let Err(e) = &result
+            && e.kind() == io::ErrorKind::StorageFull
+        {
+            let _ = self.file.set_len(self.committed);
+            if release_reserve(self.dir()) {
+                result = self.file.write_all(&self.pending);
+            }
+        }
+        match result {
+            Ok(()) => {
+                self.committed += self.pending.len() as u64;
+                self.pending.clear();
+                if self.failed.take().is_some() && self.dropped > 0 {
+                    self.note_gap();
+                }
+            }
+            Err(e) => {
+                // Never leave half a record behind.
+                let _ = self.file.set_len(self.committed);
+                if self.failed.is_none() {
+                    tracing::warn!(
+                        path = %self.path.display(),
+                        error = %e,
+                        "the execution log cannot be written; records wait in memory"
+                    );
+                }
                 self.failed = Some(e.kind());
             }
-            self.dirty = false;
         }
+    }
+
+    /// Writes a `log_gap` record for the records dropped while the log could not be written.
+    fn note_gap(&mut self) {
+        let dropped = std::mem::take(&mut self.dropped);
+        let mut line = Vec::new();
+        line.push(b'{');
+        self.stamp.write(&mut line, SystemTime::now());
+        let mono_us = self.start.elapsed().as_micros();
+        let _ = writeln!(
+            line,
+            ",\"mono_ms\":{}.{:03},\"attempt\":0,\"kind\":\"log_gap\",\"records_lost\":{dropped}}}",
+            mono_us / 1000,
+            mono_us % 1000
+        );
+        match self.file.write_all(&line) {
+            Ok(()) => self.committed += line.len() as u64,
+            Err(_) => {
+                let _ = self.file.set_len(self.committed);
+                self.dropped = dropped;
+            }
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+
+    /// When the log file was unlinked (its run directory removed), writes would go to a file
+    /// nobody can open: recreate it at its path with what it held, read back through the open
+    /// descriptor.
+    fn reopen_if_removed(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let removed = self.file.metadata().is_ok_and(|m| m.nlink() == 0);
+        if !removed {
+            return;
+        }
+        let recreated = (|| -> io::Result<File> {
+            use std::os::fd::AsRawFd;
+            fs::create_dir_all(self.dir())?;
+            let mut old = File::open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))?;
+            let mut new = open_append(&self.path)?;
+            io::copy(&mut old, &mut new)?;
+            Ok(new)
+        })();
+        match recreated {
+            Ok(file) => {
+                tracing::warn!(path = %self.path.display(), "the execution log was removed; recreated it");
+                self.committed = file.metadata().map(|m| m.len()).unwrap_or(self.committed);
+                self.file = file;
+            }
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "the execution log was removed and cannot be recreated");
+            }
+        }
+    }
+
+    /// Writes buffered lines to the file so followers see them.
+    pub fn flush(&mut self) {
+        self.write_pending();
         self.last_flush = Instant::now();
     }
 
     /// Flushes if lines are waiting and the last flush is older than the flush interval.
     pub fn flush_if_due(&mut self) {
-        if self.dirty && self.last_flush.elapsed() >= FLUSH_EVERY {
+        if !self.pending.is_empty() && self.last_flush.elapsed() >= FLUSH_EVERY {
             self.flush();
         }
     }
 
-    /// The first write error, if the log could not be written.
+    /// The write error the log is stuck on, if it cannot be written now.
     pub fn error(&self) -> Option<io::ErrorKind> {
         self.failed
     }
 }
 
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
 impl Drop for ExecutionLog {
     fn drop(&mut self) {
         self.flush();
+        if let Some(reserve) = self.reserve.take() {
+            let _ = fs::remove_file(reserve);
+        }
     }
 }
 

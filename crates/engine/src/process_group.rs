@@ -208,6 +208,20 @@ fn is_owned(pid: u32) -> bool {
     OWNED.lock().map(|set| set.contains(&pid)).unwrap_or(true)
 }
 
+/// Sends SIGKILL to the process group of every child the engine spawned that tokio has not
+/// reaped yet, and returns how many groups got it. For a supervisor about to exit at once (a
+/// second Ctrl-C): without it, the members of a native run's process group would outlive it,
+/// since `PR_SET_PDEATHSIG` reaches only each group's leader.
+pub fn kill_child_groups() -> usize {
+    let pids: Vec<u32> = OWNED
+        .lock()
+        .map(|set| set.iter().copied().collect())
+        .unwrap_or_default();
+    pids.into_iter()
+        .filter(|&pid| signal_group(pid, Signal::SIGKILL).unwrap_or(false))
+        .count()
+}
+
 /// Forgets a child tokio has reaped.
 pub(crate) fn forget(pid: u32) {
     if let Ok(mut set) = OWNED.lock() {

@@ -108,8 +108,9 @@ fn a_resume_id_that_looks_like_a_flag_is_refused() {
 #[test]
 fn a_missing_cli_is_exit_8_with_a_hint_and_a_run_record() {
     let env = Env::new();
+    // The program is a user-only setting: the user's own config names it.
     env.write(
-        "project/corral.toml",
+        "home/.config/corral/config.toml",
         "[providers.claude]\ncommand = \"/no/such/claude\"\n",
     );
     let out = env.corral().args(["run", "hello"]).output().unwrap();

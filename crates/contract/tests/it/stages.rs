@@ -120,7 +120,9 @@ fn a_directory_or_a_link_to_a_device_is_not_read_and_the_agent_is_asked_for_a_fi
         Err(error @ SignalsError::NotAFile { .. }) => {
             assert!(error.is_correctable());
             assert!(
-                error.to_string().contains("is a directory, not a regular file"),
+                error
+                    .to_string()
+                    .contains("is a directory, not a regular file"),
                 "{error}"
             );
         }
