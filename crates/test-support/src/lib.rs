@@ -26,6 +26,8 @@ pub mod recorded;
 pub mod session;
 
 pub use clis::{install_cli, installed_cli, non_temp_dir, require_cli, workspace_root};
+/// The signals [`send_signal`] sends, for crates that may not depend on `nix` themselves.
+pub use nix::sys::signal::Signal;
 pub use pinned_clis::PINNED_CLIS;
 pub use pty::{Screen, run_on_pty};
 
@@ -33,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
 /// The file name of the fake agent binary.

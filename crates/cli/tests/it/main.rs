@@ -12,9 +12,11 @@
 
 mod providers;
 mod support;
+mod unlucky;
 
 mod bad_input;
 mod claude_contract;
 mod commands;
 mod conformance;
+mod hostile;
 mod live_view;

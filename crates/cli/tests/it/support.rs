@@ -220,3 +220,86 @@ pub fn cmdline(pid: u32) -> String {
         .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
         .unwrap_or_default()
 }
+
+/// The session id every [`FakeClaude`] announces.
+pub const FAKE_SESSION: &str = "11111111-2222-4333-8444-555555555555";
+
+/// A stand-in for Claude Code that Corral's real Claude adapter, parser and sandbox drive: a
+/// shell script that answers `--version` like the pinned CLI, reads the prompt, finds the
+/// `signals.json` path in it (`$SIGNALS`; `$RUN_DIR` is its directory), runs the test's own
+/// commands (the hostile agent's acts), then prints Claude's stream-json lines from a file.
+#[derive(Debug)]
+pub struct FakeClaude {
+    pub path: PathBuf,
+}
+
+impl FakeClaude {
+    /// Writes the script into `env`'s scratch directory: `before` runs before any line is
+    /// printed, `lines` are printed (one JSON value each), then `after` runs.
+    pub fn new(env: &Env, before: &str, lines: &[Value], after: &str) -> Self {
+        let n = std::fs::read_dir(env.dir.path()).map_or(0, |d| d.count());
+        let lines_file = env.dir.path().join(format!("fake-claude-{n}.jsonl"));
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&lines_file, text).unwrap();
+        let script = format!(
+            r#"#!/bin/sh
+if [ "$1" = "--version" ]; then echo "2.1.197 (Claude Code)"; exit 0; fi
+PROMPT=$(cat)
+SIGNALS=$(printf '%s\n' "$PROMPT" | grep -o '/[^`]*signals\.json' | head -n 1)
+RUN_DIR=$(dirname "$SIGNALS")
+export SIGNALS RUN_DIR
+{before}
+cat '{lines}'
+{after}
+"#,
+            lines = lines_file.display()
+        );
+        let path = env.dir.path().join(format!("fake-claude-{n}.sh"));
+        std::fs::write(&path, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        FakeClaude { path }
+    }
+
+    /// The variable that makes Corral run this script as Claude Code (a user-level setting).
+    pub fn setting(&self) -> (&'static str, PathBuf) {
+        ("CORRAL_PROVIDERS__CLAUDE__COMMAND", self.path.clone())
+    }
+
+    /// `{"type":"system","subtype":"init",...}` announcing [`FAKE_SESSION`] with `model`.
+    pub fn init(model: &str) -> Value {
+        serde_json::json!({
+            "type": "system", "subtype": "init", "session_id": FAKE_SESSION, "model": model,
+        })
+    }
+
+    /// An assistant message with one text block.
+    pub fn text(text: &str) -> Value {
+        serde_json::json!({
+            "type": "assistant", "session_id": FAKE_SESSION,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+        })
+    }
+
+    /// An assistant message with one tool call.
+    pub fn tool_use(name: &str, input: Value) -> Value {
+        serde_json::json!({
+            "type": "assistant", "session_id": FAKE_SESSION,
+            "message": {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": name, "input": input}
+            ]},
+        })
+    }
+
+    /// The successful `result` line, with `text` and a cost of `cost`.
+    pub fn result(text: &str, cost: f64) -> Value {
+        serde_json::json!({
+            "type": "result", "subtype": "success", "is_error": false, "result": text,
+            "session_id": FAKE_SESSION, "total_cost_usd": cost,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        })
+    }
+}
+
+/// A `signals.json` the generator contract accepts.
+pub const GOOD_SIGNALS: &str = r#"{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}]}"#;
