@@ -18,15 +18,29 @@
 //!
 //! [`strays`] then keeps the changes outside the allowed directories. Gitignored paths (the run
 //! directory `.corral/`, build output) are never reported. Known blind spots: a submodule or a
-//! nested repository is one path (changes deep inside an already dirty one are seen only through
-//! its status and its directory's mtime), and writes outside the repository are not looked at.
+//! nested repository is one path (a submodule counts as changed when its checked-out commit
+//! moves, not when files inside it change: looking inside would run git with the submodule's
+//! own configuration; a nested repository is seen through its status and its directory's
+//! mtime), and writes outside the repository are not looked at.
 //!
 //! git runs as a bounded command (`bounded.rs`: the engine's spawner, a new process group,
 //! `/dev/null` stdin, both pipes read at once, the group killed on timeout) with only `PATH` and
 //! `HOME` from the engine's environment setting and `GIT_OPTIONAL_LOCKS=0`: it never takes
 //! the index lock, so a concurrent agent's git is not disturbed, and without `LANG` its messages
-//! are the untranslated ones this module recognises. `core.fsmonitor` is switched off so that no
-//! monitor daemon is started on the supervisor's behalf.
+//! are the untranslated ones this module recognises.
+//!
+//! The repository is the agent's: it could write `.git/config` (and what it includes),
+//! `.gitattributes`, `.git/info/attributes` and the hooks, and git runs here on the host, outside
+//! any sandbox. So every git command runs with the repository's power to run programs taken
+//! away ([`NEUTRAL_CONFIG`], set through `GIT_CONFIG_COUNT`, which outranks every config file):
+//! no fsmonitor hook or daemon, no hooks, no pager, no external diff, no transport (a partial
+//! clone's lazy fetch would run `core.sshCommand`), no submodule recursion (`git status` would
+//! run git inside each submodule, with that submodule's configuration); the system and global
+//! config and the system attributes are not read at all. The one kind of program a config can
+//! name and an attribute can call by any name, a filter driver (`filter.<name>.clean`, `smudge`,
+//! `process`, run by `git status` for a file whose stat data changed), is found by listing the
+//! repository's `filter.*` keys first (reading config runs nothing), and each one found is
+//! emptied, which git takes as "no filter".
 
 use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
@@ -52,6 +66,40 @@ const HASH_LIMIT: u64 = 1024 * 1024;
 const STDOUT_LIMIT: usize = 256 * 1024 * 1024;
 /// How much of git's stderr is kept for error messages.
 const STDERR_KEEP: usize = 16 * 1024;
+
+/// Configuration every git command of the check runs with, above whatever the repository says:
+/// nothing the agent wrote into its repository makes git run a program.
+pub const NEUTRAL_CONFIG: &[(&str, &str)] = &[
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.attributesFile", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.untrackedCache", "false"),
+    ("core.sshCommand", "false"),
+    ("core.askPass", "false"),
+    ("credential.helper", ""),
+    ("protocol.allow", "never"),
+    ("diff.external", ""),
+    ("diff.ignoreSubmodules", "dirty"),
+    ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+];
+
+/// Environment every git command of the check runs with, beside `PATH` and `HOME`.
+const NEUTRAL_ENV: &[(&str, &str)] = &[
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_ATTR_NOSYSTEM", "1"),
+    ("GIT_OPTIONAL_LOCKS", "0"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_NO_LAZY_FETCH", "1"),
+    ("GIT_PAGER", "cat"),
+];
+
+/// The keys of a filter driver that name a program.
+const FILTER_PROGRAM_KEYS: &[&str] = &["clean", "smudge", "process"];
 
 /// Why the repository state could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -391,8 +439,9 @@ impl GitProgram {
             Some(_) | None => return Err(head.failed()),
         };
 
+        let filters = self.filter_overrides(&root, budget).await?;
         let status = self
-            .run(
+            .run_with(
                 &root,
                 &[
                     "status",
@@ -400,8 +449,10 @@ impl GitProgram {
                     "-z",
                     "--untracked-files=all",
                     "--ignored=no",
+                    "--ignore-submodules=dirty",
                 ],
                 budget,
+                &filters,
             )
             .await?;
         if !status.exit.success() {
@@ -450,23 +501,90 @@ impl GitProgram {
         }))
     }
 
-    /// Runs `git -C dir <args>` under the budget; the process group is killed on timeout.
+    /// The overrides that empty every filter driver the repository's configuration defines
+    /// (see the module documentation).
+    async fn filter_overrides(
+        &self,
+        root: &Path,
+        budget: &Budget,
+    ) -> Result<Vec<(String, String)>, GitCheckError> {
+        let listed = self
+            .run(
+                root,
+                &[
+                    "config",
+                    "--null",
+                    "--name-only",
+                    "--get-regexp",
+                    "^filter\\.",
+                ],
+                budget,
+            )
+            .await?;
+        // Exit code 1: no such key.
+        if !matches!(listed.exit.code, Some(0 | 1)) {
+            return Err(listed.failed());
+        }
+        let mut names: Vec<String> = nul_fields(&listed.stdout)
+            .filter_map(|key| {
+                let key = String::from_utf8_lossy(key);
+                // `filter.<name>.<var>`, where the name may hold dots.
+                let (name, _) = key.strip_prefix("filter.")?.rsplit_once('.')?;
+                Some(name.to_owned())
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        let mut overrides = Vec::new();
+        for name in names {
+            for key in FILTER_PROGRAM_KEYS {
+                overrides.push((format!("filter.{name}.{key}"), String::new()));
+            }
+            overrides.push((format!("filter.{name}.required"), "false".to_owned()));
+        }
+        Ok(overrides)
+    }
+
+    /// Runs `git -C dir <args>` under the budget with [`NEUTRAL_CONFIG`]; the process group is
+    /// killed on timeout.
     async fn run(
         &self,
         dir: &Path,
         args: &[&str],
         budget: &Budget,
     ) -> Result<GitOutput, GitCheckError> {
+        self.run_with(dir, args, budget, &[]).await
+    }
+
+    /// [`GitProgram::run`] with `extra` configuration on top of [`NEUTRAL_CONFIG`].
+    async fn run_with(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        budget: &Budget,
+        extra: &[(String, String)],
+    ) -> Result<GitOutput, GitCheckError> {
         let command = format!("git {}", args.join(" "));
-        let mut argv: Vec<OsString> = vec![
-            "-C".into(),
-            dir.into(),
-            "-c".into(),
-            "core.fsmonitor=false".into(),
-        ];
+        let mut argv: Vec<OsString> = vec!["--no-pager".into(), "-C".into(), dir.into()];
         argv.extend(args.iter().map(OsString::from));
         let mut env = self.env.clone();
-        env.push(("GIT_OPTIONAL_LOCKS".into(), "0".into()));
+        env.extend(
+            NEUTRAL_ENV
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+        );
+        // Keys and values as separate variables: a filter name holding `=` cannot be misread,
+        // as it would be in `-c key=value`.
+        let config: Vec<(&str, &str)> = NEUTRAL_CONFIG
+            .iter()
+            .copied()
+            .chain(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .collect();
+        env.push(("GIT_CONFIG_COUNT".into(), config.len().to_string().into()));
+        for (i, (key, value)) in config.iter().enumerate() {
+            env.push((format!("GIT_CONFIG_KEY_{i}").into(), (*key).into()));
+            env.push((format!("GIT_CONFIG_VALUE_{i}").into(), (*value).into()));
+        }
         let request = SpawnRequest {
             program: self.program.clone(),
             args: argv,

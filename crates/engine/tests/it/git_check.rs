@@ -452,3 +452,124 @@ async fn a_missing_git_is_named() {
     assert!(!err.is_retryable());
     assert!(err.to_string().contains("no-such-git"), "{err}");
 }
+
+/// What an agent that owns the repository plants for Corral's next `git status` on the host: a
+/// program behind every key and file that can name one, in the repository, in a file it
+/// includes, in its attributes and hooks, and in a submodule's own configuration. None of them
+/// may run.
+#[tokio::test]
+async fn the_agents_git_configuration_runs_nothing_on_the_host() {
+    let repo = Repo::new();
+    let tmp = repo.root.parent().unwrap().to_path_buf();
+    let markers = tmp.join("markers");
+    fs::create_dir_all(&markers).unwrap();
+    let payload = tmp.join("payload.sh");
+    fs::write(
+        &payload,
+        format!("#!/bin/sh\ntouch '{}'/\"$1\"\ncat\n", markers.display()),
+    )
+    .unwrap();
+    fs::set_permissions(&payload, fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |what: &str| format!("\"{} {what}\"", payload.display());
+
+    // A submodule whose own configuration carries a filter and an fsmonitor.
+    let sub_src = tmp.join("sub-src");
+    fs::create_dir_all(&sub_src).unwrap();
+    git(&sub_src, &["init", "-q"]);
+    fs::write(sub_src.join("file"), "sub\n").unwrap();
+    git(&sub_src, &["add", "-A"]);
+    git(&sub_src, &["commit", "-q", "-m", "sub"]);
+    git(
+        &repo.root,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            sub_src.to_str().unwrap(),
+            "sub",
+        ],
+    );
+    repo.git(&["commit", "-q", "-m", "submodule"]);
+    let sub_git_dir = repo.path(".git/modules/sub");
+    let mut sub_config = fs::read_to_string(sub_git_dir.join("config")).unwrap();
+    sub_config.push_str(&format!(
+        "[core]\n\tfsmonitor = {}\n[filter \"s\"]\n\tclean = {}\n",
+        run("sub-fsmonitor"),
+        run("sub-clean")
+    ));
+    fs::write(sub_git_dir.join("config"), sub_config).unwrap();
+    fs::write(repo.path("sub/.gitattributes"), "* filter=s\n").unwrap();
+
+    let mut config = fs::read_to_string(repo.path(".git/config")).unwrap();
+    config.push_str(&format!(
+        "[core]\n\tfsmonitor = {fsmonitor}\n\thooksPath = .git/agent-hooks\n\tpager = {pager}\n\tsshCommand = {ssh}\n\tuntrackedCache = true\n\
+         [filter \"x\"]\n\tclean = {clean}\n\tsmudge = {smudge}\n\tprocess = {process}\n\trequired = true\n\
+         [filter \"a=b.c\"]\n\tclean = {odd}\n\
+         [diff]\n\texternal = {diff}\n\
+         [diff \"x\"]\n\ttextconv = {textconv}\n\tcommand = {diffcmd}\n\
+         [status]\n\tsubmoduleSummary = true\n\
+         [submodule]\n\trecurse = true\n\
+         [include]\n\tpath = agent.inc\n",
+        fsmonitor = run("fsmonitor"),
+        pager = run("pager"),
+        ssh = run("ssh"),
+        clean = run("clean"),
+        smudge = run("smudge"),
+        process = run("process"),
+        odd = run("odd-name"),
+        diff = run("diff-external"),
+        textconv = run("textconv"),
+        diffcmd = run("diff-command"),
+    ));
+    fs::write(repo.path(".git/config"), config).unwrap();
+    fs::write(
+        repo.path(".git/agent.inc"),
+        format!("[filter \"inc\"]\n\tclean = {}\n", run("included-clean")),
+    )
+    .unwrap();
+    repo.write(
+        ".gitattributes",
+        "* filter=x diff=x\n*.md filter=inc\nsrc/* filter=a=b.c\n",
+    );
+    fs::write(repo.path(".git/info/attributes"), "README filter=x\n").unwrap();
+    for hooks in [".git/hooks", ".git/agent-hooks"] {
+        fs::create_dir_all(repo.path(hooks)).unwrap();
+        for hook in [
+            "post-index-change",
+            "reference-transaction",
+            "post-checkout",
+            "pre-commit",
+        ] {
+            let path = repo.path(&format!("{hooks}/{hook}"));
+            fs::write(
+                &path,
+                format!("#!/bin/sh\n{} hook-{hook}\n", payload.display()),
+            )
+            .unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+
+    // Tracked files touched (same content, new mtime), so git has to look at their content.
+    let touch_all = || {
+        for rel in ["README", "src/lib.rs", "docs/a.md", "sub/file"] {
+            let path = repo.path(rel);
+            let content = fs::read(&path).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            fs::write(&path, content).unwrap();
+        }
+    };
+    touch_all();
+    let before = repo.snapshot().await;
+    touch_all();
+    before.changes_since(TIMEOUT).await.unwrap();
+
+    let ran: Vec<String> = fs::read_dir(&markers)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(ran.is_empty(), "the repository ran on the host: {ran:?}");
+}
