@@ -85,6 +85,11 @@ pub fn render() -> String {
             &caps,
         ),
         row(
+            "always ends with a terminal event",
+            |c| yes(c.always_terminal_event).to_string(),
+            &caps,
+        ),
+        row(
             "gates enforced",
             |c| {
                 if c.enforced_gates.is_empty() {

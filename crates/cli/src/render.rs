@@ -274,6 +274,12 @@ impl RunObserver for Renderer {
                 self.line(&format!("result: {verdict}{text}"));
                 self.set_activity(verdict.into());
             }
+            AgentEvent::LineShortened { len, kept, strings } => {
+                let cut = strings.len();
+                self.line(&format!(
+                    "(an output line of {len} bytes was shortened to {kept}: {cut} long string(s) cut)"
+                ));
+            }
             AgentEvent::OversizedLine { len, .. } => {
                 self.line(&format!(
                     "(an output line of {len} bytes was recorded as oversized)"

@@ -124,6 +124,7 @@ impl CliAdapter for FakeAdapter {
             effort: false,
             cost: CostReporting::TokensAndUsd,
             streaming: true,
+            always_terminal_event: true,
             enforced_gates: &[],
             over_grants: &[],
         }

@@ -90,6 +90,15 @@ impl StreamState<'_> {
                     return;
                 }
             }
+            Frame::Shortened { line, len, strings } => {
+                // The record of what was cut comes first, then what the line still says.
+                self.events.push(AgentEvent::LineShortened {
+                    len,
+                    kept: line.len() as u64,
+                    strings,
+                });
+                self.ctx.parser.parse_line(&line, &mut self.events);
+            }
             Frame::Oversized { len, prefix } => {
                 self.events.push(AgentEvent::OversizedLine { len, prefix });
             }
@@ -137,6 +146,7 @@ impl StreamState<'_> {
             | AgentEvent::ToolUse { .. }
             | AgentEvent::ToolResult { .. }
             | AgentEvent::RetryNotice { .. }
+            | AgentEvent::LineShortened { .. }
             | AgentEvent::OversizedLine { .. }
             | AgentEvent::Unparsed { .. } => {}
         }
@@ -169,7 +179,7 @@ impl StreamState<'_> {
     }
 }
 
-fn truncate_utf8(s: &mut String, max: usize) {
+pub(crate) fn truncate_utf8(s: &mut String, max: usize) {
     if s.len() > max {
         let mut cut = max;
         while !s.is_char_boundary(cut) {
@@ -720,7 +730,7 @@ fn log_stderr(state: &mut StreamState<'_>, frame: Frame<'_>, logged: &mut usize)
         return;
     }
     match frame {
-        Frame::Line(line) => {
+        Frame::Line(line) | Frame::Shortened { line, .. } => {
             *logged += line.len() + 1;
             state
                 .ctx

@@ -1,6 +1,7 @@
 //! The exit classification ladder: how one attempt ended, decided in a fixed order.
 //!
-//! cancelled → success from the terminal event (exit code only as a fallback) → rate limit →
+//! cancelled → success from the terminal event (exit code 0 only for a CLI that has no terminal
+//! event it always prints) → rate limit →
 //! model unavailable → refused (authentication, rejected flags) → failed but `signals.json` present (recovered) → stale session → watchdog
 //! kills (idle, wall clock) → crash. Spawn errors are decided before any of this.
 
@@ -70,6 +71,10 @@ pub struct ClassifyInput<'a> {
     pub signals_present: bool,
     /// Whether the attempt resumed a session.
     pub resumed: bool,
+    /// Whether the CLI always ends a completed run with its terminal event
+    /// ([`corral_ports::Capabilities::always_terminal_event`]): then exit code 0 without one is
+    /// a failure, not a success.
+    pub terminal_expected: bool,
 }
 
 /// Classifies one attempt.
@@ -84,7 +89,10 @@ pub fn classify(input: &ClassifyInput<'_>) -> AttemptClass {
     match input.terminal {
         Some(t) if !t.is_error => return AttemptClass::Succeeded,
         Some(_) => {}
-        None if !watchdog && input.exit.is_some_and(|e| e.success()) => {
+        None if !watchdog
+            && !input.terminal_expected
+            && input.exit.is_some_and(|e| e.success()) =>
+        {
             return AttemptClass::Succeeded;
         }
         None => {}
@@ -148,6 +156,7 @@ mod tests {
             rate_limit_events: &[],
             signals_present: false,
             resumed: false,
+            terminal_expected: false,
         }
     }
 
@@ -203,6 +212,26 @@ mod tests {
             ..input(&d)
         };
         assert_eq!(classify(&i), AttemptClass::IdleTimeout);
+    }
+
+    #[test]
+    fn exit_zero_without_the_terminal_event_a_cli_always_prints_is_a_failure() {
+        let d = Diagnosis::default();
+        let i = ClassifyInput {
+            exit: Some(ExitInfo {
+                code: Some(0),
+                signal: None,
+            }),
+            terminal_expected: true,
+            ..input(&d)
+        };
+        assert_eq!(classify(&i), AttemptClass::Crashed);
+        // The agent's work is kept when it wrote its signals.
+        let i = ClassifyInput {
+            signals_present: true,
+            ..i
+        };
+        assert_eq!(classify(&i), AttemptClass::Recovered);
     }
 
     #[test]

@@ -269,6 +269,7 @@ fn judge(
         resumed,
         rate_limits: &result.rate_limits,
     });
+    let terminal_expected = scope.adapter.capabilities().always_terminal_event;
     let class = classify(&ClassifyInput {
         killed_by: result.killed_by,
         terminal: result.terminal.as_ref(),
@@ -277,12 +278,13 @@ fn judge(
         rate_limit_events: &result.rate_limits,
         signals_present: scope.signals_present(),
         resumed: resumed.is_some(),
+        terminal_expected,
     });
     scope.log.record(
         attempt,
         &Record::Classified {
             class: class.as_str(),
-            detail: describe(result),
+            detail: describe(result, terminal_expected),
         },
     );
     class
@@ -402,12 +404,16 @@ fn conclude(
             limit: scope.config().wall_timeout.unwrap_or_default(),
             evidence,
         },
-        Verdict::Crashed => ProviderError::Crashed { provider, evidence },
+        Verdict::Crashed => ProviderError::Crashed {
+            provider,
+            reason: crash_reason(last, scope.adapter.capabilities().always_terminal_event),
+            evidence,
+        },
     })
 }
 
 /// How the attempt ended, in a few words, for the log.
-fn describe(result: &AttemptResult) -> String {
+fn describe(result: &AttemptResult, terminal_expected: bool) -> String {
     let exit = result
         .exit
         .map_or_else(|| "no exit status".to_string(), |e| e.to_string());
@@ -415,7 +421,33 @@ fn describe(result: &AttemptResult) -> String {
         (Some(k), _) => format!("{exit}; group ended by the supervisor ({k:?})"),
         (None, Some(t)) if t.is_error => format!("{exit}; terminal event reports an error"),
         (None, Some(_)) => format!("{exit}; terminal event reports success"),
+        (None, None) if terminal_expected => {
+            format!("{exit}; no terminal event, though this CLI always prints one")
+        }
         (None, None) => format!("{exit}; no terminal event"),
+    }
+}
+
+/// Why an attempt counts as a crash, for [`ProviderError::Crashed`]; empty when the exit status
+/// says it all.
+fn crash_reason(result: &AttemptResult, terminal_expected: bool) -> String {
+    match (&result.killed_by, &result.terminal) {
+        (Some(k), _) => format!("the supervisor ended the process group ({k:?})"),
+        (None, Some(t)) if t.is_error => match &t.text {
+            Some(text) if !text.is_empty() => {
+                let mut text = text.clone();
+                crate::attempt::truncate_utf8(&mut text, 300);
+                format!("the CLI reported an error: {text}")
+            }
+            Some(_) | None => "the CLI reported an error".to_string(),
+        },
+        (None, Some(_)) => String::new(),
+        (None, None) if terminal_expected && result.exit.is_some_and(|e| e.success()) => {
+            "it exited 0 without its terminal event, which this CLI always prints last: the run \
+             did not finish, or its output was cut"
+                .to_string()
+        }
+        (None, None) => "no terminal event".to_string(),
     }
 }
 
@@ -490,6 +522,7 @@ mod tests {
                 effort: false,
                 cost: corral_ports::CostReporting::TokensAndUsd,
                 streaming: true,
+                always_terminal_event: true,
                 enforced_gates: &[],
                 over_grants: &[],
             }

@@ -72,6 +72,11 @@ pub struct Capabilities {
     pub cost: CostReporting,
     /// Whether output streams while the CLI works (otherwise it arrives at the end).
     pub streaming: bool,
+    /// Whether the CLI ends every run it completes with its terminal event (Claude's `result`,
+    /// Codex's `turn.completed` or `turn.failed`, …). When it does, an exit code 0 without the
+    /// terminal event is not a success but a CLI failure: the event was lost, or the CLI stopped
+    /// before it was done.
+    pub always_terminal_event: bool,
     /// Gates the CLI enforces when closed.
     pub enforced_gates: &'static [Gate],
     /// Gates it cannot enforce, with what is over-granted instead.

@@ -166,12 +166,16 @@ pub enum ProviderError {
         /// What was gathered.
         evidence: Box<RunEvidence>,
     },
-    /// The CLI ended without success and left no `signals.json`. Retryable (resume the session
-    /// if one was captured).
-    #[error("{provider}: the CLI failed ({})", exit_hint(.evidence))]
+    /// The CLI ended without success and left no `signals.json`: it crashed, reported an
+    /// error, or exited 0 without the terminal event it always prints. Retryable (resume the
+    /// session if one was captured).
+    #[error("{provider}: the CLI failed ({}){}", exit_hint(.evidence), reason_hint(.reason))]
     Crashed {
         /// The provider.
         provider: ProviderId,
+        /// What the supervisor saw, in a few words ("it exited 0 without its terminal event, …");
+        /// empty when there is nothing to add to the exit status.
+        reason: String,
         /// What was gathered.
         evidence: Box<RunEvidence>,
     },
@@ -262,6 +266,14 @@ fn reset_hint(resets_at: Option<u64>) -> String {
     match resets_at {
         Some(t) => format!("; the limit resets at {t} (Unix seconds)"),
         None => String::new(),
+    }
+}
+
+fn reason_hint(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
     }
 }
 
@@ -382,10 +394,20 @@ mod tests {
         });
         let crashed = ProviderError::Crashed {
             provider: ProviderId::Claude,
-            evidence,
+            reason: String::new(),
+            evidence: evidence.clone(),
         };
         assert!(crashed.is_retryable());
         assert_eq!(crashed.to_string(), "claude: the CLI failed (exit code 1)");
+        let cut = ProviderError::Crashed {
+            provider: ProviderId::Claude,
+            reason: "no terminal event".into(),
+            evidence,
+        };
+        assert_eq!(
+            cut.to_string(),
+            "claude: the CLI failed (exit code 1): no terminal event"
+        );
         let missing = ProviderError::CliNotFound {
             provider: ProviderId::Codex,
             program: "codex".into(),

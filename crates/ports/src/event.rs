@@ -20,6 +20,18 @@ pub struct RateLimitInfo {
     pub message: String,
 }
 
+/// One string of an over-long line that was cut so the line could still be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShortenedString {
+    /// Where the string sits in the line's JSON, as keys and indices:
+    /// `message.content[0].input.content`.
+    pub path: String,
+    /// The string's length in bytes, as decoded from JSON (escapes resolved).
+    pub len: u64,
+    /// How many of its first bytes were kept; the rest was replaced by a marker naming `len`.
+    pub kept: u64,
+}
+
 /// One thing an agent did or reported, in the vocabulary shared by all providers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -98,7 +110,20 @@ pub enum AgentEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
     },
-    /// A stdout line longer than the per-line cap. The stream kept flowing past it.
+    /// A stdout line longer than the per-line cap whose long strings were cut in place so that
+    /// it fits under the cap and still parses: the events parsed from the shortened line follow
+    /// this one. Each cut string ends with a marker naming its original length.
+    LineShortened {
+        /// The line's length in bytes as the CLI printed it.
+        len: u64,
+        /// Its length after shortening.
+        kept: u64,
+        /// The strings that were cut (the first 64 of them).
+        strings: Vec<ShortenedString>,
+    },
+    /// A stdout line longer than the per-line cap that could not be shortened (it is not JSON,
+    /// or it stays over the cap even with its long strings cut); nothing was parsed from it. The
+    /// stream kept flowing past it.
     OversizedLine {
         /// The line's length in bytes.
         len: u64,
@@ -125,6 +150,7 @@ impl AgentEvent {
             AgentEvent::RateLimit { .. } => "rate_limit",
             AgentEvent::RetryNotice { .. } => "retry_notice",
             AgentEvent::TerminalResult { .. } => "terminal_result",
+            AgentEvent::LineShortened { .. } => "line_shortened",
             AgentEvent::OversizedLine { .. } => "oversized_line",
             AgentEvent::Unparsed { .. } => "unparsed",
         }

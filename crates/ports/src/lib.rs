@@ -21,7 +21,7 @@ mod usage;
 pub use attestation::{Attestation, Guarantee, SandboxBackend, Unenforced};
 pub use capabilities::{Capabilities, CostReporting, Gate, PromptChannel, SessionIdTiming};
 pub use error::{ErrorClass, ProviderError, RunEvidence};
-pub use event::{AgentEvent, RateLimitInfo};
+pub use event::{AgentEvent, RateLimitInfo, ShortenedString};
 pub use provider::{
     HeadlessAiProvider, InteractiveAiProvider, InteractiveOutcome, ModelAvailability,
     ModelAvailabilityProbe, NoopObserver, RunObserver,

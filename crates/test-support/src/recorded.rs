@@ -382,6 +382,7 @@ impl Samples {
                 | AgentEvent::ToolResult { .. }
                 | AgentEvent::Usage { .. }
                 | AgentEvent::RetryNotice { .. }
+                | AgentEvent::LineShortened { .. }
                 | AgentEvent::OversizedLine { .. }
                 | AgentEvent::Unparsed { .. } => {}
             }

@@ -111,7 +111,7 @@ async fn a_setsid_grandchild_with_a_scrubbed_environment_escapes_natively() {
 }
 
 #[tokio::test]
-async fn a_64_mib_line_becomes_an_oversized_event_and_the_stream_continues() {
+async fn a_64_mib_line_is_shortened_into_its_event_and_the_stream_continues() {
     let s = Scratch::new();
     let out = s
         .run_fake("giant-line", &["--bytes", "67108864"])
@@ -119,20 +119,111 @@ async fn a_64_mib_line_becomes_an_oversized_event_and_the_stream_continues() {
         .unwrap();
     assert_eq!(out.outcome, Outcome::Succeeded);
     let log = s.assert_log_complete("succeeded");
-    let oversized = agent_events(&log, "oversized_line");
-    assert_eq!(oversized.len(), 1);
-    assert_eq!(oversized[0]["len"], 67_108_864);
+    assert!(agent_events(&log, "oversized_line").is_empty());
+    let shortened = agent_events(&log, "line_shortened");
+    assert_eq!(shortened.len(), 1);
+    let text_len = 67_108_864 - r#"{"type":"text","text":""}"#.len() as u64;
+    // The default cap is 8 MiB; one long string keeps an eighth of it.
+    let kept: u64 = 1024 * 1024;
+    assert_eq!(shortened[0]["len"], 67_108_864);
+    assert_eq!(
+        shortened[0]["strings"],
+        serde_json::json!([{"path": "text", "len": text_len, "kept": kept}])
+    );
+    // The shortened line still parsed into its event, which says where it was cut.
+    let text = agent_events(&log, "text");
+    let text = text[0]["text"].as_str().unwrap();
+    let marker = format!("…[cut by corral: {text_len} bytes, first {kept} kept]");
+    assert_eq!(text.len() as u64, kept + marker.len() as u64);
     assert!(
-        oversized[0]["prefix"]
-            .as_str()
-            .unwrap()
-            .starts_with("{\"type\":\"text\"")
+        text.ends_with(&marker) && text.starts_with("aaaa"),
+        "{}",
+        &text[text.len() - 80..]
     );
     assert_eq!(
         agent_events(&log, "terminal_result").len(),
         1,
         "the result after the giant line"
     );
+    s.assert_tree_gone();
+}
+
+#[tokio::test]
+async fn a_20_mib_result_line_still_gives_the_outcome_usage_cost_and_session() {
+    let s = Scratch::new();
+    let out = s
+        .run_fake(
+            "giant-result",
+            &["--session-id", "big-1", "--bytes", "20971520"],
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    assert_eq!(out.session_id.as_ref().map(|s| s.as_str()), Some("big-1"));
+    assert_eq!(
+        out.usage,
+        corral_ports::Usage {
+            input: Some(10),
+            output: Some(5),
+            cost_usd: Some(0.001),
+            ..corral_ports::Usage::default()
+        }
+    );
+    let text = out.final_text.unwrap();
+    assert!(
+        text.ends_with("…[cut by corral: 20971520 bytes, first 1048576 kept]"),
+        "{}",
+        &text[text.len() - 80..]
+    );
+    let log = s.assert_log_complete("succeeded");
+    let shortened = agent_events(&log, "line_shortened");
+    assert_eq!(shortened[0]["strings"][0]["path"], "text");
+    assert_eq!(shortened[0]["strings"][0]["len"], 20_971_520);
+    s.assert_tree_gone();
+}
+
+#[tokio::test]
+async fn exit_zero_without_the_terminal_event_is_a_cli_failure_that_names_the_reason() {
+    let s = Scratch::new();
+    let err = s
+        .run_fake("no-result", &["--session-id", "nr-1"])
+        .await
+        .unwrap_err();
+    let ProviderError::Crashed { reason, .. } = &err else {
+        panic!("not a crash: {err}");
+    };
+    assert!(
+        reason.contains("exited 0 without its terminal event"),
+        "{reason}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("claude: the CLI failed (exit code 0): it exited 0 without"),
+        "{err}"
+    );
+    // Retryable, with the session to resume.
+    assert!(err.is_retryable());
+    assert_eq!(err.session_id().map(|s| s.as_str()), Some("nr-1"));
+    let log = s.assert_log_complete("crashed");
+    let classified = records(&log, "classified");
+    assert_eq!(classified[0]["class"], "crashed");
+    assert_eq!(
+        classified[0]["detail"],
+        "exit code 0; no terminal event, though this CLI always prints one"
+    );
+    s.assert_tree_gone();
+}
+
+#[tokio::test]
+async fn exit_zero_is_a_success_for_a_cli_without_a_terminal_event() {
+    let s = Scratch::new();
+    let adapter = FakeAdapter {
+        always_terminal_event: false,
+        ..s.adapter("no-result", &[])
+    };
+    let out = run(fast_config(), &adapter, s.session()).await.unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    s.assert_log_complete("succeeded");
     s.assert_tree_gone();
 }
 

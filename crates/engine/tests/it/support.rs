@@ -27,6 +27,8 @@ pub struct FakeAdapter {
     pub delivery: PromptDelivery,
     pub liveness: Liveness,
     pub minted: Option<SessionId>,
+    /// What the capability row says: whether the CLI always ends with its terminal event.
+    pub always_terminal_event: bool,
 }
 
 impl CliAdapter for FakeAdapter {
@@ -93,6 +95,7 @@ impl CliAdapter for FakeAdapter {
             effort: false,
             cost: corral_ports::CostReporting::TokensAndUsd,
             streaming: true,
+            always_terminal_event: self.always_terminal_event,
             enforced_gates: &[],
             over_grants: &[],
         }
@@ -140,6 +143,7 @@ impl Scratch {
             delivery: PromptDelivery::Stdin,
             liveness: Liveness::Output,
             minted: None,
+            always_terminal_event: true,
         }
     }
 

@@ -214,6 +214,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     effort: true,
     cost: CostReporting::TokensAndUsd,
     streaming: true,
+    always_terminal_event: true,
     enforced_gates: &[Gate::RunShell, Gate::WebAccess],
     over_grants: &[
         (

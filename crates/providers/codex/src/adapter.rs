@@ -258,6 +258,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     effort: true,
     cost: CostReporting::TokensOnly,
     streaming: true,
+    always_terminal_event: true,
     enforced_gates: &[Gate::RunShell, Gate::WebAccess],
     over_grants: &[
         (

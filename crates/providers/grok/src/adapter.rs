@@ -170,6 +170,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     effort: false,
     cost: CostReporting::None,
     streaming: false,
+    always_terminal_event: true,
     enforced_gates: &[],
     over_grants: &[
         (

@@ -112,6 +112,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     effort: true,
     cost: CostReporting::TokensAndUsd,
     streaming: true,
+    always_terminal_event: true,
     enforced_gates: &[],
     over_grants: &[
         (

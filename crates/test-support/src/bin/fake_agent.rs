@@ -248,6 +248,16 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
             out.line(&FakeLine::done())?;
             Ok(0)
         }
+        Mode::GiantResult => {
+            out.line(&FakeLine::init(&session))?;
+            giant_result(&mut out, opts.bytes.unwrap_or(20 * 1024 * 1024))?;
+            Ok(0)
+        }
+        Mode::NoResult => {
+            out.line(&FakeLine::init(&session))?;
+            out.line(&FakeLine::text(HELLO))?;
+            Ok(0)
+        }
         Mode::InvalidUtf8 => {
             out.line(&FakeLine::init(&session))?;
             out.raw(b"{\"type\":\"text\",\"text\":\"bad \xff\xfe bytes\"}\n")?;
@@ -443,6 +453,32 @@ fn giant_line(out: &mut Out, total: u64) -> io::Result<()> {
         remaining -= n as u64;
     }
     out.raw(TEXT_SUFFIX)?;
+    out.raw(b"\n")
+}
+
+/// The `result` line of [`FakeLine::done`] with a text of `text_bytes` bytes of `a`, written in
+/// 64 KiB chunks (the fake never holds the line).
+fn giant_result(out: &mut Out, text_bytes: u64) -> io::Result<()> {
+    // The done line with an empty text, split where the text goes.
+    let mut done = FakeLine::done();
+    if let FakeLine::Result { text, .. } = &mut done {
+        text.clear();
+    }
+    let template = serde_json::to_string(&done)?;
+    let split = template
+        .find(r#""text":"""#)
+        .map(|at| at + r#""text":""#.len())
+        .ok_or_else(|| io::Error::other("the result line has no text field"))?;
+    let (head, tail) = template.split_at(split);
+    out.raw(head.as_bytes())?;
+    let chunk = vec![b'a'; CHUNK];
+    let mut remaining = text_bytes;
+    while remaining > 0 {
+        let n = usize::try_from(remaining).map_or(CHUNK, |r| r.min(CHUNK));
+        out.raw(&chunk[..n])?;
+        remaining -= n as u64;
+    }
+    out.raw(tail.as_bytes())?;
     out.raw(b"\n")
 }
 

@@ -1,8 +1,11 @@
 //! `corral-fake-api`: the fake model API as a program, for the offline demo and manual runs.
 //!
-//! `corral-fake-api [--scenario NAME] [--cli CLI] [--log FILE]` prints `listening on
+//! `corral-fake-api [--scenario NAME] [--cli CLI] [--bytes N] [--log FILE]` prints `listening on
 //! http://127.0.0.1:PORT` on its first line, then serves until its standard input closes or it is
-//! signalled. It speaks every wire format at once (Anthropic Messages, OpenAI Responses, Chat
+//! signalled. `huge-text` answers with a text reply of `--bytes` bytes (default 20 MiB) and
+//! `huge-write` writes a file of that size to the absolute path ending in `big.txt` that the prompt
+//! names, then says it is done: the two ways a CLI prints one giant line (its answer, or a tool
+//! call's input), used to measure which CLIs lose the tail of their stdout on a pipe. It speaks every wire format at once (Anthropic Messages, OpenAI Responses, Chat
 //! Completions); `--cli` (default `claude`) only picks how the scenarios write files: `claude`
 //! `Write`, `codex` a shell here-document through `exec_command`, `opencode` `write`, `grok`
 //! `create_file`, `copilot` `create`.
@@ -14,7 +17,10 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use corral_test_support::fake_api::{FakeApi, Scenario, Step};
+use corral_test_support::fake_api::{FakeApi, Scenario, Step, bulk_text};
+
+/// The file `huge-write` writes, found by this name in the prompt.
+const HUGE_WRITE_FILE: &str = "big.txt";
 
 /// The signals a well-behaved agent writes for the demo task.
 const DEMO_SIGNALS: &str = r#"{
@@ -27,7 +33,7 @@ const DEMO_SIGNALS: &str = r#"{
 }
 "#;
 
-fn scenario(name: &str, cli: &str) -> Option<Scenario> {
+fn scenario(name: &str, cli: &str, bytes: usize) -> Option<Scenario> {
     let done = Step::text("Done: hello.txt exists and signals.json records the result.");
     let write_hello = Step::write_named_for(cli, "hello.txt", "Hello from the fake model API.\n")?;
     let write_signals = Step::write_signals_for(cli, DEMO_SIGNALS)?;
@@ -51,6 +57,11 @@ fn scenario(name: &str, cli: &str) -> Option<Scenario> {
         }),
         "hang" => Scenario::forever(Step::HangBeforeHeaders),
         "stall" => Scenario::forever(Step::StallMidStream),
+        "huge-text" => Scenario::script([Step::text(bulk_text(bytes))]),
+        "huge-write" => Scenario::script([
+            Step::write_named_for(cli, HUGE_WRITE_FILE, bulk_text(bytes))?,
+            Step::text("Done: big.txt is written."),
+        ]),
         _ => return None,
     };
     s.then = s.then.or(Some(Step::text("ok")));
@@ -62,21 +73,29 @@ fn main() -> ExitCode {
     let mut name = "demo".to_string();
     let mut cli = "claude".to_string();
     let mut log: Option<PathBuf> = None;
+    let mut bytes: usize = 20 * 1024 * 1024;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--scenario" => name = args.next().unwrap_or_default(),
             "--cli" => cli = args.next().unwrap_or_default(),
             "--log" => log = args.next().map(PathBuf::from),
+            "--bytes" => match args.next().and_then(|b| b.parse().ok()) {
+                Some(n) => bytes = n,
+                None => {
+                    eprintln!("corral-fake-api: --bytes needs a number of bytes");
+                    return ExitCode::from(64);
+                }
+            },
             _ => {
                 eprintln!(
-                    "usage: corral-fake-api [--scenario demo|happy|rate-limited|hang|stall] \
-                     [--cli claude|codex|opencode|grok|copilot] [--log FILE]"
+                    "usage: corral-fake-api [--scenario demo|happy|rate-limited|hang|stall|huge-text|huge-write] \
+                     [--cli claude|codex|opencode|grok|copilot] [--bytes N] [--log FILE]"
                 );
                 return ExitCode::from(64);
             }
         }
     }
-    let Some(scenario) = scenario(&name, &cli) else {
+    let Some(scenario) = scenario(&name, &cli, bytes) else {
         eprintln!("corral-fake-api: unknown scenario {name:?} or CLI {cli:?}");
         return ExitCode::from(64);
     };

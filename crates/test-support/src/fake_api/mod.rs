@@ -365,6 +365,24 @@ pub fn shell_write_command(path: &str, content: &str) -> String {
     format!("cat > {quoted_path} <<'{delimiter}'\n{content}{newline}{delimiter}")
 }
 
+/// Exactly `bytes` bytes of deterministic ASCII text in numbered lines of 64 bytes (63 characters
+/// and a newline; the last line may be shorter), for replies and file contents of a given size.
+/// Any prefix names its own position, so a cut copy shows where it was cut.
+pub fn bulk_text(bytes: usize) -> String {
+    const LINE: usize = 64;
+    let mut text = String::with_capacity(bytes + LINE);
+    let mut n = 0u64;
+    while text.len() < bytes {
+        let head = format!("line {n:010} ");
+        text.push_str(&head);
+        text.extend(std::iter::repeat_n('x', LINE - 1 - head.len()));
+        text.push('\n');
+        n += 1;
+    }
+    text.truncate(bytes);
+    text
+}
+
 /// The first absolute path in `text` that ends with `file_name`.
 fn named_path(text: &str, file_name: &str) -> Option<String> {
     let stop =
@@ -652,6 +670,18 @@ mod tests {
             shell_write_command("/f", "FAKE_API_EOF"),
             "cat > '/f' <<'FAKE_API_EOF0'\nFAKE_API_EOF\nFAKE_API_EOF0"
         );
+    }
+
+    #[test]
+    fn bulk_text_has_the_exact_size_and_numbered_lines() {
+        for bytes in [0, 1, 63, 64, 65, 1000, 4096] {
+            assert_eq!(bulk_text(bytes).len(), bytes);
+        }
+        let text = bulk_text(128);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].starts_with("line 0000000001 x"), "{}", lines[1]);
+        assert_eq!(lines[0].len(), 63);
     }
 
     #[test]

@@ -30,6 +30,9 @@ fn class_of(case: &str, resumed: bool) -> AttemptClass {
         rate_limit_events: &recorded.rate_limits,
         signals_present: false,
         resumed,
+        terminal_expected: OpencodeAdapter::default()
+            .capabilities()
+            .always_terminal_event,
     })
 }
 

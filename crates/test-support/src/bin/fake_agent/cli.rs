@@ -23,6 +23,8 @@ pub enum Mode {
     SetsidScrubbed,
     Daemonize,
     GiantLine,
+    GiantResult,
+    NoResult,
     InvalidUtf8,
     Crlf,
     LingerAfterResult,
@@ -103,6 +105,16 @@ const MODES: &[(&str, Mode, &str)] = &[
         "giant-line",
         Mode::GiantLine,
         "init; one text line of --bytes N (default 64 MiB); result; exit 0",
+    ),
+    (
+        "giant-result",
+        Mode::GiantResult,
+        "init; a result line whose text is --bytes N (default 20 MiB) of 'a', with usage and cost; exit 0",
+    ),
+    (
+        "no-result",
+        Mode::NoResult,
+        "init, text \"hello\"; exit 0 without a result line",
     ),
     (
         "invalid-utf8",
