@@ -16,9 +16,8 @@ use crate::{layers, prereq, self_check, shell, tidy};
 /// The cargo-deny gate, after `cargo`. Advisories need the advisory database, so they are not
 /// part of it. It runs online: `cargo metadata`, which cargo-deny calls, needs the crates of every
 /// target (Windows-only ones too), and a machine that only ever built for Linux has not
-/// downloaded those. No `-D warnings`: the crates `deny.toml` plans for but that do not exist yet
-/// make every one of their wrappers a `warning[unused-wrapper]`, and `multiple-versions` is meant
-/// to warn.
+/// downloaded those. No `-D warnings`: `multiple-versions` is meant to warn, and so is a wrapper
+/// cargo-deny never sees as a direct parent (`warning[unused-wrapper]`).
 pub const DENY_ARGS: &[&str] = &["deny", "check", "bans", "licenses", "sources"];
 
 #[derive(Debug, Clone, Copy)]

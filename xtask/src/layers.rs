@@ -134,11 +134,12 @@ pub const LAYERS: &[Layer] = &[
             ]),
         },
     },
-    // The signals.json contract knows nothing of the rest of Corral.
+    // The signals.json contract knows nothing of the rest of Corral but the ports' shared types
+    // (the session id, the run directory's names; ADR 0003).
     Layer {
         name: "corral-contract",
         rules: Rules::Product {
-            internal: &[dev("corral-test-support")],
+            internal: &[any("corral-ports"), dev("corral-test-support")],
             external: Externals::Only(&[
                 any("garde"),
                 // The open flags that keep a read of an agent's file from blocking (ADR 0003).
@@ -198,7 +199,8 @@ pub const LAYERS: &[Layer] = &[
             external: Externals::Any,
         },
     },
-    // The `corral` binary.
+    // The `corral` binary: above the composition root, which is all it knows of the engine and
+    // the providers.
     Layer {
         name: "corral-cli",
         rules: Rules::Product {
@@ -206,7 +208,6 @@ pub const LAYERS: &[Layer] = &[
                 any("corral-ports"),
                 any("corral-contract"),
                 any("corral-compose"),
-                any("corral-engine"),
                 dev("corral-test-support"),
             ],
             external: Externals::Any,

@@ -1,16 +1,15 @@
 //! `corral chat`: the interactive handoff. The provider's CLI takes over the terminal; corral
 //! keeps the record (run directory, session id) and prints how to resume afterwards.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use corral_compose::{engine_config, interactive_provider};
+use corral_compose::{create_run_dir, engine_config, interactive_provider};
+use corral_ports::run_dir::SIGNALS_FILE;
 use corral_ports::{AiSession, CancellationToken, Permissions, SessionId};
 
 use crate::args::ChatArgs;
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
-use crate::rundir::create_run_dir;
 use crate::term::errln;
 
 /// Runs `corral chat`.
@@ -40,19 +39,11 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
     let resume = args
         .resume
         .as_deref()
-        .map(SessionId::new)
-        .transpose()
-        .map_err(|e| usage(format!("--resume: {e}")))?;
+        .map(|id| SessionId::new(id).map_err(|e| usage(format!("--resume {id:?}: {e}"))))
+        .transpose()?;
     let provider = interactive_provider(provider_id, &settings, engine_config(&settings))
         .map_err(|e| usage(e.to_string()))?;
-    let runs_root = {
-        let dir = PathBuf::from(&settings.run.runs_dir);
-        if dir.is_absolute() {
-            dir
-        } else {
-            cwd.join(dir)
-        }
-    };
+    let runs_root = settings.runs_root(&cwd);
     let (_, run_dir) = create_run_dir(&runs_root, provider_id).map_err(|e| {
         anyhow::anyhow!(
             "cannot create a run directory under {}: {e}",
@@ -71,7 +62,7 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         permissions: Permissions::default(),
         resume,
         cancel: CancellationToken::new(),
-        signals_file: run_dir.join("signals.json"),
+        signals_file: run_dir.join(SIGNALS_FILE),
         output_dir: run_dir.clone(),
         max_budget_usd: None,
     };

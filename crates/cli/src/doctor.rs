@@ -3,9 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_compose::provider_facts;
-use corral_engine::{TokioSpawner, VersionProbe, probe_version};
-use corral_ports::ProviderId;
+use corral_compose::{CliVersion, cli_version, engine_config, model_probe, provider_facts};
+use corral_ports::{ModelAvailability, ProviderId};
 
 use crate::args::DoctorArgs;
 use crate::config_cmd::load_settings;
@@ -36,6 +35,29 @@ fn dir_size(path: &Path) -> u64 {
         .sum()
 }
 
+/// A state directory above this size is worth a hint, in MiB.
+const LARGE_STATE_MIB: f64 = 10.0;
+
+/// What the provider's model probe says about the configured model.
+async fn report_model(id: ProviderId, settings: &corral_compose::Settings, model: &str) {
+    let probe = match model_probe(id, settings, engine_config(settings)) {
+        Ok(probe) => probe,
+        Err(e) => {
+            outln!("  ✗ {e}");
+            return;
+        }
+    };
+    match probe.probe(model).await {
+        Ok(ModelAvailability::Available) => outln!("  ✓ model {model} is available"),
+        Ok(ModelAvailability::Unavailable { known }) => outln!(
+            "  ✗ model {model} is not available (known: {})",
+            known.join(", ")
+        ),
+        Ok(ModelAvailability::Unknown { reason }) => outln!("  ? model {model}: {reason}"),
+        Err(e) => outln!("  ✗ model {model}: {e}"),
+    }
+}
+
 /// Runs `corral doctor`.
 pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
     let cwd = std::env::current_dir()?;
@@ -48,14 +70,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
     let mut all_ok = true;
     for id in ids {
         let facts = provider_facts(id, &settings);
-        outln!(
-            "{id}{}",
-            if facts.available {
-                ""
-            } else {
-                "  (not available in this build yet)"
-            }
-        );
+        outln!("{id}");
         let Some(found) = on_path(&facts.command) else {
             outln!(
                 "  ✗ {} not found on PATH; install it with `npm install -g {}`",
@@ -66,36 +81,33 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             continue;
         };
         outln!("  ✓ found {}", found.display());
-        let env = corral_engine::version_env(corral_engine::process_env());
-        let probe = probe_version(
-            &TokioSpawner,
+        let answer = cli_version(
+            engine_config(&settings),
             &found,
-            &["--version".to_string()],
-            env,
             &cwd,
             Duration::from_secs(20),
         )
         .await;
-        match probe {
-            VersionProbe::Found(v) if facts.tested_versions.matches(&v) => {
+        match answer {
+            CliVersion::Found(v) if facts.tested_versions.matches(&v) => {
                 outln!("  ✓ version {v} (tested: {})", facts.tested_versions);
             }
-            VersionProbe::Found(v) => {
+            CliVersion::Found(v) => {
                 outln!(
                     "  ✗ version {v} is outside the tested range {}; set providers.{id}.allow_untested_version = true to run it anyway",
                     facts.tested_versions
                 );
                 all_ok = false;
             }
-            VersionProbe::Unparsed(text) => {
+            CliVersion::Unparsed(text) => {
                 outln!("  ✗ `--version` printed no version: {text:?}");
                 all_ok = false;
             }
-            VersionProbe::TimedOut => {
+            CliVersion::TimedOut => {
                 outln!("  ✗ `--version` did not answer within 20 s");
                 all_ok = false;
             }
-            VersionProbe::SpawnFailed(e) => {
+            CliVersion::SpawnFailed(e) => {
                 outln!("  ✗ cannot start it: {e}");
                 all_ok = false;
             }
@@ -122,19 +134,22 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             found.extend(files.iter().map(|p| p.display().to_string()));
             outln!("  ✓ credentials: {}", found.join(", "));
         }
-        if id == ProviderId::Claude
-            && let Some(h) = &home
-        {
-            let dir = h.join(".claude");
-            if dir.is_dir() {
-                let mb = dir_size(&dir) as f64 / 1_048_576.0;
-                let hint = if mb > 10.0 {
-                    "; large: slow starts, consider removing ~/.claude/plugins and ~/.claude/debug"
+        for dir in facts.state_dirs {
+            let Some(path) = home.as_ref().map(|h| h.join(dir)) else {
+                continue;
+            };
+            if path.is_dir() {
+                let mb = dir_size(&path) as f64 / 1_048_576.0;
+                let hint = if mb > LARGE_STATE_MIB {
+                    "; large: slow starts, consider removing what the CLI no longer needs"
                 } else {
                     ""
                 };
-                outln!("  · ~/.claude is {mb:.1} MiB{hint}");
+                outln!("  · ~/{dir} is {mb:.1} MiB{hint}");
             }
+        }
+        if let Some(model) = &settings.providers.get(id).model {
+            report_model(id, &settings, model).await;
         }
     }
     Ok(if args.provider.is_some() && !all_ok {

@@ -16,7 +16,6 @@ mod exit;
 mod providers;
 mod render;
 mod run;
-mod rundir;
 mod runs;
 mod term;
 

@@ -6,11 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use corral_compose::{engine_config, headless_provider};
+use corral_compose::{
+    Journal, RunRecord, Supervisor, create_run_dir, engine_config, headless_provider, now,
+};
 use corral_contract::{
     Contract, Signal, SignalsError, corrective_message, render_contract_section,
     validate_signals_file,
 };
+use corral_ports::run_dir::{PROMPT_FILE, SIGNALS_FILE};
 use corral_ports::{
     AgentEvent, AiSession, CancellationToken, Permissions, ProviderError, ProviderId, RunObserver,
     SessionId, Usage,
@@ -21,7 +24,6 @@ use crate::args::RunArgs;
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
 use crate::render::{Renderer, Style};
-use crate::rundir::{Journal, RunRecord, Supervisor, create_run_dir, now};
 use crate::term::{errln, outln};
 
 fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
@@ -135,7 +137,7 @@ fn install_signal_handlers(
         ));
         cancel.cancel();
         let second = next_ending_signal(&mut streams).await;
-        let groups = corral_engine::kill_child_groups();
+        let groups = corral_compose::kill_child_groups();
         let error = format!(
             "corral was stopped by a second {second}; the CLI's process groups were killed ({groups})"
         );
@@ -269,9 +271,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     let resume = args
         .resume
         .as_deref()
-        .map(SessionId::new)
-        .transpose()
-        .map_err(|e| usage(format!("--resume: {e}")))?;
+        .map(|id| SessionId::new(id).map_err(|e| usage(format!("--resume {id:?}: {e}"))))
+        .transpose()?;
     let model = args
         .model
         .clone()
@@ -280,21 +281,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     let provider = headless_provider(provider_id, settings, engine_config(settings))
         .map_err(|e| usage(e.to_string()))?;
 
-    let runs_root = {
-        let dir = PathBuf::from(&settings.run.runs_dir);
-        if dir.is_absolute() {
-            dir
-        } else {
-            cwd.join(dir)
-        }
-    };
+    let runs_root = settings.runs_root(&cwd);
     let (run_id, run_dir) = create_run_dir(&runs_root, provider_id).map_err(|e| {
         anyhow::anyhow!(
             "cannot create a run directory under {}: {e}",
             runs_root.display()
         )
     })?;
-    let signals_file = run_dir.join("signals.json");
+    let signals_file = run_dir.join(SIGNALS_FILE);
     let contract = Contract::generator();
     let full_prompt = if args.no_contract {
         user_prompt
@@ -314,7 +308,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     // From here on, nothing the disk does ends the run without its summary: a record that
     // cannot be written is reported, and the run goes on.
     if let Err(e) =
-        corral_engine::write_record_file(&run_dir.join("prompt.md"), full_prompt.as_bytes())
+        corral_compose::write_record_file(&run_dir.join(PROMPT_FILE), full_prompt.as_bytes())
     {
         renderer.line(&format!("warning: cannot write prompt.md: {e}"));
     }

@@ -11,12 +11,12 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use corral_engine::EVENTS_FILE;
+use corral_compose::{RunRecord, read_record};
+use corral_ports::run_dir::EVENTS_FILE;
 
 use crate::args::RunsCommand;
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
-use crate::rundir::{RunRecord, read_record};
 use crate::term::{errln, one_line, outln};
 
 fn runs_root(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -25,12 +25,7 @@ fn runs_root(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     }
     let cwd = std::env::current_dir()?;
     let settings = load_settings(&cwd, Vec::new())?.settings;
-    let dir = PathBuf::from(settings.run.runs_dir);
-    Ok(if dir.is_absolute() {
-        dir
-    } else {
-        cwd.join(dir)
-    })
+    Ok(settings.runs_root(&cwd))
 }
 
 /// Every directory under `root`, newest first (run ids sort by start time). Files and dot
@@ -88,7 +83,7 @@ pub async fn runs(cmd: RunsCommand) -> anyhow::Result<Exit> {
 }
 
 fn list(root: &Path, json: bool) -> anyhow::Result<Exit> {
-    let runs: Vec<(PathBuf, anyhow::Result<RunRecord>)> = run_dirs(root)
+    let runs: Vec<(PathBuf, Result<RunRecord, corral_compose::RunRecordError>)> = run_dirs(root)
         .into_iter()
         .map(|dir| {
             let record = read_record(&dir);

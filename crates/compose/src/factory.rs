@@ -1,10 +1,13 @@
 //! The provider factory: settings in, a ready provider out.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral_engine::{Engine, EngineConfig, RetryPolicy};
-use corral_ports::{HeadlessAiProvider, InteractiveAiProvider, ProviderId};
+use corral_engine::{
+    CliSettings, Engine, EngineConfig, OptionValue, ProviderDescriptor, RetryPolicy, SettingError,
+};
+use corral_ports::{HeadlessAiProvider, InteractiveAiProvider, ModelAvailabilityProbe, ProviderId};
 
 use crate::settings::{ProviderSettings, Settings};
 
@@ -24,6 +27,10 @@ pub enum ComposeError {
         /// What is wrong.
         message: String,
     },
+    /// The provider refused one of its settings (a provider-only key it does not read, a value
+    /// it cannot use).
+    #[error(transparent)]
+    Provider(#[from] SettingError),
 }
 
 /// The engine configuration the settings describe.
@@ -61,42 +68,29 @@ pub fn provider_settings(settings: &Settings, id: ProviderId) -> &ProviderSettin
 }
 
 /// A provider that can run headless and hand over the terminal: every `SupervisedProvider`.
-pub trait Provider: HeadlessAiProvider + InteractiveAiProvider {}
+pub use corral_engine::SupervisedAi as Provider;
 
-impl<P: HeadlessAiProvider + InteractiveAiProvider> Provider for P {}
+/// Provider `id` as its crate describes it. This `match` is the one place that names every
+/// provider.
+pub fn descriptor(id: ProviderId) -> &'static ProviderDescriptor {
+    match id {
+        ProviderId::Claude => &corral_claude::DESCRIPTOR,
+        ProviderId::Codex => &corral_codex::DESCRIPTOR,
+        ProviderId::Copilot => &corral_copilot::DESCRIPTOR,
+        ProviderId::Opencode => &corral_opencode::DESCRIPTOR,
+        ProviderId::Grok => &corral_grok::DESCRIPTOR,
+    }
+}
 
 /// Builds provider `id` on an engine configured by `config` (usually [`engine_config`]; tests
-/// pass shorter timers here, never through the settings ranges). This `match` is the one place
-/// that names every provider.
+/// pass shorter timers here, never through the settings ranges).
 pub fn provider(
     id: ProviderId,
     settings: &Settings,
     config: EngineConfig,
 ) -> Result<Arc<dyn Provider>, ComposeError> {
-    let mut config = config;
-    let own = settings.providers.get(id);
-    config.env_allow.extend(own.env_allow.iter().cloned());
-    only_for(id, own)?;
-    let engine = Engine::new(config);
-    match id {
-        ProviderId::Claude => Ok(Arc::new(corral_claude::headless(
-            engine,
-            claude_settings(own)?,
-        ))),
-        ProviderId::Grok => Ok(Arc::new(corral_grok::headless(engine, grok_settings(own)?))),
-        ProviderId::Copilot => Ok(Arc::new(corral_copilot::headless(
-            engine,
-            copilot_settings(own)?,
-        ))),
-        ProviderId::Codex => Ok(Arc::new(corral_codex::headless(
-            engine,
-            codex_settings(own)?,
-        ))),
-        ProviderId::Opencode => Ok(Arc::new(corral_opencode::headless(
-            engine,
-            opencode_settings(own)?,
-        ))),
-    }
+    let (engine, cli) = parts(id, settings, config)?;
+    Ok((descriptor(id).provider)(engine, &cli)?)
 }
 
 /// Builds the headless provider `id`.
@@ -118,167 +112,76 @@ pub fn interactive_provider(
     Ok(provider(id, settings, config)?)
 }
 
+/// Provider `id`'s model probe, starting what it must through an engine configured by `config`
+/// (its spawner and environment setting), as a run with these settings would.
+pub fn model_probe(
+    id: ProviderId,
+    settings: &Settings,
+    config: EngineConfig,
+) -> Result<Arc<dyn ModelAvailabilityProbe>, ComposeError> {
+    let (engine, cli) = parts(id, settings, config)?;
+    Ok((descriptor(id).probe)(&engine, &cli)?)
+}
+
+/// The engine and the shared settings provider `id` is built from.
+fn parts(
+    id: ProviderId,
+    settings: &Settings,
+    config: EngineConfig,
+) -> Result<(Engine, CliSettings), ComposeError> {
+    let mut config = config;
+    let own = settings.providers.get(id);
+    config.env_allow.extend(own.env_allow.iter().cloned());
+    Ok((Engine::new(config), cli_settings(id, own)?))
+}
+
 /// Provider `id`'s row in the capability table: what its CLI can and cannot do, as its adapter
 /// declares it (with default settings).
 pub fn capabilities(id: ProviderId) -> corral_ports::Capabilities {
-    match id {
-        ProviderId::Claude => corral_claude::adapter::CAPABILITIES,
-        ProviderId::Codex => corral_codex::adapter::CAPABILITIES,
-        ProviderId::Copilot => corral_copilot::adapter::CAPABILITIES,
-        ProviderId::Opencode => corral_opencode::adapter::CAPABILITIES,
-        ProviderId::Grok => corral_grok::adapter::CAPABILITIES,
-    }
+    descriptor(id).capabilities.clone()
 }
 
-/// The providers this build can run.
-pub fn available() -> Vec<&'static str> {
-    ProviderId::ALL
-        .iter()
-        .filter(|id| match id {
-            ProviderId::Claude
-            | ProviderId::Grok
-            | ProviderId::Copilot
-            | ProviderId::Codex
-            | ProviderId::Opencode => true,
-        })
-        .map(|id| id.as_str())
-        .collect()
-}
-
-fn version_req(
-    provider: ProviderId,
-    value: Option<&String>,
-) -> Result<Option<semver::VersionReq>, ComposeError> {
-    value
+/// The settings file's `[providers.<id>]` as the settings every provider shares; provider-only
+/// keys that are set go along for the provider to read (or refuse).
+fn cli_settings(id: ProviderId, own: &ProviderSettings) -> Result<CliSettings, ComposeError> {
+    let tested_versions = own
+        .tested_versions
+        .as_ref()
         .map(|v| {
             semver::VersionReq::parse(v).map_err(|e| ComposeError::BadSetting {
-                provider,
+                provider: id,
                 key: "tested_versions",
                 message: format!("{v:?} is not a semver range: {e}"),
             })
         })
-        .transpose()
-}
-
-/// Provider-specific keys set on a provider that does not read them are errors, not no-ops.
-fn only_for(id: ProviderId, own: &ProviderSettings) -> Result<(), ComposeError> {
-    let misplaced = [
-        (
-            "model_provider",
-            own.model_provider.is_some(),
-            ProviderId::Codex,
-        ),
-        ("sandbox", own.sandbox.is_some(), ProviderId::Codex),
-        ("auto_approve", own.auto_approve, ProviderId::Opencode),
-    ];
-    for (key, set, owner) in misplaced {
-        if set && owner != id {
-            return Err(ComposeError::BadSetting {
-                provider: id,
-                key,
-                message: format!("only providers.{owner}.{key} exists"),
-            });
-        }
+        .transpose()?;
+    let mut options = Vec::new();
+    if let Some(v) = &own.model_provider {
+        options.push(("model_provider".to_string(), OptionValue::Text(v.clone())));
     }
-    Ok(())
-}
-
-fn codex_settings(own: &ProviderSettings) -> Result<corral_codex::CodexSettings, ComposeError> {
-    let mut s = corral_codex::CodexSettings::default();
-    if let Some(command) = &own.command {
-        s.command = command.into();
+    if let Some(v) = &own.sandbox {
+        options.push(("sandbox".to_string(), OptionValue::Text(v.clone())));
     }
-    s.model = own.model.clone();
-    s.extra_args = own.args.clone();
-    s.model_provider = own.model_provider.clone();
-    s.sandbox = match own.sandbox.as_deref() {
-        None => None,
-        Some("read-only") => Some(corral_codex::SandboxMode::ReadOnly),
-        Some("workspace-write") => Some(corral_codex::SandboxMode::WorkspaceWrite),
-        Some("danger-full-access") => Some(corral_codex::SandboxMode::DangerFullAccess),
-        Some(other) => {
-            return Err(ComposeError::BadSetting {
-                provider: ProviderId::Codex,
-                key: "sandbox",
-                message: format!(
-                    "{other:?} is not read-only, workspace-write or danger-full-access"
-                ),
-            });
-        }
-    };
-    if let Some(req) = version_req(ProviderId::Codex, own.tested_versions.as_ref())? {
-        s.tested_versions = req;
+    if own.auto_approve {
+        options.push(("auto_approve".to_string(), OptionValue::Flag(true)));
     }
-    s.allow_untested_version = own.allow_untested_version;
-    Ok(s)
-}
-
-fn opencode_settings(
-    own: &ProviderSettings,
-) -> Result<corral_opencode::OpencodeSettings, ComposeError> {
-    let mut s = corral_opencode::OpencodeSettings::default();
-    if let Some(command) = &own.command {
-        s.command = command.into();
-    }
-    s.model = own.model.clone();
-    s.extra_args = own.args.clone();
-    s.auto_approve = own.auto_approve;
-    if let Some(req) = version_req(ProviderId::Opencode, own.tested_versions.as_ref())? {
-        s.tested_versions = req;
-    }
-    s.allow_untested_version = own.allow_untested_version;
-    Ok(s)
-}
-
-fn copilot_settings(
-    own: &ProviderSettings,
-) -> Result<corral_copilot::CopilotSettings, ComposeError> {
-    let mut s = corral_copilot::CopilotSettings::default();
-    if let Some(command) = &own.command {
-        s.command = command.into();
-    }
-    s.model = own.model.clone();
-    s.extra_args = own.args.clone();
-    if let Some(req) = version_req(ProviderId::Copilot, own.tested_versions.as_ref())? {
-        s.tested_versions = req;
-    }
-    s.allow_untested_version = own.allow_untested_version;
-    Ok(s)
-}
-
-fn grok_settings(own: &ProviderSettings) -> Result<corral_grok::GrokSettings, ComposeError> {
-    let mut s = corral_grok::GrokSettings::default();
-    if let Some(command) = &own.command {
-        s.command = command.into();
-    }
-    s.model = own.model.clone();
-    s.extra_args = own.args.clone();
-    if let Some(req) = version_req(ProviderId::Grok, own.tested_versions.as_ref())? {
-        s.tested_versions = req;
-    }
-    s.allow_untested_version = own.allow_untested_version;
-    Ok(s)
-}
-
-fn claude_settings(own: &ProviderSettings) -> Result<corral_claude::ClaudeSettings, ComposeError> {
-    let mut s = corral_claude::ClaudeSettings::default();
-    if let Some(command) = &own.command {
-        s.command = command.into();
-    }
-    s.model = own.model.clone();
-    s.extra_args = own.args.clone();
-    if let Some(req) = version_req(ProviderId::Claude, own.tested_versions.as_ref())? {
-        s.tested_versions = req;
-    }
-    s.allow_untested_version = own.allow_untested_version;
-    Ok(s)
+    Ok(CliSettings {
+        command: own.command.as_ref().map(PathBuf::from),
+        model: own.model.clone(),
+        extra_args: own.args.clone(),
+        tested_versions,
+        allow_untested_version: own.allow_untested_version,
+        options,
+    })
 }
 
 /// What `corral doctor` needs to know about a provider without building it.
 #[derive(Debug, Clone)]
 pub struct ProviderFacts {
+    /// The CLI's name for people.
+    pub label: &'static str,
     /// The command that would run (settings override or the CLI's usual name).
-    pub command: std::path::PathBuf,
+    pub command: PathBuf,
     /// The tested version range (settings override or the provider's own).
     pub tested_versions: semver::VersionReq,
     /// The npm package that installs the CLI.
@@ -287,87 +190,45 @@ pub struct ProviderFacts {
     pub credential_vars: &'static [&'static str],
     /// Files under `$HOME` that hold a login, when the CLI keeps one.
     pub credential_files: &'static [&'static str],
-    /// Whether this build can run it.
-    pub available: bool,
+    /// Directories under `$HOME` where the CLI keeps its state.
+    pub state_dirs: &'static [&'static str],
 }
 
-/// Facts about provider `id`, for diagnostics.
+/// Facts about provider `id`, for diagnostics: its descriptor, with the settings applied.
 pub fn provider_facts(id: ProviderId, settings: &Settings) -> ProviderFacts {
+    let d = descriptor(id);
     let own = settings.providers.get(id);
-    let claude_tested = corral_claude::default_tested_versions().to_string();
-    let grok_tested = corral_grok::default_tested_versions().to_string();
-    let copilot_tested = corral_copilot::default_tested_versions().to_string();
-    let codex_tested = corral_codex::default_tested_versions().to_string();
-    let opencode_tested = corral_opencode::default_tested_versions().to_string();
-    let (command, tested, npm_package, credential_vars, credential_files): (
-        &str,
-        &str,
-        &'static str,
-        &'static [&'static str],
-        &'static [&'static str],
-    ) = match id {
-        ProviderId::Claude => (
-            "claude",
-            &claude_tested,
-            "@anthropic-ai/claude-code",
-            &[
-                "ANTHROPIC_API_KEY",
-                "ANTHROPIC_AUTH_TOKEN",
-                "CLAUDE_CODE_OAUTH_TOKEN",
-            ],
-            &[".claude/.credentials.json"],
-        ),
-        ProviderId::Codex => (
-            "codex",
-            &codex_tested,
-            "@openai/codex",
-            &["OPENAI_API_KEY", "CODEX_API_KEY"],
-            &[".codex/auth.json"],
-        ),
-        ProviderId::Copilot => (
-            "copilot",
-            &copilot_tested,
-            "@github/copilot",
-            &[
-                "COPILOT_GITHUB_TOKEN",
-                "GH_TOKEN",
-                "GITHUB_TOKEN",
-                "COPILOT_PROVIDER_API_KEY",
-            ],
-            &[".copilot/config.json"],
-        ),
-        ProviderId::Opencode => (
-            "opencode",
-            &opencode_tested,
-            "opencode-ai",
-            &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"],
-            &[".local/share/opencode/auth.json"],
-        ),
-        ProviderId::Grok => (
-            "grok",
-            &grok_tested,
-            "@vibe-kit/grok-cli",
-            // 0.0.34 reads no XAI_API_KEY.
-            &["GROK_API_KEY"],
-            &[".grok/user-settings.json"],
-        ),
-    };
     let tested_versions = own
         .tested_versions
         .as_deref()
         .and_then(|v| semver::VersionReq::parse(v).ok())
-        .or_else(|| semver::VersionReq::parse(tested).ok())
-        .unwrap_or(semver::VersionReq::STAR);
+        .unwrap_or_else(d.tested_versions);
     ProviderFacts {
+        label: d.label,
         command: own
             .command
-            .clone()
-            .unwrap_or_else(|| command.to_string())
-            .into(),
+            .as_ref()
+            .map_or_else(|| PathBuf::from(d.command), PathBuf::from),
         tested_versions,
-        npm_package,
-        credential_vars,
-        credential_files,
-        available: available().contains(&id.as_str()),
+        npm_package: d.npm_package,
+        credential_vars: d.credential_vars,
+        credential_files: d.credential_files,
+        state_dirs: d.state_dirs,
     }
+}
+
+/// What `program --version` answered.
+pub use corral_engine::VersionProbe as CliVersion;
+
+/// Asks `program --version` through an engine configured by `config` (its spawner and
+/// environment setting), within `timeout`, in `cwd`.
+pub async fn cli_version(
+    config: EngineConfig,
+    program: &std::path::Path,
+    cwd: &std::path::Path,
+    timeout: Duration,
+) -> CliVersion {
+    Engine::new(config)
+        .probe_version(program, cwd, timeout)
+        .await
 }

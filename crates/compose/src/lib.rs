@@ -5,24 +5,36 @@
 //! variables (nested keys joined with `__`) < command-line flags. They are validated with garde,
 //! and every error names the key, the bad value and the layer it came from. The project file is
 //! not trusted: it may not set the keys that decide the sandbox, the programs, their arguments
-//! and environment (see the `trust` module and `docs/security.md`). The factory turns
-//! settings into a ready provider with one exhaustive `match` on `ProviderId`.
+//! and environment (see the `trust` module and `docs/security.md`). The factory turns settings
+//! into a ready provider, or its model probe, from the provider's descriptor, picked by one
+//! exhaustive `match` on `ProviderId`. It also owns the run directory and its record
+//! (`run.json`), which every caller writes alike.
 //!
 //! This is the only crate that reads settings and the only one that names every provider. It
 //! knows nothing about the terminal: rendering belongs to the CLI.
 
 mod factory;
 mod layers;
+mod run_record;
 mod settings;
 mod trust;
 
+/// What the binary needs of the engine, through the composition root: the engine's
+/// configuration (tests tune it), ending every process group of this process's children on a
+/// second signal, and the run directory's crash-safe record writes.
+pub use corral_engine::{EngineConfig, kill_child_groups, write_record_file};
 pub use factory::{
-    ComposeError, Provider, ProviderFacts, available, capabilities, engine_config,
-    headless_provider, interactive_provider, provider, provider_facts, provider_settings,
+    CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, descriptor,
+    engine_config, headless_provider, interactive_provider, model_probe, provider, provider_facts,
+    provider_settings,
 };
 pub use layers::{
     ENV_PREFIX, LoadedSettings, SettingSource, SettingsError, SettingsSources, TrustedFile,
     ValueWithSource, trust_project_file,
+};
+pub use run_record::{
+    Journal, RunRecord, RunRecordError, Supervisor, create_run_dir, new_run_id, now, read_record,
+    write_record,
 };
 pub use settings::{
     EnvSettings, ProviderSettings, ProvidersSettings, RetrySettings, RunSettings, SandboxSettings,

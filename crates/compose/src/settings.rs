@@ -1,5 +1,7 @@
 //! The settings model: every key, its default and its valid range.
 
+use std::path::{Path, PathBuf};
+
 use corral_engine::EnvInherit;
 use corral_ports::ProviderId;
 use garde::Validate;
@@ -76,8 +78,23 @@ pub struct RunSettings {
     #[garde(range(min = 65_536, max = 268_435_456))]
     pub max_line_bytes: u64,
     /// Where run directories go; relative paths are under the working directory.
-    #[garde(length(min = 1))]
-    pub runs_dir: String,
+    #[garde(custom(non_empty_path))]
+    #[schemars(with = "String", length(min = 1))]
+    pub runs_dir: PathBuf,
+}
+
+fn non_empty_path(value: &Path, (): &()) -> garde::Result {
+    if value.as_os_str().is_empty() {
+        return Err(garde::Error::new("must not be empty"));
+    }
+    Ok(())
+}
+
+impl Settings {
+    /// Where run directories go for a run in `cwd`: `run.runs_dir`, under `cwd` when relative.
+    pub fn runs_root(&self, cwd: &Path) -> PathBuf {
+        cwd.join(&self.run.runs_dir)
+    }
 }
 
 impl Default for RunSettings {
@@ -88,7 +105,7 @@ impl Default for RunSettings {
             wall_timeout_ms: 0,
             kill_grace_ms: 10_000,
             max_line_bytes: 8 * 1024 * 1024,
-            runs_dir: ".corral/runs".to_string(),
+            runs_dir: PathBuf::from(".corral/runs"),
         }
     }
 }

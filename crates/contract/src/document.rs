@@ -17,7 +17,7 @@ pub const CURRENT_SCHEMA_VERSION: u32 = 1;
 pub const SIGNALS_FILE_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The conventional file name of the signals file.
-pub const SIGNALS_FILE_NAME: &str = "signals.json";
+pub const SIGNALS_FILE_NAME: &str = corral_ports::run_dir::SIGNALS_FILE;
 
 /// A whole `signals.json` document, current version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

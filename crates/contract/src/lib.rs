@@ -13,16 +13,16 @@
 //!   ([`render_contract_section`]), the follow-up prompt when it got it wrong
 //!   ([`corrective_message`]), and the Markdown sidecars ([`render_evaluation_md`],
 //!   [`render_signals_summary`]);
-//! - `session-id.txt`: the session-id rule and reader ([`validate_session_id`],
-//!   [`read_session_id`]).
-//!
+//! - `session-id.txt`: its reader ([`read_session_id`]); the session-id rule itself is the
+//!   ports' ([`SessionId`], re-exported here), as are the run directory's file names;
 //! - [`read_untrusted_file`]: reading any file an agent could have replaced (a FIFO, a link to a
 //!   device) without blocking and within a size limit; the readers above use it, and so does
 //!   every caller that reads a file from a place the agent could write.
 //!
 //! It must NOT know about processes, providers or their CLIs, settings, or where a run directory
 //! lives: it reads the one file it is pointed at, and renders strings for the caller to send or
-//! write. It does no I/O beyond reading the files it is pointed at.
+//! write. It does no I/O beyond reading the files it is pointed at. Of the workspace it uses only
+//! `corral-ports`, for the types every layer shares (ADR 0003).
 
 mod contract;
 mod corrective;
@@ -42,6 +42,8 @@ mod untrusted;
 mod validate;
 
 pub use contract::{Contract, Multiplicity};
+pub use corral_ports::run_dir::SESSION_ID_FILE;
+pub use corral_ports::{SESSION_ID_MAX_LEN, SessionId, SessionIdError, validate_session_id};
 pub use corrective::{CORRECTIVE_MAX_ISSUES, corrective_message};
 pub use document::{
     CURRENT_SCHEMA_VERSION, SIGNALS_FILE_MAX_BYTES, SIGNALS_FILE_NAME, SignalsDocument,
@@ -50,10 +52,7 @@ pub use error::{Issue, IssueStage, SignalsError};
 pub use evaluation::{Criterion, Dimension, Evaluation, EvaluationStatus, FLOOR_DIMENSIONS};
 pub use render::render_contract_section;
 pub use schema::signals_json_schema;
-pub use session_id::{
-    SESSION_ID_FILE, SESSION_ID_MAX_LEN, SessionId, SessionIdError, SessionIdFileError,
-    read_session_id, validate_session_id,
-};
+pub use session_id::{SessionIdFileError, read_session_id};
 pub use sidecar::{EVALUATION_SIDECAR_FILE, render_evaluation_md, render_signals_summary};
 pub use signal::{
     COMMIT_SUBJECT_MAX_CHARS, Change, CommitMessage, Decision, GATE_TIMEOUT_MAX_MS, Gate, Learning,

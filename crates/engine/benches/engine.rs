@@ -250,7 +250,7 @@ fn check_engine_output(out: Result<ProviderOutput, ProviderError>, scratch: &Scr
         job.mode
     );
     // Every stdout line became at least one log line: the log cannot be shorter than that.
-    let log_len = std::fs::metadata(scratch.run_dir().join(corral_engine::EVENTS_FILE))
+    let log_len = std::fs::metadata(scratch.run_dir().join(corral_ports::run_dir::EVENTS_FILE))
         .map(|m| m.len())
         .unwrap_or(0);
     assert!(

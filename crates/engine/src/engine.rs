@@ -19,7 +19,7 @@ use crate::adapter::CliAdapter;
 use crate::bounded::{BoundedCommand, BoundedError, BoundedOutput, run_bounded};
 use crate::config::EngineConfig;
 use crate::spawn::{ProviderSpawn, TokioSpawner};
-use crate::version::{describe_cli, version_env};
+use crate::version::{VersionProbe, describe_cli, probe_version, version_env};
 
 /// The supervised process runner. One `Engine` can run many sessions at once; runs share
 /// nothing but the spawner and the configuration.
@@ -64,6 +64,26 @@ impl Engine {
         command: &BoundedCommand,
     ) -> Result<BoundedOutput, BoundedError> {
         run_bounded(self.spawner(), command).await
+    }
+
+    /// Asks `program --version` (in `cwd`, within `timeout`) with the engine's spawner and
+    /// environment setting.
+    pub async fn probe_version(
+        &self,
+        program: &Path,
+        cwd: &Path,
+        timeout: Duration,
+    ) -> VersionProbe {
+        let env = version_env(self.config.ambient());
+        probe_version(
+            self.spawner(),
+            program,
+            &["--version".to_string()],
+            env,
+            cwd,
+            timeout,
+        )
+        .await
     }
 
     /// Asks `program --version` with the engine's spawner and environment setting, and

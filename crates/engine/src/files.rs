@@ -5,12 +5,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use corral_ports::SessionId;
+use corral_ports::run_dir::{SESSION_ID_FILE, SESSION_META_FILE};
 use serde::Serialize;
-
-/// The session id file's name in the run directory.
-pub const SESSION_ID_FILE: &str = "session-id.txt";
-/// The file beside it recording where and with what the session was made.
-pub const SESSION_META_FILE: &str = "session.json";
 
 /// Writes `contents` to `path` atomically: a temporary file in the same directory, then renamed
 /// over the target. A reader sees the old file or the new one, never half of one, and a killed

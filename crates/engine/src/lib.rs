@@ -21,6 +21,7 @@ mod backoff;
 mod bounded;
 mod classify;
 mod config;
+mod descriptor;
 mod engine;
 mod env;
 mod files;
@@ -36,6 +37,7 @@ mod run;
 mod sandbox;
 mod spawn;
 mod tail;
+mod text;
 mod verdict;
 mod version;
 
@@ -51,11 +53,15 @@ pub use backoff::{RetryPolicy, WaitBasis};
 pub use bounded::{BoundedCommand, BoundedEnd, BoundedError, BoundedOutput, Captured, run_bounded};
 pub use classify::{AttemptClass, ClassifyInput, classify};
 pub use config::{EngineConfig, process_env};
+pub use descriptor::{
+    BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,
+    SettingError, SupervisedAi,
+};
 pub use engine::{Engine, SupervisedProvider};
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};
 pub use files::{
-    PromptPointer, SESSION_ID_FILE, SESSION_META_FILE, SessionMeta, mint_session_uuid,
-    persist_session, write_atomic, write_prompt_pointer, write_record_file,
+    PromptPointer, SessionMeta, mint_session_uuid, persist_session, write_atomic,
+    write_prompt_pointer, write_record_file,
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
 pub use git_check::{
@@ -63,9 +69,7 @@ pub use git_check::{
 };
 pub use headless::CONTINUATION_PROMPT;
 pub use interactive::INTERACTIVE_PROMPT_FILE;
-pub use log::{
-    EVENTS_FILE, ExecutionLog, KillReason, RESERVE_PREFIX, create_reserve, release_reserve,
-};
+pub use log::{ExecutionLog, KillReason, RESERVE_PREFIX, create_reserve, release_reserve};
 pub use process_group::{RUN_TOKEN_VAR, group_alive, kill_child_groups, signal_group};
 pub use sandbox::{
     BackendChoice, HomePolicy, NetworkPolicy, Paths as SandboxPaths, Refusal, SandboxConfig,
@@ -76,4 +80,5 @@ pub use spawn::{
     ChildInput, ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild, StdinMode,
     TokioSpawner,
 };
+pub use text::shorten;
 pub use version::{VersionProbe, describe_cli, parse_version, probe_version, version_env};

@@ -14,11 +14,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use corral_ports::run_dir::EVENTS_FILE;
 use corral_ports::{AgentEvent, Outcome, SessionId, Usage};
 use serde::Serialize;
-
-/// The log file's name in the run directory.
-pub const EVENTS_FILE: &str = "events.jsonl";
 
 /// The longest a record waits in the buffer while a run goes on.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(50);

@@ -4,7 +4,8 @@
 //! provider adapters. It holds the provider traits ([`HeadlessAiProvider`],
 //! [`InteractiveAiProvider`], [`ModelAvailabilityProbe`]), the session intent ([`AiSession`]), the
 //! outcome ([`ProviderOutput`]), the normalized agent events ([`AgentEvent`]), the usage record
-//! ([`Usage`]) and the error taxonomy ([`ProviderError`]).
+//! ([`Usage`]), the error taxonomy ([`ProviderError`]), the validated [`SessionId`] and the
+//! names of the run directory's files ([`run_dir`]).
 //!
 //! It knows nothing about processes, `tokio::process`, argv, settings files, figment, or any one
 //! provider's flags and stream format. Its only dependencies are serde, thiserror, async-trait and
@@ -15,6 +16,7 @@ mod capabilities;
 mod error;
 mod event;
 mod provider;
+pub mod run_dir;
 mod session;
 mod usage;
 
@@ -27,7 +29,8 @@ pub use provider::{
     ModelAvailabilityProbe, NoopObserver, RunObserver,
 };
 pub use session::{
-    AiSession, Effort, Outcome, Permissions, ProviderId, ProviderOutput, SessionId, SessionIdError,
+    AiSession, Effort, Outcome, Permissions, ProviderId, ProviderOutput, SESSION_ID_MAX_LEN,
+    SessionId, SessionIdError, validate_session_id,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use usage::{MAX_PLAUSIBLE_COST_USD, Usage};

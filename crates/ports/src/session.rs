@@ -55,74 +55,127 @@ impl fmt::Display for ProviderId {
     }
 }
 
-/// A provider's session identifier, validated so that it can be passed back on a command line.
+/// The longest session id accepted, in characters.
+pub const SESSION_ID_MAX_LEN: usize = 256;
+
+/// A provider's session identifier, validated so that it can be passed back on a command line
+/// (`--resume <id>`) and written as `session-id.txt`. This is the one rule, for every reader and
+/// writer of session ids.
 ///
-/// Accepted: 1 to 256 characters of `[A-Za-z0-9._:-]`, not starting with `-` (an id that could be
-/// read as a flag is refused) nor with `.` (`..` would be a path where a CLI names a file after
-/// the id).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Accepted: 1 to [`SESSION_ID_MAX_LEN`] characters of `[A-Za-z0-9._:-]`, not starting with `-`
+/// (an id that could be read as a flag is refused) nor with `.` (`..` would be a path where a CLI
+/// names a file after the id).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SessionId(String);
 
-/// Why a string was refused as a [`SessionId`].
+/// Why a text is not a session id.
+///
+/// Not retryable: the id came from the provider's stream or the caller; resuming with it is
+/// refused and the caller falls back to a cold start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionIdError {
-    /// The id is empty.
+    /// The text is empty.
     #[error("session id is empty")]
     Empty,
-    /// The id is longer than 256 characters.
-    #[error("session id is {len} characters long; at most 256 are accepted")]
+    /// The text is longer than [`SESSION_ID_MAX_LEN`] characters.
+    #[error("session id is {len} characters long; the limit is {SESSION_ID_MAX_LEN}")]
     TooLong {
-        /// Measured length in bytes.
+        /// Its length in characters.
         len: usize,
     },
-    /// The id starts with `-` and could be taken for a flag.
-    #[error("session id {0:?} starts with '-' and could be read as a command-line flag")]
-    LooksLikeFlag(String),
-    /// The id starts with `.`: as a file name (CLIs keep sessions in files named after their
+    /// The text starts with `-`, so it could be read as a command-line flag.
+    #[error("session id starts with '-' and could be read as a command-line flag")]
+    LeadingDash,
+    /// The text starts with `.`: as a file name (CLIs keep sessions in files named after their
     /// ids) it could be `.`, `..` or a hidden file.
-    #[error("session id {0:?} starts with '.' and could be read as a path")]
-    LooksLikePath(String),
-    /// The id holds a character outside `[A-Za-z0-9._:-]`.
+    #[error("session id starts with '.' and could be read as a path")]
+    LeadingDot,
+    /// The text has a character outside `[A-Za-z0-9._:-]` (a space, a newline, a slash, ...).
     #[error(
-        "session id {id:?} holds the character {ch:?}; only letters, digits and . _ : - are accepted"
+        "session id has the character {ch:?} at index {index}; only A-Z a-z 0-9 . _ : - are allowed"
     )]
-    BadCharacter {
-        /// The refused id.
-        id: String,
+    ForbiddenChar {
         /// The first offending character.
         ch: char,
+        /// Its index in characters.
+        index: usize,
     },
+}
+
+/// Checks `text` against the session-id rule.
+///
+/// # Errors
+///
+/// The first rule broken, checked in this order: empty, too long, forbidden character, leading
+/// dash, leading dot.
+pub fn validate_session_id(text: &str) -> Result<(), SessionIdError> {
+    if text.is_empty() {
+        return Err(SessionIdError::Empty);
+    }
+    let len = text.chars().count();
+    if len > SESSION_ID_MAX_LEN {
+        return Err(SessionIdError::TooLong { len });
+    }
+    if let Some((index, ch)) = text
+        .chars()
+        .enumerate()
+        .find(|(_, ch)| !(ch.is_ascii_alphanumeric() || matches!(ch, '.' | '_' | ':' | '-')))
+    {
+        return Err(SessionIdError::ForbiddenChar { ch, index });
+    }
+    if text.starts_with('-') {
+        return Err(SessionIdError::LeadingDash);
+    }
+    if text.starts_with('.') {
+        return Err(SessionIdError::LeadingDot);
+    }
+    Ok(())
 }
 
 impl SessionId {
     /// Validates and wraps an id.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionIdError`] saying which rule `id` breaks.
     pub fn new(id: impl Into<String>) -> Result<Self, SessionIdError> {
         let id = id.into();
-        if id.is_empty() {
-            return Err(SessionIdError::Empty);
-        }
-        if id.len() > 256 {
-            return Err(SessionIdError::TooLong { len: id.len() });
-        }
-        if id.starts_with('-') {
-            return Err(SessionIdError::LooksLikeFlag(id));
-        }
-        if id.starts_with('.') {
-            return Err(SessionIdError::LooksLikePath(id));
-        }
-        if let Some(ch) = id
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
-        {
-            return Err(SessionIdError::BadCharacter { id, ch });
-        }
+        validate_session_id(&id)?;
         Ok(SessionId(id))
+    }
+
+    /// Checks `text` and wraps it (the same as [`SessionId::new`], for a borrowed text).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionIdError`] saying which rule `text` breaks.
+    pub fn parse(text: &str) -> Result<Self, SessionIdError> {
+        SessionId::new(text)
     }
 
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The exact contents of `session-id.txt` for this id: the id and one `\n`.
+    pub fn to_file_contents(&self) -> String {
+        format!("{}\n", self.0)
+    }
+}
+
+impl AsRef<str> for SessionId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for SessionId {
+    type Err = SessionIdError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        SessionId::new(text)
     }
 }
 
@@ -321,34 +374,67 @@ mod tests {
     use super::*;
 
     #[test]
+    fn session_id_accepts_provider_shaped_ids() {
+        for ok in [
+            "0f8e4f7a-1b2c-4d5e-8f90-123456789abc",
+            "thread_abc123",
+            "ses_01J.ABC:def",
+            "a",
+            &"x".repeat(SESSION_ID_MAX_LEN),
+        ] {
+            assert_eq!(validate_session_id(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
     fn session_id_refuses_flags_and_odd_characters() {
-        assert!(SessionId::new("0b5f3c1e-aaaa-4bbb-8ccc-123456789abc").is_ok());
-        assert!(SessionId::new("ses_abc.def:1").is_ok());
         assert_eq!(SessionId::new(""), Err(SessionIdError::Empty));
         assert_eq!(
             SessionId::new("--dangerously-skip-permissions"),
-            Err(SessionIdError::LooksLikeFlag(
-                "--dangerously-skip-permissions".into()
-            ))
+            Err(SessionIdError::LeadingDash)
         );
+        assert_eq!(SessionId::new("-"), Err(SessionIdError::LeadingDash));
         assert_eq!(
-            SessionId::new("a b"),
-            Err(SessionIdError::BadCharacter {
-                id: "a b".into(),
-                ch: ' '
+            SessionId::new("x".repeat(SESSION_ID_MAX_LEN + 1)),
+            Err(SessionIdError::TooLong {
+                len: SESSION_ID_MAX_LEN + 1
             })
         );
+        // Characters, not bytes: 200 two-byte characters are 200 long, and the first is refused.
         assert_eq!(
-            SessionId::new("x".repeat(257)),
-            Err(SessionIdError::TooLong { len: 257 })
+            SessionId::new("é".repeat(200)),
+            Err(SessionIdError::ForbiddenChar { ch: 'é', index: 0 })
         );
+        for (bad, ch, index) in [
+            ("a b", ' ', 1),
+            ("a\nb", '\n', 1),
+            ("a/b", '/', 1),
+            ("$(x)", '$', 0),
+            ("a;b", ';', 1),
+        ] {
+            assert_eq!(
+                SessionId::new(bad),
+                Err(SessionIdError::ForbiddenChar { ch, index }),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn session_id_refuses_what_could_be_a_path() {
         for path_like in ["..", ".", ".claude"] {
             assert_eq!(
                 SessionId::new(path_like),
-                Err(SessionIdError::LooksLikePath(path_like.into())),
+                Err(SessionIdError::LeadingDot),
                 "{path_like}"
             );
         }
+    }
+
+    #[test]
+    fn session_id_file_contents_are_one_line() {
+        let id = SessionId::parse("abc-1");
+        assert_eq!(id.map(|id| id.to_file_contents()), Ok("abc-1\n".to_owned()));
     }
 
     #[test]

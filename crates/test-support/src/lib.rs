@@ -175,6 +175,58 @@ pub fn is_alive(pid: u32) -> bool {
     !matches!(state, None | Some("Z" | "X" | "x"))
 }
 
+/// Whether any live process (zombies do not count) has process group `pgid`, read from `/proc`.
+pub fn group_alive(pgid: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid pgrp ...`, counted from the LAST ')'.
+        let mut fields = stat
+            .rfind(')')
+            .map(|i| stat[i + 1..].split_whitespace())
+            .into_iter()
+            .flatten();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
+        pgrp == Some(pgid) && !matches!(state, None | Some("Z" | "X" | "x"))
+    })
+}
+
+/// A version-4 UUID no one has seen, from the clock, the pid and a counter (unique, not secret).
+pub fn fresh_uuid() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mixed = nanos
+        ^ (u128::from(std::process::id()) << 64)
+        ^ (u128::from(COUNTER.fetch_add(1, Ordering::Relaxed)) << 96);
+    let mut bytes = mixed.to_be_bytes();
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
 /// Polls every 10 ms until none of `pids` is alive or `timeout` passed; returns the survivors
 /// (empty means every process is gone).
 pub fn wait_all_dead(pids: &[u32], timeout: Duration) -> Vec<u32> {

@@ -101,7 +101,7 @@ fn a_resume_id_that_looks_like_a_flag_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         env.clean(&out.stderr)
-            .contains("--resume: session id \"-rf\" starts with '-'")
+            .contains("--resume \"-rf\": session id starts with '-'")
     );
 }
 

@@ -19,7 +19,7 @@ use crate::support::*;
 
 /// A fresh random session id that no CLI has ever seen.
 fn unknown_session() -> String {
-    corral_engine::mint_session_uuid().to_string()
+    corral_test_support::fresh_uuid()
 }
 
 /// About 200 KB of task text with `sentinel` in its middle.

@@ -295,7 +295,7 @@ impl World {
     pub fn library_provider(
         &self,
         home: &Path,
-        tune: impl FnOnce(&mut corral_engine::EngineConfig),
+        tune: impl FnOnce(&mut corral_compose::EngineConfig),
     ) -> Arc<dyn HeadlessAiProvider> {
         let sources = corral_compose::SettingsSources {
             env: self.vars.clone(),

@@ -146,7 +146,7 @@ pub fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
 /// Asserts that no process of the groups led by `pids` is left (zombies do not count), waiting
 /// up to 5 s for the kill ladder to finish.
 pub fn assert_group_gone(pids: &[u32]) {
-    let alive = |p: u32| corral_engine::group_alive(p) || corral_test_support::is_alive(p);
+    let alive = |p: u32| corral_test_support::group_alive(p) || corral_test_support::is_alive(p);
     wait_until(Duration::from_secs(5), || !pids.iter().any(|&p| alive(p)));
     let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
     assert!(left.is_empty(), "process groups left: {left:?}");

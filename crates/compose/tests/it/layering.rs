@@ -32,7 +32,7 @@ fn defaults_hold_when_nothing_is_set() {
     let loaded = LoadedSettings::load(&sources(dir.path())).unwrap();
     let s = &loaded.settings;
     assert_eq!(s.run.idle_watchdog_ms, 300_000);
-    assert_eq!(s.run.runs_dir, ".corral/runs");
+    assert_eq!(s.run.runs_dir, std::path::Path::new(".corral/runs"));
     assert_eq!(s.retry.rate_limit_retries, 3);
     assert_eq!(s.retry.backoff_initial_ms, 60_000);
     assert_eq!(s.retry.corrective_retries, 2);

@@ -121,7 +121,10 @@ sandbox = "read-only"
     )
     .unwrap();
     let loaded = LoadedSettings::load(&sources(dir.path())).unwrap();
-    assert_eq!(loaded.settings.run.runs_dir, "build/corral-runs");
+    assert_eq!(
+        loaded.settings.run.runs_dir,
+        std::path::Path::new("build/corral-runs")
+    );
     assert_eq!(
         loaded.settings.sandbox.network,
         corral_engine::NetworkPolicy::None

@@ -198,9 +198,10 @@ impl ClaudeAdapter {
     }
 
     /// Why Claude Code refused to run at all, where only its wording tells: bypass mode as root,
-    /// a command line it rejects, failed authentication. Such a failure is permanent (retrying
-    /// changes nothing), but [`Diagnosis`] has no field for it yet, so the engine reports it as a
-    /// crash with the CLI's message in the stderr tail. See the crate documentation.
+    /// a command line it rejects, failed authentication. It is the reading
+    /// [`CliAdapter::diagnose`] puts into [`Diagnosis::refused`], so the engine classifies such a
+    /// run as refused (permanent: retrying changes nothing); on its own it serves the tests that
+    /// check each wording.
     pub fn refusal(&self, evidence: &AttemptEvidence<'_>) -> Option<String> {
         diagnose::refusal(evidence)
     }
@@ -320,12 +321,11 @@ impl CliAdapter for ClaudeAdapter {
     }
 
     fn version_check(&self) -> Option<VersionCheck> {
-        Some(VersionCheck {
-            program: self.settings.command.clone(),
-            args: vec!["--version".to_string()],
-            required: self.settings.tested_versions.clone(),
-            timeout: self.settings.version_timeout,
-            allow_mismatch: self.settings.allow_untested_version,
-        })
+        Some(VersionCheck::dash_version(
+            &self.settings.command,
+            &self.settings.tested_versions,
+            self.settings.version_timeout,
+            self.settings.allow_untested_version,
+        ))
     }
 }

@@ -17,9 +17,8 @@
 //! Known gaps, stated rather than hidden:
 //! - Claude Code refuses `bypassPermissions` as root unless `IS_SANDBOX=1`. The adapter does not set
 //!   it: that is the operator's consent to give, in the environment (the profile passes it). The
-//!   refusal, a rejected command line and failed authentication are permanent, but the engine's
-//!   `Diagnosis` cannot say so yet; they surface as a crash whose stderr tail holds the CLI's words,
-//!   and [`ClaudeAdapter::refusal`] already explains them.
+//!   refusal, a rejected command line and failed authentication are permanent: the diagnosis
+//!   reports them as refused, with the CLI's words and what to change.
 //! - `edit_files: false` closes `Edit`, `MultiEdit` and `NotebookEdit` but keeps `Write`, which the
 //!   agent needs for `signals.json` (see [`adapter::EDIT_TOOLS`]).
 
@@ -29,7 +28,12 @@ pub mod parser;
 mod probe;
 mod settings;
 
-use corral_engine::{Engine, SupervisedProvider};
+use std::sync::Arc;
+
+use corral_engine::{
+    CliSettings, CommonFields, Engine, ProviderDescriptor, SettingError, SupervisedProvider,
+};
+use corral_ports::ProviderId;
 
 pub use adapter::ClaudeAdapter;
 pub use parser::ClaudeStreamParser;
@@ -39,4 +43,42 @@ pub use settings::{ClaudeSettings, MAX_INTERNAL_RETRIES, default_tested_versions
 /// The headless Claude Code provider: this adapter driven by `engine`.
 pub fn headless(engine: Engine, settings: ClaudeSettings) -> SupervisedProvider<ClaudeAdapter> {
     SupervisedProvider::new(engine, ClaudeAdapter::new(settings))
+}
+
+/// What Corral knows about this provider without running it, and how to build it: read by the
+/// composition root, `corral doctor` and `corral providers`.
+pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
+    id: ProviderId::Claude,
+    label: "Claude Code",
+    command: "claude",
+    npm_package: "@anthropic-ai/claude-code",
+    credential_vars: CREDENTIAL_VARS,
+    credential_files: &[".claude/.credentials.json"],
+    state_dirs: &[".claude"],
+    tested_versions: default_tested_versions,
+    capabilities: adapter::CAPABILITIES,
+    options: &[],
+    provider: |engine, cli| Ok(Arc::new(headless(engine, settings(cli)?))),
+    probe: |engine, cli| Ok(Arc::new(ClaudeProbe::with_engine(&settings(cli)?, engine))),
+};
+
+/// Environment variables that carry credentials for the CLI.
+const CREDENTIAL_VARS: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
+
+/// This provider's settings from the ones every provider shares.
+fn settings(cli: &CliSettings) -> Result<ClaudeSettings, SettingError> {
+    cli.refuse_unknown(ProviderId::Claude, DESCRIPTOR.options)?;
+    let mut s = ClaudeSettings::default();
+    cli.apply(CommonFields {
+        command: &mut s.command,
+        model: &mut s.model,
+        extra_args: &mut s.extra_args,
+        tested_versions: &mut s.tested_versions,
+        allow_untested_version: &mut s.allow_untested_version,
+    });
+    Ok(s)
 }

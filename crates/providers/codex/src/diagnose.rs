@@ -28,7 +28,9 @@
 use corral_engine::{AttemptEvidence, Diagnosis};
 use corral_ports::RateLimitInfo;
 
-use crate::wording::{self, QUOTA, shorten};
+use corral_engine::shorten;
+
+use crate::wording::{self, QUOTA};
 
 /// How much of the CLI's words a diagnosis keeps, in bytes.
 const MESSAGE_KEEP: usize = 1024;

@@ -40,7 +40,12 @@ mod probe;
 mod settings;
 mod wording;
 
-use corral_engine::{Engine, SupervisedProvider};
+use std::sync::Arc;
+
+use corral_engine::{
+    CliSettings, CommonFields, Engine, ProviderDescriptor, SettingError, SupervisedProvider,
+};
+use corral_ports::ProviderId;
 
 pub use adapter::CodexAdapter;
 pub use parser::CodexStreamParser;
@@ -50,4 +55,67 @@ pub use settings::{BUILT_IN_PROVIDERS, CodexSettings, SandboxMode, default_teste
 /// The headless Codex provider: this adapter driven by `engine`.
 pub fn headless(engine: Engine, settings: CodexSettings) -> SupervisedProvider<CodexAdapter> {
     SupervisedProvider::new(engine, CodexAdapter::new(settings))
+}
+
+/// What Corral knows about this provider without running it, and how to build it: read by the
+/// composition root, `corral doctor` and `corral providers`.
+pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
+    id: ProviderId::Codex,
+    label: "Codex",
+    command: "codex",
+    npm_package: "@openai/codex",
+    credential_vars: CREDENTIAL_VARS,
+    credential_files: &[".codex/auth.json"],
+    state_dirs: &[".codex"],
+    tested_versions: default_tested_versions,
+    capabilities: adapter::CAPABILITIES,
+    options: &["model_provider", "sandbox"],
+    provider: |engine, cli| Ok(Arc::new(headless(engine, settings(cli)?))),
+    probe: |engine, cli| {
+        Ok(Arc::new(CodexProbe::with_engine(
+            &settings(cli)?,
+            codex_home(engine),
+            engine,
+        )))
+    },
+};
+
+/// Environment variables that carry credentials for the CLI.
+const CREDENTIAL_VARS: &[&str] = &["OPENAI_API_KEY", "CODEX_API_KEY"];
+
+/// This provider's settings from the ones every provider shares.
+fn settings(cli: &CliSettings) -> Result<CodexSettings, SettingError> {
+    cli.refuse_unknown(ProviderId::Codex, DESCRIPTOR.options)?;
+    let mut s = CodexSettings::default();
+    cli.apply(CommonFields {
+        command: &mut s.command,
+        model: &mut s.model,
+        extra_args: &mut s.extra_args,
+        tested_versions: &mut s.tested_versions,
+        allow_untested_version: &mut s.allow_untested_version,
+    });
+    s.model_provider = cli.text("model_provider").map(str::to_string);
+    s.sandbox = match cli.text("sandbox") {
+        None => None,
+        Some("read-only") => Some(SandboxMode::ReadOnly),
+        Some("workspace-write") => Some(SandboxMode::WorkspaceWrite),
+        Some("danger-full-access") => Some(SandboxMode::DangerFullAccess),
+        Some(other) => {
+            return Err(SettingError {
+                provider: ProviderId::Codex,
+                key: "sandbox".to_string(),
+                message: format!(
+                    "{other:?} is not read-only, workspace-write or danger-full-access"
+                ),
+            });
+        }
+    };
+    Ok(s)
+}
+
+/// Where Codex keeps its state for a run with `engine`: `$CODEX_HOME`, else `$HOME/.codex`, from
+/// the engine's environment setting (as the adapter's state paths are found).
+fn codex_home(engine: &Engine) -> Option<std::path::PathBuf> {
+    let ambient = engine.config().ambient();
+    corral_engine::ChildEnv::new(&ambient).dir_or_home("CODEX_HOME", ".codex")
 }

@@ -44,7 +44,9 @@ use corral_engine::StreamParser;
 use corral_ports::{AgentEvent, SessionId, Usage};
 use serde_json::{Map, Value, json};
 
-use crate::wording::{self, shorten};
+use corral_engine::shorten;
+
+use crate::wording;
 
 /// How much of a tool result's content is kept, in bytes.
 pub const TOOL_RESULT_KEEP: usize = 2 * 1024;

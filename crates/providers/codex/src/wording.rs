@@ -16,6 +16,7 @@
 //! and `Quota exceeded. Check your plan and billing details.` (billing: permanent, not a limit that
 //! resets).
 
+use corral_engine::shorten;
 use corral_ports::RateLimitInfo;
 
 /// How much of the CLI's words a rate-limit report keeps, in bytes.
@@ -100,16 +101,4 @@ fn json_number(text: &str, key: &str) -> Option<u64> {
     let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
-}
-
-/// `text` cut to at most `keep` bytes on a character boundary, with the full length said.
-pub(crate) fn shorten(text: &str, keep: usize) -> String {
-    if text.len() <= keep {
-        return text.to_string();
-    }
-    let mut end = keep;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [{} bytes in all]", &text[..end], text.len())
 }

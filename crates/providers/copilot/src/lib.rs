@@ -32,7 +32,12 @@ pub mod parser;
 mod probe;
 mod settings;
 
-use corral_engine::{Engine, SupervisedProvider};
+use std::sync::Arc;
+
+use corral_engine::{
+    CliSettings, CommonFields, Engine, ProviderDescriptor, SettingError, SupervisedProvider,
+};
+use corral_ports::ProviderId;
 
 pub use adapter::CopilotAdapter;
 pub use mint::UuidSource;
@@ -43,4 +48,43 @@ pub use settings::{CopilotSettings, default_tested_versions};
 /// The headless Copilot CLI provider: this adapter driven by `engine`.
 pub fn headless(engine: Engine, settings: CopilotSettings) -> SupervisedProvider<CopilotAdapter> {
     SupervisedProvider::new(engine, CopilotAdapter::new(settings))
+}
+
+/// What Corral knows about this provider without running it, and how to build it: read by the
+/// composition root, `corral doctor` and `corral providers`.
+pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
+    id: ProviderId::Copilot,
+    label: "Copilot CLI",
+    command: "copilot",
+    npm_package: "@github/copilot",
+    credential_vars: CREDENTIAL_VARS,
+    credential_files: &[".copilot/config.json"],
+    state_dirs: &[".copilot"],
+    tested_versions: default_tested_versions,
+    capabilities: adapter::CAPABILITIES,
+    options: &[],
+    provider: |engine, cli| Ok(Arc::new(headless(engine, settings(cli)?))),
+    probe: |engine, cli| Ok(Arc::new(CopilotProbe::with_engine(&settings(cli)?, engine))),
+};
+
+/// Environment variables that carry credentials for the CLI.
+const CREDENTIAL_VARS: &[&str] = &[
+    "COPILOT_GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "COPILOT_PROVIDER_API_KEY",
+];
+
+/// This provider's settings from the ones every provider shares.
+fn settings(cli: &CliSettings) -> Result<CopilotSettings, SettingError> {
+    cli.refuse_unknown(ProviderId::Copilot, DESCRIPTOR.options)?;
+    let mut s = CopilotSettings::default();
+    cli.apply(CommonFields {
+        command: &mut s.command,
+        model: &mut s.model,
+        extra_args: &mut s.extra_args,
+        tested_versions: &mut s.tested_versions,
+        allow_untested_version: &mut s.allow_untested_version,
+    });
+    Ok(s)
 }

@@ -37,6 +37,7 @@
 //! engine does not write again; a different id would be the one Copilot really used).
 
 use corral_engine::StreamParser;
+use corral_engine::shorten;
 use corral_ports::{AgentEvent, RateLimitInfo, SessionId, Usage};
 use serde_json::{Map, Value};
 
@@ -383,16 +384,4 @@ fn unparsed(line: &str) -> AgentEvent {
     AgentEvent::Unparsed {
         line: line.to_string(),
     }
-}
-
-/// `text` cut to at most `keep` bytes on a character boundary, with the full length said.
-pub(crate) fn shorten(text: &str, keep: usize) -> String {
-    if text.len() <= keep {
-        return text.to_string();
-    }
-    let mut end = keep;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [{} bytes in all]", &text[..end], text.len())
 }

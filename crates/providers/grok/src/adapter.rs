@@ -246,13 +246,12 @@ impl CliAdapter for GrokAdapter {
     }
 
     fn version_check(&self) -> Option<VersionCheck> {
-        Some(VersionCheck {
-            program: self.settings.command.clone(),
-            args: vec!["--version".to_string()],
-            required: self.settings.tested_versions.clone(),
-            timeout: self.settings.version_timeout,
-            allow_mismatch: self.settings.allow_untested_version,
-        })
+        Some(VersionCheck::dash_version(
+            &self.settings.command,
+            &self.settings.tested_versions,
+            self.settings.version_timeout,
+            self.settings.allow_untested_version,
+        ))
     }
 
     /// Any process activity counts, and the idle limit is at least [`GrokSettings::min_idle`]:

@@ -26,7 +26,7 @@
 use corral_engine::{AttemptEvidence, Diagnosis};
 use corral_ports::RateLimitInfo;
 
-use crate::parser::shorten;
+use corral_engine::shorten;
 
 /// How much of the CLI's words a diagnosis keeps, in bytes.
 const MESSAGE_KEEP: usize = 1024;

@@ -70,7 +70,12 @@ pub mod parser;
 mod probe;
 mod settings;
 
-use corral_engine::{Engine, SupervisedProvider};
+use std::sync::Arc;
+
+use corral_engine::{
+    CliSettings, CommonFields, Engine, ProviderDescriptor, SettingError, SupervisedProvider,
+};
+use corral_ports::ProviderId;
 
 pub use adapter::{GrokAdapter, PROMPT_FILE};
 pub use parser::GrokStreamParser;
@@ -83,4 +88,38 @@ pub use settings::{
 /// The headless Grok provider: this adapter driven by `engine`.
 pub fn headless(engine: Engine, settings: GrokSettings) -> SupervisedProvider<GrokAdapter> {
     SupervisedProvider::new(engine, GrokAdapter::new(settings))
+}
+
+/// What Corral knows about this provider without running it, and how to build it: read by the
+/// composition root, `corral doctor` and `corral providers`.
+pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
+    id: ProviderId::Grok,
+    label: "Grok CLI",
+    command: "grok",
+    npm_package: "@vibe-kit/grok-cli",
+    credential_vars: CREDENTIAL_VARS,
+    credential_files: &[".grok/user-settings.json"],
+    state_dirs: &[".grok"],
+    tested_versions: default_tested_versions,
+    capabilities: adapter::CAPABILITIES,
+    options: &[],
+    provider: |engine, cli| Ok(Arc::new(headless(engine, settings(cli)?))),
+    probe: |engine, cli| Ok(Arc::new(GrokProbe::with_engine(&settings(cli)?, engine))),
+};
+
+/// Environment variables that carry credentials for the CLI (0.0.34 reads no `XAI_API_KEY`).
+const CREDENTIAL_VARS: &[&str] = &["GROK_API_KEY"];
+
+/// This provider's settings from the ones every provider shares.
+fn settings(cli: &CliSettings) -> Result<GrokSettings, SettingError> {
+    cli.refuse_unknown(ProviderId::Grok, DESCRIPTOR.options)?;
+    let mut s = GrokSettings::default();
+    cli.apply(CommonFields {
+        command: &mut s.command,
+        model: &mut s.model,
+        extra_args: &mut s.extra_args,
+        tested_versions: &mut s.tested_versions,
+        allow_untested_version: &mut s.allow_untested_version,
+    });
+    Ok(s)
 }

@@ -358,12 +358,11 @@ impl CliAdapter for OpencodeAdapter {
     }
 
     fn version_check(&self) -> Option<VersionCheck> {
-        Some(VersionCheck {
-            program: self.settings.command.clone(),
-            args: vec!["--version".to_string()],
-            required: self.settings.tested_versions.clone(),
-            timeout: self.settings.version_timeout,
-            allow_mismatch: self.settings.allow_untested_version,
-        })
+        Some(VersionCheck::dash_version(
+            &self.settings.command,
+            &self.settings.tested_versions,
+            self.settings.version_timeout,
+            self.settings.allow_untested_version,
+        ))
     }
 }

@@ -39,7 +39,12 @@ pub mod parser;
 mod probe;
 mod settings;
 
-use corral_engine::{Engine, SupervisedProvider};
+use std::sync::Arc;
+
+use corral_engine::{
+    CliSettings, CommonFields, Engine, ProviderDescriptor, SettingError, SupervisedProvider,
+};
+use corral_ports::ProviderId;
 
 pub use adapter::OpencodeAdapter;
 pub use parser::OpencodeStreamParser;
@@ -49,4 +54,44 @@ pub use settings::{OpencodeSettings, default_tested_versions};
 /// The headless OpenCode provider: this adapter driven by `engine`.
 pub fn headless(engine: Engine, settings: OpencodeSettings) -> SupervisedProvider<OpencodeAdapter> {
     SupervisedProvider::new(engine, OpencodeAdapter::new(settings))
+}
+
+/// What Corral knows about this provider without running it, and how to build it: read by the
+/// composition root, `corral doctor` and `corral providers`.
+pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
+    id: ProviderId::Opencode,
+    label: "OpenCode",
+    command: "opencode",
+    npm_package: "opencode-ai",
+    credential_vars: CREDENTIAL_VARS,
+    credential_files: &[".local/share/opencode/auth.json"],
+    state_dirs: &[".local/share/opencode", ".cache/opencode"],
+    tested_versions: default_tested_versions,
+    capabilities: adapter::CAPABILITIES,
+    options: &["auto_approve"],
+    provider: |engine, cli| Ok(Arc::new(headless(engine, settings(cli)?))),
+    probe: |engine, cli| {
+        Ok(Arc::new(OpencodeProbe::with_engine(
+            &settings(cli)?,
+            engine,
+        )))
+    },
+};
+
+/// Environment variables that carry credentials for the CLI.
+const CREDENTIAL_VARS: &[&str] = &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"];
+
+/// This provider's settings from the ones every provider shares.
+fn settings(cli: &CliSettings) -> Result<OpencodeSettings, SettingError> {
+    cli.refuse_unknown(ProviderId::Opencode, DESCRIPTOR.options)?;
+    let mut s = OpencodeSettings::default();
+    cli.apply(CommonFields {
+        command: &mut s.command,
+        model: &mut s.model,
+        extra_args: &mut s.extra_args,
+        tested_versions: &mut s.tested_versions,
+        allow_untested_version: &mut s.allow_untested_version,
+    });
+    s.auto_approve = cli.flag("auto_approve");
+    Ok(s)
 }

@@ -30,8 +30,8 @@ use corral_ports::{ModelAvailability, ModelAvailabilityProbe, ProviderError, Pro
 
 use crate::adapter::OpencodeAdapter;
 use crate::diagnose::strip_ansi;
-use crate::parser::shorten;
 use crate::settings::OpencodeSettings;
+use corral_engine::shorten;
 
 /// The most of the listing that is read, in bytes (a listing of every provider is far smaller).
 const LISTING_KEEP: usize = 4 * 1024 * 1024;

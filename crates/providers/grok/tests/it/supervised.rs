@@ -147,7 +147,7 @@ fn config() -> EngineConfig {
 }
 
 fn log_text(run: &Path) -> String {
-    std::fs::read_to_string(run.join(corral_engine::EVENTS_FILE)).unwrap()
+    std::fs::read_to_string(run.join(corral_ports::run_dir::EVENTS_FILE)).unwrap()
 }
 
 #[tokio::test]

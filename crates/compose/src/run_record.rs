@@ -1,4 +1,5 @@
-//! The run directory and its `run.json` record.
+//! The run directory and its `run.json` record: the caller's record of a run, a format other
+//! programs read (`corral runs`, a sprint tool), kept here so that every caller writes it alike.
 //!
 //! `run.json` is written when the run starts (outcome `running`, with the supervisor's pid and
 //! start time), again the moment a session id is seen, and at the end: a run that ends in any
@@ -12,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+use corral_contract::{UntrustedFileError, read_untrusted_file};
+use corral_ports::run_dir::RUN_FILE;
 use corral_ports::{ProviderId, Usage};
 use serde::{Deserialize, Serialize};
 
@@ -197,17 +200,42 @@ impl Journal {
 /// directory is retried once (see `corral_engine::write_record_file`).
 pub fn write_record(dir: &Path, record: &RunRecord) -> io::Result<()> {
     let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
-    corral_engine::write_record_file(&dir.join("run.json"), &json)
+    corral_engine::write_record_file(&dir.join(RUN_FILE), &json)
+}
+
+/// Why a run record could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunRecordError {
+    /// The file could not be read (missing, not a regular file, too large, an I/O error).
+    /// Retryable: no, unless the run is still writing it.
+    #[error("cannot read {source}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: UntrustedFileError,
+    },
+    /// The file is not a run record. Not retryable.
+    #[error("{} is not a run record: {source}", path.display())]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        source: serde_json::Error,
+    },
 }
 
 /// Reads a run's record. The agent may have replaced it: it is read without blocking and within
 /// a size limit.
-pub fn read_record(dir: &Path) -> anyhow::Result<RunRecord> {
-    let path = dir.join("run.json");
-    let bytes = corral_contract::read_untrusted_file(&path, RECORD_MAX_BYTES)
-        .map_err(|e| anyhow::anyhow!("cannot read {e}"))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| anyhow::anyhow!("{} is not a run record: {e}", path.display()))
+pub fn read_record(dir: &Path) -> Result<RunRecord, RunRecordError> {
+    let path = dir.join(RUN_FILE);
+    let bytes = read_untrusted_file(&path, RECORD_MAX_BYTES).map_err(|source| {
+        RunRecordError::Unreadable {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|source| RunRecordError::Malformed { path, source })
 }
 
 /// Now, as RFC 3339.
