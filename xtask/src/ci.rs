@@ -25,6 +25,7 @@ enum Step {
     Prerequisites,
     Fmt,
     Clippy,
+    Doc,
     Deny,
     Layers,
     Tidy,
@@ -36,6 +37,7 @@ const STEPS: &[Step] = &[
     Step::Prerequisites,
     Step::Fmt,
     Step::Clippy,
+    Step::Doc,
     Step::Deny,
     Step::Layers,
     Step::Tidy,
@@ -49,6 +51,7 @@ impl Step {
             Self::Prerequisites => "prerequisites",
             Self::Fmt => "fmt",
             Self::Clippy => "clippy",
+            Self::Doc => "doc",
             Self::Deny => "cargo-deny",
             Self::Layers => "layers",
             Self::Tidy => "tidy",
@@ -71,6 +74,17 @@ impl Step {
                 "-D",
                 "warnings",
             ])),
+            // Broken intra-doc links and malformed docs fail, private items included.
+            Self::Doc => shell::run(
+                shell::cargo(root)
+                    .args([
+                        "doc",
+                        "--workspace",
+                        "--no-deps",
+                        "--document-private-items",
+                    ])
+                    .env("RUSTDOCFLAGS", "-D warnings"),
+            ),
             Self::Deny => deny(root),
             Self::Layers => layers::run(root),
             Self::Tidy => tidy::run(root),

@@ -108,7 +108,7 @@ pub struct Reserved {
 }
 
 /// The provider adapters are siblings: ports and engine, the contract suite and fixtures in tests.
-const PROVIDER: Rules = Rules::Product {
+pub const PROVIDER: Rules = Rules::Product {
     internal: &[
         any("corral-ports"),
         any("corral-engine"),
@@ -277,13 +277,16 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     )
 }
 
-/// Every layering violation in the workspace at `root`.
+/// Every layering violation in the workspace at `root`, the provider wiring included
+/// (`providers.rs`).
 pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
     let metadata = metadata(root)?;
-    violations(&metadata, |manifest| {
+    let mut found = violations(&metadata, |manifest| {
         std::fs::read_to_string(manifest)
             .with_context(|| format!("could not read {}", manifest.display()))
-    })
+    })?;
+    found.extend(crate::providers::violations(root, &metadata)?);
+    Ok(found)
 }
 
 fn metadata(root: &Path) -> anyhow::Result<Value> {

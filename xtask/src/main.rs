@@ -20,6 +20,7 @@ mod layers;
 #[path = "../../crates/test-support/src/pinned_clis.rs"]
 mod pinned_clis;
 mod prereq;
+mod providers;
 mod self_check;
 mod shell;
 mod tidy;

@@ -3,8 +3,10 @@
 //! A gate that silently accepts everything looks exactly like a gate that passes, so each case
 //! copies the workspace into `target/xtask-self-check/<case>/`, plants one violation, runs the
 //! gates that must catch it, and checks that each one fails *and* names the planted violation
-//! (a gate failing for some other reason proves nothing). Cargo builds in the scratch copies share
-//! the workspace's target directory, so only the planted crate itself is checked again.
+//! (a gate failing for some other reason proves nothing). One case plants a correct change
+//! instead, the test-only sixth provider of `docs/adding-a-provider.md`, and checks that every
+//! gate accepts it; its variants leave out one step each and check that the gate for that step
+//! fails. Cargo builds in the scratch copies share one target directory of their own.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +35,11 @@ enum Gate {
     Layers,
     Clippy,
     Tidy,
+    /// `cargo check` of the composition root and the planted provider: the workspace builds.
+    Build,
+    /// `cargo xtask layers` built from the scratch copy, so that its own `xtask/src/layers.rs`
+    /// table (which the plant may edit) is the one checked.
+    ScratchLayers,
 }
 
 impl Gate {
@@ -42,6 +49,8 @@ impl Gate {
             Self::Layers => "layers",
             Self::Clippy => "clippy",
             Self::Tidy => "tidy",
+            Self::Build => "build",
+            Self::ScratchLayers => "layers",
         }
     }
 }
@@ -58,6 +67,18 @@ enum Plant {
         file: &'static str,
         text: &'static str,
     },
+    /// Adds the test-only sixth provider as `docs/adding-a-provider.md` says, but for the steps
+    /// in `omit`.
+    SixthProvider { omit: &'static [SixthStep] },
+}
+
+/// What a case expects of its gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Each gate fails and names the violation.
+    Reject,
+    /// Each gate passes: the plant is a correct change.
+    Accept,
 }
 
 #[derive(Debug)]
@@ -65,6 +86,7 @@ struct Case {
     dir: &'static str,
     violation: &'static str,
     plant: Plant,
+    expect: Expect,
     /// Each gate that must reject the plant, with text its failure output must contain.
     gates: &'static [(Gate, &'static [&'static str])],
 }
@@ -77,6 +99,7 @@ const CASES: &[Case] = &[
             manifest: "crates/contract/Cargo.toml",
             line: "corral-engine.workspace = true",
         },
+        expect: Expect::Reject,
         gates: &[
             (
                 Gate::CargoDeny,
@@ -98,6 +121,7 @@ const CASES: &[Case] = &[
             manifest: "crates/engine/Cargo.toml",
             line: "corral-test-support.workspace = true",
         },
+        expect: Expect::Reject,
         gates: &[(
             Gate::Layers,
             &["corral-engine -> corral-test-support (normal dep) is not allowed"],
@@ -112,6 +136,7 @@ const CASES: &[Case] = &[
                    pub fn planted_process() -> std::io::Result<std::process::Child> {\n    \
                    std::process::Command::new(\"true\").spawn()\n}\n",
         },
+        expect: Expect::Reject,
         gates: &[
             (
                 Gate::Clippy,
@@ -138,8 +163,213 @@ const CASES: &[Case] = &[
                 "-offline\", \"check\"];\n"
             ),
         },
+        expect: Expect::Reject,
         gates: &[(Gate::Tidy, &["xtask/src/ci.rs:", "in xtask or .ci"])],
     },
+    // docs/adding-a-provider.md, followed for a test-only provider: the result builds and passes
+    // the gates, and each gate's line left out fails that gate.
+    Case {
+        dir: "sixth-provider",
+        violation: "a sixth provider added as docs/adding-a-provider.md says",
+        plant: Plant::SixthProvider { omit: &[] },
+        expect: Expect::Accept,
+        gates: &[
+            (Gate::ScratchLayers, &[]),
+            (Gate::CargoDeny, &[]),
+            (Gate::Build, &[]),
+        ],
+    },
+    Case {
+        dir: "sixth-provider-without-deny-entry",
+        violation: "a sixth provider without its deny.toml entry",
+        plant: Plant::SixthProvider {
+            omit: &[SixthStep::DenyEntry],
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::ScratchLayers,
+            &["provider crate corral-sixth", "entry in deny.toml"],
+        )],
+    },
+    Case {
+        dir: "sixth-provider-without-engine-wrapper",
+        violation: "a sixth provider missing from corral-engine's wrappers",
+        plant: Plant::SixthProvider {
+            omit: &[SixthStep::EngineWrapper],
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::CargoDeny,
+            &[
+                "error[banned]: crate 'corral-engine",
+                "direct parent 'corral-sixth",
+            ],
+        )],
+    },
+    Case {
+        dir: "sixth-provider-without-layer",
+        violation: "a sixth provider missing from xtask/src/layers.rs",
+        plant: Plant::SixthProvider {
+            omit: &[SixthStep::Layer],
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::ScratchLayers,
+            &["corral-sixth (", "missing from LAYERS"],
+        )],
+    },
+    Case {
+        dir: "sixth-provider-without-compose-arm",
+        violation: "a sixth provider the composition root does not name",
+        plant: Plant::SixthProvider {
+            omit: &[SixthStep::ComposeDependency, SixthStep::DescriptorArm],
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::ScratchLayers,
+            &[
+                "not a dependency of corral-compose",
+                "has no arm in `descriptor()`",
+            ],
+        )],
+    },
+];
+
+/// The steps of `docs/adding-a-provider.md`, as planted for the test-only provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SixthStep {
+    /// 1: the crate (from `xtask/sixth-provider/`).
+    Crate,
+    /// 2: the `ProviderId` variant, its place in `ALL`, its name.
+    ProviderId,
+    /// 2: the arm in `descriptor()`.
+    DescriptorArm,
+    /// 2: the settings table's field and arm, which the compiler asks for.
+    Settings,
+    /// 3: `members`, `default-members` and the workspace dependency.
+    Workspace,
+    /// 3: the composition root's dependency.
+    ComposeDependency,
+    /// 3: the `deny.toml` entry.
+    DenyEntry,
+    /// 3: the provider among `corral-engine`'s wrappers.
+    EngineWrapper,
+    /// 3: the `xtask/src/layers.rs` entry, and the provider among the composition root's.
+    Layer,
+}
+
+/// One edit of the sixth provider: `(step, file, find, replace)`. An empty `find` creates `file`
+/// with `replace`; otherwise the one occurrence of `find` becomes `replace`.
+type SixthEdit = (SixthStep, &'static str, &'static str, &'static str);
+
+const GROK_DENY: &str = "  { crate = \"corral-grok\", wrappers = [\"corral-compose\"], reason = \"providers are siblings; only the composition root wires them\" },\n";
+
+const SIXTH_EDITS: &[SixthEdit] = &[
+    (
+        SixthStep::Crate,
+        "crates/providers/sixth/Cargo.toml",
+        "",
+        include_str!("../sixth-provider/Cargo.toml.in"),
+    ),
+    (
+        SixthStep::Crate,
+        "crates/providers/sixth/src/lib.rs",
+        "",
+        include_str!("../sixth-provider/lib.rs.in"),
+    ),
+    (
+        SixthStep::ProviderId,
+        "crates/ports/src/session.rs",
+        "    Grok,\n}",
+        "    Grok,\n    /// A test-only sixth CLI (`sixth`).\n    Sixth,\n}",
+    ),
+    (
+        SixthStep::ProviderId,
+        "crates/ports/src/session.rs",
+        "pub const ALL: [ProviderId; 5] = [",
+        "pub const ALL: [ProviderId; 6] = [",
+    ),
+    (
+        SixthStep::ProviderId,
+        "crates/ports/src/session.rs",
+        "        ProviderId::Grok,\n    ];",
+        "        ProviderId::Grok,\n        ProviderId::Sixth,\n    ];",
+    ),
+    (
+        SixthStep::ProviderId,
+        "crates/ports/src/session.rs",
+        "            ProviderId::Grok => \"grok\",\n",
+        "            ProviderId::Grok => \"grok\",\n            ProviderId::Sixth => \"sixth\",\n",
+    ),
+    (
+        SixthStep::DescriptorArm,
+        "crates/compose/src/factory.rs",
+        "        ProviderId::Grok => &corral_grok::DESCRIPTOR,\n",
+        "        ProviderId::Grok => &corral_grok::DESCRIPTOR,\n        ProviderId::Sixth => &corral_sixth::DESCRIPTOR,\n",
+    ),
+    (
+        SixthStep::Settings,
+        "crates/compose/src/settings.rs",
+        "    pub grok: ProviderSettings,\n",
+        "    pub grok: ProviderSettings,\n    /// The test-only sixth CLI.\n    #[garde(dive)]\n    pub sixth: ProviderSettings,\n",
+    ),
+    (
+        SixthStep::Settings,
+        "crates/compose/src/settings.rs",
+        "            ProviderId::Grok => &self.grok,\n",
+        "            ProviderId::Grok => &self.grok,\n            ProviderId::Sixth => &self.sixth,\n",
+    ),
+    (
+        SixthStep::Workspace,
+        "Cargo.toml",
+        "  \"crates/providers/grok\",\n  \"xtask\",\n",
+        "  \"crates/providers/grok\",\n  \"crates/providers/sixth\",\n  \"xtask\",\n",
+    ),
+    (
+        SixthStep::Workspace,
+        "Cargo.toml",
+        "  \"crates/providers/grok\",\n]",
+        "  \"crates/providers/grok\",\n  \"crates/providers/sixth\",\n]",
+    ),
+    (
+        SixthStep::Workspace,
+        "Cargo.toml",
+        "corral-compose = { path = \"crates/compose\", version = \"0.1.0\" }\n",
+        "corral-compose = { path = \"crates/compose\", version = \"0.1.0\" }\ncorral-sixth = { path = \"crates/providers/sixth\", version = \"0.1.0\" }\n",
+    ),
+    (
+        SixthStep::ComposeDependency,
+        "crates/compose/Cargo.toml",
+        "corral-opencode.workspace = true\n",
+        "corral-opencode.workspace = true\ncorral-sixth.workspace = true\n",
+    ),
+    (
+        SixthStep::DenyEntry,
+        "deny.toml",
+        GROK_DENY,
+        concat!(
+            "  { crate = \"corral-grok\", wrappers = [\"corral-compose\"], reason = \"providers are siblings; only the composition root wires them\" },\n",
+            "  { crate = \"corral-sixth\", wrappers = [\"corral-compose\"], reason = \"providers are siblings; only the composition root wires them\" },\n",
+        ),
+    ),
+    (
+        SixthStep::EngineWrapper,
+        "deny.toml",
+        "  { crate = \"corral-engine\", wrappers = [\n",
+        "  { crate = \"corral-engine\", wrappers = [\n    \"corral-sixth\",\n",
+    ),
+    (
+        SixthStep::Layer,
+        "xtask/src/layers.rs",
+        "    Layer {\n        name: \"corral-grok\",\n        rules: PROVIDER,\n    },\n",
+        "    Layer {\n        name: \"corral-grok\",\n        rules: PROVIDER,\n    },\n    Layer {\n        name: \"corral-sixth\",\n        rules: PROVIDER,\n    },\n",
+    ),
+    (
+        SixthStep::Layer,
+        "xtask/src/layers.rs",
+        "                any(\"corral-grok\"),\n                dev(\"corral-test-support\"),\n",
+        "                any(\"corral-grok\"),\n                any(\"corral-sixth\"),\n                dev(\"corral-test-support\"),\n",
+    ),
 ];
 
 /// How a gate answered a planted violation.
@@ -148,10 +378,11 @@ enum Verdict {
     Rejected,
     Accepted,
     /// It failed, but its output does not name the planted violation.
-    FailedOtherwise(String),
+    FailedOtherwise,
 }
 
-/// Runs every case; fails if any gate accepted its planted violation.
+/// Runs every case; fails if any gate accepted its planted violation, or rejected a correct
+/// change.
 pub fn run(root: &Path) -> anyhow::Result<()> {
     prereq::ensure(&prereq::Machine::current(root), &[prereq::CARGO_DENY])?;
     let base = root.join("target").join("xtask-self-check");
@@ -163,15 +394,26 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
         plant(&scratch, &case.plant)?;
         for (gate, evidence) in case.gates {
             let (gate_name, violation) = (gate.name(), case.violation);
-            match judge(root, &scratch, *gate, evidence)? {
-                Verdict::Rejected => {
+            let (verdict, output) = judge(root, &scratch, *gate, evidence)?;
+            match (case.expect, verdict) {
+                (Expect::Reject, Verdict::Rejected) => {
                     println!("gate {gate_name} rejected planted violation {violation}: ok");
                 }
-                Verdict::Accepted => {
+                (Expect::Reject, Verdict::Accepted) => {
                     failures += 1;
                     println!("gate {gate_name} ACCEPTED planted violation {violation}: FAILED");
                 }
-                Verdict::FailedOtherwise(output) => {
+                (Expect::Accept, Verdict::Accepted) => {
+                    println!("gate {gate_name} accepted {violation}: ok");
+                }
+                (Expect::Accept, Verdict::Rejected | Verdict::FailedOtherwise) => {
+                    failures += 1;
+                    println!(
+                        "gate {gate_name} REJECTED {violation}: FAILED\n{}",
+                        tail(&output, 40)
+                    );
+                }
+                (Expect::Reject, Verdict::FailedOtherwise) => {
                     failures += 1;
                     println!(
                         "gate {gate_name} failed, but not on planted violation {violation} \
@@ -191,11 +433,19 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     if failures > 0 {
         bail!("self-check failed: {failures} gate(s) did not reject their planted violation");
     }
-    println!("self-check ok: every gate rejected its planted violation");
+    println!(
+        "self-check ok: every gate rejected its planted violation and accepted the sixth provider"
+    );
     Ok(())
 }
 
-fn judge(root: &Path, scratch: &Path, gate: Gate, evidence: &[&str]) -> anyhow::Result<Verdict> {
+/// How `gate` answered in `scratch`, and everything it printed.
+fn judge(
+    root: &Path,
+    scratch: &Path,
+    gate: Gate,
+    evidence: &[&str],
+) -> anyhow::Result<(Verdict, String)> {
     let (failed, output) = match gate {
         Gate::CargoDeny => {
             command_outcome(ci::deny_command(scratch).env("CARGO_TERM_COLOR", "never"))?
@@ -214,16 +464,37 @@ fn judge(root: &Path, scratch: &Path, gate: Gate, evidence: &[&str]) -> anyhow::
             .env("CARGO_TERM_COLOR", "never");
             command_outcome(&mut cmd)?
         }
+        Gate::Build => {
+            let mut cmd = shell::cargo(scratch);
+            cmd.args([
+                "check",
+                "--package",
+                "corral-compose",
+                "--package",
+                "corral-sixth",
+            ])
+            .env("CARGO_TARGET_DIR", target_dir(root))
+            .env("CARGO_TERM_COLOR", "never");
+            command_outcome(&mut cmd)?
+        }
+        Gate::ScratchLayers => {
+            let mut cmd = shell::cargo(scratch);
+            cmd.args(["run", "--quiet", "--package", "xtask", "--", "layers"])
+                .env("CARGO_TARGET_DIR", target_dir(root))
+                .env("CARGO_TERM_COLOR", "never");
+            command_outcome(&mut cmd)?
+        }
         Gate::Layers => check_outcome(layers::check(scratch)),
         Gate::Tidy => check_outcome(tidy::check(scratch)),
     };
-    Ok(if !failed {
+    let verdict = if !failed {
         Verdict::Accepted
     } else if evidence.iter().all(|needle| output.contains(needle)) {
         Verdict::Rejected
     } else {
-        Verdict::FailedOtherwise(output)
-    })
+        Verdict::FailedOtherwise
+    };
+    Ok((verdict, output))
 }
 
 /// Whether the command failed, and everything it printed.
@@ -242,9 +513,14 @@ fn check_outcome(result: anyhow::Result<Vec<String>>) -> (bool, String) {
     }
 }
 
-/// The workspace's target directory, shared by the scratch copies.
+/// The target directory the scratch copies share, apart from the workspace's own: cargo keys a
+/// unit by package, not by path, so a scratch build into the workspace's directory would leave
+/// the planted code (a sixth `ProviderId`, the scratch's `target/debug/xtask`) where the next
+/// workspace build takes it as fresh.
 fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), PathBuf::from)
+        .join("xtask-self-check-target")
 }
 
 /// A fresh copy of the workspace at `scratch`.
@@ -287,6 +563,14 @@ fn copy(from: &Path, to: &Path) -> anyhow::Result<()> {
 
 fn plant(scratch: &Path, plant: &Plant) -> anyhow::Result<()> {
     match plant {
+        Plant::SixthProvider { omit } => {
+            for (step, file, find, replace) in SIXTH_EDITS {
+                if !omit.contains(step) {
+                    edit(&scratch.join(file), find, replace)?;
+                }
+            }
+            Ok(())
+        }
         Plant::Dependency { manifest, line } => {
             let path = scratch.join(manifest);
             let text = read(&path)?;
@@ -299,6 +583,25 @@ fn plant(scratch: &Path, plant: &Plant) -> anyhow::Result<()> {
             write(&path, &code)
         }
     }
+}
+
+/// Creates `path` with `replace` (an empty `find`), or replaces the one `find` in it.
+fn edit(path: &Path, find: &str, replace: &str) -> anyhow::Result<()> {
+    if find.is_empty() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("could not create {}", dir.display()))?;
+        }
+        return write(path, replace);
+    }
+    let text = read(path)?;
+    if text.matches(find).count() != 1 {
+        bail!(
+            "{}: expected exactly one {find:?} to plant the sixth provider at;              docs/adding-a-provider.md and this self-check need updating together",
+            path.display()
+        );
+    }
+    write(path, &text.replacen(find, replace, 1))
 }
 
 /// `manifest` with `line` added to its `[dependencies]` table (created if absent).

@@ -78,6 +78,7 @@ pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
     );
     files.sort();
     let mut found = Vec::new();
+    msrv(root, &mut found)?;
     for file in &files {
         let rel = shell::relative(root, file);
         match std::fs::read_to_string(file) {
@@ -86,6 +87,33 @@ pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
         }
     }
     Ok(found)
+}
+
+/// The declared `rust-version` must be the toolchain CI builds with: only the pinned toolchain
+/// can be fetched here, so an older MSRV would be a claim nothing checks.
+fn msrv(root: &Path, found: &mut Vec<String>) -> anyhow::Result<()> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml"))?;
+    let toolchain = std::fs::read_to_string(root.join("rust-toolchain.toml"))?;
+    let value = |text: &str, key: &str| {
+        text.lines()
+            .find_map(|line| line.trim().strip_prefix(key)?.trim().strip_prefix('='))
+            .map(|v| v.trim().trim_matches('"').to_string())
+    };
+    let declared = value(&manifest, "rust-version");
+    let pinned = value(&toolchain, "channel");
+    let matches = match (&declared, &pinned) {
+        (Some(declared), Some(pinned)) => {
+            pinned == declared || pinned.starts_with(&format!("{declared}."))
+        }
+        (None, _) | (_, None) => false,
+    };
+    if !matches {
+        found.push(format!(
+            "Cargo.toml: rust-version {declared:?} is not the toolchain pinned in rust-toolchain.toml \
+             ({pinned:?}), the only one CI builds with"
+        ));
+    }
+    Ok(())
 }
 
 /// The violations in one file, `rel` being its path from the workspace root with `/` separators.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::process::ExitCode;
 
-use corral_ports::{Outcome, ProviderError};
+use corral_ports::ProviderError;
 
 /// The documented exit codes of `corral`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,20 +66,6 @@ impl Exit {
             | ProviderError::Crashed { .. }
             | ProviderError::Io { .. } => Exit::Crashed,
             ProviderError::Cancelled { .. } => Exit::Cancelled,
-        }
-    }
-
-    /// The exit code that stands for an outcome when nothing else decides.
-    pub fn for_outcome(outcome: Outcome) -> Exit {
-        match outcome {
-            Outcome::Succeeded | Outcome::Recovered => Exit::Success,
-            Outcome::RateLimited => Exit::RateLimited,
-            Outcome::ModelUnavailable | Outcome::SpawnFailed | Outcome::Refused => {
-                Exit::Unavailable
-            }
-            Outcome::StaleSession | Outcome::Crashed => Exit::Crashed,
-            Outcome::IdleTimeout | Outcome::WallTimeout => Exit::Timeout,
-            Outcome::Cancelled => Exit::Cancelled,
         }
     }
 

@@ -15,8 +15,8 @@ use corral_contract::{
 };
 use corral_ports::run_dir::{PROMPT_FILE, SIGNALS_FILE};
 use corral_ports::{
-    AgentEvent, AiSession, CancellationToken, Permissions, ProviderError, ProviderId, RunObserver,
-    SessionId, Usage,
+    AgentEvent, AiSession, CancellationToken, HeadlessAiProvider, Permissions, ProviderError,
+    ProviderId, ProviderOutput, RunObserver, SessionId, Usage,
 };
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -251,20 +251,7 @@ fn check_signals(path: &Path, contract: &Contract) -> SignalsVerdict {
 /// Runs `corral run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     let cwd = resolve_cwd(&args)?;
-    let mut flags = Vec::new();
-    if let Some(p) = args.provider {
-        flags.push(("run.provider".to_string(), serde_json::json!(p.as_str())));
-    }
-    if let Some(backend) = &args.sandbox {
-        flags.push(("sandbox.backend".to_string(), serde_json::json!(backend)));
-    }
-    if args.allow_degraded_native {
-        flags.push((
-            "sandbox.allow_degraded_native".to_string(),
-            serde_json::json!(true),
-        ));
-    }
-    let loaded = load_settings(&cwd, flags)?;
+    let loaded = load_settings(&cwd, setting_flags(&args))?;
     let settings = &loaded.settings;
     let provider_id = settings.run.provider;
     let user_prompt = read_prompt(&args)?;
@@ -312,30 +299,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     {
         renderer.line(&format!("warning: cannot write prompt.md: {e}"));
     }
-    let record = RunRecord {
-        run_id: run_id.clone(),
-        provider: provider_id,
-        model: model.clone(),
-        cwd: cwd.clone(),
-        started_at: now(),
-        finished_at: None,
-        outcome: "running".into(),
-        exit_code: None,
-        session_id: resume.as_ref().map(|s| s.to_string()),
-        signals_valid: None,
-        signals_error: None,
-        signal_kinds: Vec::new(),
-        attempts: 0,
-        provider_runs: 0,
-        usage: Usage::default(),
-        duration_ms: None,
-        error: None,
-        resume_command: resume
-            .as_ref()
-            .map(|s| resume_command(provider_id, &cwd, s)),
-        attestation: None,
-        supervisor: Some(Supervisor::this_process()),
-    };
+    let record = first_record(run_id, provider_id, model.clone(), &cwd, resume.as_ref());
     let journal = Arc::new(Journal::new(run_dir.clone(), record));
     if let Err(e) = journal.update(|_| {}) {
         renderer.line(&format!("warning: cannot write run.json: {e}"));
@@ -350,37 +314,130 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         Arc::clone(&journal),
         started,
     );
-
-    let mut prompt = full_prompt;
-    let mut resume = resume;
-    let mut corrective_left = settings.retry.corrective_retries;
-    let mut usage_total = Usage::default();
-    let mut attempts = 0u32;
-    let mut provider_runs = 0u32;
     let observer: Arc<dyn RunObserver> = Arc::new(RecordingObserver {
         renderer: Arc::clone(&renderer),
         journal: Arc::clone(&journal),
         provider: provider_id,
         cwd: cwd.clone(),
     });
+    let first = AiSession {
+        prompt: Arc::from(full_prompt.as_str()),
+        cwd: cwd.clone(),
+        extra_roots: Vec::new(),
+        model,
+        effort: None,
+        permissions: Permissions::default(),
+        resume,
+        cancel,
+        signals_file,
+        output_dir: run_dir.clone(),
+        max_budget_usd: None,
+    };
+    let contract = (!args.no_contract).then_some(&contract);
+    let corrective = settings.retry.corrective_retries;
+    let ending =
+        run_with_contract(&*provider, first, contract, corrective, &renderer, observer).await;
+    if let Some(t) = ticker {
+        t.abort();
+    }
+    renderer.finish();
 
-    let (exit, last_output, last_error, verdict) = loop {
-        let session = AiSession {
-            prompt: Arc::from(prompt.as_str()),
-            cwd: cwd.clone(),
-            extra_roots: Vec::new(),
-            model: model.clone(),
-            effort: None,
-            permissions: Permissions::default(),
-            resume: resume.clone(),
-            cancel: cancel.clone(),
-            signals_file: signals_file.clone(),
-            output_dir: run_dir.clone(),
-            max_budget_usd: None,
-        };
+    let written = finish_record(&journal, &ending, provider_id, &cwd, started);
+    journal.close();
+    let record = journal.snapshot();
+    print_summary(
+        &renderer,
+        &record,
+        &run_dir,
+        ending.exit,
+        ending.error.as_ref(),
+        &ending.verdict,
+        written.err(),
+    );
+    Ok(ending.exit)
+}
+
+/// The settings `corral run`'s flags set, as the highest settings layer.
+fn setting_flags(args: &RunArgs) -> Vec<(String, serde_json::Value)> {
+    let mut flags = Vec::new();
+    if let Some(p) = args.provider {
+        flags.push(("run.provider".to_string(), serde_json::json!(p.as_str())));
+    }
+    if let Some(backend) = &args.sandbox {
+        flags.push(("sandbox.backend".to_string(), serde_json::json!(backend)));
+    }
+    if args.allow_degraded_native {
+        flags.push((
+            "sandbox.allow_degraded_native".to_string(),
+            serde_json::json!(true),
+        ));
+    }
+    flags
+}
+
+/// `run.json` as the run starts.
+fn first_record(
+    run_id: String,
+    provider: ProviderId,
+    model: Option<String>,
+    cwd: &Path,
+    resume: Option<&SessionId>,
+) -> RunRecord {
+    RunRecord {
+        run_id,
+        provider,
+        model,
+        cwd: cwd.to_path_buf(),
+        started_at: now(),
+        finished_at: None,
+        outcome: "running".into(),
+        exit_code: None,
+        session_id: resume.map(|s| s.to_string()),
+        signals_valid: None,
+        signals_error: None,
+        signal_kinds: Vec::new(),
+        attempts: 0,
+        provider_runs: 0,
+        usage: Usage::default(),
+        duration_ms: None,
+        error: None,
+        resume_command: resume.map(|s| resume_command(provider, cwd, s)),
+        attestation: None,
+        supervisor: Some(Supervisor::this_process()),
+    }
+}
+
+/// What the provider runs of one `corral run` came to.
+struct Ending {
+    exit: Exit,
+    output: Option<ProviderOutput>,
+    error: Option<ProviderError>,
+    verdict: SignalsVerdict,
+    attempts: u32,
+    provider_runs: u32,
+    usage: Usage,
+}
+
+/// Runs `first`, then checks `signals.json` against `contract` (none: not checked) and, while
+/// corrective retries are left and a session was captured, resumes it with the corrective
+/// message until the agent's signals are acceptable.
+async fn run_with_contract(
+    provider: &dyn HeadlessAiProvider,
+    first: AiSession,
+    contract: Option<&Contract>,
+    corrective_retries: u32,
+    renderer: &Renderer,
+    observer: Arc<dyn RunObserver>,
+) -> Ending {
+    let mut session = first;
+    let mut corrective_left = corrective_retries;
+    let mut usage_total = Usage::default();
+    let mut attempts = 0u32;
+    let mut provider_runs = 0u32;
+    let (exit, output, error, verdict) = loop {
         provider_runs += 1;
-        let result = provider.run(session, Arc::clone(&observer)).await;
-        match result {
+        let result = provider.run(session.clone(), Arc::clone(&observer)).await;
+        let out = match result {
             Err(err) => {
                 if let Some(ev) = err.evidence() {
                     usage_total.add(&ev.usage);
@@ -393,93 +450,108 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
                     SignalsVerdict::NotChecked,
                 );
             }
-            Ok(out) => {
-                usage_total.add(&out.usage);
-                attempts += out.attempts;
-                if args.no_contract {
-                    break (Exit::Success, Some(out), None, SignalsVerdict::NotChecked);
-                }
-                match check_signals(&signals_file, &contract) {
-                    SignalsVerdict::Invalid(e)
-                        if e.is_correctable()
-                            && corrective_left > 0
-                            && out.session_id.is_some() =>
-                    {
-                        corrective_left -= 1;
-                        renderer.line(&format!(
-                            "signals.json is not acceptable ({}); asking the agent to fix it",
-                            short_error(&e)
-                        ));
-                        prompt = corrective_message(&e, &signals_file, &contract);
-                        resume = out.session_id.clone();
-                    }
-                    SignalsVerdict::Invalid(e) => {
-                        break (
-                            Exit::SignalsInvalid,
-                            Some(out),
-                            None,
-                            SignalsVerdict::Invalid(e),
-                        );
-                    }
-                    SignalsVerdict::Valid { kinds, blocked } => {
-                        let exit = if blocked.is_some() {
-                            Exit::Blocked
-                        } else {
-                            Exit::Success
-                        };
-                        break (
-                            exit,
-                            Some(out),
-                            None,
-                            SignalsVerdict::Valid { kinds, blocked },
-                        );
-                    }
-                    SignalsVerdict::NotChecked => {
-                        break (Exit::Success, Some(out), None, SignalsVerdict::NotChecked);
-                    }
-                }
+            Ok(out) => out,
+        };
+        usage_total.add(&out.usage);
+        attempts += out.attempts;
+        let Some(contract) = contract else {
+            break (Exit::Success, Some(out), None, SignalsVerdict::NotChecked);
+        };
+        match check_signals(&session.signals_file, contract) {
+            SignalsVerdict::Invalid(e)
+                if e.is_correctable() && corrective_left > 0 && out.session_id.is_some() =>
+            {
+                corrective_left -= 1;
+                renderer.line(&format!(
+                    "signals.json is not acceptable ({}); asking the agent to fix it",
+                    short_error(&e)
+                ));
+                let prompt = corrective_message(&e, &session.signals_file, contract);
+                session.prompt = Arc::from(prompt.as_str());
+                session.resume = out.session_id.clone();
+            }
+            SignalsVerdict::Invalid(e) => {
+                break (
+                    Exit::SignalsInvalid,
+                    Some(out),
+                    None,
+                    SignalsVerdict::Invalid(e),
+                );
+            }
+            SignalsVerdict::Valid { kinds, blocked } => {
+                let exit = if blocked.is_some() {
+                    Exit::Blocked
+                } else {
+                    Exit::Success
+                };
+                break (
+                    exit,
+                    Some(out),
+                    None,
+                    SignalsVerdict::Valid { kinds, blocked },
+                );
+            }
+            SignalsVerdict::NotChecked => {
+                break (Exit::Success, Some(out), None, SignalsVerdict::NotChecked);
             }
         }
     };
-    if let Some(t) = ticker {
-        t.abort();
+    Ending {
+        exit,
+        output,
+        error,
+        verdict,
+        attempts,
+        provider_runs,
+        usage: usage_total,
     }
-    renderer.finish();
+}
 
-    let session_id = last_output
+/// Writes how the run ended into `run.json`.
+fn finish_record(
+    journal: &Journal,
+    ending: &Ending,
+    provider_id: ProviderId,
+    cwd: &Path,
+    started: Instant,
+) -> std::io::Result<()> {
+    let session_id = ending
+        .output
         .as_ref()
         .and_then(|o| o.session_id.clone())
-        .or_else(|| last_error.as_ref().and_then(|e| e.session_id().cloned()));
-    let outcome = match (&last_output, &last_error) {
+        .or_else(|| ending.error.as_ref().and_then(|e| e.session_id().cloned()));
+    let outcome = match (&ending.output, &ending.error) {
         (Some(out), _) => out.outcome.to_string(),
         (None, Some(err)) => err.outcome().to_string(),
         (None, None) => "unknown".into(),
     };
-    let attestation = last_output
+    let attestation = ending
+        .output
         .as_ref()
         .and_then(|o| o.attestation.clone())
         .or_else(|| {
-            last_error
+            ending
+                .error
                 .as_ref()
                 .and_then(|e| e.evidence())
                 .and_then(|e| e.attestation.clone())
         });
-    let written = journal.update(|record| {
+    journal.update(|record| {
         record.finished_at = Some(now());
         record.outcome = outcome;
-        record.exit_code = Some(exit.code());
+        record.exit_code = Some(ending.exit.code());
         // A session seen live (and already in the record) is kept when the result names none.
         if let Some(id) = &session_id {
             record.session_id = Some(id.to_string());
-            record.resume_command = Some(resume_command(provider_id, &cwd, id));
+            record.resume_command = Some(resume_command(provider_id, cwd, id));
         }
-        record.attempts = attempts;
-        record.provider_runs = provider_runs;
-        record.usage = usage_total;
+        record.attempts = ending.attempts;
+        record.provider_runs = ending.provider_runs;
+        record.usage = ending.usage;
         record.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-        record.error = last_error.as_ref().map(|e| e.to_string());
+        record.error = ending.error.as_ref().map(|e| e.to_string());
         record.attestation = attestation;
-        match &verdict {
+        match &ending.verdict {
             SignalsVerdict::NotChecked => {}
             SignalsVerdict::Valid { kinds, .. } => {
                 record.signals_valid = Some(true);
@@ -490,19 +562,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
                 record.signals_error = Some(e.to_string());
             }
         }
-    });
-    journal.close();
-    let record = journal.snapshot();
-    print_summary(
-        &renderer,
-        &record,
-        &run_dir,
-        exit,
-        last_error.as_ref(),
-        &verdict,
-        written.err(),
-    );
-    Ok(exit)
+    })
 }
 
 fn short_error(e: &SignalsError) -> String {

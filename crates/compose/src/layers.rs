@@ -32,11 +32,11 @@ const FLAGS_NAME: &str = "command-line flag";
 pub struct SettingsSources {
     /// The user config file, if any (see [`SettingsSources::discover`]).
     pub user_config: Option<PathBuf>,
-    /// The project config file, if any. It may set only what [`crate::trust`] allows, unless the
+    /// The project config file, if any. It may set only what the `trust` module allows, unless the
     /// trust store trusts it.
     pub project_config: Option<PathBuf>,
     /// The trust store: project files the user trusted with their exact content (see
-    /// [`crate::trust`]).
+    /// the `trust` module).
     pub trust_store: Option<PathBuf>,
     /// The environment to read `CORRAL_*` variables from.
     pub env: Vec<(String, String)>,
@@ -109,7 +109,7 @@ pub enum SettingsError {
     /// Values out of range or malformed; each line names the key, the value and its source.
     #[error("invalid settings:\n{}", .0.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<String>),
-    /// The project file sets keys only the user's own settings may set (see [`crate::trust`]),
+    /// The project file sets keys only the user's own settings may set (see the `trust` module),
     /// and the user has not trusted it as it is. The run would otherwise let whoever wrote the
     /// file (a cloned repository, an earlier agent) choose the sandbox, the programs or the
     /// environment.

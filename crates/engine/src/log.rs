@@ -259,7 +259,7 @@ impl Stamp {
 /// file is cut back to its last complete line, so a reader never sees half a record. A small
 /// reserve file (see [`create_reserve`]) is removed on the first "no space left" to make room
 /// for the run's last records, which matter most (the session id, how the run ended). While
-/// the disk stays full, up to [`PENDING_MAX`] bytes of records wait in memory and every flush
+/// the disk stays full, up to `PENDING_MAX` (4 MiB) bytes of records wait in memory and every flush
 /// tries again; what did not fit is counted and recorded as a `log_gap` once writing works again.
 /// When the log file itself is removed (its directory deleted under a running supervisor), the
 /// next flush recreates it from the open descriptor, so the records written so far survive.

@@ -317,11 +317,11 @@ impl ProviderError {
         match self {
             ProviderError::CliNotFound { .. }
             | ProviderError::SpawnFailed { .. }
-            | ProviderError::ArgvTooLong { .. }
-            | ProviderError::VersionMismatch { .. }
+            | ProviderError::ArgvTooLong { .. } => Outcome::SpawnFailed,
+            ProviderError::VersionMismatch { .. }
             | ProviderError::InvalidSession { .. }
             | ProviderError::Unsandboxed { .. }
-            | ProviderError::Io { .. } => Outcome::SpawnFailed,
+            | ProviderError::Io { .. } => Outcome::NotStarted,
             ProviderError::RateLimited { .. } => Outcome::RateLimited,
             ProviderError::ModelUnavailable { .. } => Outcome::ModelUnavailable,
             ProviderError::Refused { .. } => Outcome::Refused,

@@ -293,8 +293,12 @@ pub enum Outcome {
     WallTimeout,
     /// The caller cancelled; the tree was killed.
     Cancelled,
-    /// The CLI could not be started (missing, not executable, argv too long, version refused).
+    /// The CLI could not be started (missing, not executable, argv too long).
     SpawnFailed,
+    /// The run was refused before the CLI was started: a dirty work tree, an untested CLI
+    /// version, no sandbox that enforces the policy, no headless resume, a bad session, or an I/O
+    /// error preparing the run directory.
+    NotStarted,
     /// The CLI refused the request for a reason retrying cannot fix (authentication, a rejected
     /// flag, a refused permission mode).
     Refused,
@@ -314,6 +318,7 @@ impl Outcome {
             Outcome::WallTimeout => "wall-timeout",
             Outcome::Cancelled => "cancelled",
             Outcome::SpawnFailed => "spawn-failed",
+            Outcome::NotStarted => "not-started",
             Outcome::Refused => "refused",
         }
     }

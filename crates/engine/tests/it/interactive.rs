@@ -198,5 +198,5 @@ async fn an_interactive_run_without_an_enforcing_backend_or_consent_is_refused()
         !s.pid_file().exists(),
         "nothing was started without a sandbox"
     );
-    s.assert_log_complete("spawn-failed");
+    s.assert_log_complete("not-started");
 }

@@ -20,6 +20,7 @@ mod git_check;
 mod interactive;
 mod liveness;
 mod pdeathsig;
+mod refusals;
 mod retries;
 mod sandbox;
 mod scale;
