@@ -6,7 +6,6 @@
 //! dev-dependency only), which external crates a member may use (the ports stay tiny; `anyhow`
 //! only in the binary), and that every member opts into the workspace lints.
 //! A workspace member missing from [`LAYERS`] is an error, so a new crate must be declared here.
-//! Crates that do not exist yet are declared too: the table is the plan, the workspace catches up.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -88,9 +87,15 @@ pub enum Rules {
         internal: &'static [Dep],
         external: Externals,
     },
+    /// The composition root: a product crate that may also depend on every provider crate (a
+    /// layer whose rules are [`PROVIDER`]), so that a new provider's one line here is its own.
+    Root {
+        internal: &'static [Dep],
+        external: Externals,
+    },
 }
 
-/// One workspace member (or planned member) and its rules.
+/// One workspace member and its rules.
 #[derive(Debug)]
 pub struct Layer {
     pub name: &'static str,
@@ -108,7 +113,7 @@ pub struct Reserved {
 }
 
 /// The provider adapters are siblings: ports and engine, the contract suite and fixtures in tests.
-pub const PROVIDER: Rules = Rules::Product {
+const PROVIDER: Rules = Rules::Product {
     internal: &[
         any("corral-ports"),
         any("corral-engine"),
@@ -118,7 +123,7 @@ pub const PROVIDER: Rules = Rules::Product {
     external: Externals::Any,
 };
 
-/// Every workspace member, present or planned, and what it may depend on.
+/// Every workspace member and what it may depend on.
 pub const LAYERS: &[Layer] = &[
     // The bottom layer: traits and types, and a handful of small external crates.
     Layer {
@@ -184,16 +189,11 @@ pub const LAYERS: &[Layer] = &[
     // The composition root: the only crate that names every provider.
     Layer {
         name: "corral-compose",
-        rules: Rules::Product {
+        rules: Rules::Root {
             internal: &[
                 any("corral-ports"),
                 any("corral-engine"),
                 any("corral-contract"),
-                any("corral-claude"),
-                any("corral-codex"),
-                any("corral-copilot"),
-                any("corral-opencode"),
-                any("corral-grok"),
                 dev("corral-test-support"),
             ],
             external: Externals::Any,
@@ -343,8 +343,10 @@ fn violations(
             ));
             continue;
         };
-        let Rules::Product { internal, external } = &layer.rules else {
-            continue;
+        let (internal, external, providers) = match &layer.rules {
+            Rules::Tool => continue,
+            Rules::Product { internal, external } => (internal, external, false),
+            Rules::Root { internal, external } => (internal, external, true),
         };
 
         let deps = package["dependencies"]
@@ -357,9 +359,16 @@ fn violations(
             let kind = Kind::from_metadata(dep["kind"].as_str())?;
             let is_internal = members.contains(dep_name) || dep["path"].is_string();
             if is_internal {
-                if !allows(internal, dep_name, kind) {
+                let allowed =
+                    allows(internal, dep_name, kind) || (providers && is_provider(dep_name));
+                if !allowed {
+                    let every_provider = if providers {
+                        ", and every provider crate"
+                    } else {
+                        ""
+                    };
                     found.push(format!(
-                        "{name} -> {dep_name} ({} dep) is not allowed; allowed: {}",
+                        "{name} -> {dep_name} ({} dep) is not allowed; allowed: {}{every_provider}",
                         kind.label(),
                         describe(internal)
                     ));
@@ -384,6 +393,27 @@ fn violations(
         }
     }
     Ok(found)
+}
+
+/// Whether `name` is declared in [`LAYERS`] as a provider crate (with the [`PROVIDER`] rules).
+pub fn is_provider(name: &str) -> bool {
+    LAYERS
+        .iter()
+        .any(|layer| layer.name == name && is_provider_rules(&layer.rules))
+}
+
+/// Whether `rules` are the provider rules (the same internal crates, of the same kinds).
+fn is_provider_rules(rules: &Rules) -> bool {
+    let internal = |rules: &Rules| match rules {
+        Rules::Product { internal, .. } => Some(
+            internal
+                .iter()
+                .map(|dep| (dep.name, dep.kinds.to_vec()))
+                .collect::<Vec<_>>(),
+        ),
+        Rules::Root { .. } | Rules::Tool => None,
+    };
+    internal(rules).is_some() && internal(rules) == internal(&PROVIDER)
 }
 
 fn allows(allowed: &[Dep], name: &str, kind: Kind) -> bool {
@@ -480,7 +510,7 @@ mod tests {
     fn table_names_only_declared_crates() {
         let declared: Vec<&str> = LAYERS.iter().map(|layer| layer.name).collect();
         for layer in LAYERS {
-            if let Rules::Product { internal, .. } = &layer.rules {
+            if let Rules::Product { internal, .. } | Rules::Root { internal, .. } = &layer.rules {
                 for dep in *internal {
                     assert!(
                         declared.contains(&dep.name),
@@ -565,6 +595,32 @@ mod tests {
             "corral-newcomer (/ws/corral-newcomer/Cargo.toml) is a workspace member missing from LAYERS in xtask/src/layers.rs; declare what it may depend on there (and in deny.toml)",
         ];
         assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn only_the_composition_root_may_use_every_provider() {
+        let found = check_packages(
+            vec![
+                package(
+                    "corral-compose",
+                    json!([
+                        internal("corral-engine", None),
+                        internal("corral-claude", None),
+                        internal("corral-grok", None),
+                        internal("corral-cli", None),
+                    ]),
+                ),
+                package("corral-cli", json!([internal("corral-grok", None)])),
+            ],
+            LINTS,
+        );
+        let expected = [
+            "corral-compose -> corral-cli (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (normal/dev/build), corral-test-support (dev), and every provider crate",
+            "corral-cli -> corral-grok (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-contract (normal/dev/build), corral-compose (normal/dev/build), corral-test-support (dev)",
+        ];
+        assert_eq!(found, expected);
+        assert!(is_provider("corral-claude") && is_provider("corral-grok"));
+        assert!(!is_provider("corral-engine") && !is_provider("corral-compose"));
     }
 
     #[test]

@@ -6,12 +6,12 @@
 //! `match` on it (the descriptor arm in compose, the settings table) a compile error until it is
 //! handled, and a crate that drives the engine without a `deny.toml` wrapper fails cargo-deny.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::layers::{LAYERS, PROVIDER, Rules};
+use crate::{layers, shell};
 
 /// Where the provider crates live.
 const PROVIDERS_DIR: &str = "crates/providers/";
@@ -41,7 +41,7 @@ pub fn violations(root: &Path, metadata: &Value) -> anyhow::Result<Vec<String>> 
                 .collect()
         })
         .unwrap_or_default();
-    let mut found = Vec::new();
+    let mut found = not_members(root, packages)?;
     for package in packages {
         let (Some(name), Some(path)) =
             (package["name"].as_str(), package["manifest_path"].as_str())
@@ -59,10 +59,7 @@ pub fn violations(root: &Path, metadata: &Value) -> anyhow::Result<Vec<String>> 
                 "not in both `members` and `default-members` of the root Cargo.toml",
             ));
         }
-        let is_provider_layer = LAYERS
-            .iter()
-            .any(|layer| layer.name == name && is_provider_rules(&layer.rules));
-        if !is_provider_layer {
+        if !layers::is_provider(name) {
             found.push(step(
                 "no `Layer { name, rules: PROVIDER }` in xtask/src/layers.rs",
             ));
@@ -89,18 +86,37 @@ pub fn violations(root: &Path, metadata: &Value) -> anyhow::Result<Vec<String>> 
     Ok(found)
 }
 
-/// Whether `rules` are the provider rules (the same internal crates, of the same kinds).
-fn is_provider_rules(rules: &Rules) -> bool {
-    let internal = |rules: &Rules| match rules {
-        Rules::Product { internal, .. } => Some(
-            internal
-                .iter()
-                .map(|dep| (dep.name, dep.kinds.to_vec()))
-                .collect::<Vec<_>>(),
-        ),
-        Rules::Tool => None,
-    };
-    internal(rules).is_some() && internal(rules) == internal(&PROVIDER)
+/// Each crate under `crates/providers/` that `cargo metadata` does not list: the `crates/*` glob
+/// leaves that folder out, so a provider crate is a member only where it is named.
+fn not_members(root: &Path, packages: &[Value]) -> anyhow::Result<Vec<String>> {
+    let listed: Vec<PathBuf> = packages
+        .iter()
+        .filter_map(|p| p["manifest_path"].as_str())
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .collect();
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let dir = root.join(PROVIDERS_DIR);
+    let entries =
+        std::fs::read_dir(&dir).with_context(|| format!("could not read {}", dir.display()))?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let manifest = entry
+            .with_context(|| format!("could not read {}", dir.display()))?
+            .path()
+            .join("Cargo.toml");
+        let Ok(manifest) = std::fs::canonicalize(&manifest) else {
+            continue;
+        };
+        if !listed.contains(&manifest) {
+            found.push(format!(
+                "{}: a provider crate that is no workspace member: add its folder to `members` \
+                 and `default-members` of the root Cargo.toml; see docs/adding-a-provider.md",
+                shell::relative(&root, &manifest)
+            ));
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// The provider directory (`crates/providers/<name>`) of a manifest, if it is one.

@@ -35,7 +35,8 @@ enum Gate {
     Layers,
     Clippy,
     Tidy,
-    /// `cargo check` of the composition root and the planted provider: the workspace builds.
+    /// `cargo clippy -D warnings` of the composition root and the planted provider: the
+    /// workspace builds, and the provider meets the workspace lints.
     Build,
     /// `cargo xtask layers` built from the scratch copy, so that its own `xtask/src/layers.rs`
     /// table (which the plant may edit) is the one checked.
@@ -176,8 +177,41 @@ const CASES: &[Case] = &[
         gates: &[
             (Gate::ScratchLayers, &[]),
             (Gate::CargoDeny, &[]),
+            (Gate::Tidy, &[]),
             (Gate::Build, &[]),
         ],
+    },
+    // The step the compiler asks for: an exhaustive `match` on `ProviderId` without the new
+    // variant's arm does not build.
+    Case {
+        dir: "sixth-provider-without-settings",
+        violation: "a sixth provider without its settings table entry",
+        plant: Plant::SixthProvider {
+            omit: &[SixthStep::Settings],
+        },
+        expect: Expect::Reject,
+        gates: &[(Gate::Build, &["E0004", "ProviderId::Sixth` not covered"])],
+    },
+    Case {
+        dir: "sixth-provider-crate-alone",
+        violation: "a provider crate added and wired nowhere",
+        plant: Plant::SixthProvider {
+            omit: &[
+                SixthStep::ProviderId,
+                SixthStep::DescriptorArm,
+                SixthStep::Settings,
+                SixthStep::Workspace,
+                SixthStep::ComposeDependency,
+                SixthStep::DenyEntry,
+                SixthStep::EngineWrapper,
+                SixthStep::Layer,
+            ],
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::ScratchLayers,
+            &["crates/providers/sixth/Cargo.toml: a provider crate that is no workspace member"],
+        )],
     },
     Case {
         dir: "sixth-provider-without-deny-entry",
@@ -254,7 +288,7 @@ enum SixthStep {
     DenyEntry,
     /// 3: the provider among `corral-engine`'s wrappers.
     EngineWrapper,
-    /// 3: the `xtask/src/layers.rs` entry, and the provider among the composition root's.
+    /// 3: the `xtask/src/layers.rs` entry.
     Layer,
 }
 
@@ -364,12 +398,6 @@ const SIXTH_EDITS: &[SixthEdit] = &[
         "    Layer {\n        name: \"corral-grok\",\n        rules: PROVIDER,\n    },\n",
         "    Layer {\n        name: \"corral-grok\",\n        rules: PROVIDER,\n    },\n    Layer {\n        name: \"corral-sixth\",\n        rules: PROVIDER,\n    },\n",
     ),
-    (
-        SixthStep::Layer,
-        "xtask/src/layers.rs",
-        "                any(\"corral-grok\"),\n                dev(\"corral-test-support\"),\n",
-        "                any(\"corral-grok\"),\n                any(\"corral-sixth\"),\n                dev(\"corral-test-support\"),\n",
-    ),
 ];
 
 /// How a gate answered a planted violation.
@@ -431,7 +459,9 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
         );
     }
     if failures > 0 {
-        bail!("self-check failed: {failures} gate(s) did not reject their planted violation");
+        bail!(
+            "self-check failed: {failures} gate(s) did not answer as expected (see FAILED above)"
+        );
     }
     println!(
         "self-check ok: every gate rejected its planted violation and accepted the sixth provider"
@@ -467,11 +497,14 @@ fn judge(
         Gate::Build => {
             let mut cmd = shell::cargo(scratch);
             cmd.args([
-                "check",
+                "clippy",
                 "--package",
                 "corral-compose",
                 "--package",
                 "corral-sixth",
+                "--",
+                "-D",
+                "warnings",
             ])
             .env("CARGO_TARGET_DIR", target_dir(root))
             .env("CARGO_TERM_COLOR", "never");
