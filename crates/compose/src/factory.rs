@@ -14,9 +14,6 @@ use crate::settings::{ProviderSettings, Settings};
 /// Why no provider could be built. Not retryable: settings or installation must change.
 #[derive(Debug, thiserror::Error)]
 pub enum ComposeError {
-    /// The provider has no adapter in this build yet.
-    #[error("provider {0} is not available in this version of corral (available: {1})")]
-    NotAvailable(ProviderId, String),
     /// A provider setting cannot be used.
     #[error("providers.{provider}.{key}: {message}")]
     BadSetting {

@@ -1,9 +1,9 @@
 //! The exit classification ladder: how one attempt ended, decided in a fixed order.
 //!
 //! cancelled → success from the terminal event (exit code 0 only for a CLI that has no terminal
-//! event it always prints) → rate limit →
-//! model unavailable → refused (authentication, rejected flags) → failed but `signals.json` present (recovered) → stale session → watchdog
-//! kills (idle, wall clock) → crash. Spawn errors are decided before any of this.
+//! event it always prints) → rate limit → model unavailable → refused (authentication, rejected
+//! flags) → failed but `signals.json` present (recovered) → stale session → watchdog kills (idle,
+//! wall clock) → crash. Spawn errors and refusals before the spawn are decided before any of this.
 
 use corral_ports::RateLimitInfo;
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use corral_compose::{ComposeError, Settings, engine_config, headless_provider};
+use corral_compose::{Settings, engine_config, headless_provider};
 use corral_ports::ProviderId;
 
 #[test]
@@ -25,14 +25,9 @@ fn every_provider_id_gets_an_answer() {
     for id in ProviderId::ALL {
         match headless_provider(id, &s, engine_config(&s)) {
             Ok(p) => assert_eq!(p.id(), id),
-            Err(ComposeError::NotAvailable(got, available)) => {
-                assert_eq!(got, id);
-                assert!(available.contains("claude"));
-            }
-            Err(other) => panic!("{id}: {other}"),
+            Err(err) => panic!("{id}: {err}"),
         }
     }
-    assert!(headless_provider(ProviderId::Claude, &s, engine_config(&s)).is_ok());
 }
 
 #[test]

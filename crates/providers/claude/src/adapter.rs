@@ -196,15 +196,6 @@ impl ClaudeAdapter {
             ),
         ]
     }
-
-    /// Why Claude Code refused to run at all, where only its wording tells: bypass mode as root,
-    /// a command line it rejects, failed authentication. It is the reading
-    /// [`CliAdapter::diagnose`] puts into [`Diagnosis::refused`], so the engine classifies such a
-    /// run as refused (permanent: retrying changes nothing); on its own it serves the tests that
-    /// check each wording.
-    pub fn refusal(&self, evidence: &AttemptEvidence<'_>) -> Option<String> {
-        diagnose::refusal(evidence)
-    }
 }
 
 /// Claude Code's row in the capability table.

@@ -57,7 +57,7 @@ pub fn diagnose(evidence: &AttemptEvidence<'_>) -> Diagnosis {
 
 /// Why Claude Code refused to run at all, with what to do about it. Such a refusal is permanent:
 /// the same command fails the same way until something outside the run changes.
-pub fn refusal(evidence: &AttemptEvidence<'_>) -> Option<String> {
+fn refusal(evidence: &AttemptEvidence<'_>) -> Option<String> {
     let stderr = evidence.stderr_tail;
     if stderr.contains(ROOT_REFUSAL) {
         return Some(

@@ -207,12 +207,6 @@ impl CopilotAdapter {
         Ok(args)
     }
 
-    /// Why Copilot refused to run at all, where only its wording tells: no credentials, failed
-    /// authentication, a rejected command line, an exhausted quota. See [`Diagnosis::refused`].
-    pub fn refusal(&self, evidence: &AttemptEvidence<'_>) -> Option<String> {
-        diagnose::refusal(evidence)
-    }
-
     fn mint(&self) -> Result<SessionId, ProviderError> {
         let text = self.uuids.mint().map_err(|e| ProviderError::Io {
             provider: ProviderId::Copilot,

@@ -199,14 +199,6 @@ impl OpencodeAdapter {
             ("OPENCODE_DISABLE_SHARE".to_string(), "1".to_string()),
         ]
     }
-
-    /// Why OpenCode refused to run at all, where only its output tells: failed authentication, a
-    /// command line it rejects, an empty prompt, a working directory it cannot enter. Such a
-    /// failure is permanent; [`CliAdapter::diagnose`] reports it as `refused`, and the engine as
-    /// [`ProviderError::Refused`].
-    pub fn refusal(&self, evidence: &AttemptEvidence<'_>) -> Option<String> {
-        diagnose::refusal(evidence)
-    }
 }
 
 /// Refuses the parts of a session OpenCode cannot honour, before anything is spawned.

@@ -53,12 +53,9 @@ pub fn diagnose(evidence: &AttemptEvidence<'_>) -> Diagnosis {
     }
 }
 
-/// Why OpenCode refused to run at all, with what to do about it. Such a refusal is permanent: the
-/// same command fails the same way until something outside the run changes.
-pub fn refusal(evidence: &AttemptEvidence<'_>) -> Option<String> {
-    refusal_in(evidence, &strip_ansi(evidence.stderr_tail))
-}
-
+/// Why OpenCode refused to run at all, with what to do about it (`stderr` with its colours
+/// stripped). Such a refusal is permanent: the same command fails the same way until something
+/// outside the run changes.
 fn refusal_in(evidence: &AttemptEvidence<'_>, stderr: &str) -> Option<String> {
     if let Some(t) = evidence.terminal.filter(|t| t.is_error) {
         let text = t.text.as_deref().unwrap_or_default();

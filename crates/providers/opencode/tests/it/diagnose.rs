@@ -15,7 +15,10 @@ fn read(case: &str) -> (Diagnosis, Option<String>) {
     let recorded = Recorded::of(case);
     let evidence = recorded.evidence();
     let adapter = OpencodeAdapter::default();
-    (adapter.diagnose(&evidence), adapter.refusal(&evidence))
+    let diagnosis = adapter.diagnose(&evidence);
+    // The refusal is the diagnosis's own field, read out so each case states it.
+    let refusal = diagnosis.refused.clone();
+    (diagnosis, refusal)
 }
 
 /// How the engine classifies a recorded case, resumed or not.
