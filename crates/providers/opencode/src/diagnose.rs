@@ -16,7 +16,7 @@
 //!   `Model not found: <provider>/<model>. Did you mean: …?` (a `session.error` of name
 //!   `UnknownError`), an error named `ProviderModelNotFoundError` or `ModelNotFoundError`, and an
 //!   API status 404 whose text names the model.
-//! - refusals (see [`refusal`]): `error` line with `statusCode: 401, isRetryable: false`
+//! - refusals (see [`refusal_in`]): `error` line with `statusCode: 401, isRetryable: false`
 //!   (recorded: `invalid x-api-key (fakeapi)`), 403 and `ProviderAuthError` (from the source);
 //!   a rejected command line, for which OpenCode prints only its usage on stderr and exits 1
 //!   (recorded with `--bogus-flag`: no line names the flag); from the source, not recorded: `You
