@@ -199,14 +199,13 @@ pub const LAYERS: &[Layer] = &[
             external: Externals::Any,
         },
     },
-    // The `corral` binary: above the composition root, which is all it knows of the engine and
-    // the providers.
+    // The `corral` binary: above the composition root, which is all it knows of the engine, the
+    // providers and the signals contract.
     Layer {
         name: "corral-cli",
         rules: Rules::Product {
             internal: &[
                 any("corral-ports"),
-                any("corral-contract"),
                 any("corral-compose"),
                 dev("corral-test-support"),
             ],
@@ -616,7 +615,7 @@ mod tests {
         );
         let expected = [
             "corral-compose -> corral-cli (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (normal/dev/build), corral-test-support (dev), and every provider crate",
-            "corral-cli -> corral-grok (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-contract (normal/dev/build), corral-compose (normal/dev/build), corral-test-support (dev)",
+            "corral-cli -> corral-grok (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-compose (normal/dev/build), corral-test-support (dev)",
         ];
         assert_eq!(found, expected);
         assert!(is_provider("corral-claude") && is_provider("corral-grok"));

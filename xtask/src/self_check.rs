@@ -116,6 +116,50 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        dir: "cli-uses-engine",
+        violation: "corral-cli -> corral-engine (normal dep): the binary reaching past compose",
+        plant: Plant::Dependency {
+            manifest: "crates/cli/Cargo.toml",
+            line: "corral-engine.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-cli",
+                    "error[banned]: crate 'corral-engine",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-cli -> corral-engine (normal dep) is not allowed"],
+            ),
+        ],
+    },
+    Case {
+        dir: "cli-uses-contract",
+        violation: "corral-cli -> corral-contract (normal dep): the binary reaching past compose",
+        plant: Plant::Dependency {
+            manifest: "crates/cli/Cargo.toml",
+            line: "corral-contract.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-cli",
+                    "error[banned]: crate 'corral-contract",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-cli -> corral-contract (normal dep) is not allowed"],
+            ),
+        ],
+    },
+    Case {
         dir: "engine-uses-test-support",
         violation: "corral-engine -> corral-test-support (normal dep)",
         plant: Plant::Dependency {

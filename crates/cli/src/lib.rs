@@ -2,7 +2,8 @@
 //! past and running runs, show the merged settings, and check the installed CLIs.
 //!
 //! This crate renders and maps outcomes to exit codes. It knows nothing about provider
-//! internals: it builds providers through `corral-compose` and talks to them through the ports.
+//! internals or the signals contract's rules: it builds providers and runs a task to a checked
+//! result through `corral-compose`, and talks to providers through the ports.
 //! Everything it prints goes through `term`, which makes agent-controlled text inert on a
 //! terminal and survives a closed stdout; the `print` lints keep it so.
 

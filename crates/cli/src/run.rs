@@ -1,5 +1,5 @@
-//! `corral run`: one task through one provider, with the signals contract, corrective retries,
-//! Ctrl-C handling, the run directory, and a summary.
+//! `corral run`: one task through one provider, with the signals contract and corrective
+//! retries (compose's `run_with_contract`), Ctrl-C handling, the run directory, and a summary.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -7,16 +7,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use corral_compose::{
-    Journal, RunRecord, Supervisor, create_run_dir, engine_config, headless_provider, now,
-};
-use corral_contract::{
-    Contract, Signal, SignalsError, corrective_message, render_contract_section,
-    validate_signals_file,
+    Contract, ContractRun, Journal, RunRecord, SignalsError, SignalsVerdict, Supervisor,
+    create_run_dir, engine_config, headless_provider, now, render_contract_section,
+    run_with_contract,
 };
 use corral_ports::run_dir::{PROMPT_FILE, SIGNALS_FILE};
 use corral_ports::{
-    AgentEvent, AiSession, CancellationToken, HeadlessAiProvider, Permissions, ProviderError,
-    ProviderId, ProviderOutput, RunObserver, SessionId, Usage,
+    AgentEvent, AiSession, CancellationToken, Permissions, ProviderError, ProviderId, RunObserver,
+    SessionId, Usage,
 };
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -217,37 +215,6 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-/// What the signals said.
-enum SignalsVerdict {
-    NotChecked,
-    Valid {
-        kinds: Vec<String>,
-        blocked: Option<String>,
-    },
-    Invalid(SignalsError),
-}
-
-fn check_signals(path: &Path, contract: &Contract) -> SignalsVerdict {
-    match validate_signals_file(path, contract) {
-        Ok(valid) => {
-            let kinds = valid
-                .signals()
-                .iter()
-                .map(|s| s.kind().to_string())
-                .collect();
-            let blocked = valid.signals().iter().find_map(|s| {
-                if let Signal::TaskBlocked(b) = s {
-                    Some(b.reason.clone())
-                } else {
-                    None
-                }
-            });
-            SignalsVerdict::Valid { kinds, blocked }
-        }
-        Err(e) => SignalsVerdict::Invalid(e),
-    }
-}
-
 /// Runs `corral run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     let cwd = resolve_cwd(&args)?;
@@ -335,8 +302,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     };
     let contract = (!args.no_contract).then_some(&contract);
     let corrective = settings.retry.corrective_retries;
-    let ending =
-        run_with_contract(&*provider, first, contract, corrective, &renderer, observer).await;
+    let on_corrective = |e: &SignalsError| {
+        renderer.line(&format!(
+            "signals.json is not acceptable ({}); asking the agent to fix it",
+            short_error(e)
+        ));
+    };
+    let ending = Ending::new(
+        run_with_contract(
+            &*provider,
+            first,
+            contract,
+            corrective,
+            observer,
+            &on_corrective,
+        )
+        .await,
+    );
     if let Some(t) = ticker {
         t.abort();
     }
@@ -350,8 +332,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         &record,
         &run_dir,
         ending.exit,
-        ending.error.as_ref(),
-        &ending.verdict,
+        ending.run.error.as_ref(),
+        &ending.run.verdict,
         written.err(),
     );
     Ok(ending.exit)
@@ -407,103 +389,28 @@ fn first_record(
     }
 }
 
-/// What the provider runs of one `corral run` came to.
+/// How one `corral run` ended: the provider runs and the exit code they come to.
 struct Ending {
     exit: Exit,
-    output: Option<ProviderOutput>,
-    error: Option<ProviderError>,
-    verdict: SignalsVerdict,
-    attempts: u32,
-    provider_runs: u32,
-    usage: Usage,
+    run: ContractRun,
 }
 
-/// Runs `first`, then checks `signals.json` against `contract` (none: not checked) and, while
-/// corrective retries are left and a session was captured, resumes it with the corrective
-/// message until the agent's signals are acceptable.
-async fn run_with_contract(
-    provider: &dyn HeadlessAiProvider,
-    first: AiSession,
-    contract: Option<&Contract>,
-    corrective_retries: u32,
-    renderer: &Renderer,
-    observer: Arc<dyn RunObserver>,
-) -> Ending {
-    let mut session = first;
-    let mut corrective_left = corrective_retries;
-    let mut usage_total = Usage::default();
-    let mut attempts = 0u32;
-    let mut provider_runs = 0u32;
-    let (exit, output, error, verdict) = loop {
-        provider_runs += 1;
-        let result = provider.run(session.clone(), Arc::clone(&observer)).await;
-        let out = match result {
-            Err(err) => {
-                if let Some(ev) = err.evidence() {
-                    usage_total.add(&ev.usage);
-                    attempts += ev.attempts;
-                }
-                break (
-                    Exit::for_error(&err),
-                    None,
-                    Some(err),
-                    SignalsVerdict::NotChecked,
-                );
+impl Ending {
+    fn new(run: ContractRun) -> Self {
+        let exit = match (&run.error, &run.verdict) {
+            (Some(err), _) => Exit::for_error(err),
+            (None, SignalsVerdict::Invalid(_)) => Exit::SignalsInvalid,
+            (
+                None,
+                SignalsVerdict::Valid {
+                    blocked: Some(_), ..
+                },
+            ) => Exit::Blocked,
+            (None, SignalsVerdict::Valid { blocked: None, .. } | SignalsVerdict::NotChecked) => {
+                Exit::Success
             }
-            Ok(out) => out,
         };
-        usage_total.add(&out.usage);
-        attempts += out.attempts;
-        let Some(contract) = contract else {
-            break (Exit::Success, Some(out), None, SignalsVerdict::NotChecked);
-        };
-        match check_signals(&session.signals_file, contract) {
-            SignalsVerdict::Invalid(e)
-                if e.is_correctable() && corrective_left > 0 && out.session_id.is_some() =>
-            {
-                corrective_left -= 1;
-                renderer.line(&format!(
-                    "signals.json is not acceptable ({}); asking the agent to fix it",
-                    short_error(&e)
-                ));
-                let prompt = corrective_message(&e, &session.signals_file, contract);
-                session.prompt = Arc::from(prompt.as_str());
-                session.resume = out.session_id.clone();
-            }
-            SignalsVerdict::Invalid(e) => {
-                break (
-                    Exit::SignalsInvalid,
-                    Some(out),
-                    None,
-                    SignalsVerdict::Invalid(e),
-                );
-            }
-            SignalsVerdict::Valid { kinds, blocked } => {
-                let exit = if blocked.is_some() {
-                    Exit::Blocked
-                } else {
-                    Exit::Success
-                };
-                break (
-                    exit,
-                    Some(out),
-                    None,
-                    SignalsVerdict::Valid { kinds, blocked },
-                );
-            }
-            SignalsVerdict::NotChecked => {
-                break (Exit::Success, Some(out), None, SignalsVerdict::NotChecked);
-            }
-        }
-    };
-    Ending {
-        exit,
-        output,
-        error,
-        verdict,
-        attempts,
-        provider_runs,
-        usage: usage_total,
+        Ending { exit, run }
     }
 }
 
@@ -516,21 +423,30 @@ fn finish_record(
     started: Instant,
 ) -> std::io::Result<()> {
     let session_id = ending
+        .run
         .output
         .as_ref()
         .and_then(|o| o.session_id.clone())
-        .or_else(|| ending.error.as_ref().and_then(|e| e.session_id().cloned()));
-    let outcome = match (&ending.output, &ending.error) {
+        .or_else(|| {
+            ending
+                .run
+                .error
+                .as_ref()
+                .and_then(|e| e.session_id().cloned())
+        });
+    let outcome = match (&ending.run.output, &ending.run.error) {
         (Some(out), _) => out.outcome.to_string(),
         (None, Some(err)) => err.outcome().to_string(),
         (None, None) => "unknown".into(),
     };
     let attestation = ending
+        .run
         .output
         .as_ref()
         .and_then(|o| o.attestation.clone())
         .or_else(|| {
             ending
+                .run
                 .error
                 .as_ref()
                 .and_then(|e| e.evidence())
@@ -545,13 +461,13 @@ fn finish_record(
             record.session_id = Some(id.to_string());
             record.resume_command = Some(resume_command(provider_id, cwd, id));
         }
-        record.attempts = ending.attempts;
-        record.provider_runs = ending.provider_runs;
-        record.usage = ending.usage;
+        record.attempts = ending.run.attempts;
+        record.provider_runs = ending.run.provider_runs;
+        record.usage = ending.run.usage;
         record.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-        record.error = ending.error.as_ref().map(|e| e.to_string());
+        record.error = ending.run.error.as_ref().map(|e| e.to_string());
         record.attestation = attestation;
-        match &ending.verdict {
+        match &ending.run.verdict {
             SignalsVerdict::NotChecked => {}
             SignalsVerdict::Valid { kinds, .. } => {
                 record.signals_valid = Some(true);

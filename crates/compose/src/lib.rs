@@ -8,17 +8,23 @@
 //! and environment (see the `trust` module and `docs/security.md`). The factory turns settings
 //! into a ready provider, or its model probe, from the provider's descriptor, picked by one
 //! exhaustive `match` on `ProviderId`. It also owns the run directory and its record
-//! (`run.json`), which every caller writes alike.
+//! (`run.json`), which every caller writes alike, and the corrective-retry policy: a task run
+//! until the agent's `signals.json` satisfies the contract ([`run_with_contract`]).
 //!
 //! This is the only crate that reads settings and the only one that names every provider. It
 //! knows nothing about the terminal: rendering belongs to the CLI.
 
+mod contract_run;
 mod factory;
 mod layers;
 mod run_record;
 mod settings;
 mod trust;
 
+pub use contract_run::{ContractRun, SignalsVerdict, run_with_contract};
+/// What the binary needs of the signals contract, through the composition root: the contract a
+/// run asks for, the prompt section that states it, and the error a check reports.
+pub use corral_contract::{Contract, SignalsError, render_contract_section};
 /// What the binary needs of the engine, through the composition root: the engine's
 /// configuration (tests tune it), ending every process group of this process's children on a
 /// second signal, and the run directory's crash-safe record writes.

@@ -1,5 +1,5 @@
 //! Integration tests of the composition root: layering, sources, validation errors, the schema,
-//! the trust model of the project file, and the factory.
+//! the trust model of the project file, the factory, and a task run to a checked result.
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
@@ -9,6 +9,7 @@
     clippy::wildcard_enum_match_arm
 )]
 
+mod contract_run;
 mod factory;
 mod layering;
 mod schema;

@@ -1,0 +1,132 @@
+//! One task run to a checked result: the provider's run, then the agent's `signals.json` checked
+//! against the contract and, while corrective retries are left and a session was captured, the
+//! session resumed with the corrective message until the signals are acceptable.
+//!
+//! `corral run` drives it, and so can any caller of the library (the sprint): the policy lives
+//! here once, between the provider port and the contract, and knows nothing of a terminal.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use corral_contract::{Contract, Signal, SignalsError, corrective_message, validate_signals_file};
+use corral_ports::{
+    AiSession, HeadlessAiProvider, ProviderError, ProviderOutput, RunObserver, Usage,
+};
+
+/// What the agent's signals came to.
+#[derive(Debug)]
+pub enum SignalsVerdict {
+    /// No contract was asked for, or the run ended in an error before the check.
+    NotChecked,
+    /// `signals.json` satisfied the contract.
+    Valid {
+        /// The kind of each signal, in file order.
+        kinds: Vec<String>,
+        /// The reason of a `task_blocked` signal, when the agent reported one.
+        blocked: Option<String>,
+    },
+    /// `signals.json` was missing or invalid once no corrective retry was left (or none could
+    /// help).
+    Invalid(SignalsError),
+}
+
+/// What every provider run of one task came to.
+#[derive(Debug)]
+pub struct ContractRun {
+    /// The last provider run's output, when it succeeded.
+    pub output: Option<ProviderOutput>,
+    /// The last provider run's error, when it failed (then `output` is `None`).
+    pub error: Option<ProviderError>,
+    /// The signals check of the last successful provider run.
+    pub verdict: SignalsVerdict,
+    /// Attempts over every provider run.
+    pub attempts: u32,
+    /// Provider runs: the first and each corrective retry.
+    pub provider_runs: u32,
+    /// Tokens and cost over every provider run.
+    pub usage: Usage,
+}
+
+/// Runs `first` through `provider`, then checks `signals.json` against `contract` (`None`: not
+/// checked) and, while `corrective_retries` are left and a session was captured, resumes that
+/// session with the corrective message. `on_corrective` hears each error a corrective retry is
+/// sent for, before it is sent.
+pub async fn run_with_contract(
+    provider: &dyn HeadlessAiProvider,
+    first: AiSession,
+    contract: Option<&Contract>,
+    corrective_retries: u32,
+    observer: Arc<dyn RunObserver>,
+    on_corrective: &(dyn Fn(&SignalsError) + Send + Sync),
+) -> ContractRun {
+    let mut session = first;
+    let mut corrective_left = corrective_retries;
+    let mut run = ContractRun {
+        output: None,
+        error: None,
+        verdict: SignalsVerdict::NotChecked,
+        attempts: 0,
+        provider_runs: 0,
+        usage: Usage::default(),
+    };
+    loop {
+        run.provider_runs += 1;
+        let out = match provider.run(session.clone(), Arc::clone(&observer)).await {
+            Ok(out) => out,
+            Err(err) => {
+                if let Some(ev) = err.evidence() {
+                    run.usage.add(&ev.usage);
+                    run.attempts += ev.attempts;
+                }
+                run.error = Some(err);
+                return run;
+            }
+        };
+        run.usage.add(&out.usage);
+        run.attempts += out.attempts;
+        let Some(contract) = contract else {
+            run.output = Some(out);
+            return run;
+        };
+        match check_signals(&session.signals_file, contract) {
+            SignalsVerdict::Invalid(e)
+                if e.is_correctable() && corrective_left > 0 && out.session_id.is_some() =>
+            {
+                corrective_left -= 1;
+                on_corrective(&e);
+                let prompt = corrective_message(&e, &session.signals_file, contract);
+                session.prompt = Arc::from(prompt.as_str());
+                session.resume = out.session_id.clone();
+            }
+            verdict @ (SignalsVerdict::Invalid(_)
+            | SignalsVerdict::Valid { .. }
+            | SignalsVerdict::NotChecked) => {
+                run.output = Some(out);
+                run.verdict = verdict;
+                return run;
+            }
+        }
+    }
+}
+
+/// Checks `path` against `contract`.
+fn check_signals(path: &Path, contract: &Contract) -> SignalsVerdict {
+    match validate_signals_file(path, contract) {
+        Ok(valid) => {
+            let kinds = valid
+                .signals()
+                .iter()
+                .map(|s| s.kind().to_string())
+                .collect();
+            let blocked = valid.signals().iter().find_map(|s| {
+                if let Signal::TaskBlocked(b) = s {
+                    Some(b.reason.clone())
+                } else {
+                    None
+                }
+            });
+            SignalsVerdict::Valid { kinds, blocked }
+        }
+        Err(e) => SignalsVerdict::Invalid(e),
+    }
+}
