@@ -3,23 +3,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_compose::{CliVersion, cli_version, engine_config, model_probe, provider_facts};
+use corral_compose::{
+    CliVersion, HOST_CWD, HostProgramError, cli_version, engine_config, host_program, model_probe,
+    provider_facts,
+};
 use corral_ports::{ModelAvailability, ProviderId};
 
 use crate::args::DoctorArgs;
 use crate::config_cmd::load_settings;
 use crate::exit::Exit;
 use crate::term::outln;
-
-fn on_path(command: &Path) -> Option<PathBuf> {
-    if command.components().count() > 1 {
-        return command.is_file().then(|| command.to_path_buf());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(command))
-        .find(|p| p.is_file())
-}
 
 fn dir_size(path: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(path) else {
@@ -71,20 +64,31 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
     for id in ids {
         let facts = provider_facts(id, &settings);
         outln!("{id}");
-        let Some(found) = on_path(&facts.command) else {
-            outln!(
-                "  ✗ {} not found on PATH; install it with `npm install -g {}`",
-                facts.command.display(),
-                facts.npm_package
-            );
-            all_ok = false;
-            continue;
+        // The probe runs on the host: not a program in this directory, which an agent can write,
+        // and not with it as the working directory.
+        let path_var = std::env::var_os("PATH");
+        let found = match host_program(&facts.command, path_var.as_deref(), &[cwd.as_path()]) {
+            Ok(found) => found,
+            Err(HostProgramError::NotFound { .. }) => {
+                outln!(
+                    "  ✗ {} not found on PATH; install it with `npm install -g {}`",
+                    facts.command.display(),
+                    facts.npm_package
+                );
+                all_ok = false;
+                continue;
+            }
+            Err(e @ HostProgramError::AgentWritable { .. }) => {
+                outln!("  ✗ {e}");
+                all_ok = false;
+                continue;
+            }
         };
         outln!("  ✓ found {}", found.display());
         let answer = cli_version(
             engine_config(&settings),
             &found,
-            &cwd,
+            Path::new(HOST_CWD),
             Duration::from_secs(20),
         )
         .await;

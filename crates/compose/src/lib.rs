@@ -27,8 +27,11 @@ pub use contract_run::{ContractRun, SignalsVerdict, run_with_contract};
 pub use corral_contract::{Contract, SignalsError, render_contract_section};
 /// What the binary needs of the engine, through the composition root: the engine's
 /// configuration (tests tune it), ending every process group of this process's children on a
-/// second signal, and the run directory's crash-safe record writes.
-pub use corral_engine::{EngineConfig, kill_child_groups, write_record_file};
+/// second signal, the run directory's crash-safe record writes, and finding a program to run on
+/// the host (never one the agent could have planted).
+pub use corral_engine::{
+    EngineConfig, HOST_CWD, HostProgramError, host_program, kill_child_groups, write_record_file,
+};
 pub use factory::{
     CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, descriptor,
     engine_config, headless_provider, interactive_provider, model_probe, provider, provider_facts,

@@ -17,6 +17,7 @@ use crate::backoff::WaitBasis;
 use crate::classify::{AttemptClass, ClassifyInput, classify};
 use crate::engine::Engine;
 use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
+use crate::host::{HOST_CWD, host_program};
 use crate::launch::{launch, spawn};
 use crate::log::Record;
 use crate::run::{Finished, RunScope};
@@ -118,12 +119,32 @@ async fn check_version(
     scope: &mut RunScope<'_>,
     check: &VersionCheck,
 ) -> Result<String, ProviderError> {
+    // The probe runs on the host: never a program the agent could have put in its work tree,
+    // never with the work tree as its working directory.
+    let env = version_env(scope.config().ambient());
+    let path_var = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    let mut writable: Vec<&std::path::Path> = vec![&scope.session.cwd, &scope.session.output_dir];
+    writable.extend(scope.session.extra_roots.iter().map(|p| p.as_path()));
+    let program = match host_program(&check.program, path_var.as_deref(), &writable) {
+        Ok(program) => program,
+        Err(e) => {
+            let err = ProviderError::CliNotFound {
+                provider: scope.provider,
+                program: check.program.display().to_string(),
+                reason: e.to_string(),
+            };
+            return Err(scope.refuse("cli-not-found", err));
+        }
+    };
     let probe = probe_version(
         scope.engine.spawner(),
-        &check.program,
+        &program,
         &check.args,
-        version_env(scope.config().ambient()),
-        &scope.session.cwd,
+        env,
+        std::path::Path::new(HOST_CWD),
         check.timeout,
     )
     .await;

@@ -28,6 +28,7 @@ mod files;
 mod framing;
 mod git_check;
 mod headless;
+mod host;
 mod interactive;
 mod launch;
 mod log;
@@ -68,6 +69,7 @@ pub use git_check::{
     Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, git_snapshot, strays,
 };
 pub use headless::CONTINUATION_PROMPT;
+pub use host::{HOST_CWD, HostProgramError, host_program};
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{ExecutionLog, KillReason, RESERVE_PREFIX, create_reserve, release_reserve};
 pub use process_group::{RUN_TOKEN_VAR, group_alive, kill_child_groups, signal_group};

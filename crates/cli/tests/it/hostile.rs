@@ -269,3 +269,105 @@ fn a_nested_corral_inside_a_supervised_cli_works() {
     let nested = std::fs::read_to_string(env.project().join("nested.txt")).unwrap();
     assert!(nested.trim_end().ends_with("exit 0"), "{nested}");
 }
+
+#[test]
+fn stray_writes_are_named_in_the_summary() {
+    let env = Env::new();
+    let git = |args: &[&str]| {
+        let out = corral_test_support::command(std::path::Path::new("git"))
+            .current_dir(env.project())
+            .args(["-c", "user.name=T", "-c", "user.email=t@t.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q"]);
+    env.write("project/README", "readme\n");
+    env.write("project/sub/keep", "\n");
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "init"]);
+    // The agent works in `sub` and writes next to it: the native backend lets it.
+    let agent = FakeClaude::new(
+        &env,
+        &format!("printf '%s' '{GOOD_SIGNALS}' > \"$SIGNALS\"\necho stray > ../stray.txt"),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let sub = env.project().join("sub");
+    for json in [false, true] {
+        let _ = std::fs::remove_file(env.project().join("stray.txt"));
+        let sub_arg = sub.display().to_string();
+        let mut args = vec![
+            "run",
+            "--cwd",
+            &sub_arg,
+            "--sandbox",
+            "native",
+            "--allow-degraded-native",
+        ];
+        if json {
+            args.push("--json");
+        }
+        args.push("do the task");
+        let out = env.corral().env(name, &path).args(&args).output().unwrap();
+        let stdout = env.clean(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+        if json {
+            assert_eq!(
+                summary(&out.stdout)["stray_writes"],
+                json!([format!(
+                    "added {}",
+                    env.project().join("stray.txt").display()
+                )])
+            );
+        } else {
+            assert!(
+                stdout.contains("stray     added <tmp>/project/stray.txt"),
+                "{stdout}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_cli_the_agent_planted_on_path_is_not_run_on_the_host() {
+    let env = Env::new();
+    // `./node_modules/.bin` on PATH, as many developers have it: the agent put `claude` there.
+    let marker = env.dir.path().join("planted-cli-ran-on-the-host");
+    let bin = env.project().join("node_modules/.bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let planted = bin.join("claude");
+    std::fs::write(
+        &planted,
+        format!(
+            "#!/bin/sh\ntouch '{}'\necho '2.1.197 (Claude Code)'\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths([bin].into_iter().chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    for args in [
+        &["run", "do the task"][..],
+        &["doctor", "--provider", "claude"][..],
+    ] {
+        let out = env.corral().env("PATH", &path).args(args).output().unwrap();
+        let text = transcript(&env, &out);
+        assert_eq!(out.status.code(), Some(8), "{args:?}: {text}");
+        assert!(
+            text.contains("which the agent can write; it is not run outside the sandbox"),
+            "{args:?}: {text}"
+        );
+        assert!(!marker.exists(), "{args:?} ran the planted CLI on the host");
+    }
+}
