@@ -262,7 +262,12 @@ fn open_log(path: &Path) -> anyhow::Result<Option<std::fs::File>> {
 
 /// Prints the log from `offset` on and returns the new offset; `partial` keeps a line whose end
 /// has not been written yet.
-fn print_new_lines(path: &Path, offset: &mut u64, partial: &mut Vec<u8>) -> anyhow::Result<()> {
+fn print_new_lines(
+    path: &Path,
+    offset: &mut u64,
+    partial: &mut Vec<u8>,
+    last_kind: &mut Option<String>,
+) -> anyhow::Result<()> {
     let Some(mut file) = open_log(path)? else {
         return Ok(());
     };
@@ -284,7 +289,11 @@ fn print_new_lines(path: &Path, offset: &mut u64, partial: &mut Vec<u8>) -> anyh
         while let Some(end) = memchr_newline(rest) {
             partial.extend_from_slice(&rest[..end]);
             if partial.len() <= FOLLOW_LINE_MAX {
-                outln!("{}", one_line(&describe(&String::from_utf8_lossy(partial))));
+                let line = String::from_utf8_lossy(partial);
+                *last_kind = serde_json::from_str::<serde_json::Value>(&line)
+                    .ok()
+                    .and_then(|v| v["kind"].as_str().map(str::to_owned));
+                outln!("{}", one_line(&describe(&line)));
             } else {
                 outln!("(a log line of {} bytes was skipped)", partial.len());
             }
@@ -306,8 +315,9 @@ async fn follow(dir: &Path) -> anyhow::Result<Exit> {
     let mut offset = 0u64;
     let mut partial = Vec::new();
     let mut gone_since: Option<Instant> = None;
+    let mut last_kind: Option<String> = None;
     loop {
-        print_new_lines(&path, &mut offset, &mut partial)?;
+        print_new_lines(&path, &mut offset, &mut partial, &mut last_kind)?;
         let record = read_record(dir)?;
         if record.finished_at.is_some() && partial.is_empty() {
             outln!(
@@ -318,20 +328,31 @@ async fn follow(dir: &Path) -> anyhow::Result<Exit> {
             );
             return Ok(Exit::Success);
         }
-        if record.supervisor_gone() {
+        // A record from before supervisors were recorded: a log that ends the run is the end.
+        let legacy_end =
+            record.supervisor.is_none() && last_kind.as_deref() == Some("run_finished");
+        if record.supervisor_gone() || legacy_end {
             let since = *gone_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= FOLLOW_GONE_GRACE {
-                print_new_lines(&path, &mut offset, &mut partial)?;
-                outln!(
-                    "run {} ended without finishing its record: its supervisor (pid {}) is gone",
-                    one_line(&record.run_id),
-                    record.supervisor.map_or(0, |s| s.pid)
-                );
+                print_new_lines(&path, &mut offset, &mut partial, &mut last_kind)?;
+                match record.supervisor {
+                    Some(s) => outln!(
+                        "run {} ended without finishing its record: its supervisor (pid {}) is gone",
+                        one_line(&record.run_id),
+                        s.pid
+                    ),
+                    None => outln!(
+                        "run {} ended without finishing its record (its log ends the run)",
+                        one_line(&record.run_id)
+                    ),
+                }
                 if let Some(id) = &record.session_id {
                     outln!("session {}", one_line(id));
                 }
                 return Ok(Exit::Crashed);
             }
+        } else {
+            gone_since = None;
         }
         tokio::time::sleep(FOLLOW_POLL).await;
     }

@@ -130,10 +130,19 @@ pub fn new_run_id(provider: ProviderId) -> String {
 /// Creates a new, empty run directory under `root`: never one that exists (two runs started in
 /// the same second with the same suffix get two directories, not one merged).
 pub fn create_run_dir(root: &Path, provider: ProviderId) -> io::Result<(String, PathBuf)> {
+    create_run_dir_with(root, || new_run_id(provider))
+}
+
+/// [`create_run_dir`] with the ids from `next_id`: an id whose directory exists is never used,
+/// the next one is tried.
+fn create_run_dir_with(
+    root: &Path,
+    mut next_id: impl FnMut() -> String,
+) -> io::Result<(String, PathBuf)> {
     std::fs::create_dir_all(root)?;
     let mut last = io::Error::other("no run id tried");
     for _ in 0..64 {
-        let id = new_run_id(provider);
+        let id = next_id();
         let dir = root.join(&id);
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok((id, dir)),
@@ -255,6 +264,14 @@ mod tests {
         assert_ne!(a, b);
         assert_ne!(dir_a, dir_b);
         assert!(dir_a.is_dir() && dir_b.is_dir());
+        // Two runs that draw the same id (same second, same suffix): the second gets the next.
+        let mut ids = ["x".to_string(), "x".to_string(), "y".to_string()].into_iter();
+        let mut next = || ids.next().unwrap_or_default();
+        let (first, _) = create_run_dir_with(root.path(), &mut next).unwrap();
+        let (second, _) = create_run_dir_with(root.path(), &mut next).unwrap();
+        assert_eq!((first.as_str(), second.as_str()), ("x", "y"));
+        // Only ever the same id: an error, never a shared directory.
+        assert!(create_run_dir_with(root.path(), || "x".to_string()).is_err());
     }
 
     #[test]

@@ -189,5 +189,12 @@ mod tests {
             read_untrusted_file(&dir.path().join("nothing"), 1),
             Err(UntrustedFileError::Missing { .. })
         ));
+        // A link to itself: an error at once, not a loop.
+        let looping = dir.path().join("loop");
+        std::os::unix::fs::symlink(&looping, &looping).unwrap();
+        assert!(matches!(
+            read_untrusted_file(&looping, 1024),
+            Err(UntrustedFileError::Io { .. })
+        ));
     }
 }

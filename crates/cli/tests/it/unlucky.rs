@@ -251,6 +251,22 @@ fn runs_follow_ends_when_the_supervisor_is_gone_even_after_run_finished() {
 }
 
 #[test]
+fn runs_follow_of_an_older_record_ends_where_its_log_ends_the_run() {
+    let env = Env::new();
+    let log = "{\"t\":\"2026-12-01T10:00:00Z\",\"mono_ms\":1.0,\"attempt\":1,\"kind\":\"run_finished\",\"outcome\":\"succeeded\"}\n";
+    planted_run(&env, "20261201T100000Z-claude-000009", json!(null), log);
+    let out = env
+        .corral()
+        .args(["runs", "follow", "20261201T100000Z-claude-000009"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(6), "{text}");
+    assert!(text.contains("its log ends the run"), "{text}");
+}
+
+#[test]
 fn runs_follow_refuses_a_log_swapped_for_a_device() {
     let env = Env::new();
     // A live supervisor: this test process.
