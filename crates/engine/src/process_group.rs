@@ -222,6 +222,29 @@ pub fn kill_child_groups() -> usize {
         .count()
 }
 
+/// Reaps the keeper of group `pgid` (see the `pdeathsig` module of `spawn.rs`) once its leader
+/// was reaped: the kernel killed it when the leader exited and handed it to this process. Waits
+/// at most a few milliseconds for it to finish dying; members of the group that are still
+/// alive are left to the kill ladder.
+pub(crate) async fn reap_keeper(pgid: u32) {
+    let Ok(group) = i32::try_from(pgid) else {
+        return;
+    };
+    for _ in 0..50 {
+        match nix::sys::wait::waitpid(
+            Pid::from_raw(-group),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        ) {
+            Ok(nix::sys::wait::WaitStatus::StillAlive) => {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Ok(_) => {}
+            // No child of ours is left in the group.
+            Err(_) => return,
+        }
+    }
+}
+
 /// Forgets a child tokio has reaped.
 pub(crate) fn forget(pid: u32) {
     if let Ok(mut set) = OWNED.lock() {

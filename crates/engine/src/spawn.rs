@@ -3,7 +3,8 @@
 //! Every child gets: a forced working directory, an explicit environment (never the ambient one
 //! wholesale), stdin that is either piped (the prompt is written, then closed) or `/dev/null`,
 //! piped stdout and stderr, a new process group whose id is the child's pid, and, on Linux,
-//! `PR_SET_PDEATHSIG` so a crashed supervisor takes its children along.
+//! a group keeper so a crashed supervisor takes its children's whole process groups along (see
+//! the `pdeathsig` module).
 
 use std::ffi::OsString;
 use std::fmt;
@@ -166,6 +167,7 @@ impl SpawnedChild for TokioChild {
 
     async fn wait(&mut self) -> io::Result<ExitInfo> {
         let status = self.child.wait().await?;
+        process_group::reap_keeper(self.pid).await;
         process_group::forget(self.pid);
         Ok(exit_info(status))
     }
@@ -259,36 +261,150 @@ pub(crate) mod terminal {
 }
 
 mod pdeathsig {
-    //! `PR_SET_PDEATHSIG`: the kernel kills the child when the thread that spawned it dies.
+    //! The whole process group dies with the supervisor, however the supervisor dies.
     //!
-    //! Children are spawned from tokio worker threads (or the current-thread runtime's thread),
-    //! which live as long as the runtime, so a supervisor that crashes takes its children along,
-    //! while a healthy one is never surprised by it.
+    //! `PR_SET_PDEATHSIG` makes the kernel kill a child when the thread that spawned it dies,
+    //! but only that child: the rest of its process group (the CLI's own children) would live on
+    //! after a SIGKILLed supervisor. So between fork and exec the child opens a pidfd of the
+    //! supervisor and forks a *keeper* into its process group, then goes on to exec the CLI
+    //! (which stays the group's leader, with its own pid, arguments, environment and exit
+    //! status). The keeper closes every other inherited descriptor (so pipes reach end of file
+    //! when the CLI closes them, and the standard library's exec-error pipe is the CLI's alone),
+    //! ignores the signals the kill ladder and the terminal send to the group, dies with the CLI
+    //! (its own death signal), and waits for the pidfd to say the supervisor is gone: then it
+    //! kills its whole group, the CLI included (`kill(0, SIGKILL)`). The CLI has no death signal
+    //! of its own then: it would die first and take the keeper along before the keeper could
+    //! reach the rest of the group. After the CLI is reaped, [`super::TokioChild`] reaps the
+    //! keeper, which the kernel hands to the supervisor (a child subreaper) when the CLI exits.
+    //!
+    //! Without pidfds (a kernel before 5.3) or when the second fork fails, the CLI alone gets
+    //! `PR_SET_PDEATHSIG`, as before the keeper existed. The keeper dies with the CLI, so
+    //! processes the CLI leaves behind in its group when it exits are the supervisor's to end
+    //! (the leftover grace, then the kill ladder); a supervisor killed within that grace leaves
+    //! them running.
 
     #[cfg(target_os = "linux")]
     #[allow(unsafe_code)]
     pub fn install(cmd: &mut tokio::process::Command) {
-        let parent = std::process::id();
-        // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
-        // functions (prctl, getppid); it allocates nothing.
+        let supervisor = std::process::id() as libc::pid_t;
+        // SAFETY: the closure runs between fork and exec, in a single-threaded child, and calls
+        // only async-signal-safe functions (syscall(pidfd_open), prctl, getppid, getpid, fork,
+        // close, and in the keeper close_range/close, signal, poll, kill, _exit); it allocates
+        // nothing.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
+                // Opened here, while the supervisor is certainly our parent (checked below, after
+                // the open), so the pidfd cannot name a process that reused the pid.
+                let pidfd = libc::syscall(libc::SYS_pidfd_open, supervisor, 0u32);
+                if libc::getppid() != supervisor {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
                 }
-                // The parent may have died between fork and prctl; then nobody would kill us.
-                if libc::getppid() as u32 != parent {
-                    return Err(std::io::Error::other("supervisor exited during spawn"));
+                if pidfd >= 0 {
+                    let pidfd = pidfd as libc::c_int;
+                    let cli = libc::getpid();
+                    match libc::fork() {
+                        0 => keep_group(cli, pidfd),
+                        // The pidfd is close-on-exec: the CLI never sees it.
+                        keeper if keeper > 0 => return Ok(()),
+                        _ => {
+                            libc::close(pidfd);
+                        }
+                    }
                 }
-                Ok(())
+                die_with_supervisor(supervisor)
             });
+        }
+    }
+
+    /// The fallback: only the CLI dies with the supervisor (`PR_SET_PDEATHSIG`).
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    unsafe fn die_with_supervisor(supervisor: libc::pid_t) -> std::io::Result<()> {
+        // SAFETY: async-signal-safe calls only (prctl, getppid), between fork and exec.
+        unsafe {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The supervisor may have died before the death signal was armed.
+            if libc::getppid() != supervisor {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+        }
+        Ok(())
+    }
+
+    /// The keeper's life: see the module documentation. Never returns.
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    unsafe fn keep_group(cli: libc::pid_t, supervisor: libc::c_int) -> ! {
+        // SAFETY: async-signal-safe calls only, in the single-threaded keeper.
+        unsafe {
+            // Dies with the CLI, which is its parent until then (it may have failed to exec and
+            // exited already).
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            if libc::getppid() != cli {
+                libc::_exit(0);
+            }
+            close_all_but(supervisor);
+            for signal in [
+                libc::SIGTERM,
+                libc::SIGINT,
+                libc::SIGHUP,
+                libc::SIGQUIT,
+                libc::SIGPIPE,
+                libc::SIGTSTP,
+                libc::SIGTTIN,
+                libc::SIGTTOU,
+                libc::SIGUSR1,
+                libc::SIGUSR2,
+            ] {
+                libc::signal(signal, libc::SIG_IGN);
+            }
+            let mut gone = libc::pollfd {
+                fd: supervisor,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            loop {
+                // Readable once the supervisor has exited, however it died; EINTR polls again.
+                if libc::poll(&mut gone, 1, -1) > 0 {
+                    libc::kill(0, libc::SIGKILL);
+                }
+            }
+        }
+    }
+
+    /// Closes every descriptor but `keep`.
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    unsafe fn close_all_but(keep: libc::c_int) {
+        let keep = keep as libc::c_uint;
+        // SAFETY: close_range and close are async-signal-safe and only touch descriptors.
+        unsafe {
+            let below =
+                keep == 0 || libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32) == 0;
+            let above = libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32) == 0;
+            if !(below && above) {
+                // No close_range (a kernel before 5.9): the usual descriptor range, one by one.
+                for fd in 0..4096 {
+                    if fd != keep as libc::c_int {
+                        libc::close(fd);
+                    }
+                }
+            }
         }
     }
 

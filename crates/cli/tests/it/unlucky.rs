@@ -561,3 +561,29 @@ fn a_removed_run_directory_is_recreated_with_its_record() {
     assert!(!kinds(&log, "spawn").is_empty(), "{log:?}");
     assert!(!kinds(&log, "run_finished").is_empty(), "{log:?}");
 }
+
+#[test]
+fn a_killed_corral_takes_a_native_runs_whole_process_group_along() {
+    let env = Env::new();
+    let agent = lingering_agent(&env, true);
+    let (name, path) = agent.setting();
+    let mut child = spawn_corral(
+        &env,
+        &[(name, &path)],
+        &[
+            "run",
+            "--sandbox",
+            "native",
+            "--allow-degraded-native",
+            "do it",
+        ],
+    );
+    wait_for_session_file(&env);
+    assert!(wait_until(Duration::from_secs(30), || agent_pids(&env)
+        .len()
+        == 2));
+    corral_test_support::send_signal(child.id(), Signal::SIGKILL);
+    child.wait().unwrap();
+    // The agent and the child it left in its process group, not only the one corral spawned.
+    assert_group_gone(&agent_pids(&env));
+}
