@@ -73,6 +73,14 @@ pub struct RunArgs {
     /// Run natively even though the sandbox guarantees go unenforced (recorded in run.json).
     #[arg(long)]
     pub allow_degraded_native: bool,
+    /// Network access (default: the `sandbox.network` setting, `allowlist`: the provider's
+    /// model endpoints and `sandbox.network_allow`, through Corral's proxy).
+    #[arg(long, value_parser = ["allowlist", "host", "none"])]
+    pub network: Option<String>,
+    /// Also let the agent reach HOST:PORT (`*.domain:port` for the names below a domain), on top
+    /// of the `sandbox.network_allow` setting; repeatable.
+    #[arg(long = "allow-net", value_name = "HOST:PORT")]
+    pub allow_net: Vec<String>,
     /// Read the prompt from this file.
     #[arg(long, conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,

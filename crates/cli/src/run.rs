@@ -354,6 +354,15 @@ fn setting_flags(args: &RunArgs) -> Vec<(String, serde_json::Value)> {
             serde_json::json!(true),
         ));
     }
+    if let Some(network) = &args.network {
+        flags.push(("sandbox.network".to_string(), serde_json::json!(network)));
+    }
+    if !args.allow_net.is_empty() {
+        flags.push((
+            "sandbox.network_allow".to_string(),
+            serde_json::json!(args.allow_net),
+        ));
+    }
     flags
 }
 

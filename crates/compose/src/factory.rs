@@ -51,6 +51,13 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
             backend: settings.sandbox.backend,
             allow_degraded_native: settings.sandbox.allow_degraded_native,
             network: settings.sandbox.network,
+            // Validated when loaded: every entry parses.
+            network_allow: settings
+                .sandbox
+                .network_allow
+                .iter()
+                .filter_map(|rule| rule.parse().ok())
+                .collect(),
             home: settings.sandbox.home,
             bwrap: settings.sandbox.bwrap.clone().into(),
             refuse_dirty_tree: settings.sandbox.refuse_dirty_tree,

@@ -349,6 +349,39 @@ pub fn trust_project_file(sources: &SettingsSources) -> Result<TrustedFile, Sett
     })
 }
 
+const NETWORK_ALLOW_KEY: &str = "sandbox.network_allow";
+
+/// The allow-list only widens: each layer that sets `sandbox.network_allow` (the user's file, a
+/// trusted project file, the environment, the flags) adds its rules to the others'. Every rule
+/// is checked against the layer it came from.
+fn widened_allow_list(layers: &[(SettingSource, Dict)]) -> Result<Vec<String>, SettingsError> {
+    let mut rules: Vec<String> = Vec::new();
+    let mut bad: Vec<String> = Vec::new();
+    for (source, dict) in layers {
+        let Some(value) = Value::from(dict.clone()).find(NETWORK_ALLOW_KEY) else {
+            continue;
+        };
+        let list: Vec<String> = value.deserialize().map_err(|e| {
+            SettingsError::Load(format!("{NETWORK_ALLOW_KEY} (from {source}): {e}"))
+        })?;
+        for (i, rule) in list.into_iter().enumerate() {
+            if let Err(e) = rule.parse::<corral_engine::AllowRule>() {
+                bad.push(format!(
+                    "{NETWORK_ALLOW_KEY}[{i}] = {rule:?} (from {source}): {}",
+                    e.why
+                ));
+            } else if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+    }
+    if bad.is_empty() {
+        Ok(rules)
+    } else {
+        Err(SettingsError::Invalid(bad))
+    }
+}
+
 impl LoadedSettings {
     /// Loads, merges and validates every layer.
     pub fn load(sources: &SettingsSources) -> Result<Self, SettingsError> {
@@ -360,20 +393,32 @@ impl LoadedSettings {
             name: DEFAULTS_NAME,
             dict: defaults,
         });
+        // The allow-list adds up across the layers instead of the last one replacing the rest.
+        let mut allow_lists: Vec<(SettingSource, Dict)> = Vec::new();
         if let Some(path) = &sources.user_config
             && let Some(file) = SettingsFile::read(path)?
         {
+            allow_lists.push((SettingSource::File(file.path.clone()), file.dict.clone()));
             figment = figment.merge(file);
         }
         if let Some(path) = &sources.project_config
             && let Some(file) = SettingsFile::read(path)?
         {
+            // Past the trust check, a project file's allow-list is empty or trusted as it is.
             file.check_trust(sources)?;
+            allow_lists.push((SettingSource::File(file.path.clone()), file.dict.clone()));
             figment = figment.merge(file);
         }
-        figment = figment.merge(env_layer(&sources.env));
-        figment = figment.merge(json_layer(FLAGS_NAME, &sources.flags)?);
-        let settings: Settings = figment.extract().map_err(|e| {
+        let env = env_layer(&sources.env);
+        allow_lists.push((
+            SettingSource::Env(format!("{ENV_PREFIX}SANDBOX__NETWORK_ALLOW")),
+            env.dict.clone(),
+        ));
+        figment = figment.merge(env);
+        let flags = json_layer(FLAGS_NAME, &sources.flags)?;
+        allow_lists.push((SettingSource::Flag, flags.dict.clone()));
+        figment = figment.merge(flags);
+        let mut settings: Settings = figment.extract().map_err(|e| {
             SettingsError::Load(
                 e.into_iter()
                     .map(|e| e.to_string())
@@ -381,6 +426,7 @@ impl LoadedSettings {
                     .join("\n"),
             )
         })?;
+        settings.sandbox.network_allow = widened_allow_list(&allow_lists)?;
         let loaded = LoadedSettings { settings, figment };
         if let Err(report) = loaded.settings.validate() {
             let lines = report

@@ -41,10 +41,19 @@ pub struct SandboxSettings {
     /// attestation). Never implied: without it such a run refuses to start.
     #[garde(skip)]
     pub allow_degraded_native: bool,
-    /// `host` or `none`. With `none` the CLI cannot reach its model API either.
+    /// `allowlist` (the provider's model endpoints and `network_allow`, through Corral's proxy;
+    /// nothing on the host), `host` (unconfined) or `none` (the CLI cannot reach its model API
+    /// either). A project's `corral.toml` may not set `host`.
     #[garde(skip)]
     #[schemars(with = "String")]
     pub network: corral_engine::NetworkPolicy,
+    /// With `network = "allowlist"`: more `host:port` pairs the CLI may reach (`*.domain:port`
+    /// for the names below a domain), e.g. the package registries a task needs. Widened only by
+    /// your own settings file, `CORRAL_SANDBOX__NETWORK_ALLOW` and `--allow-net`, each adding
+    /// to the others; never by a project's `corral.toml`. Each entry is checked where it is
+    /// read, against its own source.
+    #[garde(skip)]
+    pub network_allow: Vec<String>,
     /// `host` or `isolated` (only the CLI's own state paths stay visible).
     #[garde(skip)]
     #[schemars(with = "String")]
@@ -115,7 +124,8 @@ impl Default for SandboxSettings {
         SandboxSettings {
             backend: corral_engine::BackendChoice::Auto,
             allow_degraded_native: false,
-            network: corral_engine::NetworkPolicy::Host,
+            network: corral_engine::NetworkPolicy::default(),
+            network_allow: Vec::new(),
             home: corral_engine::HomePolicy::Host,
             bwrap: "bwrap".to_string(),
             refuse_dirty_tree: false,

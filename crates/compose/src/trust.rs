@@ -123,6 +123,13 @@ pub const KEYS: &[(&str, Who)] = &[
         user_only("what the agent can reach", ProjectMay::Only("\"none\"")),
     ),
     (
+        "sandbox.network_allow",
+        user_only(
+            "which hosts the agent can reach beyond its model API",
+            ProjectMay::Only("[]"),
+        ),
+    ),
+    (
         "sandbox.home",
         user_only(
             "which of your files the agent can read",
@@ -354,6 +361,9 @@ mod tests {
         };
         assert!(may("sandbox.network", "\"none\""));
         assert!(!may("sandbox.network", "\"host\""));
+        assert!(!may("sandbox.network", "\"allowlist\""));
+        assert!(may("sandbox.network_allow", "[]"));
+        assert!(!may("sandbox.network_allow", "[\"evil.example:443\"]"));
         assert!(may("sandbox.allow_degraded_native", "false"));
         assert!(!may("sandbox.allow_degraded_native", "true"));
         assert!(!may("sandbox.bwrap", "\"bwrap\""));

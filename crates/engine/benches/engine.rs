@@ -116,6 +116,13 @@ impl CliAdapter for FakeAdapter {
         Diagnosis::default()
     }
 
+    fn egress(&self, _env: &corral_engine::ChildEnv<'_>) -> corral_engine::EgressNeeds {
+        corral_engine::EgressNeeds {
+            endpoints: Vec::new(),
+            proxy: corral_engine::ProxyHonour::Environment,
+        }
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             prompt: PromptChannel::Stdin,

@@ -9,6 +9,7 @@ use corral_ports::{
     AgentEvent, AiSession, Capabilities, ProviderError, ProviderId, RateLimitInfo, SessionId,
 };
 
+use crate::egress::EgressNeeds;
 use crate::env::EnvProfile;
 use crate::files::PromptPointer;
 use crate::spawn::ExitInfo;
@@ -196,6 +197,11 @@ pub trait CliAdapter: Send + Sync {
         let _ = env;
         Vec::new()
     }
+    /// What the CLI needs from the network when its egress is confined to an allow-list: the
+    /// endpoints it cannot work without (its model API, by default the provider's public host;
+    /// a base URL the CHILD's environment sets instead) and whether it honours the proxy
+    /// variables. Required, so a new provider states what its CLI talks to.
+    fn egress(&self, env: &ChildEnv<'_>) -> EgressNeeds;
     /// How the idle watchdog tells a live CLI from a hung one.
     fn liveness(&self) -> Liveness {
         Liveness::Output

@@ -14,12 +14,14 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use corral_ports::{AgentEvent, RateLimitInfo, RunObserver, SessionId, Usage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 use tokio::time::{Interval, MissedTickBehavior, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{Liveness, StreamParser, TerminalSummary};
 use crate::config::EngineConfig;
+use crate::egress::EgressNote;
 use crate::files::{SessionMeta, persist_session};
 use crate::framing::{Frame, LineFramer};
 use crate::log::{ExecutionLog, FLUSH_EVERY, KillReason, Record};
@@ -66,6 +68,8 @@ pub(crate) struct AttemptContext<'a> {
     pub liveness: Liveness,
     /// A session id minted before the spawn, persisted before any output is read.
     pub minted_session: Option<SessionId>,
+    /// What the egress proxy of a confined sandbox reports, recorded as it happens.
+    pub egress_notes: Option<UnboundedReceiver<EgressNote>>,
 }
 
 /// Everything that turns bytes into events and records them.
@@ -197,6 +201,13 @@ async fn read_opt(stream: &mut Option<ChildOutput>, buf: &mut BytesMut) -> io::R
     }
 }
 
+async fn recv_note(notes: &mut Option<UnboundedReceiver<EgressNote>>) -> Option<EgressNote> {
+    match notes {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_opt(deadline: Option<Instant>) {
     match deadline {
         Some(d) => sleep_until(d.into()).await,
@@ -236,6 +247,7 @@ pub(crate) async fn supervise(
     let mut attempt = Supervision::new(child, ctx);
     attempt.announce_minted_session();
     attempt.watch().await;
+    attempt.drain_egress_notes();
     attempt.close_pipes();
     attempt.end_group().await;
     let escaped = attempt.sweep().await;
@@ -422,8 +434,32 @@ impl<'a> Supervision<'a> {
                     self.start_kill(KillReason::LeftoversAfterExit, Some(config.leftover_grace));
                 }
                 () = tokio::time::sleep(KILL_POLL), if killing && !group_dead => self.poll_kill(),
+                note = recv_note(&mut self.stream.ctx.egress_notes) => self.on_egress_note(note),
                 _ = flush_tick.tick() => self.log().flush_if_due(),
                 _ = activity_tick.tick(), if sampling && !killing => self.sample_activity(),
+            }
+        }
+    }
+
+    /// Records what the egress proxy refused or could not reach, as it happens.
+    fn on_egress_note(&mut self, note: Option<EgressNote>) {
+        let attempt = self.attempt();
+        match note {
+            Some(note) => {
+                self.log().record(attempt, &Record::egress(&note));
+                self.log().flush_if_due();
+            }
+            None => self.stream.ctx.egress_notes = None,
+        }
+    }
+
+    /// The notes that arrived after the select loop ended.
+    fn drain_egress_notes(&mut self) {
+        let attempt = self.attempt();
+        let ctx = &mut self.stream.ctx;
+        if let Some(notes) = ctx.egress_notes.as_mut() {
+            while let Ok(note) = notes.try_recv() {
+                ctx.log.record(attempt, &Record::egress(&note));
             }
         }
     }

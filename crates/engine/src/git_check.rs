@@ -592,6 +592,7 @@ impl GitProgram {
             cwd: dir.to_path_buf(),
             stdin: StdinMode::Null,
             parent_death_signal: true,
+            inherit_fds: Vec::new(),
         };
         let bounded = BoundedCommand {
             stdout_limit: STDOUT_LIMIT,

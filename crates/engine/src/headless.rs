@@ -18,7 +18,7 @@ use crate::classify::{AttemptClass, ClassifyInput, classify};
 use crate::engine::Engine;
 use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
 use crate::host::{HOST_CWD, host_program};
-use crate::launch::{launch, spawn};
+use crate::launch::{OpenEgress, Spawned, launch, spawn};
 use crate::log::Record;
 use crate::run::{Finished, RunScope};
 use crate::sandbox::SandboxPlan;
@@ -233,13 +233,18 @@ async fn one_attempt(
         None => StdinMode::Null,
     };
     let launched = launch(scope, inputs.sandbox, &spec, &token, stdin, Vec::new())?;
-    let child = spawn(
+    let Spawned { child, egress } = spawn(
         scope,
         attempt,
-        &launched,
+        launched,
         stdin_label,
         progress.resume.as_ref(),
-    )?;
+    )
+    .await?;
+    let (egress_proxy, egress_notes) = match egress {
+        Some(OpenEgress { proxy, notes }) => (Some(proxy), Some(notes)),
+        None => (None, None),
+    };
     let provider = scope.provider.as_str();
     let cwd = scope.session.cwd.clone();
     let cli_version = inputs.cli_version.map(str::to_string);
@@ -269,9 +274,12 @@ async fn one_attempt(
             run_token: &token,
             liveness,
             minted_session: spec.session_id.clone(),
+            egress_notes,
         },
     )
     .await;
+    // Only now: the proxy also holds bubblewrap's status pipe open until it was reaped.
+    drop(egress_proxy);
     Ok(result)
 }
 
@@ -534,6 +542,12 @@ mod tests {
         }
         fn diagnose(&self, _: &AttemptEvidence<'_>) -> Diagnosis {
             Diagnosis::default()
+        }
+        fn egress(&self, _: &crate::adapter::ChildEnv<'_>) -> crate::egress::EgressNeeds {
+            crate::egress::EgressNeeds {
+                endpoints: Vec::new(),
+                proxy: crate::egress::ProxyHonour::Environment,
+            }
         }
         fn capabilities(&self) -> corral_ports::Capabilities {
             corral_ports::Capabilities {

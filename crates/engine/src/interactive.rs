@@ -23,7 +23,7 @@ use crate::adapter::{AttemptPlan, CliAdapter};
 use crate::attempt::{sweep_logged, terminate_group};
 use crate::engine::Engine;
 use crate::files::{SessionMeta, persist_session, write_prompt_pointer};
-use crate::launch::{launch, spawn};
+use crate::launch::{Spawned, launch, spawn};
 use crate::log::{KillReason, Record};
 use crate::process_group;
 use crate::run::{Finished, RunScope};
@@ -88,7 +88,10 @@ async fn hand_over(
     }
     let saved = terminal::save();
     let resume = scope.session.resume.clone();
-    let mut child = spawn(scope, ATTEMPT, &launched, "terminal", resume.as_ref())?;
+    let Spawned {
+        mut child,
+        mut egress,
+    } = spawn(scope, ATTEMPT, launched, "terminal", resume.as_ref()).await?;
     let pgid = child.pid();
     terminal::give_terminal_to(pgid);
     let grace = scope.config().kill_grace;
@@ -121,6 +124,13 @@ async fn hand_over(
         );
     }
     sweep_logged(&token, pgid, &mut scope.log, ATTEMPT).await;
+    // The session is over: what the egress proxy refused meanwhile goes to the log.
+    if let Some(open) = egress.as_mut() {
+        while let Ok(note) = open.notes.try_recv() {
+            scope.log.record(ATTEMPT, &Record::egress(&note));
+        }
+    }
+    drop(egress);
     let session_id = spec.session_id.or(resume);
     let outcome = match (cancelled, exit.and_then(|e| e.code)) {
         (true, _) => Outcome::Cancelled,

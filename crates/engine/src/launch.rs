@@ -7,15 +7,17 @@ use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use corral_ports::{ProviderError, SandboxBackend, SessionId};
+use corral_ports::{Guarantee, ProviderError, SandboxBackend, SessionId, Unenforced};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::adapter::{ChildEnv, CommandSpec};
 use crate::argv::{ArgvPlatform, WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes};
+use crate::egress::{AllowList, EgressGate, EgressNote, EgressProxy};
 use crate::env::{EnvPolicy, ResolvedEnv};
 use crate::log::Record;
 use crate::process_group::RUN_TOKEN_VAR;
 use crate::run::RunScope;
-use crate::sandbox::SandboxPlan;
+use crate::sandbox::{NetworkPolicy, SandboxPlan};
 use crate::spawn::{SpawnRequest, SpawnedChild, StdinMode};
 
 /// A CLI ready to start.
@@ -27,6 +29,26 @@ pub(crate) struct Launch {
     pub env: ResolvedEnv,
     /// The measured command-line size.
     pub argv_bytes: usize,
+    /// With egress confined to the allow-list: the gate that holds the sandbox until its way
+    /// out is open, and the allow-list the proxy enforces (see `egress`).
+    pub egress: Option<(EgressGate, AllowList)>,
+}
+
+/// A started CLI, and the way out of its sandbox when its egress is confined.
+pub(crate) struct Spawned {
+    /// The child (bubblewrap, or the CLI itself).
+    pub child: Box<dyn SpawnedChild>,
+    /// The proxy, served while this lives, and what it reports for the log.
+    pub egress: Option<OpenEgress>,
+}
+
+/// A confined sandbox's proxy and its reports. Drop it only after the child was reaped: it also
+/// holds bubblewrap's status pipe open.
+pub(crate) struct OpenEgress {
+    /// Served while this lives.
+    pub proxy: EgressProxy,
+    /// Refusals and failures, for the execution log.
+    pub notes: UnboundedReceiver<EgressNote>,
 }
 
 /// Builds the spawn request for `spec`: the environment policy with the adapter's profile and
@@ -56,10 +78,38 @@ pub(crate) fn launch(
     let env = policy.resolve(config.ambient());
     let mut env_os: Vec<(OsString, OsString)> =
         env.vars.iter().map(|(k, v)| (k.into(), v.into())).collect();
+    // Egress confined to the allow-list: bubblewrap holds the CLI until the supervisor has
+    // opened the proxy inside the sandbox's network namespace (see `egress`).
+    let egress = match (plan.backend, config.sandbox.network) {
+        (SandboxBackend::Bubblewrap, NetworkPolicy::Allowlist) => {
+            let gate =
+                EgressGate::new().map_err(|e| scope.io_error(&scope.session.output_dir, &e))?;
+            let needs = scope.adapter.egress(&ChildEnv::new(&env.vars));
+            let allow = AllowList::new(
+                needs
+                    .endpoints
+                    .iter()
+                    .chain(&config.sandbox.network_allow)
+                    .cloned(),
+            );
+            Some((gate, allow, needs.proxy))
+        }
+        (SandboxBackend::Bubblewrap | SandboxBackend::Native, _) => None,
+    };
     let (program, args) = match plan.backend {
         SandboxBackend::Native => (spec.program.clone(), spec.args.clone()),
-        SandboxBackend::Bubblewrap => wrap_in_bubblewrap(scope, spec, &env, &mut env_os)?,
+        SandboxBackend::Bubblewrap => wrap_in_bubblewrap(
+            scope,
+            spec,
+            &env,
+            &mut env_os,
+            egress.as_ref().map(|(gate, _, honour)| (gate, *honour)),
+        )?,
     };
+    let inherit_fds = egress
+        .as_ref()
+        .map(|(gate, _, _)| gate.child_fds())
+        .unwrap_or_default();
     let argv_bytes = check_argv(
         program.as_os_str(),
         args.iter().map(|a| a.as_os_str()),
@@ -80,9 +130,11 @@ pub(crate) fn launch(
             cwd: scope.session.cwd.clone(),
             stdin,
             parent_death_signal: config.parent_death_signal,
+            inherit_fds,
         },
         env,
         argv_bytes,
+        egress: egress.map(|(gate, allow, _)| (gate, allow)),
     })
 }
 
@@ -93,6 +145,7 @@ fn wrap_in_bubblewrap(
     spec: &CommandSpec,
     env: &ResolvedEnv,
     env_os: &mut Vec<(OsString, OsString)>,
+    egress: Option<(&EgressGate, crate::egress::ProxyHonour)>,
 ) -> Result<(PathBuf, Vec<OsString>), ProviderError> {
     let config = scope.config();
     let session = &scope.session;
@@ -108,8 +161,16 @@ fn wrap_in_bubblewrap(
     let tmp = crate::sandbox::private_tmp(&session.output_dir);
     crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
     env_os.retain(|(k, _)| k != "TMPDIR");
-    env_os.push(("TMPDIR".into(), tmp.into_os_string()));
-    let mut args = crate::sandbox::bwrap_args(
+    env_os.push(("TMPDIR".into(), tmp.clone().into_os_string()));
+    let mut args = match egress {
+        Some((gate, honour)) => {
+            crate::egress::confine_env(env_os, honour, &tmp)
+                .map_err(|e| scope.io_error(&tmp, &e))?;
+            gate.bwrap_args()
+        }
+        None => Vec::new(),
+    };
+    args.extend(crate::sandbox::bwrap_args(
         &config.sandbox,
         &session.permissions,
         &crate::sandbox::Paths {
@@ -119,7 +180,7 @@ fn wrap_in_bubblewrap(
             state: &state,
             home: home.as_deref(),
         },
-    );
+    ));
     // Inside the sandbox bubblewrap would report a missing CLI as its own failure; resolve it
     // here so the error says what it is.
     let resolved = resolve_program(&spec.program, var("PATH"), &session.cwd).ok_or_else(|| {
@@ -155,15 +216,17 @@ fn resolve_program(program: &Path, path: Option<&str>, cwd: &Path) -> Option<Pat
 
 /// Starts a launched CLI and records the spawn (or why it failed) in the log, flushed.
 /// `stdin_label` names what stdin carries (`prompt`, `continuation`, `null`, `terminal`).
-pub(crate) fn spawn(
+/// With egress confined, the sandbox's way out is opened right after the spawn (see
+/// [`open_egress`]).
+pub(crate) async fn spawn(
     scope: &mut RunScope<'_>,
     attempt: u32,
-    launch: &Launch,
+    launch: Launch,
     stdin_label: &str,
     resume: Option<&SessionId>,
-) -> Result<Box<dyn SpawnedChild>, ProviderError> {
+) -> Result<Spawned, ProviderError> {
     let request = &launch.request;
-    let child = match scope.engine.spawner().spawn(request) {
+    let mut child = match scope.engine.spawner().spawn(request) {
         Ok(child) => child,
         Err(e) => {
             scope.log.record(
@@ -196,7 +259,68 @@ pub(crate) fn spawn(
         },
     );
     scope.log.flush();
-    Ok(child)
+    let egress = match launch.egress {
+        Some((gate, allow)) => {
+            Some(open_egress(scope, attempt, gate, allow, child.as_mut()).await?)
+        }
+        None => None,
+    };
+    Ok(Spawned { child, egress })
+}
+
+/// Opens a confined sandbox's way out and records it; when it cannot be opened, the sandbox is
+/// killed before its CLI ever ran and the run refuses.
+async fn open_egress(
+    scope: &mut RunScope<'_>,
+    attempt: u32,
+    gate: EgressGate,
+    allow: AllowList,
+    child: &mut dyn SpawnedChild,
+) -> Result<OpenEgress, ProviderError> {
+    let (tx, notes) = tokio::sync::mpsc::unbounded_channel();
+    let rules = allow.rules().to_vec();
+    match gate.open(allow, tx).await {
+        Ok(proxy) => {
+            let address = crate::egress::proxy_address();
+            scope.log.record(
+                attempt,
+                &Record::EgressOpened {
+                    proxy: &address,
+                    allow: &rules,
+                    netns: proxy.sandbox_netns,
+                    setup_us: u64::try_from(proxy.setup.as_micros()).unwrap_or(u64::MAX),
+                },
+            );
+            scope.log.flush();
+            Ok(OpenEgress { proxy, notes })
+        }
+        Err(e) => {
+            let _ =
+                crate::process_group::signal_group(child.pid(), nix::sys::signal::Signal::SIGKILL);
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), child.wait()).await;
+            let err = ProviderError::Unsandboxed {
+                provider: scope.provider,
+                backend: SandboxBackend::Bubblewrap,
+                reason: format!(
+                    "its way out could not be opened ({e}); the sandbox was stopped before the CLI ran"
+                ),
+                unenforced: vec![Unenforced {
+                    guarantee: Guarantee::EgressConfined,
+                    why: "the allow-list proxy is not listening inside the sandbox".to_string(),
+                }],
+                hint: "set sandbox.network = \"host\" (unconfined) or \"none\" (no network) to run without the allow-list proxy".to_string(),
+            };
+            scope.log.record(
+                attempt,
+                &Record::Classified {
+                    class: "unsandboxed",
+                    detail: err.to_string(),
+                },
+            );
+            scope.log.flush();
+            Err(err)
+        }
+    }
 }
 
 /// The ports' error for a spawn the operating system refused.

@@ -22,6 +22,7 @@ mod bounded;
 mod classify;
 mod config;
 mod descriptor;
+mod egress;
 mod engine;
 mod env;
 mod files;
@@ -57,6 +58,11 @@ pub use config::{EngineConfig, process_env};
 pub use descriptor::{
     BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,
     SettingError, SupervisedAi,
+};
+pub use egress::{
+    AllowList, AllowRule, BadRule, EgressError, EgressGate, EgressNeeds, EgressNote, EgressProxy,
+    PROXY_ADDRESS_VAR, PROXY_PORT, ProxyHonour, UNSET_VARS as EGRESS_UNSET_VARS,
+    hide_host_unix_sockets, namespace_args, proxy_address, proxy_env, write_node_preload,
 };
 pub use engine::{Engine, SupervisedProvider};
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};

@@ -99,6 +99,34 @@ pub enum Record<'a> {
         /// Measured command-line size in bytes.
         argv_bytes: usize,
     },
+    /// A confined sandbox's way out is open: the proxy inside its network namespace, and the
+    /// allow-list it enforces.
+    EgressOpened {
+        /// The proxy's address inside the sandbox.
+        proxy: &'a str,
+        /// The allow-list: the provider's endpoints, then the user's rules.
+        allow: &'a [crate::egress::AllowRule],
+        /// The sandbox's network namespace (inode).
+        netns: Option<u64>,
+        /// From spawn to the released CLI, in microseconds.
+        setup_us: u64,
+    },
+    /// The egress proxy refused a connection.
+    EgressRefused {
+        /// `CONNECT` or the plain-HTTP method.
+        method: &'a str,
+        /// `host:port` as the CLI asked for it.
+        target: &'a str,
+        /// Why.
+        reason: &'a str,
+    },
+    /// An allowed target could not be reached.
+    EgressFailed {
+        /// `host:port`.
+        target: &'a str,
+        /// The operating system's words.
+        error: &'a str,
+    },
     /// The child could not be started.
     SpawnFailed {
         /// The program.
@@ -209,6 +237,26 @@ pub enum Record<'a> {
         /// Wall time of the whole run.
         duration_ms: u64,
     },
+}
+
+impl<'a> Record<'a> {
+    /// The record of something the egress proxy did.
+    pub fn egress(note: &'a crate::egress::EgressNote) -> Self {
+        match note {
+            crate::egress::EgressNote::Refused {
+                method,
+                target,
+                reason,
+            } => Record::EgressRefused {
+                method,
+                target,
+                reason,
+            },
+            crate::egress::EgressNote::Failed { target, error } => {
+                Record::EgressFailed { target, error }
+            }
+        }
+    }
 }
 
 /// Appends `text` as a JSON string. Text with nothing to escape (the common case for agent

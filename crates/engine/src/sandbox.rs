@@ -45,11 +45,25 @@ impl BackendChoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NetworkPolicy {
-    /// The host's network (the CLIs need their model API).
+    /// Only the provider's model endpoints and the user's allow-list, through Corral's proxy
+    /// (see `egress`); nothing on the host itself.
     #[default]
+    Allowlist,
+    /// The host's network, unconfined.
     Host,
     /// No network at all (a fresh network namespace with only its own loopback).
     None,
+}
+
+impl NetworkPolicy {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkPolicy::Allowlist => "allowlist",
+            NetworkPolicy::Host => "host",
+            NetworkPolicy::None => "none",
+        }
+    }
 }
 
 /// The user's home directory.
@@ -72,6 +86,10 @@ pub struct SandboxConfig {
     pub allow_degraded_native: bool,
     /// Network access.
     pub network: NetworkPolicy,
+    /// With [`NetworkPolicy::Allowlist`]: what the user allows on top of the provider's own
+    /// endpoints. Only the user's settings, the environment and flags may fill it, never a
+    /// project's file.
+    pub network_allow: Vec<crate::egress::AllowRule>,
     /// Home directory visibility.
     pub home: HomePolicy,
     /// The bubblewrap program.
@@ -85,7 +103,8 @@ impl Default for SandboxConfig {
         SandboxConfig {
             backend: BackendChoice::Auto,
             allow_degraded_native: false,
-            network: NetworkPolicy::Host,
+            network: NetworkPolicy::default(),
+            network_allow: Vec::new(),
             home: HomePolicy::Host,
             bwrap: PathBuf::from("bwrap"),
             refuse_dirty_tree: false,
@@ -136,8 +155,10 @@ pub fn requested(config: &SandboxConfig, permissions: &Permissions) -> Vec<Guara
     if !permissions.edit_files {
         out.push(Guarantee::RepoReadOnly);
     }
-    if config.network == NetworkPolicy::None {
-        out.push(Guarantee::NoNetwork);
+    match config.network {
+        NetworkPolicy::None => out.push(Guarantee::NoNetwork),
+        NetworkPolicy::Allowlist => out.push(Guarantee::EgressConfined),
+        NetworkPolicy::Host => {}
     }
     if config.home == HomePolicy::Isolated {
         out.push(Guarantee::HomeHidden);
@@ -201,6 +222,7 @@ pub fn plan(
             Guarantee::WritesConfined
             | Guarantee::RepoReadOnly
             | Guarantee::NoNetwork
+            | Guarantee::EgressConfined
             | Guarantee::HomeHidden => why.to_string(),
         },
     };
@@ -296,8 +318,8 @@ pub fn bwrap_args(
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
     push(&["--die-with-parent".as_ref(), "--unshare-pid".as_ref()]);
-    if config.network == NetworkPolicy::None {
-        push(&["--unshare-net".as_ref()]);
+    for flag in crate::egress::namespace_args(config.network) {
+        push(&[flag.as_ref()]);
     }
     push(&[
         "--ro-bind".as_ref(),
@@ -334,12 +356,22 @@ pub fn bwrap_args(
             paths.cwd.as_os_str(),
         ]);
     }
-    for path in writable {
+    for path in &writable {
         if path.exists() {
             push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
     }
-    push(&["--chdir".as_ref(), paths.cwd.as_os_str(), "--".as_ref()]);
+    match config.network {
+        NetworkPolicy::Allowlist | NetworkPolicy::None => {
+            args.extend(crate::egress::hide_host_unix_sockets(&writable));
+        }
+        NetworkPolicy::Host => {}
+    }
+    args.extend([
+        OsString::from("--chdir"),
+        paths.cwd.as_os_str().to_os_string(),
+        OsString::from("--"),
+    ]);
     args
 }
 
@@ -393,7 +425,14 @@ mod tests {
         .unwrap_err();
         assert_eq!(refusal.backend, SandboxBackend::Native);
         let names: Vec<Guarantee> = refusal.unenforced.iter().map(|u| u.guarantee).collect();
-        assert_eq!(names, [Guarantee::WritesConfined, Guarantee::TreeContained]);
+        assert_eq!(
+            names,
+            [
+                Guarantee::WritesConfined,
+                Guarantee::TreeContained,
+                Guarantee::EgressConfined
+            ]
+        );
         assert!(
             refusal.unenforced[0].why.contains("bwrap: not found"),
             "{:?}",
@@ -412,7 +451,7 @@ mod tests {
         let plan = plan(&config, &perms(true), |_| Ok(())).unwrap();
         assert_eq!(plan.backend, SandboxBackend::Native);
         assert!(plan.attestation.enforced.is_empty());
-        assert_eq!(plan.attestation.not_enforced.len(), 2);
+        assert_eq!(plan.attestation.not_enforced.len(), 3);
         assert_eq!(
             plan.attestation.consent.as_deref(),
             Some("allow_degraded_native")
@@ -450,7 +489,11 @@ mod tests {
             state: std::slice::from_ref(&state),
             home: Some(&home),
         };
-        let args: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(true), &paths)
+        let host_network = SandboxConfig {
+            network: NetworkPolicy::Host,
+            ..SandboxConfig::default()
+        };
+        let args: Vec<String> = bwrap_args(&host_network, &perms(true), &paths)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
@@ -470,6 +513,19 @@ mod tests {
         assert!(args.starts_with(&["--die-with-parent".into(), "--unshare-pid".into()]));
         assert!(!args.contains(&"--unshare-net".into()) && !args.contains(&"--tmpfs".into()));
         assert_eq!(args.last().map(String::as_str), Some("--"));
+        // The default, egress confined: its own network namespace, and the host's unix sockets
+        // covered after every writable bind, so that no bind uncovers one.
+        let confined: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(true), &paths)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(confined.contains(&"--unshare-net".into()), "{confined:?}");
+        let last_bind = confined.iter().rposition(|a| a == "--bind").unwrap();
+        let run_hidden = confined
+            .windows(2)
+            .position(|w| w[0] == "--tmpfs" && w[1] == "/run")
+            .unwrap();
+        assert!(run_hidden > last_bind, "{confined:?}");
         let ro: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(false), &paths)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())

@@ -44,6 +44,10 @@ pub struct SpawnRequest {
     pub stdin: StdinMode,
     /// Whether the child dies with the supervisor (`PR_SET_PDEATHSIG`).
     pub parent_death_signal: bool,
+    /// Descriptors the child keeps across exec, at the same numbers (bubblewrap's status and
+    /// block pipes, a seccomp program). The caller keeps them open until the spawn returns; they
+    /// stay close-on-exec in the supervisor, so no other child inherits them.
+    pub inherit_fds: Vec<std::os::fd::RawFd>,
 }
 
 /// How a child ended.
@@ -130,6 +134,9 @@ impl ProviderSpawn for TokioSpawner {
         }
         if request.parent_death_signal {
             pdeathsig::install(&mut cmd);
+        }
+        if !request.inherit_fds.is_empty() {
+            inherit::install(&mut cmd, request.inherit_fds.clone());
         }
         // Registered before the spawn returns, so no sweep can see the pid unregistered.
         let registration = Registration::lock()?;
@@ -254,6 +261,28 @@ pub(crate) mod terminal {
                     libc::tcsetpgrp(0, libc::getpid());
                 }
                 libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+                Ok(())
+            });
+        }
+    }
+}
+
+mod inherit {
+    //! Descriptors a child keeps: their close-on-exec flag is cleared in the child only, between
+    //! fork and exec, so concurrent spawns never inherit them.
+
+    #[allow(unsafe_code)]
+    pub fn install(cmd: &mut tokio::process::Command, fds: Vec<std::os::fd::RawFd>) {
+        // SAFETY: the closure runs between fork and exec and only calls fcntl, which is
+        // async-signal-safe; the vector was allocated before the fork and is only read.
+        unsafe {
+            cmd.pre_exec(move || {
+                for &fd in &fds {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 Ok(())
             });
         }

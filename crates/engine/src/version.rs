@@ -57,6 +57,7 @@ pub async fn probe_version(
         cwd: cwd.to_path_buf(),
         stdin: StdinMode::Null,
         parent_death_signal: true,
+        inherit_fds: Vec::new(),
     };
     let output = match run_bounded(spawner, &BoundedCommand::limited(request, timeout)).await {
         Ok(output) => output,

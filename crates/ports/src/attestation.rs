@@ -15,6 +15,10 @@ pub enum Guarantee {
     RepoReadOnly,
     /// The CLI has no network at all.
     NoNetwork,
+    /// The CLI reaches only the allow-listed `host:port` pairs (its provider's model endpoints
+    /// and what the user's own settings add), through Corral's proxy; nothing on the host
+    /// itself: no loopback service, no host unix socket, no abstract socket.
+    EgressConfined,
     /// The user's home directory is hidden: only the CLI's declared state paths are visible.
     HomeHidden,
     /// Every process of the run, including ones that leave the process group (`setsid`), ends
@@ -29,6 +33,7 @@ impl Guarantee {
             Guarantee::WritesConfined => "writes-confined",
             Guarantee::RepoReadOnly => "repo-read-only",
             Guarantee::NoNetwork => "no-network",
+            Guarantee::EgressConfined => "egress-confined",
             Guarantee::HomeHidden => "home-hidden",
             Guarantee::TreeContained => "tree-contained",
         }
@@ -42,6 +47,9 @@ impl Guarantee {
             }
             Guarantee::RepoReadOnly => "the working directory read-only",
             Guarantee::NoNetwork => "no network",
+            Guarantee::EgressConfined => {
+                "network confined to the allow-listed hosts, and nothing on the host itself reachable"
+            }
             Guarantee::HomeHidden => "the user's home directory hidden",
             Guarantee::TreeContained => {
                 "every process of the run ended with it, even one that left its process group"

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_ports::{NoopObserver, ProviderError, SessionIdTiming};
-use corral_test_support::fake_api::{Scenario, Step};
+use corral_test_support::fake_api::{Scenario, Step, shell_tool_input};
 use serde_json::Value;
 
 use crate::providers::{Cli, VALID_SIGNALS, World, conformance};
@@ -447,6 +447,33 @@ conformance!(
         let record = record(&dir);
         assert_eq!(record["signals_valid"], true);
         assert_eq!(record["provider_runs"], 1, "no corrective run was needed");
+        // It got there through the default sandbox's allow-list proxy: the only way out of its
+        // network namespace to the fake API on the host's loopback.
+        let log = log(&dir);
+        let opened = kinds(&log, "egress_opened");
+        assert_eq!(opened.len(), 1, "{log:#?}");
+        assert!(
+            opened[0]["allow"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from(world.api.addr().to_string())),
+            "{}",
+            opened[0]
+        );
+        for refused in kinds(&log, "egress_refused") {
+            eprintln!(
+                "  refused: {} {} ({})",
+                refused["method"], refused["target"], refused["reason"]
+            );
+        }
+        assert!(
+            record["attestation"]["enforced"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from("egress-confined")),
+            "{}",
+            record["attestation"]
+        );
     }
 );
 
@@ -597,5 +624,68 @@ conformance!(
         let world = World::new(cli, |_| Scenario::forever(Step::StallMidStream));
         let (err, took, dir) = run_stalled(&world, &world.env.home(), "run");
         assert_stall_ended(&world, &err, took, &dir);
+    }
+);
+
+/// A TCP service on the host's loopback, not on any allow-list, that counts who reached it.
+struct HostService {
+    addr: std::net::SocketAddr,
+    reached: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl HostService {
+    fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reached = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = Arc::clone(&reached);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        HostService { addr, reached }
+    }
+
+    fn reached(&self) -> usize {
+        self.reached.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+conformance!(
+    a_host_service_off_the_allow_list_is_out_of_reach_and_the_refusal_is_named,
+    |cli: &'static Cli| {
+        let service = HostService::start();
+        let target = service.addr.to_string();
+        // The agent tries the service through the proxy the sandbox points it at, then
+        // directly; then it does its task.
+        let probe = format!(
+            "curl -sS -m 5 http://{target}/secrets; curl -sS -m 5 --noproxy '*' http://{target}/secrets; true"
+        );
+        let world = World::new(cli, |project| {
+            let mut steps = vec![Step::tool_use(
+                cli.shell_tool,
+                shell_tool_input(cli.shell_tool, &probe),
+            )];
+            steps.extend(cli.write_signals_steps(project, VALID_SIGNALS));
+            Scenario::script(steps)
+        });
+        let out = world
+            .corral_run()
+            .args(["--json", "look around, then do the task"])
+            .output()
+            .unwrap();
+        let text = transcript(&world.env, &out);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        let dir = run_dir(&summary(&out.stdout));
+        let log = log(&dir);
+        assert_eq!(service.reached(), 0, "the agent reached {target}: {log:#?}");
+        let refused: Vec<&Value> = kinds(&log, "egress_refused")
+            .into_iter()
+            .filter(|r| r["target"] == target.as_str())
+            .collect();
+        assert_eq!(refused.len(), 1, "one refusal naming {target}: {log:#?}");
+        assert_eq!(refused[0]["reason"], "not on the allow-list");
     }
 );

@@ -219,6 +219,12 @@ impl World {
                 vars.push(var(&cli.setting("MODEL_PROVIDER"), "fake"));
                 vars.push(var(&cli.setting("MODEL"), "fake-model"));
                 vars.push(var(&cli.setting("ENV_ALLOW"), "[\"FAKE_API_KEY\"]"));
+                // The custom provider's base_url is in Codex's config.toml, which the adapter
+                // does not trust to widen the allow-list: the user (here, the environment) does.
+                vars.push(var(
+                    "CORRAL_SANDBOX__NETWORK_ALLOW",
+                    &format!("[\"{}\"]", api.addr()),
+                ));
                 codex_home = Some(dir);
             }
             ProviderId::Opencode => {

@@ -238,3 +238,116 @@ fn discover_uses_xdg_then_home() {
         Some(Path::new("/xdg/corral/config.toml"))
     );
 }
+
+#[test]
+fn the_network_allow_list_adds_up_from_every_source_the_user_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = sources(dir.path());
+    write(
+        &dir.path().join("user.toml"),
+        "[sandbox]\nnetwork_allow = [\"registry.npmjs.org:443\", \"*.pythonhosted.org:443\"]\n",
+    );
+    src.env = vec![(
+        "CORRAL_SANDBOX__NETWORK_ALLOW".into(),
+        "[\"pypi.org:443\", \"registry.npmjs.org:443\"]".into(),
+    )];
+    src.flags = vec![(
+        "sandbox.network_allow".into(),
+        serde_json::json!(["127.0.0.1:8080"]),
+    )];
+    let loaded = LoadedSettings::load(&src).unwrap();
+    assert_eq!(
+        loaded.settings.sandbox.network_allow,
+        [
+            "registry.npmjs.org:443",
+            "*.pythonhosted.org:443",
+            "pypi.org:443",
+            "127.0.0.1:8080"
+        ],
+        "each source adds to the others, none replaces them"
+    );
+    assert_eq!(
+        loaded.settings.sandbox.network,
+        corral_engine::NetworkPolicy::Allowlist,
+        "confined by default"
+    );
+}
+
+#[test]
+fn a_project_file_may_not_widen_the_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = sources(dir.path());
+    let project = dir.path().join("corral.toml");
+    for (text, key) in [
+        ("[sandbox]\nnetwork = \"host\"\n", "sandbox.network"),
+        ("[sandbox]\nnetwork = \"allowlist\"\n", "sandbox.network"),
+        (
+            "[sandbox]\nnetwork_allow = [\"evil.example:443\"]\n",
+            "sandbox.network_allow",
+        ),
+    ] {
+        write(&project, text);
+        match LoadedSettings::load(&src) {
+            Err(SettingsError::Untrusted { keys, file, .. }) => {
+                assert_eq!(file, project);
+                let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+                assert_eq!(names, [key], "{text}");
+            }
+            other => panic!("{text}: expected the project file refused, got {other:?}"),
+        }
+    }
+    // Narrowing is the project's to decide.
+    write(
+        &project,
+        "[sandbox]\nnetwork = \"none\"\nnetwork_allow = []\n",
+    );
+    let loaded = LoadedSettings::load(&src).unwrap();
+    assert_eq!(
+        loaded.settings.sandbox.network,
+        corral_engine::NetworkPolicy::None
+    );
+    // A project file the user trusted as it is adds its rules to the user's.
+    write(
+        &project,
+        "[sandbox]\nnetwork_allow = [\"registry.npmjs.org:443\"]\n",
+    );
+    write(
+        &dir.path().join("user.toml"),
+        "[sandbox]\nnetwork_allow = [\"pypi.org:443\"]\n",
+    );
+    corral_compose::trust_project_file(&src).unwrap();
+    let loaded = LoadedSettings::load(&src).unwrap();
+    assert_eq!(
+        loaded.settings.sandbox.network_allow,
+        ["pypi.org:443", "registry.npmjs.org:443"]
+    );
+    // And the user may turn it off.
+    std::fs::remove_file(&project).unwrap();
+    write(
+        &dir.path().join("user.toml"),
+        "[sandbox]\nnetwork = \"host\"\n",
+    );
+    let loaded = LoadedSettings::load(&src).unwrap();
+    assert_eq!(
+        loaded.settings.sandbox.network,
+        corral_engine::NetworkPolicy::Host
+    );
+}
+
+#[test]
+fn a_bad_allow_list_entry_names_itself_and_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = sources(dir.path());
+    src.env = vec![(
+        "CORRAL_SANDBOX__NETWORK_ALLOW".into(),
+        "[\"api.example.com\"]".into(),
+    )];
+    let lines = invalid_lines(LoadedSettings::load(&src).unwrap_err());
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("sandbox.network_allow[0]")
+            && lines[0].contains("no valid port")
+            && lines[0].contains("CORRAL_SANDBOX__NETWORK_ALLOW"),
+        "{lines:#?}"
+    );
+}

@@ -20,6 +20,7 @@ fn request(program: std::path::PathBuf, cwd: &std::path::Path) -> SpawnRequest {
         cwd: cwd.to_path_buf(),
         stdin: StdinMode::Null,
         parent_death_signal: true,
+        inherit_fds: Vec::new(),
     }
 }
 

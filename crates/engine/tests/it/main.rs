@@ -14,6 +14,7 @@
 mod support;
 
 mod bounded;
+mod egress;
 mod embedding;
 mod faults;
 mod git_check;

@@ -250,6 +250,9 @@ impl CliAdapter for Versioned {
     fn version_check(&self) -> Option<VersionCheck> {
         Some(self.check.clone())
     }
+    fn egress(&self, env: &corral_engine::ChildEnv<'_>) -> corral_engine::EgressNeeds {
+        self.inner.egress(env)
+    }
     fn capabilities(&self) -> corral_ports::Capabilities {
         self.inner.capabilities()
     }

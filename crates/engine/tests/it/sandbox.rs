@@ -220,7 +220,14 @@ async fn without_an_enforcing_backend_the_run_refuses_and_names_each_guarantee()
         } => {
             assert_eq!(*backend, SandboxBackend::Native);
             let names: Vec<Guarantee> = unenforced.iter().map(|u| u.guarantee).collect();
-            assert_eq!(names, [Guarantee::WritesConfined, Guarantee::TreeContained]);
+            assert_eq!(
+                names,
+                [
+                    Guarantee::WritesConfined,
+                    Guarantee::TreeContained,
+                    Guarantee::EgressConfined
+                ]
+            );
         }
         other => panic!("expected Unsandboxed, got {other}"),
     }
@@ -271,6 +278,7 @@ async fn consenting_to_native_runs_and_records_what_was_not_enforced() {
         [
             Guarantee::WritesConfined,
             Guarantee::TreeContained,
+            Guarantee::EgressConfined,
             Guarantee::HomeHidden
         ]
     );

@@ -6,9 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral_engine::{
-    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, Engine, EngineConfig,
-    EnvProfile, Liveness, PromptDelivery, RetryPolicy, StreamParser,
+    AllowRule, AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, Diagnosis,
+    EgressNeeds, Engine, EngineConfig, EnvProfile, Liveness, PromptDelivery, ProxyHonour,
+    RetryPolicy, StreamParser,
 };
+
+/// The fake's "model API" variable: its endpoint is what the adapter declares for egress.
+pub const FAKE_BASE_URL_VAR: &str = "FAKE_AGENT_BASE_URL";
 use corral_ports::{
     AgentEvent, AiSession, NoopObserver, ProviderError, ProviderId, ProviderOutput, RunObserver,
     SessionId,
@@ -76,6 +80,18 @@ impl CliAdapter for FakeAdapter {
 
     fn liveness(&self) -> Liveness {
         self.liveness
+    }
+
+    /// Like a real adapter: the endpoint its base-URL variable names.
+    fn egress(&self, env: &ChildEnv<'_>) -> EgressNeeds {
+        EgressNeeds {
+            endpoints: env
+                .get(FAKE_BASE_URL_VAR)
+                .and_then(AllowRule::from_url)
+                .into_iter()
+                .collect(),
+            proxy: ProxyHonour::Environment,
+        }
     }
 
     fn interactive_command(&self, plan: &AttemptPlan<'_>) -> Result<CommandSpec, ProviderError> {

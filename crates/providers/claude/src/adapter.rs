@@ -12,8 +12,8 @@
 use std::ffi::OsString;
 
 use corral_engine::{
-    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EnvProfile, PromptDelivery,
-    StreamParser, VersionCheck,
+    AllowRule, AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EgressNeeds,
+    EnvProfile, PromptDelivery, ProxyHonour, StreamParser, VersionCheck,
 };
 use corral_ports::{
     AiSession, Capabilities, CostReporting, Gate, Permissions, PromptChannel, ProviderError,
@@ -274,6 +274,24 @@ impl CliAdapter for ClaudeAdapter {
 
     fn prompt_delivery(&self) -> PromptDelivery {
         PromptDelivery::Stdin
+    }
+
+    /// The Messages API (`api.anthropic.com`, or the gateway `ANTHROPIC_BASE_URL` names) and,
+    /// for a sign-in without an API key, the OAuth token service (`platform.claude.com`).
+    /// Claude Code reads `HTTPS_PROXY` / `HTTP_PROXY` itself. Bedrock and Vertex endpoints are
+    /// not derived: add them to `sandbox.network_allow`.
+    fn egress(&self, env: &corral_engine::ChildEnv<'_>) -> EgressNeeds {
+        let endpoints = match env.get("ANTHROPIC_BASE_URL").and_then(AllowRule::from_url) {
+            Some(gateway) => vec![gateway],
+            None => vec![
+                AllowRule::exact("api.anthropic.com", 443),
+                AllowRule::exact("platform.claude.com", 443),
+            ],
+        };
+        EgressNeeds {
+            endpoints,
+            proxy: ProxyHonour::Environment,
+        }
     }
 
     fn env_profile(&self) -> EnvProfile {

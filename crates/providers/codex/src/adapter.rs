@@ -44,8 +44,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use corral_engine::{
-    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EnvProfile, PromptDelivery,
-    StreamParser, VersionCheck,
+    AllowRule, AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EgressNeeds,
+    EnvProfile, PromptDelivery, ProxyHonour, StreamParser, VersionCheck,
 };
 use corral_ports::{
     AiSession, Capabilities, CostReporting, Gate, Permissions, PromptChannel, ProviderError,
@@ -129,6 +129,9 @@ impl CodexAdapter {
             .into_iter()
             .map(OsString::from)
             .collect();
+        // Codex syncs its plugin catalogue from github.com and chatgpt.com at start: traffic a
+        // headless run does not need, which an allow-listed sandbox would only refuse.
+        push_config(&mut args, "features.plugins", "false");
         // `resume` takes none of these; a resumed run gets the same sandbox through `-c` below.
         if plan.resume.is_none() {
             args.push("-C".into());
@@ -438,6 +441,26 @@ impl CliAdapter for CodexAdapter {
 
     fn prompt_delivery(&self) -> PromptDelivery {
         PromptDelivery::Stdin
+    }
+
+    /// The Responses API (`api.openai.com`, or `OPENAI_BASE_URL`), and for a ChatGPT sign-in
+    /// its backend (`chatgpt.com`) and token service (`auth.openai.com`). A custom
+    /// `model_provider`'s `base_url` lives in Codex's own `config.toml`, which the agent can
+    /// reach: it is not trusted to widen the allow-list, so add that host to
+    /// `sandbox.network_allow`. Codex reads `HTTP_PROXY`/`HTTPS_PROXY` by the URL's scheme, and
+    /// `ALL_PROXY`.
+    fn egress(&self, env: &corral_engine::ChildEnv<'_>) -> EgressNeeds {
+        let mut endpoints = vec![
+            env.get("OPENAI_BASE_URL")
+                .and_then(AllowRule::from_url)
+                .unwrap_or_else(|| AllowRule::exact("api.openai.com", 443)),
+        ];
+        endpoints.push(AllowRule::exact("chatgpt.com", 443));
+        endpoints.push(AllowRule::exact("auth.openai.com", 443));
+        EgressNeeds {
+            endpoints,
+            proxy: ProxyHonour::Environment,
+        }
     }
 
     fn env_profile(&self) -> EnvProfile {

@@ -24,8 +24,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use corral_engine::{
-    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EnvProfile, PromptDelivery,
-    StreamParser, VersionCheck,
+    AllowRule, AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EgressNeeds,
+    EnvProfile, PromptDelivery, ProxyHonour, StreamParser, VersionCheck,
 };
 use corral_ports::{
     Capabilities, CostReporting, Effort, Gate, Permissions, PromptChannel, ProviderError,
@@ -343,6 +343,41 @@ impl CliAdapter for CopilotAdapter {
     fn prompt_delivery(&self) -> PromptDelivery {
         PromptDelivery::PointerFile {
             file_name: PROMPT_FILE,
+        }
+    }
+
+    /// With BYOK, the provider `COPILOT_PROVIDER_BASE_URL` names and nothing else; otherwise
+    /// GitHub's API (token exchange) and Copilot's (`api.githubcopilot.com` and its plan
+    /// hosts), or those of the GitHub Enterprise host in `COPILOT_GH_HOST` / `GH_HOST`.
+    /// Copilot reads `HTTPS_PROXY` / `HTTP_PROXY` itself.
+    fn egress(&self, env: &corral_engine::ChildEnv<'_>) -> EgressNeeds {
+        let endpoints = if let Some(byok) = env
+            .get("COPILOT_PROVIDER_BASE_URL")
+            .and_then(AllowRule::from_url)
+        {
+            vec![byok]
+        } else if let Some(host) = env.get("COPILOT_GH_HOST").or_else(|| env.get("GH_HOST")) {
+            let host = host.trim_start_matches("https://").trim_end_matches('/');
+            vec![
+                AllowRule::exact(host, 443),
+                AllowRule::exact(&format!("api.{host}"), 443),
+                AllowRule::exact(&format!("copilot-api.{host}"), 443),
+            ]
+        } else {
+            [
+                "api.github.com",
+                "api.githubcopilot.com",
+                "api.individual.githubcopilot.com",
+                "api.business.githubcopilot.com",
+                "api.enterprise.githubcopilot.com",
+            ]
+            .iter()
+            .map(|h| AllowRule::exact(h, 443))
+            .collect()
+        };
+        EgressNeeds {
+            endpoints,
+            proxy: ProxyHonour::Environment,
         }
     }
 

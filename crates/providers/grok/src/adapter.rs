@@ -19,8 +19,8 @@
 use std::ffi::OsString;
 
 use corral_engine::{
-    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EnvProfile, Liveness,
-    PromptDelivery, StreamParser, VersionCheck,
+    AllowRule, AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EgressNeeds,
+    EnvProfile, Liveness, PromptDelivery, ProxyHonour, StreamParser, VersionCheck,
 };
 use corral_ports::{
     Capabilities, CostReporting, Gate, PromptChannel, ProviderError, ProviderId, SessionIdTiming,
@@ -220,6 +220,19 @@ impl CliAdapter for GrokAdapter {
     fn prompt_delivery(&self) -> PromptDelivery {
         PromptDelivery::PointerFile {
             file_name: PROMPT_FILE,
+        }
+    }
+
+    /// xAI's API (`api.x.ai`, or `GROK_BASE_URL`). Grok runs on Node, whose `fetch` ignores the
+    /// proxy variables before Node 24: the engine preloads a connector that tunnels it.
+    fn egress(&self, env: &corral_engine::ChildEnv<'_>) -> EgressNeeds {
+        EgressNeeds {
+            endpoints: vec![
+                env.get("GROK_BASE_URL")
+                    .and_then(AllowRule::from_url)
+                    .unwrap_or_else(|| AllowRule::exact("api.x.ai", 443)),
+            ],
+            proxy: ProxyHonour::NodeFetchPreload,
         }
     }
 

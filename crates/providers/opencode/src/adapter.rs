@@ -26,8 +26,8 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use corral_engine::{
-    AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EnvProfile, PromptDelivery,
-    StreamParser, VersionCheck,
+    AllowRule, AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, EgressNeeds,
+    EnvProfile, PromptDelivery, ProxyHonour, StreamParser, VersionCheck,
 };
 use corral_ports::{
     AiSession, Capabilities, CostReporting, Gate, PromptChannel, ProviderError, ProviderId,
@@ -324,6 +324,38 @@ impl CliAdapter for OpencodeAdapter {
         PromptDelivery::Stdin
     }
 
+    /// The providers OpenCode is configured with: every `baseURL` in `OPENCODE_CONFIG_CONTENT`,
+    /// `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, and the public API of the model's provider
+    /// (`anthropic/…` → `api.anthropic.com`, …). Providers declared only in OpenCode's config
+    /// files are not read (the agent can reach those files): add them to
+    /// `sandbox.network_allow`. OpenCode reads `HTTP_PROXY`/`HTTPS_PROXY` by the URL's scheme.
+    fn egress(&self, env: &corral_engine::ChildEnv<'_>) -> EgressNeeds {
+        let mut endpoints: Vec<AllowRule> = Vec::new();
+        if let Some(content) = env.get("OPENCODE_CONFIG_CONTENT") {
+            endpoints.extend(
+                config_base_urls(content)
+                    .iter()
+                    .filter_map(|u| AllowRule::from_url(u)),
+            );
+        }
+        for var in ["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"] {
+            endpoints.extend(env.get(var).and_then(AllowRule::from_url));
+        }
+        let provider = self
+            .settings
+            .model
+            .as_deref()
+            .and_then(|m| m.split_once('/'))
+            .map(|(provider, _)| provider);
+        if let Some(host) = provider.and_then(public_api_host) {
+            endpoints.push(AllowRule::exact(host, 443));
+        }
+        EgressNeeds {
+            endpoints,
+            proxy: ProxyHonour::Environment,
+        }
+    }
+
     fn env_profile(&self) -> EnvProfile {
         EnvProfile::new("opencode", ENV_PROFILE)
     }
@@ -357,4 +389,40 @@ impl CliAdapter for OpencodeAdapter {
             self.settings.allow_untested_version,
         ))
     }
+}
+
+/// Every provider `baseURL` (`provider.<id>.options.baseURL`) in an OpenCode configuration
+/// given as JSON; none when it does not parse.
+fn config_base_urls(content: &str) -> Vec<String> {
+    let Ok(config) = serde_json::from_str::<serde_json::Value>(content) else {
+        return Vec::new();
+    };
+    config["provider"]
+        .as_object()
+        .map(|providers| {
+            providers
+                .values()
+                .filter_map(|p| p["options"]["baseURL"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The public API host of an OpenCode model provider id (the part before `/` in
+/// `anthropic/claude-sonnet-4`), for the ones whose host is fixed.
+fn public_api_host(provider: &str) -> Option<&'static str> {
+    Some(match provider {
+        "anthropic" => "api.anthropic.com",
+        "openai" => "api.openai.com",
+        "openrouter" => "openrouter.ai",
+        "google" => "generativelanguage.googleapis.com",
+        "groq" => "api.groq.com",
+        "xai" => "api.x.ai",
+        "deepseek" => "api.deepseek.com",
+        "mistral" => "api.mistral.ai",
+        "togetherai" => "api.together.xyz",
+        "fireworks-ai" => "api.fireworks.ai",
+        "cerebras" => "api.cerebras.ai",
+        _ => return None,
+    })
 }

@@ -112,6 +112,7 @@ impl OpencodeProbe {
             cwd: std::env::temp_dir(),
             stdin: StdinMode::Null,
             parent_death_signal: true,
+            inherit_fds: Vec::new(),
         };
         let command = BoundedCommand {
             stdout_limit: LISTING_KEEP,

@@ -11,6 +11,8 @@
 
 #[path = "fake_agent/cli.rs"]
 mod cli;
+#[path = "fake_agent/net.rs"]
+mod net;
 #[path = "fake_agent/tree.rs"]
 mod tree;
 
@@ -158,6 +160,14 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
                     "write {}: {verdict}",
                     path.display()
                 )))?;
+            }
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
+        Mode::NetProbe => {
+            out.line(&FakeLine::init(&session))?;
+            for line in net::probe_all(opts) {
+                out.line(&FakeLine::text(line))?;
             }
             out.line(&FakeLine::done())?;
             Ok(0)

@@ -17,7 +17,13 @@ use corral_ports::{
 };
 use corral_test_support::session::{assert_prompt_not_in, session};
 
-const HEAD: [&str; 3] = ["exec", "--json", "--skip-git-repo-check"];
+const HEAD: [&str; 5] = [
+    "exec",
+    "--json",
+    "--skip-git-repo-check",
+    "-c",
+    "features.plugins=false",
+];
 const ID: &str = "01a22c60-7f01-7143-ad2a-26ff7d5b1e90";
 // In workspace-write the network switch is always followed by the `/tmp` exclusion (Corral gives
 // each run a private TMPDIR, and its bubblewrap backend keeps `/tmp` read-only).

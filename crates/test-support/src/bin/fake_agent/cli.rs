@@ -15,6 +15,7 @@ pub enum Mode {
     Ok,
     QuietBusy,
     FsProbe,
+    NetProbe,
     TtyProbe,
     HangAfterInit,
     TrapTerm,
@@ -65,6 +66,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         "fs-probe",
         Mode::FsProbe,
         "try to read --read PATH and write --write PATH, report each as text; then result; exit 0",
+    ),
+    (
+        "net-probe",
+        Mode::NetProbe,
+        "try each --connect HOST:PORT (TCP), --proxy-connect HOST:PORT (CONNECT through $HTTPS_PROXY), --proxy-get URL (through $HTTP_PROXY), --unix PATH, --abstract NAME (comma-separated lists); one text line each; result; exit 0",
     ),
     (
         "quiet-busy",
@@ -227,6 +233,11 @@ pub struct Opts {
     pub read: Option<PathBuf>,
     pub write: Option<PathBuf>,
     pub wait_for: Option<PathBuf>,
+    pub connect: Vec<String>,
+    pub proxy_connect: Vec<String>,
+    pub proxy_get: Vec<String>,
+    pub unix: Vec<String>,
+    pub abstract_names: Vec<String>,
 }
 
 /// The help text listing the modes and options.
@@ -249,6 +260,7 @@ pub fn usage_text() -> String {
          \x20 --state-file PATH invocation counter shared across runs\n\
          \x20 --argv-log PATH   append {\"argv\":[...],\"stdin_bytes\":...} per invocation\n\
          \x20 --signals PATH    where exit-nonzero-with-signals writes its signals file\n\
+         \x20 --connect/--proxy-connect HOST:PORT,…  --proxy-get URL,…  --unix PATH,…  --abstract NAME,…\n\
          \x20 --bytes N  --lines N  --line-bytes N  --times N  --count N  --sleep-ms N  --resets-at EPOCH_SECS\n",
     );
     text
@@ -269,6 +281,15 @@ pub fn early_pid_file(args: &[OsString]) -> Option<PathBuf> {
     std::env::var_os(PID_FILE_ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+}
+
+/// A comma-separated list, empty items dropped.
+fn list(value: &str) -> impl Iterator<Item = String> + '_ {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
 }
 
 /// Parses the arguments after argv0.
@@ -293,6 +314,11 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
         read: None,
         write: None,
         wait_for: None,
+        connect: Vec::new(),
+        proxy_connect: Vec::new(),
+        proxy_get: Vec::new(),
+        unix: Vec::new(),
+        abstract_names: Vec::new(),
     };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
@@ -341,6 +367,11 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
             "read" => opts.read = Some(value.into()),
             "write" => opts.write = Some(value.into()),
             "wait-for" => opts.wait_for = Some(value.into()),
+            "connect" => opts.connect.extend(list(&value)),
+            "proxy-connect" => opts.proxy_connect.extend(list(&value)),
+            "proxy-get" => opts.proxy_get.extend(list(&value)),
+            "unix" => opts.unix.extend(list(&value)),
+            "abstract" => opts.abstract_names.extend(list(&value)),
             _ => return Err(format!("unknown option: --{name}")),
         }
     }

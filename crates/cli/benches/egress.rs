@@ -1,0 +1,326 @@
+//! `cargo bench -p corral-cli --bench egress`: what the default sandbox's allow-list proxy costs
+//! the path users take, the `corral` binary running the real Claude Code against the fake model
+//! API on 127.0.0.1, against the same runs with `--network host`, side by side in one run.
+//!
+//! Both sides are `corral run --provider claude --no-contract --json` under bubblewrap, started
+//! alternately (ABBA) so that load from other processes hits both; every figure is read from the
+//! run's own `events.jsonl` (monotonic, microsecond stamps) or from the fake API's arrival times:
+//!
+//! - **start**: from the `spawn` record to Claude's first stdout line (its `system/init`, printed
+//!   before any API call), per run; the allow-list side also reports its `egress_opened.setup_us`
+//!   (spawn → the CLI released, with the proxy listening inside the sandbox).
+//! - **streamed reply**: a reply of many SSE events (one per word), from the model request's
+//!   arrival at the fake API to Claude's terminal `result` line, per run.
+//!
+//! Each target is judged on the median of the paired differences (allow-list − host of the two
+//! runs of one ABBA pair). `docs/benchmarks.md` has the targets and the last figures. Run without
+//! `--bench` (as `cargo test --all-targets` does), it makes one short pair and checks both ran.
+
+// Bench code: a failed run should stop the bench loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::{Instant, SystemTime};
+
+use corral_test_support::fake_api::{FakeApi, Scenario, Step};
+use serde_json::Value;
+
+/// Words of the streamed reply: one SSE event each.
+const STREAM_WORDS: usize = 20_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Allowlist,
+    Host,
+}
+
+impl Side {
+    fn network(self) -> &'static str {
+        match self {
+            Side::Allowlist => "allowlist",
+            Side::Host => "host",
+        }
+    }
+}
+
+/// What one run left behind.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sample {
+    /// `spawn` → Claude's first stdout line, ms.
+    start_ms: f64,
+    /// `egress_opened.setup_us`, ms (allow-list only).
+    setup_ms: Option<f64>,
+    /// Model request arrival → the terminal `result` line, ms.
+    reply_ms: f64,
+    /// `corral` started → exited, ms.
+    run_ms: f64,
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn wall_ms(t: &str) -> f64 {
+    let at = humantime::parse_rfc3339(t).unwrap();
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0
+}
+
+/// One `corral run` of Claude against a fresh fake API answering with `reply`.
+fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
+    let scratch = tempfile::tempdir().unwrap();
+    let home = scratch.path().join("home");
+    let project = scratch.path().join("project");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    let api = FakeApi::start(Scenario::script([reply])).unwrap();
+    let api_started = SystemTime::now();
+    let mut cmd = corral_test_support::command(corral);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("ANTHROPIC_API_KEY", "sk-bench")
+        .env("ANTHROPIC_BASE_URL", api.url())
+        .env("CORRAL_PROVIDERS__CLAUDE__COMMAND", claude)
+        .current_dir(&project)
+        .args(["run", "--provider", "claude", "--no-contract", "--json"])
+        .args(["--network", side.network(), "say ok"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if is_root() {
+        cmd.env("IS_SANDBOX", "1");
+    }
+    let launched = Instant::now();
+    let out = cmd.output().unwrap();
+    let run_ms = launched.elapsed().as_secs_f64() * 1000.0;
+    let summary: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .unwrap_or_else(|| {
+            panic!(
+                "no summary ({side:?}): {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert_eq!(summary["outcome"], "succeeded", "{side:?}: {summary}");
+    let dir = PathBuf::from(summary["run_dir"].as_str().unwrap());
+    let log: Vec<Value> = std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first = |pred: &dyn Fn(&Value) -> bool| log.iter().find(|v| pred(v)).cloned();
+    let spawn = first(&|v| v["kind"] == "spawn").expect("spawn record");
+    let init = first(&|v| v["kind"] == "agent").expect("a first CLI line");
+    let result = first(&|v| v["kind"] == "agent" && v["event"] == "terminal_result")
+        .expect("the terminal result");
+    let setup_ms = first(&|v| v["kind"] == "egress_opened")
+        .and_then(|v| v["setup_us"].as_f64())
+        .map(|us| us / 1000.0);
+    assert_eq!(
+        setup_ms.is_some(),
+        side == Side::Allowlist,
+        "the proxy runs on the allow-list side only"
+    );
+    let request = api
+        .model_requests()
+        .first()
+        .cloned()
+        .expect("a model request");
+    let request_wall = api_started
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0
+        + request.at_ms as f64;
+    Sample {
+        start_ms: init["mono_ms"].as_f64().unwrap() - spawn["mono_ms"].as_f64().unwrap(),
+        setup_ms,
+        reply_ms: wall_ms(result["t"].as_str().unwrap()) - request_wall,
+        run_ms,
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    s[((s.len() - 1) as f64 * q).round() as usize]
+}
+
+/// `pairs` ABBA pairs of runs answering with `reply()`.
+fn pairs(
+    corral: &Path,
+    claude: &Path,
+    pairs: usize,
+    reply: impl Fn() -> Step,
+) -> Vec<(Sample, Sample)> {
+    (0..pairs)
+        .map(|i| {
+            let order = if i % 2 == 0 {
+                [Side::Allowlist, Side::Host]
+            } else {
+                [Side::Host, Side::Allowlist]
+            };
+            let mut allow = Sample::default();
+            let mut host = Sample::default();
+            for side in order {
+                let sample = run_once(corral, claude, side, reply());
+                eprintln!("  {side:?}: {sample:?}");
+                match side {
+                    Side::Allowlist => allow = sample,
+                    Side::Host => host = sample,
+                }
+            }
+            (allow, host)
+        })
+        .collect()
+}
+
+struct Row {
+    metric: String,
+    allow: f64,
+    host: Option<f64>,
+    delta: Option<f64>,
+    spread: String,
+    target: &'static str,
+    result: &'static str,
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let benching = args.iter().any(|a| a == "--bench");
+    let quick = args.iter().any(|a| a == "--quick");
+    let corral = PathBuf::from(env!("CARGO_BIN_EXE_corral"));
+    let claude = corral_test_support::require_cli("claude");
+    if !benching {
+        let p = pairs(&corral, &claude, 1, || Step::text("ok"));
+        eprintln!("egress bench smoke: {p:?}");
+        return ExitCode::SUCCESS;
+    }
+    let (short_pairs, stream_pairs) = if quick { (4, 2) } else { (12, 6) };
+    eprintln!("start: {short_pairs} ABBA pairs of a one-word reply");
+    let short = pairs(&corral, &claude, short_pairs, || Step::text("ok"));
+    let words: String = (0..STREAM_WORDS).map(|i| format!("w{i} ")).collect();
+    eprintln!("streamed reply: {stream_pairs} ABBA pairs of {STREAM_WORDS} SSE events");
+    let stream = pairs(&corral, &claude, stream_pairs, || Step::SlowChunks {
+        text: words.clone(),
+        delay_ms: 0,
+    });
+
+    let mut rows = Vec::new();
+    let diff = |p: &[(Sample, Sample)], f: fn(&Sample) -> f64| -> Vec<f64> {
+        p.iter().map(|(a, h)| f(a) - f(h)).collect()
+    };
+    let side = |p: &[(Sample, Sample)], f: fn(&Sample) -> f64, allow: bool| -> Vec<f64> {
+        p.iter()
+            .map(|(a, h)| if allow { f(a) } else { f(h) })
+            .collect()
+    };
+    let start_d = diff(&short, |s| s.start_ms);
+    let start_delta = median(&start_d);
+    rows.push(Row {
+        metric: "spawn → Claude's first line, ms".into(),
+        allow: median(&side(&short, |s| s.start_ms, true)),
+        host: Some(median(&side(&short, |s| s.start_ms, false))),
+        delta: Some(start_delta),
+        spread: format!(
+            "pairs' Δ {:+.1} … {:+.1}",
+            quantile(&start_d, 0.25),
+            quantile(&start_d, 0.75)
+        ),
+        target: "Δ ≤ 10 ms",
+        result: if start_delta <= 10.0 { "PASS" } else { "MISS" },
+    });
+    let setups: Vec<f64> = short.iter().filter_map(|(a, _)| a.setup_ms).collect();
+    rows.push(Row {
+        metric: "spawn → CLI released (egress setup), ms".into(),
+        allow: median(&setups),
+        host: None,
+        delta: None,
+        spread: format!(
+            "{:.1} … {:.1}",
+            quantile(&setups, 0.0),
+            quantile(&setups, 1.0)
+        ),
+        target: "(reported)",
+        result: "",
+    });
+    let run_d = diff(&short, |s| s.run_ms);
+    rows.push(Row {
+        metric: "whole `corral run`, one-word reply, ms".into(),
+        allow: median(&side(&short, |s| s.run_ms, true)),
+        host: Some(median(&side(&short, |s| s.run_ms, false))),
+        delta: Some(median(&run_d)),
+        spread: format!(
+            "pairs' Δ {:+.1} … {:+.1}",
+            quantile(&run_d, 0.25),
+            quantile(&run_d, 0.75)
+        ),
+        target: "(reported)",
+        result: "",
+    });
+    let reply_d = diff(&stream, |s| s.reply_ms);
+    let reply_host = median(&side(&stream, |s| s.reply_ms, false));
+    let reply_delta = median(&reply_d);
+    let not_measurable = reply_delta.abs() <= (0.02 * reply_host).max(2.0);
+    rows.push(Row {
+        metric: format!("request → result, {STREAM_WORDS}-event streamed reply, ms"),
+        allow: median(&side(&stream, |s| s.reply_ms, true)),
+        host: Some(reply_host),
+        delta: Some(reply_delta),
+        spread: format!(
+            "pairs' Δ {:+.1} … {:+.1}",
+            quantile(&reply_d, 0.25),
+            quantile(&reply_d, 0.75)
+        ),
+        target: "|Δ| ≤ max(2 ms, 2 % of host)",
+        result: if not_measurable { "PASS" } else { "MISS" },
+    });
+
+    let mut report = String::from(
+        "| Metric | allowlist | host | Δ (median of pairs) | spread | Target | Result |\n|---|---|---|---|---|---|---|\n",
+    );
+    for r in &rows {
+        report.push_str(&format!(
+            "| {} | {:.1} | {} | {} | {} | {} | {} |\n",
+            r.metric,
+            r.allow,
+            r.host.map_or("—".into(), |h| format!("{h:.1}")),
+            r.delta.map_or("—".into(), |d| format!("{d:+.1}")),
+            r.spread,
+            r.target,
+            r.result
+        ));
+    }
+    println!("{report}");
+    let target =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-egress-report.md");
+    let _ = std::fs::write(&target, &report);
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,278 @@
+//! A listening TCP socket inside the sandbox's network namespace, made for the supervisor.
+//!
+//! The supervisor cannot simply `setns` one of its threads into the sandbox's network namespace:
+//! as a plain user it lacks `CAP_SYS_ADMIN` in its own user namespace, which joining a network
+//! namespace needs, and a multithreaded process may not join a user namespace. So a helper is
+//! forked (single-threaded, a copy of the supervisor, no program executed): it joins the
+//! sandbox's user namespace (where it holds every capability, being its owner's child) and then
+//! its network namespace, binds and listens there, hands the socket back over a socket pair
+//! (`SCM_RIGHTS`) and exits. The socket keeps belonging to the sandbox's namespace; the
+//! supervisor accepts on it from the host side and makes its own connections from the host's.
+//!
+//! Between `fork` and `_exit` the helper only makes system calls (no allocation, no lock), as a
+//! forked copy of a multithreaded process must.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+/// How long the helper may take before it is killed.
+const HELPER_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The steps the helper reports a failure of, by number.
+const STEPS: [&str; 7] = [
+    "?",
+    "join the sandbox's user namespace (setns)",
+    "join the sandbox's network namespace (setns)",
+    "create the socket",
+    "bind the socket",
+    "listen",
+    "hand the socket back",
+];
+
+/// The inode of a namespace file.
+pub(crate) fn namespace_inode(path: &str) -> io::Result<u64> {
+    Ok(std::fs::metadata(path)?.ino())
+}
+
+fn other(what: String) -> io::Error {
+    io::Error::other(what)
+}
+
+/// A listening socket on `0.0.0.0:port` inside the network namespace of `pid`, which must not
+/// be this process's and, when `expected_net` is given, must be that namespace (its inode, as
+/// bubblewrap reported it). The wildcard address is bound because the sandbox's loopback may
+/// not be up yet; once it is, `127.0.0.1:port` reaches the socket, and nothing else can, since
+/// the namespace has no other interface.
+pub(crate) fn listen_in_netns_of(
+    pid: u32,
+    expected_net: Option<u64>,
+    port: u16,
+) -> io::Result<OwnedFd> {
+    let net = File::open(format!("/proc/{pid}/ns/net"))?;
+    let net_inode = net.metadata()?.ino();
+    if net_inode == namespace_inode("/proc/self/ns/net")? {
+        return Err(other(format!(
+            "process {pid} shares the supervisor's network namespace"
+        )));
+    }
+    if let Some(expected) = expected_net
+        && expected != net_inode
+    {
+        return Err(other(format!(
+            "process {pid} is in network namespace {net_inode}, not the sandbox's ({expected})"
+        )));
+    }
+    let user = File::open(format!("/proc/{pid}/ns/user"))?;
+    let join_user = user.metadata()?.ino() != namespace_inode("/proc/self/ns/user")?;
+    spawn_helper(join_user.then(|| user.as_raw_fd()), net.as_raw_fd(), port)
+}
+
+/// A datagram socket pair, close-on-exec.
+#[allow(unsafe_code)]
+fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors socketpair writes.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Room for one control message carrying one descriptor, aligned for `cmsghdr`.
+#[repr(C, align(8))]
+struct ControlBuffer([u8; 64]);
+
+/// What the helper sends: a status byte (0 = ok, else the failed step) and an errno.
+type Report = [u8; 5];
+
+#[allow(unsafe_code)]
+fn spawn_helper(user: Option<RawFd>, net: RawFd, port: u16) -> io::Result<OwnedFd> {
+    let (parent_end, child_end) = socket_pair()?;
+    // Everything the helper touches is prepared before the fork.
+    // SAFETY: all-zero is a valid sockaddr_in.
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_port = port.to_be();
+    addr.sin_addr = libc::in_addr {
+        s_addr: u32::from(std::net::Ipv4Addr::UNSPECIFIED).to_be(),
+    };
+    let out = child_end.as_raw_fd();
+
+    // SAFETY: the child runs only `helper`, which makes system calls on descriptors and memory
+    // prepared above and ends in `_exit`; it never returns into Rust code of the parent.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if child == 0 {
+        // SAFETY: see `helper`.
+        unsafe { helper(user, net, out, &addr) }
+    }
+    drop(child_end);
+    let result = receive(parent_end.as_raw_fd());
+    if result.is_err() {
+        // SAFETY: `child` is our own child; killing it cannot hit another process while it is
+        // unreaped.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+        }
+    }
+    reap(child);
+    result
+}
+
+/// The forked helper: join the namespaces, listen, send the socket, exit.
+///
+/// # Safety
+/// Only for the child of `fork`: it calls nothing but system calls and `_exit`.
+#[allow(unsafe_code)]
+unsafe fn helper(user: Option<RawFd>, net: RawFd, out: RawFd, addr: &libc::sockaddr_in) -> ! {
+    // SAFETY (the whole body): plain system calls on valid descriptors and on stack memory
+    // of this function; errno is read through the libc accessor, which does not allocate.
+    unsafe {
+        let fail = |step: u8| -> ! {
+            let errno = *libc::__errno_location();
+            let mut report: Report = [step, 0, 0, 0, 0];
+            report[1..].copy_from_slice(&errno.to_ne_bytes());
+            libc::send(out, report.as_ptr().cast(), report.len(), 0);
+            libc::_exit(1)
+        };
+        if let Some(user) = user
+            && libc::setns(user, libc::CLONE_NEWUSER) != 0
+        {
+            fail(1);
+        }
+        if libc::setns(net, libc::CLONE_NEWNET) != 0 {
+            fail(2);
+        }
+        let sock = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if sock < 0 {
+            fail(3);
+        }
+        let one: libc::c_int = 1;
+        libc::setsockopt(
+            sock,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&raw const one).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        if libc::bind(
+            sock,
+            (addr as *const libc::sockaddr_in).cast(),
+            size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        ) != 0
+        {
+            fail(4);
+        }
+        if libc::listen(sock, 256) != 0 {
+            fail(5);
+        }
+        let mut report: Report = [0; 5];
+        let mut iov = libc::iovec {
+            iov_base: report.as_mut_ptr().cast(),
+            iov_len: report.len(),
+        };
+        let mut control = ControlBuffer([0; 64]);
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), sock);
+        if libc::sendmsg(out, &raw const msg, 0) < 0 {
+            fail(6);
+        }
+        libc::_exit(0)
+    }
+}
+
+/// Waits (bounded) for the helper's report and takes the socket out of it.
+#[allow(unsafe_code)]
+fn receive(fd: RawFd) -> io::Result<OwnedFd> {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let deadline_ms = HELPER_DEADLINE.as_millis() as libc::c_int;
+    // SAFETY: one valid pollfd.
+    let ready = unsafe { libc::poll(&raw mut poll, 1, deadline_ms) };
+    if ready < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if ready == 0 {
+        return Err(other(format!(
+            "the namespace helper did not answer within {HELPER_DEADLINE:?}"
+        )));
+    }
+    let mut report: Report = [0; 5];
+    let mut iov = libc::iovec {
+        iov_base: report.as_mut_ptr().cast(),
+        iov_len: report.len(),
+    };
+    let mut control = ControlBuffer([0; 64]);
+    // SAFETY: all-zero is a valid msghdr; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len() as _;
+    // SAFETY: `msg` describes buffers of this frame.
+    let got = unsafe { libc::recvmsg(fd, &raw mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel filled `msg`; CMSG_FIRSTHDR checks the length it wrote.
+    let cmsg = unsafe { libc::CMSG_FIRSTHDR(&raw const msg) };
+    // SAFETY: a non-null header lies inside `control`.
+    if !cmsg.is_null()
+        && unsafe {
+            (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS
+        }
+    {
+        // SAFETY: an SCM_RIGHTS message carries at least one descriptor, now ours.
+        let raw = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) };
+        // SAFETY: received with MSG_CMSG_CLOEXEC; nobody else owns it.
+        return Ok(unsafe { OwnedFd::from_raw_fd(raw) });
+    }
+    if got == 0 {
+        return Err(other(
+            "the namespace helper exited without an answer".to_string(),
+        ));
+    }
+    let step = STEPS.get(usize::from(report[0])).copied().unwrap_or("?");
+    let errno = i32::from_ne_bytes([report[1], report[2], report[3], report[4]]);
+    Err(other(format!(
+        "could not {step}: {}",
+        io::Error::from_raw_os_error(errno)
+    )))
+}
+
+#[allow(unsafe_code)]
+fn reap(child: libc::pid_t) {
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child only.
+        let rc = unsafe { libc::waitpid(child, &raw mut status, 0) };
+        if rc >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
