@@ -3,7 +3,10 @@
 //! It builds the release fake agent first (the bench target finds it next to itself, in
 //! `target/release`), then runs `cargo bench -p corral-engine --bench engine`, which measures
 //! the engine and a raw tokio baseline in the same run, prints the summary table and writes it to
-//! `target/bench-report.md`. `docs/benchmarks.md` explains the scenarios and targets.
+//! `target/bench-report.md`. Then `cargo bench -p corral-cli --bench egress` runs the real Claude
+//! Code under `corral run` through the default sandbox's allow-list proxy against the same runs on
+//! the host network, and writes `target/bench-egress-report.md`. `docs/benchmarks.md` explains the
+//! scenarios and targets.
 
 use std::path::Path;
 
@@ -50,10 +53,15 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         cmd.args(["--", "--quick"]);
     }
     shell::run(&mut cmd)?;
-    println!(
-        "report: {}",
-        shell::relative(root, &root.join("target/bench-report.md"))
-    );
+    let mut egress = shell::cargo(root);
+    egress.args(["bench", "-p", "corral-cli", "--bench", "egress"]);
+    if opts.quick {
+        egress.args(["--", "--quick"]);
+    }
+    shell::run(&mut egress)?;
+    for report in ["target/bench-report.md", "target/bench-egress-report.md"] {
+        println!("report: {}", shell::relative(root, &root.join(report)));
+    }
     Ok(())
 }
 

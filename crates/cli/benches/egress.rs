@@ -51,6 +51,8 @@ struct Sample {
     start_ms: f64,
     /// `egress_opened.setup_us`, ms (allow-list only).
     setup_ms: Option<f64>,
+    /// `egress_opened.setup_us - reported_us`: bubblewrap's report → the CLI released, ms.
+    open_ms: Option<f64>,
     /// Model request arrival → the terminal `result` line, ms.
     reply_ms: f64,
     /// `corral` started → exited, ms.
@@ -127,9 +129,14 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
     let init = first(&|v| v["kind"] == "agent").expect("a first CLI line");
     let result = first(&|v| v["kind"] == "agent" && v["event"] == "terminal_result")
         .expect("the terminal result");
-    let setup_ms = first(&|v| v["kind"] == "egress_opened")
+    let opened = first(&|v| v["kind"] == "egress_opened");
+    let setup_ms = opened
+        .as_ref()
         .and_then(|v| v["setup_us"].as_f64())
         .map(|us| us / 1000.0);
+    let open_ms = opened
+        .as_ref()
+        .and_then(|v| Some((v["setup_us"].as_f64()? - v["reported_us"].as_f64()?) / 1000.0));
     assert_eq!(
         setup_ms.is_some(),
         side == Side::Allowlist,
@@ -149,6 +156,7 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
     Sample {
         start_ms: init["mono_ms"].as_f64().unwrap() - spawn["mono_ms"].as_f64().unwrap(),
         setup_ms,
+        open_ms,
         reply_ms: wall_ms(result["t"].as_str().unwrap()) - request_wall,
         run_ms,
     }
@@ -267,6 +275,20 @@ fn main() -> ExitCode {
             "{:.1} … {:.1}",
             quantile(&setups, 0.0),
             quantile(&setups, 1.0)
+        ),
+        target: "(reported)",
+        result: "",
+    });
+    let opens: Vec<f64> = short.iter().filter_map(|(a, _)| a.open_ms).collect();
+    rows.push(Row {
+        metric: "  of which bubblewrap's report → CLI released (the proxy opened), ms".into(),
+        allow: median(&opens),
+        host: None,
+        delta: None,
+        spread: format!(
+            "{:.1} … {:.1}",
+            quantile(&opens, 0.0),
+            quantile(&opens, 1.0)
         ),
         target: "(reported)",
         result: "",

@@ -289,6 +289,7 @@ async fn open_egress(
                     allow: &rules,
                     netns: proxy.sandbox_netns,
                     setup_us: u64::try_from(proxy.setup.as_micros()).unwrap_or(u64::MAX),
+                    reported_us: u64::try_from(proxy.reported.as_micros()).unwrap_or(u64::MAX),
                 },
             );
             scope.log.flush();

@@ -110,6 +110,8 @@ pub enum Record<'a> {
         netns: Option<u64>,
         /// From spawn to the released CLI, in microseconds.
         setup_us: u64,
+        /// Of which from spawn to bubblewrap's report of its sandbox, in microseconds.
+        reported_us: u64,
     },
     /// The egress proxy refused a connection.
     EgressRefused {
