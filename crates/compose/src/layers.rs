@@ -14,9 +14,13 @@ use crate::trust::{self, UntrustedKey};
 /// Prefix of the environment variables that set keys (`CORRAL_RUN__IDLE_WATCHDOG_MS`).
 pub const ENV_PREFIX: &str = "CORRAL_";
 
-/// Variables Corral sets in every child itself; a `corral` run inside a supervised CLI sees them,
-/// and they are not settings.
-const OWN_CHILD_VARS: &[&str] = &[corral_engine::RUN_TOKEN_VAR];
+/// Variables Corral sets in a child itself (the run token in every one, the egress proxy's address
+/// in a confined sandbox); a `corral` run inside a supervised CLI sees them, and they are not
+/// settings.
+const OWN_CHILD_VARS: &[&str] = &[
+    corral_engine::RUN_TOKEN_VAR,
+    corral_engine::PROXY_ADDRESS_VAR,
+];
 
 /// The largest settings file read.
 const SETTINGS_FILE_MAX_BYTES: u64 = 1024 * 1024;

@@ -266,6 +266,8 @@ fn a_nested_corral_inside_a_supervised_cli_works() {
     assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
     let vars = std::fs::read_to_string(env.project().join("nested-env.txt")).unwrap();
     assert!(vars.contains("CORRAL_RUN_ID="), "{vars}");
+    // The default sandbox confines egress and names its proxy in a CORRAL_ variable too.
+    assert!(vars.contains("CORRAL_EGRESS_PROXY="), "{vars}");
     let nested = std::fs::read_to_string(env.project().join("nested.txt")).unwrap();
     assert!(nested.trim_end().ends_with("exit 0"), "{nested}");
 }
