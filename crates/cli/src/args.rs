@@ -50,20 +50,42 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The provider (default: the `run.provider` setting).
-    #[arg(long, value_parser = parse_provider)]
+    #[arg(long, value_parser = provider_parser())]
     pub provider: Option<ProviderId>,
     /// The model, in the provider's spelling.
     #[arg(long)]
     pub model: Option<String>,
     /// The working directory of the agent (default: the current directory).
-    #[arg(long)]
+    #[arg(short = 'C', long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// Resume this session instead of starting a new one.
-    #[arg(long)]
+    #[arg(long, value_name = "SESSION_ID")]
     pub resume: Option<String>,
     /// Emit normalized events as JSON lines on stdout, ending with a summary object.
     #[arg(long)]
     pub json: bool,
+    /// No progress: only the answer and the summary (and errors).
+    #[arg(short, long, conflicts_with = "json")]
+    pub quiet: bool,
+    /// Write the agent's final answer to FILE (as `codex exec -o` does).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output_last_message: Option<PathBuf>,
+    /// End the run after this long in total (`90s`, `5m`, `2h`; the `run.wall_timeout_ms`
+    /// setting).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<std::time::Duration>,
+    /// End the run after this long without output (`5m`; the `run.idle_watchdog_ms` setting).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Cap the spend in USD, enforced by the CLI; refused by a CLI that cannot enforce it.
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<f64>,
+    /// The agent may read but not edit files or run commands.
+    #[arg(long)]
+    pub read_only: bool,
+    /// A further directory the agent may read and write (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub add_dir: Vec<PathBuf>,
     /// Send the prompt as it is, without the section that asks for signals.json.
     #[arg(long)]
     pub no_contract: bool,
@@ -91,16 +113,16 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct ChatArgs {
     /// The provider (default: the `run.provider` setting).
-    #[arg(long, value_parser = parse_provider)]
+    #[arg(long, value_parser = provider_parser())]
     pub provider: Option<ProviderId>,
     /// The model, in the provider's spelling.
     #[arg(long)]
     pub model: Option<String>,
     /// The working directory of the session (default: the current directory).
-    #[arg(long)]
+    #[arg(short = 'C', long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// Resume this session instead of starting a new one.
-    #[arg(long)]
+    #[arg(long, value_name = "SESSION_ID")]
     pub resume: Option<String>,
     /// Read the opening prompt from this file.
     #[arg(long, conflicts_with = "prompt")]
@@ -113,27 +135,31 @@ pub struct ChatArgs {
 pub enum RunsCommand {
     /// List runs, newest first.
     List {
-        /// Where runs live (default: the `run.runs_dir` setting under the current directory).
-        #[arg(long)]
+        /// Where runs live (default: the `run.runs_dir` setting, under the project root: the
+        /// nearest directory up from here with a corral.toml, else the git work tree's top).
+        #[arg(long = "runs-dir", visible_alias = "dir", value_name = "DIR")]
         dir: Option<PathBuf>,
         /// One JSON object per run.
         #[arg(long)]
         json: bool,
     },
-    /// Show one run's summary and its files.
+    /// Show one run's summary, its answer and its files.
     Show {
         /// The run id (or a unique prefix).
         id: String,
-        /// Where runs live.
+        /// The record (`run.json`) as JSON, and nothing else.
         #[arg(long)]
+        json: bool,
+        /// Where runs live (default: as for `runs list`).
+        #[arg(long = "runs-dir", visible_alias = "dir", value_name = "DIR")]
         dir: Option<PathBuf>,
     },
     /// Print a run's events as they happen until it finishes.
     Follow {
         /// The run id (or a unique prefix).
         id: String,
-        /// Where runs live.
-        #[arg(long)]
+        /// Where runs live (default: as for `runs list`).
+        #[arg(long = "runs-dir", visible_alias = "dir", value_name = "DIR")]
         dir: Option<PathBuf>,
     },
 }
@@ -159,8 +185,20 @@ pub enum ConfigCommand {
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Only this provider.
-    #[arg(long, value_parser = parse_provider)]
+    #[arg(long, value_parser = provider_parser())]
     pub provider: Option<ProviderId>,
+}
+
+/// The provider names as clap's possible values (listed in `--help`, completed by the shells).
+fn provider_parser() -> impl clap::builder::TypedValueParser<Value = ProviderId> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(ProviderId::ALL.map(|p| p.as_str()))
+        .try_map(|s: String| parse_provider(&s))
+}
+
+/// A duration as people write it: `90s`, `5m`, `1h 30m`.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (write it like 90s, 5m or 1h30m)"))
 }
 
 fn parse_provider(s: &str) -> Result<ProviderId, String> {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use corral_compose::{create_run_dir, engine_config, interactive_provider};
+use corral_compose::{engine_config, interactive_provider};
 use corral_ports::run_dir::SIGNALS_FILE;
 use corral_ports::{AiSession, CancellationToken, Permissions, SessionId};
 
@@ -24,7 +24,8 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
     if let Some(p) = args.provider {
         flags.push(("run.provider".to_string(), serde_json::json!(p.as_str())));
     }
-    let settings = load_settings(&cwd, flags)?.settings;
+    let loaded = load_settings(&cwd, flags)?;
+    let settings = &loaded.settings;
     let provider_id = settings.run.provider;
     let prompt = match (&args.prompt_file, &args.prompt) {
         (Some(file), _) => std::fs::read_to_string(file).map_err(|e| {
@@ -41,13 +42,12 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         .as_deref()
         .map(|id| SessionId::new(id).map_err(|e| usage(format!("--resume {id:?}: {e}"))))
         .transpose()?;
-    let provider = interactive_provider(provider_id, &settings, engine_config(&settings))
+    let provider = interactive_provider(provider_id, settings, engine_config(settings))
         .map_err(|e| usage(e.to_string()))?;
-    let runs_root = settings.runs_root(&cwd);
-    let (_, run_dir) = create_run_dir(&runs_root, provider_id).map_err(|e| {
+    let (_, run_dir) = loaded.create_run_dir(provider_id).map_err(|e| {
         anyhow::anyhow!(
             "cannot create a run directory under {}: {e}",
-            runs_root.display()
+            loaded.runs_root().display()
         )
     })?;
     let session = AiSession {
@@ -66,10 +66,14 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         output_dir: run_dir.clone(),
         max_budget_usd: None,
     };
-    let outcome = provider
-        .run_interactive(session)
-        .await
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let outcome = match provider.run_interactive(session).await {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            // The same error and exit code `corral run` gives (8 for a missing CLI, say).
+            errln!("error: {err}");
+            return Ok(Exit::for_error(&err));
+        }
+    };
     errln!("");
     if let Some(id) = &outcome.session_id {
         errln!("session   {id}");

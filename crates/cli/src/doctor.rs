@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use corral_compose::BackendChoice;
 use corral_compose::{
     CliVersion, HOST_CWD, HostProgramError, cli_version, engine_config, host_program, model_probe,
     provider_facts,
@@ -60,8 +61,11 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
         Some(id) => vec![id],
         None => ProviderId::ALL.to_vec(),
     };
-    let mut all_ok = true;
+    let sandbox_ok = report_sandbox(&settings);
+    // Whether each provider checked is usable, for the exit code.
+    let mut usable = Vec::new();
     for id in ids {
+        let mut all_ok = true;
         let facts = provider_facts(id, &settings);
         outln!("{id}");
         // The probe runs on the host: not a program in this directory, which an agent can write,
@@ -75,12 +79,12 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
                     facts.command.display(),
                     facts.npm_package
                 );
-                all_ok = false;
+                usable.push((id, false));
                 continue;
             }
             Err(e @ HostProgramError::AgentWritable { .. }) => {
                 outln!("  ✗ {e}");
-                all_ok = false;
+                usable.push((id, false));
                 continue;
             }
         };
@@ -155,10 +159,55 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
         if let Some(model) = &settings.providers.get(id).model {
             report_model(id, &settings, model).await;
         }
+        usable.push((id, all_ok));
     }
-    Ok(if args.provider.is_some() && !all_ok {
-        Exit::Unavailable
-    } else {
+    // Like `brew doctor` and `gh auth status`: non-zero when what `corral run` would use (the
+    // provider asked for, else the default one, and the sandbox) cannot be used.
+    let wanted = args.provider.unwrap_or(settings.run.provider);
+    let provider_ok = usable.iter().any(|(id, ok)| *id == wanted && *ok);
+    Ok(if provider_ok && sandbox_ok {
         Exit::Success
+    } else {
+        Exit::Unavailable
     })
+}
+
+/// What the sandbox `corral run` would use needs: bubblewrap, unless the settings choose the
+/// native backend. Returns whether a run could start.
+fn report_sandbox(settings: &corral_compose::Settings) -> bool {
+    outln!("sandbox");
+    let bwrap = Path::new(&settings.sandbox.bwrap);
+    let degraded = settings.sandbox.allow_degraded_native;
+    match (
+        settings.sandbox.backend,
+        corral_compose::bubblewrap_usable(bwrap),
+    ) {
+        (BackendChoice::Native, _) if degraded => {
+            outln!("  · the native backend is chosen and allowed degraded: nothing is confined");
+            true
+        }
+        (BackendChoice::Native, _) => {
+            outln!("  ✗ the native backend is chosen but sandbox.allow_degraded_native is not set");
+            outln!("  hint: pass --allow-degraded-native, or choose sandbox.backend = \"auto\"");
+            false
+        }
+        (BackendChoice::Auto | BackendChoice::Bubblewrap, Ok(())) => {
+            outln!(
+                "  ✓ bubblewrap ({}) can build a sandbox here",
+                bwrap.display()
+            );
+            true
+        }
+        (choice @ (BackendChoice::Auto | BackendChoice::Bubblewrap), Err(why)) => {
+            outln!("  ✗ {why}");
+            if choice == BackendChoice::Auto && degraded {
+                outln!("  · runs fall back to the native backend (allowed degraded)");
+                return true;
+            }
+            outln!(
+                "  hint: install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap), or pass --allow-degraded-native to run unconfined"
+            );
+            false
+        }
+    }
 }

@@ -48,6 +48,25 @@ impl Exit {
         }
     }
 
+    /// The exit for a code `corral` returned (from a run record); `None` for a code it never
+    /// returns.
+    pub fn from_code(code: u8) -> Option<Exit> {
+        [
+            Exit::Success,
+            Exit::Internal,
+            Exit::BadInput,
+            Exit::Blocked,
+            Exit::RateLimited,
+            Exit::Timeout,
+            Exit::Crashed,
+            Exit::SignalsInvalid,
+            Exit::Unavailable,
+            Exit::Cancelled,
+        ]
+        .into_iter()
+        .find(|e| e.code() == code)
+    }
+
     /// The exit code for a provider error.
     pub fn for_error(err: &ProviderError) -> Exit {
         match err {

@@ -19,13 +19,17 @@ pub enum Style {
     Plain,
     /// JSON lines on stdout.
     Json,
+    /// Nothing while the run goes on (`-q`).
+    Quiet,
 }
 
 impl Style {
-    /// Live on a terminal, plain otherwise, JSON when asked.
-    pub fn choose(json: bool) -> Style {
+    /// Live on a terminal, plain otherwise, JSON or nothing when asked.
+    pub fn choose(json: bool, quiet: bool) -> Style {
         if json {
             Style::Json
+        } else if quiet {
+            Style::Quiet
         } else if std::io::stderr().is_terminal() {
             Style::Live
         } else {
@@ -120,7 +124,7 @@ impl Renderer {
     pub fn line(&self, text: &str) {
         let text = term::one_line(text);
         match self.style {
-            Style::Json => {}
+            Style::Json | Style::Quiet => {}
             Style::Plain => {
                 term::errln!("[{:>7.1}s] {text}", self.started.elapsed().as_secs_f64());
             }

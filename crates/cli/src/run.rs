@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use corral_compose::{
     Contract, ContractRun, Journal, RunRecord, SignalsError, SignalsVerdict, Supervisor,
-    create_run_dir, engine_config, headless_provider, now, render_contract_section,
-    run_with_contract,
+    engine_config, headless_provider, now, render_contract_section, run_with_contract,
 };
 use corral_ports::run_dir::{PROMPT_FILE, SIGNALS_FILE};
 use corral_ports::{
@@ -232,14 +231,30 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         .clone()
         .or_else(|| settings.providers.get(provider_id).model.clone());
 
+    let extra_roots = extra_roots(&args.add_dir)?;
+    if let Some(budget) = args.max_budget_usd
+        && !(budget.is_finite() && budget > 0.0)
+    {
+        return Err(usage(format!(
+            "--max-budget-usd {budget}: must be a positive number of dollars"
+        )));
+    }
+    let permissions = if args.read_only {
+        Permissions {
+            edit_files: false,
+            run_shell: false,
+            web_access: true,
+        }
+    } else {
+        Permissions::default()
+    };
     let provider = headless_provider(provider_id, settings, engine_config(settings))
         .map_err(|e| usage(e.to_string()))?;
 
-    let runs_root = settings.runs_root(&cwd);
-    let (run_id, run_dir) = create_run_dir(&runs_root, provider_id).map_err(|e| {
+    let (run_id, run_dir) = loaded.create_run_dir(provider_id).map_err(|e| {
         anyhow::anyhow!(
             "cannot create a run directory under {}: {e}",
-            runs_root.display()
+            loaded.runs_root().display()
         )
     })?;
     let signals_file = run_dir.join(SIGNALS_FILE);
@@ -254,7 +269,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         )
     };
 
-    let renderer = Renderer::new(Style::choose(args.json), provider_id.as_str());
+    let renderer = Renderer::new(Style::choose(args.json, args.quiet), provider_id.as_str());
     renderer.line(&format!(
         "run {run_id} · {provider_id} · {}",
         run_dir.display()
@@ -290,15 +305,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     let first = AiSession {
         prompt: Arc::from(full_prompt.as_str()),
         cwd: cwd.clone(),
-        extra_roots: Vec::new(),
+        extra_roots,
         model,
         effort: None,
-        permissions: Permissions::default(),
+        permissions,
         resume,
         cancel,
         signals_file,
         output_dir: run_dir.clone(),
-        max_budget_usd: None,
+        max_budget_usd: args.max_budget_usd,
     };
     let contract = (!args.no_contract).then_some(&contract);
     let corrective = settings.retry.corrective_retries;
@@ -327,6 +342,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     let written = finish_record(&journal, &ending, provider_id, &cwd, started);
     journal.close();
     let record = journal.snapshot();
+    if let Some(file) = &args.output_last_message {
+        write_answer(&renderer, file, record.result.as_deref());
+    }
     print_summary(
         &renderer,
         &record,
@@ -363,6 +381,15 @@ fn setting_flags(args: &RunArgs) -> Vec<(String, serde_json::Value)> {
             serde_json::json!(args.allow_net),
         ));
     }
+    let ms = |d: &std::time::Duration| {
+        serde_json::json!(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    };
+    if let Some(d) = &args.timeout {
+        flags.push(("run.wall_timeout_ms".to_string(), ms(d)));
+    }
+    if let Some(d) = &args.idle_timeout {
+        flags.push(("run.idle_watchdog_ms".to_string(), ms(d)));
+    }
     flags
 }
 
@@ -392,6 +419,7 @@ fn first_record(
         usage: Usage::default(),
         duration_ms: None,
         error: None,
+        result: None,
         resume_command: resume.map(|s| resume_command(provider, cwd, s)),
         attestation: None,
         supervisor: Some(Supervisor::this_process()),
@@ -475,6 +503,11 @@ fn finish_record(
         record.usage = ending.run.usage;
         record.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
         record.error = ending.run.error.as_ref().map(|e| e.to_string());
+        record.result = ending
+            .run
+            .output
+            .as_ref()
+            .and_then(|o| o.final_text.clone());
         record.attestation = attestation;
         match &ending.run.verdict {
             SignalsVerdict::NotChecked => {}
@@ -488,6 +521,35 @@ fn finish_record(
             }
         }
     })
+}
+
+/// Writes the final answer to the `-o` file (empty when the agent gave none, so a script never
+/// reads a stale one); a file that cannot be written is reported, and the run's outcome stands.
+fn write_answer(renderer: &Renderer, file: &Path, answer: Option<&str>) {
+    let mut text = answer.unwrap_or("").to_string();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if let Err(e) = std::fs::write(file, text) {
+        renderer.line(&format!("warning: cannot write {}: {e}", file.display()));
+    }
+}
+
+/// The `--add-dir` directories, resolved; each must be an existing directory.
+fn extra_roots(dirs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    dirs.iter()
+        .map(|dir| {
+            let resolved = std::fs::canonicalize(dir)
+                .map_err(|e| usage(format!("--add-dir {}: {e}", dir.display())))?;
+            if !resolved.is_dir() {
+                return Err(usage(format!(
+                    "--add-dir {}: not a directory",
+                    dir.display()
+                )));
+            }
+            Ok(resolved)
+        })
+        .collect()
 }
 
 fn short_error(e: &SignalsError) -> String {
@@ -522,11 +584,19 @@ fn print_summary(
             "cost_usd": record.usage.cost_usd,
             "attempts": record.attempts,
             "error": record.error,
+            "result": record.result,
             "resume_command": record.resume_command,
             "stray_writes": strays,
             "record_error": record_error,
         }));
         return;
+    }
+    // The answer first, as `claude -p` prints it; the summary below it.
+    if let Some(answer) = record.result.as_deref().map(str::trim_end)
+        && !answer.is_empty()
+    {
+        outln!("{answer}");
+        outln!("");
     }
     let u = &record.usage;
     let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());

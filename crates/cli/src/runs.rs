@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use corral_compose::{RunRecord, read_record};
-use corral_ports::run_dir::EVENTS_FILE;
+use corral_ports::run_dir::{EVENTS_FILE, PROMPT_FILE};
 
 use crate::args::RunsCommand;
 use crate::config_cmd::load_settings;
@@ -24,8 +24,7 @@ fn runs_root(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
         return Ok(dir);
     }
     let cwd = std::env::current_dir()?;
-    let settings = load_settings(&cwd, Vec::new())?.settings;
-    Ok(settings.runs_root(&cwd))
+    Ok(load_settings(&cwd, Vec::new())?.runs_root())
 }
 
 /// Every directory under `root`, newest first (run ids sort by start time). Files and dot
@@ -77,7 +76,7 @@ fn find_run(root: &Path, id: &str) -> anyhow::Result<PathBuf> {
 pub async fn runs(cmd: RunsCommand) -> anyhow::Result<Exit> {
     match cmd {
         RunsCommand::List { dir, json } => list(&runs_root(dir)?, json),
-        RunsCommand::Show { id, dir } => show(&find_run(&runs_root(dir)?, &id)?),
+        RunsCommand::Show { id, dir, json } => show(&find_run(&runs_root(dir)?, &id)?, json),
         RunsCommand::Follow { id, dir } => follow(&find_run(&runs_root(dir)?, &id)?).await,
     }
 }
@@ -116,12 +115,13 @@ fn list(root: &Path, json: bool) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     outln!(
-        "{:<34} {:<9} {:<18} {:>4} {:>9}  session",
+        "{:<34} {:<18} {:>4} {:<11} {:>8} {:>8}  prompt",
         "run",
-        "provider",
         "outcome",
         "exit",
-        "duration"
+        "started",
+        "duration",
+        "cost"
     );
     for (dir, record) in runs {
         let r = match record {
@@ -129,10 +129,11 @@ fn list(root: &Path, json: bool) -> anyhow::Result<Exit> {
             Err(e) => {
                 let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
                 outln!(
-                    "{:<34} {:<9} {:<18} {:>4} {:>9}  -",
+                    "{:<34} {:<18} {:>4} {:<11} {:>8} {:>8}  -",
                     one_line(name.as_deref().unwrap_or("?")),
-                    "?",
                     "unreadable",
+                    "-",
+                    "-",
                     "-",
                     "-"
                 );
@@ -145,25 +146,127 @@ fn list(root: &Path, json: bool) -> anyhow::Result<Exit> {
             .map_or("-".to_string(), |ms| format!("{:.1}s", ms as f64 / 1000.0));
         let exit = r.exit_code.map_or("-".to_string(), |c| c.to_string());
         outln!(
-            "{:<34} {:<9} {:<18} {:>4} {:>9}  {}",
+            "{:<34} {:<18} {:>4} {:<11} {:>8} {:>8}  {}",
             one_line(&r.run_id),
-            r.provider.as_str(),
             one_line(&state(&r)),
             exit,
+            one_line(&short_time(&r.started_at)),
             duration,
-            one_line(r.session_id.as_deref().unwrap_or("-"))
+            cost(&r),
+            one_line(&prompt_line(&dir, PROMPT_COLUMN))
         );
     }
     Ok(Exit::Success)
 }
 
-fn show(dir: &Path) -> anyhow::Result<Exit> {
-    let record = read_record(dir)?;
-    outln!("{}", crate::term::json_pretty(&record)?);
-    if record.supervisor_gone() {
-        outln!("supervisor gone: the run never finished its record");
+/// How much of the prompt's first line `runs list` shows.
+const PROMPT_COLUMN: usize = 40;
+/// How much of `prompt.md` is read for its first line.
+const PROMPT_PEEK_BYTES: u64 = 4096;
+
+/// `2026-12-01T10:04:05.123Z` as `12-01 10:04` (UTC, as recorded).
+fn short_time(rfc3339: &str) -> String {
+    match (rfc3339.get(5..10), rfc3339.get(11..16)) {
+        (Some(day), Some(time)) => format!("{day} {time}"),
+        _ => rfc3339.to_string(),
     }
-    outln!("files:");
+}
+
+fn cost(record: &RunRecord) -> String {
+    record
+        .usage
+        .cost_usd
+        .map_or("-".to_string(), |c| format!("${c:.4}"))
+}
+
+/// The first line of the run's prompt, cut to `max` characters; `-` when there is none.
+fn prompt_line(dir: &Path, max: usize) -> String {
+    let Ok(bytes) = read_head(&dir.join(PROMPT_FILE), PROMPT_PEEK_BYTES) else {
+        return "-".to_string();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("-");
+    if line.chars().count() > max {
+        let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        line.to_string()
+    }
+}
+
+/// The first `max` bytes of a regular file, read without blocking.
+fn read_head(path: &Path, max: u64) -> anyhow::Result<Vec<u8>> {
+    let Some(file) = open_log(path)? else {
+        return Err(anyhow::anyhow!("{} is missing", path.display()));
+    };
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn show(dir: &Path, json: bool) -> anyhow::Result<Exit> {
+    let record = read_record(dir)?;
+    if json {
+        let mut value = serde_json::to_value(&record)?;
+        if record.supervisor_gone()
+            && let Some(map) = value.as_object_mut()
+        {
+            map.insert("supervisor_gone".into(), true.into());
+        }
+        outln!("{}", crate::term::json_pretty(&value)?);
+        return Ok(Exit::Success);
+    }
+    let field = |name: &str, value: &str| outln!("{name:<9} {}", one_line(value));
+    field("run", &record.run_id);
+    let model = record
+        .model
+        .as_deref()
+        .map(|m| format!(" ({m})"))
+        .unwrap_or_default();
+    field("provider", &format!("{}{model}", record.provider));
+    field("cwd", &record.cwd.display().to_string());
+    field("started", &record.started_at);
+    let exit = record
+        .exit_code
+        .map_or(String::new(), |c| format!(" (exit {c})"));
+    field("outcome", &format!("{}{exit}", state(&record)));
+    if let Some(ms) = record.duration_ms {
+        field("duration", &format!("{:.1}s", ms as f64 / 1000.0));
+    }
+    field("session", record.session_id.as_deref().unwrap_or("-"));
+    field("cost", &cost(&record));
+    match record.signals_valid {
+        None => field("signals", "not checked"),
+        Some(true) => field(
+            "signals",
+            &format!("valid: {}", record.signal_kinds.join(", ")),
+        ),
+        Some(false) => field(
+            "signals",
+            &format!(
+                "invalid: {}",
+                record.signals_error.as_deref().unwrap_or("?")
+            ),
+        ),
+    }
+    if let Some(error) = &record.error {
+        field("error", error);
+    }
+    if let Some(cmd) = &record.resume_command {
+        field("resume", cmd);
+    }
+    field("prompt", &prompt_line(dir, 100));
+    if let Some(answer) = &record.result {
+        outln!("answer");
+        for line in answer.lines() {
+            outln!("  {line}");
+        }
+    }
+    outln!("files");
     let mut files: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
     files.sort_by_key(|e| e.file_name());
     for entry in files {
@@ -326,7 +429,11 @@ async fn follow(dir: &Path) -> anyhow::Result<Exit> {
                 one_line(&record.outcome),
                 record.exit_code.map_or("-".to_string(), |c| c.to_string())
             );
-            return Ok(Exit::Success);
+            // Like `gh run watch --exit-status`: the followed run's own exit code.
+            return Ok(record
+                .exit_code
+                .and_then(Exit::from_code)
+                .unwrap_or(Exit::Crashed));
         }
         // A record from before supervisors were recorded: a log that ends the run is the end.
         let legacy_end =

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use corral_ports::ProviderId;
 use figment::providers::{Format, Toml};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
@@ -46,13 +47,34 @@ pub struct SettingsSources {
     pub env: Vec<(String, String)>,
     /// Values set by command-line flags, as `(key path, value)`, e.g. `("run.provider", "codex")`.
     pub flags: Vec<(String, serde_json::Value)>,
+    /// The project's root: where `corral.toml` is, and what a relative `run.runs_dir` is under
+    /// (see [`project_root`]).
+    pub project_root: PathBuf,
 }
+
+/// The project's root for a command run in `cwd`: the nearest directory at or above `cwd` that
+/// holds a `corral.toml`, looking no further up than the git work tree's top (the nearest
+/// directory with a `.git`), which is the root when no `corral.toml` is found; `cwd` itself when
+/// neither is found. So settings and runs are the same from any subdirectory of the project, as
+/// with cargo, uv and git, and a `corral.toml` above the repository never applies to it.
+pub fn project_root(cwd: &Path) -> PathBuf {
+    for dir in cwd.ancestors() {
+        if dir.join(PROJECT_FILE).is_file() || dir.join(".git").exists() {
+            return dir.to_path_buf();
+        }
+    }
+    cwd.to_path_buf()
+}
+
+/// The project file's name.
+pub const PROJECT_FILE: &str = "corral.toml";
 
 impl SettingsSources {
     /// The usual places: `$XDG_CONFIG_HOME/corral/config.toml` (else
-    /// `$HOME/.config/corral/config.toml`) with the trust store beside it, `<cwd>/corral.toml`,
-    /// and the given environment.
+    /// `$HOME/.config/corral/config.toml`) with the trust store beside it, the `corral.toml` of
+    /// the project `cwd` is in (see [`project_root`]), and the given environment.
     pub fn discover(cwd: &Path, env: Vec<(String, String)>) -> Self {
+        let root = project_root(cwd);
         let var = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         let user_dir = var("XDG_CONFIG_HOME")
             .filter(|v| !v.is_empty())
@@ -62,9 +84,10 @@ impl SettingsSources {
         SettingsSources {
             user_config: corral_dir.as_ref().map(|d| d.join("config.toml")),
             trust_store: corral_dir.map(|d| d.join(trust::TRUST_STORE_FILE)),
-            project_config: Some(cwd.join("corral.toml")),
+            project_config: Some(root.join(PROJECT_FILE)),
             env,
             flags: Vec::new(),
+            project_root: root,
         }
     }
 }
@@ -110,6 +133,10 @@ pub enum SettingsError {
     /// A config file could not be read or parsed, or a value has the wrong type or an unknown key.
     #[error("{0}")]
     Load(String),
+    /// Values that cannot be read: unknown keys, wrong types. Each line names the key, where
+    /// it came from and what is wrong; every such value is reported, not only the first.
+    #[error("bad settings:\n{}", .0.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"))]
+    Malformed(Vec<String>),
     /// Values out of range or malformed; each line names the key, the value and its source.
     #[error("invalid settings:\n{}", .0.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<String>),
@@ -161,6 +188,8 @@ fn untrusted_message(
 pub struct LoadedSettings {
     /// The settings.
     pub settings: Settings,
+    /// The project's root (see [`project_root`]).
+    pub project_root: PathBuf,
     figment: Figment,
 }
 
@@ -310,6 +339,193 @@ impl Provider for SettingsFile {
     }
 }
 
+/// A layer with some keys taken out, to merge the layers again past a value that cannot be read.
+struct Without<'a, P> {
+    layer: &'a P,
+    skip: &'a [Vec<String>],
+}
+
+impl<'a, P: Provider> Without<'a, P> {
+    fn new(layer: &'a P, skip: &'a [Vec<String>]) -> Self {
+        Without { layer, skip }
+    }
+}
+
+fn remove_path(dict: &mut Dict, path: &[String]) {
+    match path {
+        [] => {}
+        [last] => {
+            dict.remove(last);
+        }
+        [first, rest @ ..] => {
+            if let Some(Value::Dict(_, inner)) = dict.get_mut(first) {
+                remove_path(inner, rest);
+            }
+        }
+    }
+}
+
+impl<P: Provider> Provider for Without<'_, P> {
+    fn metadata(&self) -> Metadata {
+        self.layer.metadata()
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let mut data = self.layer.data()?;
+        for dict in data.values_mut() {
+            for path in self.skip {
+                remove_path(dict, path);
+            }
+        }
+        Ok(data)
+    }
+}
+
+/// At most this many unreadable values are reported at once.
+const MAX_LOAD_ERRORS: usize = 32;
+
+/// Every value that cannot be read, one line each: `first`, then what merging the layers
+/// without each reported key turns up, until nothing does.
+fn every_load_error(
+    first: figment::Error,
+    merged: impl Fn(&[Vec<String>]) -> Figment,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut skip: Vec<Vec<String>> = Vec::new();
+    let mut error = first;
+    loop {
+        let mut progress = false;
+        for e in error {
+            lines.push(describe_load_error(&e));
+            if !e.path.is_empty() && !skip.contains(&e.path) {
+                skip.push(e.path.clone());
+                progress = true;
+            }
+        }
+        if !progress || lines.len() >= MAX_LOAD_ERRORS {
+            return lines;
+        }
+        match merged(&skip).extract::<Settings>() {
+            Ok(_) => return lines,
+            Err(next) => error = next,
+        }
+    }
+}
+
+/// Where a value came from, for an error message.
+fn origin(md: Option<&Metadata>, path: &[String]) -> String {
+    let Some(md) = md else {
+        return "settings".to_string();
+    };
+    match (md.name.as_ref(), &md.source) {
+        (ENV_NAME, _) => {
+            let keys: Vec<&str> = path.iter().map(String::as_str).collect();
+            format!("env {}", md.interpolate(&Profile::Default, &keys))
+        }
+        (FLAGS_NAME, _) => "a command-line flag".to_string(),
+        (DEFAULTS_NAME, _) => "the built-in defaults".to_string(),
+        (_, Some(figment::Source::File(file))) => file.display().to_string(),
+        (name, _) => name.to_string(),
+    }
+}
+
+/// A value as a person would name it.
+fn actual(value: &figment::error::Actual) -> String {
+    use figment::error::Actual;
+    match value {
+        Actual::Bool(v) => v.to_string(),
+        Actual::Unsigned(v) => v.to_string(),
+        Actual::Signed(v) => v.to_string(),
+        Actual::Float(v) => v.to_string(),
+        Actual::Char(v) => format!("{v:?}"),
+        Actual::Str(v) => format!("{v:?}"),
+        Actual::Seq => "a list".to_string(),
+        Actual::Map => "a table".to_string(),
+        other @ (Actual::Bytes(_)
+        | Actual::Unit
+        | Actual::Option
+        | Actual::NewtypeStruct
+        | Actual::Enum
+        | Actual::UnitVariant
+        | Actual::NewtypeVariant
+        | Actual::TupleVariant
+        | Actual::StructVariant
+        | Actual::Other(_)) => other.to_string(),
+    }
+}
+
+/// What serde expected, as a person would say it.
+fn expected(what: &str) -> String {
+    match what {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a number".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "a boolean" | "bool" => "true or false".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The name in `candidates` closest to `name`, when it is close enough to be a typo.
+fn did_you_mean<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (strsim::jaro_winkler(name, c), *c))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// One value that cannot be read: the key, where it came from, and what is wrong with it, in
+/// Corral's words (never the settings library's internals).
+fn describe_load_error(e: &figment::Error) -> String {
+    use figment::error::Kind;
+    let key = e.path.join(".");
+    let parent = e
+        .path
+        .split_last()
+        .map(|(_, p)| p.join("."))
+        .unwrap_or_default();
+    let from = origin(e.metadata.as_ref(), &e.path);
+    let problem = match &e.kind {
+        Kind::UnknownField(field, known) => {
+            let hint = did_you_mean(field, known).map_or(String::new(), |m| {
+                let full = if parent.is_empty() {
+                    m.to_string()
+                } else {
+                    format!("{parent}.{m}")
+                };
+                format!("; did you mean {full}?")
+            });
+            let within = if parent.is_empty() {
+                "the settings".to_string()
+            } else {
+                format!("[{parent}]")
+            };
+            format!("unknown key{hint} ({within} has {})", known.join(", "))
+        }
+        Kind::UnknownVariant(value, known) => {
+            let hint = did_you_mean(value, known)
+                .map_or(String::new(), |m| format!("; did you mean {m:?}?"));
+            format!("{value:?} is not one of {}{hint}", known.join(", "))
+        }
+        Kind::InvalidType(found, want) => format!("{} is not {}", actual(found), expected(want)),
+        Kind::InvalidValue(found, want) => format!("{} is not {}", actual(found), expected(want)),
+        Kind::InvalidLength(len, want) => format!("{len} items, expected {want}"),
+        Kind::MissingField(field) => format!("{field} is missing"),
+        Kind::Message(text) => text.clone(),
+        other @ (Kind::DuplicateField(_)
+        | Kind::ISizeOutOfRange(_)
+        | Kind::USizeOutOfRange(_)
+        | Kind::Unsupported(_)
+        | Kind::UnsupportedKey(..)) => other.to_string(),
+    };
+    if key.is_empty() {
+        format!("{from}: {problem}")
+    } else {
+        format!("{key} (from {from}): {problem}")
+    }
+}
+
 /// What trusting the project file deliberately recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrustedFile {
@@ -387,51 +603,77 @@ fn widened_allow_list(layers: &[(SettingSource, Dict)]) -> Result<Vec<String>, S
 }
 
 impl LoadedSettings {
-    /// Loads, merges and validates every layer.
+    /// Where run directories go: `run.runs_dir`, under the project root when relative.
+    pub fn runs_root(&self) -> PathBuf {
+        self.settings.runs_root(&self.project_root)
+    }
+
+    /// Creates a new run directory under [`LoadedSettings::runs_root`], first making sure git
+    /// ignores Corral's state (see [`crate::run_record::ignore_state_dir`]).
+    pub fn create_run_dir(&self, provider: ProviderId) -> std::io::Result<(String, PathBuf)> {
+        crate::run_record::ignore_state_dir(&self.project_root, &self.settings.run.runs_dir)?;
+        crate::run_record::create_run_dir(&self.runs_root(), provider)
+    }
+
+    /// Loads, merges and validates every layer. Every value that cannot be read (an unknown
+    /// key, a wrong type) is reported, not only the first: after each one the layers are merged
+    /// again without it.
     pub fn load(sources: &SettingsSources) -> Result<Self, SettingsError> {
-        let defaults = Value::serialize(Settings::default())
-            .map_err(|e| SettingsError::Load(e.to_string()))?
-            .into_dict()
-            .unwrap_or_default();
-        let mut figment = Figment::from(Layer {
+        let defaults = Layer {
             name: DEFAULTS_NAME,
-            dict: defaults,
-        });
+            dict: Value::serialize(Settings::default())
+                .map_err(|e| SettingsError::Load(e.to_string()))?
+                .into_dict()
+                .unwrap_or_default(),
+        };
         // The allow-list adds up across the layers instead of the last one replacing the rest.
         let mut allow_lists: Vec<(SettingSource, Dict)> = Vec::new();
-        if let Some(path) = &sources.user_config
-            && let Some(file) = SettingsFile::read(path)?
-        {
+        let user = match &sources.user_config {
+            Some(path) => SettingsFile::read(path)?,
+            None => None,
+        };
+        if let Some(file) = &user {
             allow_lists.push((SettingSource::File(file.path.clone()), file.dict.clone()));
-            figment = figment.merge(file);
         }
-        if let Some(path) = &sources.project_config
-            && let Some(file) = SettingsFile::read(path)?
-        {
+        let project = match &sources.project_config {
+            Some(path) => SettingsFile::read(path)?,
+            None => None,
+        };
+        if let Some(file) = &project {
             // Past the trust check, a project file's allow-list is empty or trusted as it is.
             file.check_trust(sources)?;
             allow_lists.push((SettingSource::File(file.path.clone()), file.dict.clone()));
-            figment = figment.merge(file);
         }
         let env = env_layer(&sources.env);
         allow_lists.push((
             SettingSource::Env(format!("{ENV_PREFIX}SANDBOX__NETWORK_ALLOW")),
             env.dict.clone(),
         ));
-        figment = figment.merge(env);
         let flags = json_layer(FLAGS_NAME, &sources.flags)?;
         allow_lists.push((SettingSource::Flag, flags.dict.clone()));
-        figment = figment.merge(flags);
-        let mut settings: Settings = figment.extract().map_err(|e| {
-            SettingsError::Load(
-                e.into_iter()
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            )
-        })?;
+        let merged = |skip: &[Vec<String>]| {
+            let mut figment = Figment::from(Without::new(&defaults, skip));
+            if let Some(file) = &user {
+                figment = figment.merge(Without::new(file, skip));
+            }
+            if let Some(file) = &project {
+                figment = figment.merge(Without::new(file, skip));
+            }
+            figment
+                .merge(Without::new(&env, skip))
+                .merge(Without::new(&flags, skip))
+        };
+        let figment = merged(&[]);
+        let mut settings: Settings = match figment.extract() {
+            Ok(settings) => settings,
+            Err(first) => return Err(SettingsError::Malformed(every_load_error(first, merged))),
+        };
         settings.sandbox.network_allow = widened_allow_list(&allow_lists)?;
-        let loaded = LoadedSettings { settings, figment };
+        let loaded = LoadedSettings {
+            settings,
+            project_root: sources.project_root.clone(),
+            figment,
+        };
         if let Err(report) = loaded.settings.validate() {
             let lines = report
                 .iter()

@@ -27,10 +27,12 @@ pub use contract_run::{ContractRun, SignalsVerdict, run_with_contract};
 pub use corral_contract::{Contract, SignalsError, render_contract_section};
 /// What the binary needs of the engine, through the composition root: the engine's
 /// configuration (tests tune it), ending every process group of this process's children on a
-/// second signal, the run directory's crash-safe record writes, and finding a program to run on
-/// the host (never one the agent could have planted).
+/// second signal, the run directory's crash-safe record writes, finding a program to run on
+/// the host (never one the agent could have planted), and whether bubblewrap works here (for
+/// `corral doctor`).
 pub use corral_engine::{
-    EngineConfig, HOST_CWD, HostProgramError, host_program, kill_child_groups, write_record_file,
+    BackendChoice, EngineConfig, HOST_CWD, HostProgramError, bubblewrap_usable, host_program,
+    kill_child_groups, write_record_file,
 };
 pub use factory::{
     CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, descriptor,
@@ -38,12 +40,12 @@ pub use factory::{
     provider_settings,
 };
 pub use layers::{
-    ENV_PREFIX, LoadedSettings, SettingSource, SettingsError, SettingsSources, TrustedFile,
-    ValueWithSource, trust_project_file,
+    ENV_PREFIX, LoadedSettings, PROJECT_FILE, SettingSource, SettingsError, SettingsSources,
+    TrustedFile, ValueWithSource, project_root, trust_project_file,
 };
 pub use run_record::{
-    Journal, RunRecord, RunRecordError, Supervisor, create_run_dir, new_run_id, now, read_record,
-    write_record,
+    Journal, RunRecord, RunRecordError, STATE_GITIGNORE, Supervisor, create_run_dir,
+    ignore_state_dir, new_run_id, now, read_record, write_record,
 };
 pub use settings::{
     EnvSettings, ProviderSettings, ProvidersSettings, RetrySettings, RunSettings, SandboxSettings,

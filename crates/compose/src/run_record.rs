@@ -99,6 +99,9 @@ pub struct RunRecord {
     pub duration_ms: Option<u64>,
     /// The error, if the run failed.
     pub error: Option<String>,
+    /// The agent's final answer (its last result text), once known.
+    #[serde(default)]
+    pub result: Option<String>,
     /// The command that resumes this run's session.
     pub resume_command: Option<String>,
     /// What the sandbox enforced.
@@ -151,6 +154,37 @@ fn create_run_dir_with(
         }
     }
     Err(last)
+}
+
+/// What Corral writes into the directory holding its state so that git ignores all of it, as
+/// uv does for `.venv`: `*` matches the file itself too, so `git status` stays clean.
+pub const STATE_GITIGNORE: &str = "# Written by corral: its run records stay out of git.\n*\n";
+
+/// Makes sure git ignores the runs of a project at `root` whose `run.runs_dir` is `runs_dir`: a
+/// `.gitignore` holding `*` goes into the hidden directory a relative `runs_dir` starts with
+/// (`.corral` for the default `.corral/runs`), or else into the runs root itself, whose content
+/// is all Corral's. An existing `.gitignore` is left as it is (the user may have written it), and
+/// a concurrent run writing it at the same moment is not an error.
+pub fn ignore_state_dir(root: &Path, runs_dir: &Path) -> io::Result<()> {
+    let first = runs_dir.components().next();
+    let dir = match first {
+        Some(std::path::Component::Normal(name))
+            if name.to_string_lossy().starts_with('.') && runs_dir.is_relative() =>
+        {
+            root.join(name)
+        }
+        Some(_) | None => root.join(runs_dir),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(".gitignore"));
+    match created {
+        Ok(mut file) => io::Write::write_all(&mut file, STATE_GITIGNORE.as_bytes()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The run's `run.json`, shared by the run, its observer and its signal handler.

@@ -86,7 +86,8 @@ pub struct RunSettings {
     /// Longest stdout line kept whole, in bytes; longer lines are recorded as oversized.
     #[garde(range(min = 65_536, max = 268_435_456))]
     pub max_line_bytes: u64,
-    /// Where run directories go; relative paths are under the working directory.
+    /// Where run directories go; relative paths are under the project root (the nearest
+    /// directory with a `corral.toml`, else the git work tree's top, else the working directory).
     #[garde(custom(non_empty_path))]
     #[schemars(with = "String", length(min = 1))]
     pub runs_dir: PathBuf,
@@ -100,9 +101,10 @@ fn non_empty_path(value: &Path, (): &()) -> garde::Result {
 }
 
 impl Settings {
-    /// Where run directories go for a run in `cwd`: `run.runs_dir`, under `cwd` when relative.
-    pub fn runs_root(&self, cwd: &Path) -> PathBuf {
-        cwd.join(&self.run.runs_dir)
+    /// Where run directories go for the project at `root`: `run.runs_dir`, under `root` when
+    /// relative.
+    pub fn runs_root(&self, root: &Path) -> PathBuf {
+        root.join(&self.run.runs_dir)
     }
 }
 

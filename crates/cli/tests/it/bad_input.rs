@@ -73,7 +73,8 @@ fn an_unknown_provider_is_refused_with_the_choices() {
     assert_eq!(out.status.code(), Some(2));
     let err = env.clean(&out.stderr);
     assert!(
-        err.contains("unknown provider \"gpt\"; one of claude, codex, copilot, opencode, grok"),
+        err.contains("invalid value 'gpt' for '--provider <PROVIDER>'")
+            && err.contains("[possible values: claude, codex, copilot, opencode, grok]"),
         "{err}"
     );
 }

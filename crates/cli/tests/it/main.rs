@@ -18,5 +18,6 @@ mod bad_input;
 mod claude_contract;
 mod commands;
 mod conformance;
+mod daily;
 mod hostile;
 mod live_view;

@@ -12,6 +12,7 @@ fn sources(dir: &Path) -> SettingsSources {
         trust_store: Some(dir.join("trusted-projects")),
         env: Vec::new(),
         flags: Vec::new(),
+        project_root: dir.to_path_buf(),
     }
 }
 
@@ -349,5 +350,95 @@ fn a_bad_allow_list_entry_names_itself_and_what_is_wrong() {
             && lines[0].contains("no valid port")
             && lines[0].contains("CORRAL_SANDBOX__NETWORK_ALLOW"),
         "{lines:#?}"
+    );
+}
+
+#[test]
+fn the_project_root_is_the_nearest_corral_toml_then_the_git_top_then_the_cwd() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path().join("repo");
+    let deep = top.join("src/deep");
+    std::fs::create_dir_all(&deep).unwrap();
+    // Nothing marks a project: the cwd is the root.
+    assert_eq!(corral_compose::project_root(&deep), deep);
+    // The git work tree's top.
+    std::fs::create_dir(top.join(".git")).unwrap();
+    assert_eq!(corral_compose::project_root(&deep), top);
+    // A corral.toml above the work tree never applies to it.
+    write(
+        &dir.path().join("corral.toml"),
+        "[run]\nprovider = \"codex\"\n",
+    );
+    assert_eq!(corral_compose::project_root(&deep), top);
+    // The nearest corral.toml at or below the top wins, and its settings apply from below it.
+    write(
+        &top.join("src/corral.toml"),
+        "[run]\nprovider = \"codex\"\n",
+    );
+    assert_eq!(corral_compose::project_root(&deep), top.join("src"));
+    let sources = SettingsSources::discover(&deep, vec![("HOME".into(), "/nonexistent".into())]);
+    assert_eq!(
+        sources.project_config.as_deref(),
+        Some(top.join("src/corral.toml").as_path())
+    );
+    let loaded = LoadedSettings::load(&sources).unwrap();
+    assert_eq!(loaded.settings.run.provider, ProviderId::Codex);
+    assert_eq!(loaded.runs_root(), top.join("src/.corral/runs"));
+}
+
+#[test]
+fn the_state_dir_is_ignored_by_git_and_a_users_gitignore_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    corral_compose::ignore_state_dir(dir.path(), Path::new(".corral/runs")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".corral/.gitignore")).unwrap(),
+        corral_compose::STATE_GITIGNORE
+    );
+    assert!(corral_compose::STATE_GITIGNORE.lines().any(|l| l == "*"));
+    // A runs dir that does not start with a hidden directory is ignored in itself.
+    corral_compose::ignore_state_dir(dir.path(), Path::new("out/runs")).unwrap();
+    assert!(dir.path().join("out/runs/.gitignore").is_file());
+    assert!(!dir.path().join("out/.gitignore").exists());
+    // What the user wrote stays.
+    write(&dir.path().join(".corral/.gitignore"), "runs/\n");
+    corral_compose::ignore_state_dir(dir.path(), Path::new(".corral/runs")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".corral/.gitignore")).unwrap(),
+        "runs/\n"
+    );
+}
+
+#[test]
+fn every_unreadable_value_is_reported_in_corrals_words() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("corral.toml"),
+        "[run]\nprovder = \"codex\"\nidle_watchdog_ms = \"soon\"\n[retry]\ncorrective_retries = true\n",
+    );
+    let mut s = sources(dir.path());
+    s.env = vec![("CORRAL_RUN__KILL_GRACE_MS".into(), "slow".into())];
+    let err = LoadedSettings::load(&s).unwrap_err();
+    let lines = match err {
+        SettingsError::Malformed(lines) => lines,
+        other => panic!("expected Malformed, got: {other}"),
+    };
+    let file = dir.path().join("corral.toml").display().to_string();
+    let text = lines.join("\n");
+    assert_eq!(lines.len(), 4, "{text}");
+    for expected in [
+        format!("run.provder (from {file}): unknown key; did you mean run.provider?"),
+        format!("run.idle_watchdog_ms (from {file}): \"soon\" is not a whole number"),
+        format!("retry.corrective_retries (from {file}): true is not a whole number"),
+        "run.kill_grace_ms (from env CORRAL_RUN__KILL_GRACE_MS): \"slow\" is not a whole number"
+            .to_string(),
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(&expected)),
+            "{expected}\n{text}"
+        );
+    }
+    assert!(
+        !text.contains("default.") && !text.contains("TOML file") && !text.contains('`'),
+        "{text}"
     );
 }

@@ -33,6 +33,7 @@ fn sources(dir: &Path) -> SettingsSources {
         trust_store: Some(dir.join("trusted-projects")),
         env: Vec::new(),
         flags: Vec::new(),
+        project_root: dir.to_path_buf(),
     }
 }
 
