@@ -228,7 +228,8 @@ fn runs_follow_tails_a_run_in_flight_until_it_ends() {
     assert_eq!(run.status.code(), Some(130));
     let followed = follow.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&followed.stdout);
-    assert!(followed.status.success(), "{text}");
+    // `runs follow` exits with the followed run's code: it was cancelled.
+    assert_eq!(followed.status.code(), Some(130), "{text}");
     for needle in [
         "run_started",
         "spawn",
