@@ -1,11 +1,17 @@
 //! One attempt: start the CLI, feed it the prompt, read its output, watch it, and end its whole
 //! process tree, whatever happens.
 //!
+//! The output comes from two files the child writes and the engine follows (`streams.rs`), or
+//! from two pipes. With files, the output is over once the whole process group is gone and both
+//! files were read to their end (after the sweep of escaped processes they are read once more);
+//! with pipes, once both reached end of file.
+//!
 //! The loop owns every timer: the idle watchdog (reset by any stdout or stderr byte), the
 //! optional wall-clock limit, the grace after the terminal event, the grace for a group whose
-//! leader exited but whose pipes stay open, and the kill ladder (SIGTERM to the group, then
-//! SIGKILL when the group is still alive after the grace). Output keeps being drained while the
-//! group dies, so a child that flushes on SIGTERM is never blocked on a full pipe.
+//! leader exited but whose other members still run (or hold the pipes open), and the kill ladder
+//! (SIGTERM to the group, then SIGKILL when the group is still alive after the grace). Output
+//! keeps being drained while the group dies, so a child that flushes on SIGTERM is never blocked
+//! on a full pipe.
 
 use std::io;
 use std::sync::Arc;
@@ -28,9 +34,16 @@ use crate::log::{ExecutionLog, FLUSH_EVERY, KillReason, Record};
 use crate::proc;
 use crate::process_group::{self, KILL_POLL, KillLadder, Sent};
 use crate::spawn::{ChildOutput, ExitInfo, SpawnedChild};
+use crate::streams::{Follower, Stream};
 use crate::tail::Tail;
 
 const READ_CHUNK: usize = 64 * 1024;
+/// One read from a stream file.
+const FILE_READ_CHUNK: usize = 256 * 1024;
+/// How much of one stream file is read before the loop looks at its timers again.
+const FILE_READ_BUDGET: usize = 1024 * 1024;
+/// How often a group whose leader exited is looked at, when its output is followed in files.
+const GROUP_POLL: Duration = Duration::from_millis(20);
 const STDERR_MAX_LINE: usize = 64 * 1024;
 const UNPARSED_KEEP: usize = 4096;
 
@@ -70,6 +83,8 @@ pub(crate) struct AttemptContext<'a> {
     pub minted_session: Option<SessionId>,
     /// What the egress proxy of a confined sandbox reports, recorded as it happens.
     pub egress_notes: Option<UnboundedReceiver<EgressNote>>,
+    /// The follower of the stream files, when the child writes files instead of pipes.
+    pub follower: Option<Follower>,
 }
 
 /// Everything that turns bytes into events and records them.
@@ -208,6 +223,13 @@ async fn recv_note(notes: &mut Option<UnboundedReceiver<EgressNote>>) -> Option<
     }
 }
 
+async fn changed_opt(files: &mut Option<FileCapture>) -> (bool, bool) {
+    match files {
+        Some(f) => f.follower.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_opt(deadline: Option<Instant>) {
     match deadline {
         Some(d) => sleep_until(d.into()).await,
@@ -251,6 +273,8 @@ pub(crate) async fn supervise(
     attempt.close_pipes();
     attempt.end_group().await;
     let escaped = attempt.sweep().await;
+    // Whatever the group and the swept processes wrote until they died is on disk now.
+    attempt.read_files_to_end();
     attempt.record_stdin(stdin_task).await;
     attempt.into_result(escaped)
 }
@@ -272,6 +296,24 @@ impl Pipe {
             framer: LineFramer::new(max_line),
             tail: Tail::new(tail),
         }
+    }
+}
+
+/// The stream files being followed, when the child writes files.
+struct FileCapture {
+    follower: Follower,
+    buf: Vec<u8>,
+    /// The leader exited and no process of its group is left: nothing more will be written but
+    /// by processes that escaped the group (read after the sweep).
+    group_gone: bool,
+    /// Whether the last read of each stream found nothing new.
+    at_end: [bool; 2],
+}
+
+impl FileCapture {
+    /// The output is over: the group is gone and both files were read to their end.
+    fn finished(&self) -> bool {
+        self.group_gone && self.at_end[0] && self.at_end[1]
     }
 }
 
@@ -330,6 +372,8 @@ struct Supervision<'a> {
     stream: StreamState<'a>,
     stdout: Pipe,
     stderr: Pipe,
+    /// The stream files, instead of pipes.
+    files: Option<FileCapture>,
     /// Stderr bytes written to the log so far, against the budget.
     stderr_logged: usize,
     watch: Watchdogs,
@@ -340,8 +384,14 @@ struct Supervision<'a> {
 }
 
 impl<'a> Supervision<'a> {
-    fn new(mut child: Box<dyn SpawnedChild>, ctx: AttemptContext<'a>) -> Self {
+    fn new(mut child: Box<dyn SpawnedChild>, mut ctx: AttemptContext<'a>) -> Self {
         let config = ctx.config;
+        let files = ctx.follower.take().map(|follower| FileCapture {
+            follower,
+            buf: vec![0; FILE_READ_CHUNK],
+            group_gone: false,
+            at_end: [false; 2],
+        });
         let stdout = Pipe::new(
             child.take_stdout(),
             config.max_line_bytes,
@@ -367,6 +417,7 @@ impl<'a> Supervision<'a> {
             },
             stdout,
             stderr,
+            files,
             stderr_logged: 0,
             watch,
             kill: None,
@@ -404,11 +455,14 @@ impl<'a> Supervision<'a> {
         let mut activity_tick =
             ticker(self.watch.sample_every.unwrap_or(Duration::from_secs(3600)));
         loop {
-            let pipes_open = self.stdout.reader.is_some() || self.stderr.reader.is_some();
+            let output_open = self.output_open();
             let group_dead = self.kill.as_ref().is_some_and(|k| k.ladder.group_dead());
-            if self.leader_done && (!pipes_open || group_dead) {
+            if self.leader_done && (!output_open || group_dead) {
                 return;
             }
+            let following = self.files.as_ref().is_some_and(|f| !f.finished());
+            let awaiting_group = self.leader_done
+                && self.files.as_ref().is_some_and(|f| !f.group_gone);
             let killing = self.kill.is_some();
             let post_terminal = self
                 .stream
@@ -422,6 +476,7 @@ impl<'a> Supervision<'a> {
                 () = cancel.cancelled(), if !killing => self.start_kill(KillReason::Cancelled, None),
                 read = read_opt(&mut self.stdout.reader, &mut self.stdout.buf) => self.on_stdout(read),
                 read = read_opt(&mut self.stderr.reader, &mut self.stderr.buf) => self.on_stderr(read),
+                changed = changed_opt(&mut self.files), if following => self.on_files(changed, FILE_READ_BUDGET),
                 status = self.child.wait(), if !self.leader_done => self.on_exit(status),
                 () = sleep_until(idle_deadline.into()), if !killing => self.on_idle_deadline(),
                 () = sleep_opt(wall), if !killing && wall.is_some() => {
@@ -435,6 +490,7 @@ impl<'a> Supervision<'a> {
                 }
                 () = tokio::time::sleep(KILL_POLL), if killing && !group_dead => self.poll_kill(),
                 note = recv_note(&mut self.stream.ctx.egress_notes) => self.on_egress_note(note),
+                () = tokio::time::sleep(GROUP_POLL), if awaiting_group && !killing => self.poll_group(),
                 _ = flush_tick.tick() => self.log().flush_if_due(),
                 _ = activity_tick.tick(), if sampling && !killing => self.sample_activity(),
             }
@@ -470,10 +526,7 @@ impl<'a> Supervision<'a> {
             Ok(_) => {
                 self.watch.activity();
                 let Supervision { stdout, stream, .. } = self;
-                stdout.tail.push(&stdout.buf);
-                stdout
-                    .framer
-                    .push(&stdout.buf, |f| stream.on_stdout_frame(f));
+                feed_stdout(stdout, stream, None);
                 stdout.buf.clear();
                 self.log().flush_if_due();
             }
@@ -501,10 +554,7 @@ impl<'a> Supervision<'a> {
                     stderr_logged,
                     ..
                 } = self;
-                stderr.tail.push(&stderr.buf);
-                stderr
-                    .framer
-                    .push(&stderr.buf, |f| log_stderr(stream, f, stderr_logged));
+                feed_stderr(stderr, stream, stderr_logged, None);
                 stderr.buf.clear();
                 self.log().flush_if_due();
             }
@@ -526,6 +576,107 @@ impl<'a> Supervision<'a> {
             .framer
             .finish(|f| log_stderr(stream, f, stderr_logged));
         stderr.reader = None;
+    }
+
+    /// Whether output may still come: a pipe is open, or the stream files are still followed.
+    fn output_open(&self) -> bool {
+        match &self.files {
+            Some(files) => !files.finished(),
+            None => self.stdout.reader.is_some() || self.stderr.reader.is_some(),
+        }
+    }
+
+    /// Reads what was appended to the stream files flagged in `changed`, up to `budget` bytes of
+    /// each (a stream with more is read again on the next turn of the loop).
+    fn on_files(&mut self, changed: (bool, bool), budget: usize) {
+        let Supervision {
+            files,
+            stdout,
+            stderr,
+            stream,
+            stderr_logged,
+            watch,
+            ..
+        } = self;
+        let Some(files) = files.as_mut() else {
+            return;
+        };
+        let mut failed: Option<(&'static str, io::Error)> = None;
+        for (which, flagged) in [(Stream::Stdout, changed.0), (Stream::Stderr, changed.1)] {
+            if !flagged {
+                continue;
+            }
+            let index = match which {
+                Stream::Stdout => 0,
+                Stream::Stderr => 1,
+            };
+            let mut read = 0;
+            loop {
+                if read >= budget {
+                    files.follower.again(which);
+                    break;
+                }
+                let n = match files.follower.read(which, &mut files.buf) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // Counted as the end of that stream; the log says why.
+                        files.at_end[index] = true;
+                        failed = Some((stream_name(which), e));
+                        break;
+                    }
+                };
+                if n == 0 {
+                    files.at_end[index] = true;
+                    break;
+                }
+                files.at_end[index] = false;
+                read += n;
+                watch.activity();
+                let bytes = &files.buf[..n];
+                match which {
+                    Stream::Stdout => feed_stdout(stdout, stream, Some(bytes)),
+                    Stream::Stderr => feed_stderr(stderr, stream, stderr_logged, Some(bytes)),
+                }
+            }
+        }
+        if let Some((name, e)) = failed {
+            self.read_failed(name, &e);
+        }
+        self.log().flush_if_due();
+    }
+
+    /// After the leader exited: is the rest of its group gone too? Then the files are read to
+    /// their end and the output is over.
+    fn poll_group(&mut self) {
+        if process_group::group_alive(self.pgid) {
+            return;
+        }
+        if let Some(files) = self.files.as_mut() {
+            files.group_gone = true;
+            files.at_end = [false; 2];
+            files.follower.drain();
+        }
+    }
+
+    /// Reads both stream files to their end and ends their lines; then what `close_pipes` does
+    /// for pipes: a partial last stderr line, and how much stderr the budget left out.
+    fn read_files_to_end(&mut self) {
+        if self.files.is_none() {
+            return;
+        }
+        loop {
+            self.on_files((true, true), usize::MAX);
+            let done = self
+                .files
+                .as_ref()
+                .is_none_or(|f| f.at_end[0] && f.at_end[1]);
+            if done {
+                break;
+            }
+        }
+        self.close_stdout();
+        self.close_stderr();
+        self.record_stderr_truncation();
     }
 
     /// A pipe that cannot be read counts as closed, and the log says why.
@@ -566,8 +717,10 @@ impl<'a> Supervision<'a> {
             }
         }
         self.leader_done = true;
-        let pipes_open = self.stdout.reader.is_some() || self.stderr.reader.is_some();
-        if self.kill.is_none() && pipes_open {
+        if self.files.is_some() {
+            self.poll_group();
+        }
+        if self.kill.is_none() && self.output_open() {
             self.watch.leftover_deadline = Some(Instant::now() + self.config.leftover_grace);
         }
     }
@@ -620,11 +773,19 @@ impl<'a> Supervision<'a> {
     /// Drops the pipes (escaped processes that still hold them see EPIPE), logs a partial last
     /// stderr line and how much stderr the budget left out.
     fn close_pipes(&mut self) {
+        if self.files.is_some() {
+            // The files are read to their end after the sweep, see `read_files_to_end`.
+            return;
+        }
         self.stdout.reader = None;
         self.stderr.reader = None;
         if self.stderr.framer.has_partial() {
             self.close_stderr();
         }
+        self.record_stderr_truncation();
+    }
+
+    fn record_stderr_truncation(&mut self) {
         let total = self.stderr.tail.total_bytes();
         let logged = self.stderr_logged as u64;
         if total > logged {
@@ -758,6 +919,32 @@ fn record_sent(log: &mut ExecutionLog, attempt: u32, sent: Sent) {
             delivered: sent.delivered,
         },
     );
+}
+
+fn stream_name(stream: Stream) -> &'static str {
+    match stream {
+        Stream::Stdout => "stdout",
+        Stream::Stderr => "stderr",
+    }
+}
+
+/// Frames stdout bytes (`bytes`, or the pipe's buffer) into events.
+fn feed_stdout(pipe: &mut Pipe, stream: &mut StreamState<'_>, bytes: Option<&[u8]>) {
+    let bytes = bytes.unwrap_or(&pipe.buf);
+    pipe.tail.push(bytes);
+    pipe.framer.push(bytes, |f| stream.on_stdout_frame(f));
+}
+
+/// Frames stderr bytes (`bytes`, or the pipe's buffer) into log lines, within the budget.
+fn feed_stderr(
+    pipe: &mut Pipe,
+    stream: &mut StreamState<'_>,
+    logged: &mut usize,
+    bytes: Option<&[u8]>,
+) {
+    let bytes = bytes.unwrap_or(&pipe.buf);
+    pipe.tail.push(bytes);
+    pipe.framer.push(bytes, |f| log_stderr(stream, f, logged));
 }
 
 fn log_stderr(state: &mut StreamState<'_>, frame: Frame<'_>, logged: &mut usize) {

@@ -7,6 +7,7 @@ use crate::argv::ArgvPlatform;
 use crate::backoff::RetryPolicy;
 use crate::env::EnvInherit;
 use crate::sandbox::SandboxConfig;
+use crate::streams::{OutputCapture, RawStreamRetention};
 
 /// How the engine supervises runs.
 #[derive(Debug, Clone)]
@@ -19,10 +20,17 @@ pub struct EngineConfig {
     pub kill_grace: Duration,
     /// Time the CLI gets to exit after its terminal event (default 5 s).
     pub post_terminal_grace: Duration,
-    /// Time the group's output pipes may stay open after the leader exited (default 2 s).
+    /// Time the rest of the group may keep running (and its output open) after the leader
+    /// exited (default 2 s).
     pub leftover_grace: Duration,
-    /// Longest stdout line kept whole (default 8 MiB).
+    /// Longest stdout line kept whole (default 8 MiB); a longer JSON line is shortened to fit,
+    /// any other is recorded as oversized (see `docs/output.md`).
     pub max_line_bytes: usize,
+    /// How the CLI's stdout and stderr reach the engine (default: files in the run directory,
+    /// followed as they grow).
+    pub capture: OutputCapture,
+    /// What becomes of those files when the run ends (default: compressed).
+    pub raw_streams: RawStreamRetention,
     /// Stderr kept for error reports (default 16 KiB).
     pub stderr_tail_bytes: usize,
     /// Stdout kept for text classifiers (default 8 KiB).
@@ -87,6 +95,8 @@ impl Default for EngineConfig {
             post_terminal_grace: Duration::from_secs(5),
             leftover_grace: Duration::from_secs(2),
             max_line_bytes: 8 * 1024 * 1024,
+            capture: OutputCapture::default(),
+            raw_streams: RawStreamRetention::default(),
             stderr_tail_bytes: 16 * 1024,
             stdout_scan_bytes: 8 * 1024,
             stderr_log_budget: 256 * 1024,

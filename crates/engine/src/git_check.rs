@@ -593,6 +593,7 @@ impl GitProgram {
             stdin: StdinMode::Null,
             parent_death_signal: true,
             inherit_fds: Vec::new(),
+            output: crate::spawn::ChildOutputs::Pipes,
         };
         let bounded = BoundedCommand {
             stdout_limit: STDOUT_LIMIT,

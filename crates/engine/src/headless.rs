@@ -18,11 +18,12 @@ use crate::classify::{AttemptClass, ClassifyInput, classify};
 use crate::engine::Engine;
 use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
 use crate::host::{HOST_CWD, host_program};
-use crate::launch::{OpenEgress, Spawned, launch, spawn};
+use crate::launch::{Launch, OpenEgress, Spawned, launch, spawn};
 use crate::log::Record;
 use crate::run::{Finished, RunScope};
 use crate::sandbox::SandboxPlan;
-use crate::spawn::StdinMode;
+use crate::spawn::{ChildOutputs, StdinMode};
+use crate::streams::{Follower, OutputCapture};
 use crate::verdict::{Progress, Step, Verdict, step};
 use crate::version::{VersionProbe, probe_version, version_env};
 
@@ -232,7 +233,8 @@ async fn one_attempt(
         Some(_) => StdinMode::Piped,
         None => StdinMode::Null,
     };
-    let launched = launch(scope, inputs.sandbox, &spec, &token, stdin, Vec::new())?;
+    let mut launched = launch(scope, inputs.sandbox, &spec, &token, stdin, Vec::new())?;
+    let follower = follow_stream_files(scope, attempt, &mut launched)?;
     let Spawned { child, egress } = spawn(
         scope,
         attempt,
@@ -275,12 +277,55 @@ async fn one_attempt(
             liveness,
             minted_session: spec.session_id.clone(),
             egress_notes,
+            follower,
         },
     )
     .await;
     // Only now: the proxy also holds bubblewrap's status pipe open until it was reaped.
     drop(egress_proxy);
     Ok(result)
+}
+
+/// With [`OutputCapture::Files`]: the attempt's stream files, created and watched before the
+/// spawn (so no write goes unnoticed), given to the child, recorded, and kept for the retention.
+fn follow_stream_files(
+    scope: &mut RunScope<'_>,
+    attempt: u32,
+    launched: &mut Launch,
+) -> Result<Option<Follower>, ProviderError> {
+    match scope.config().capture {
+        OutputCapture::Pipes => return Ok(None),
+        OutputCapture::Files => {}
+    }
+    let raw = match &scope.raw_dir {
+        Some(raw) => raw.clone(),
+        None => {
+            let dir = &scope.session.output_dir;
+            let raw = crate::streams::open_dir(dir).map_err(|e| scope.io_error(dir, &e))?;
+            scope.raw_dir = Some(raw.clone());
+            raw
+        }
+    };
+    let files = crate::streams::create(&raw).map_err(|e| scope.io_error(&raw.path, &e))?;
+    let follower = Follower::new(&files);
+    launched.request.output = ChildOutputs::Files {
+        stdout: Arc::clone(&files.stdout),
+        stderr: Arc::clone(&files.stderr),
+    };
+    scope.log.record(
+        attempt,
+        &Record::StreamFiles {
+            stdout: &files.stdout_path,
+            stderr: &files.stderr_path,
+            follow: if follower.uses_inotify() {
+                "inotify"
+            } else {
+                "poll"
+            },
+        },
+    );
+    scope.raw_streams.extend(files.raw_files());
+    Ok(Some(follower))
 }
 
 /// The adapter's reading of the attempt and the classification ladder, recorded.

@@ -131,6 +131,7 @@ pub(crate) fn launch(
             stdin,
             parent_death_signal: config.parent_death_signal,
             inherit_fds,
+            output: crate::spawn::ChildOutputs::Pipes,
         },
         env,
         argv_bytes,

@@ -38,6 +38,7 @@ mod process_group;
 mod run;
 mod sandbox;
 mod spawn;
+mod streams;
 mod tail;
 mod text;
 mod verdict;
@@ -85,8 +86,9 @@ pub use sandbox::{
     requested as requested_guarantees,
 };
 pub use spawn::{
-    ChildInput, ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild, StdinMode,
+    ChildInput, ChildOutput, ChildOutputs, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild, StdinMode,
     TokioSpawner,
 };
+pub use streams::{OutputCapture, RAW_STREAMS_DIR, RawStreamRetention, StreamFiles};
 pub use text::shorten;
 pub use version::{VersionProbe, describe_cli, parse_version, probe_version, version_env};

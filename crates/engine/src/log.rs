@@ -136,6 +136,22 @@ pub enum Record<'a> {
         /// The operating system's words.
         error: String,
     },
+    /// The files the child writes as its stdout and stderr, and how they are followed.
+    StreamFiles {
+        /// `raw/<n>.stdout`.
+        stdout: &'a Path,
+        /// `raw/<n>.stderr`.
+        stderr: &'a Path,
+        /// `inotify`, or `poll` where inotify could not be set up.
+        follow: &'static str,
+    },
+    /// What became of the stream files when the run ended (`run.raw_streams`).
+    RawStreams {
+        /// The retention setting.
+        retention: crate::streams::RawStreamRetention,
+        /// Each file: as written, where it is now (`null`: removed), its size as written.
+        files: &'a [crate::streams::Retained],
+    },
     /// Bytes written to the child's stdin, then closed.
     StdinClosed {
         /// Bytes written.

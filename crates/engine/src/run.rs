@@ -58,6 +58,10 @@ pub(crate) struct RunScope<'a> {
     pub start: Instant,
     /// What the sandbox enforces, once planned.
     pub attestation: Option<Attestation>,
+    /// The stream files of every attempt, for the retention at the end.
+    pub raw_streams: Vec<crate::streams::RawFile>,
+    /// The run directory's `raw/`, opened at the first attempt.
+    pub raw_dir: Option<crate::streams::RawDir>,
     run_id: String,
     signals_before: Option<FileStamp>,
     git: Option<GitSnapshot>,
@@ -99,6 +103,8 @@ impl<'a> RunScope<'a> {
             log,
             start,
             attestation: None,
+            raw_streams: Vec::new(),
+            raw_dir: None,
             run_id,
             signals_before,
             git: None,
@@ -262,10 +268,46 @@ impl<'a> RunScope<'a> {
                 attestation.stray_writes = strays;
             }
         }
+        let succeeded = finished
+            .as_ref()
+            .is_some_and(|f| f.outcome == Outcome::Succeeded);
+        self.retain_raw_streams(finished.as_ref().map_or(0, |f| f.attempts), succeeded)
+            .await;
         if let Some(finished) = finished {
             self.write_finished(&finished);
         }
         result
+    }
+
+    /// Applies `run.raw_streams` to the stream files (compression runs off the async threads),
+    /// and records what became of them.
+    async fn retain_raw_streams(&mut self, attempt: u32, succeeded: bool) {
+        if self.raw_streams.is_empty() {
+            return;
+        }
+        let files = std::mem::take(&mut self.raw_streams);
+        let retention = self.config().raw_streams;
+        let retained = match tokio::task::spawn_blocking(move || {
+            crate::streams::retain(&files, retention, succeeded)
+        })
+        .await
+        {
+            Ok(retained) => retained,
+            Err(e) => {
+                tracing::error!(error = %e, "the raw stream retention did not finish");
+                return;
+            }
+        };
+        for failed in retained.iter().filter(|r| r.error.is_some()) {
+            tracing::warn!(file = %failed.file.display(), error = ?failed.error, "raw stream kept as it is");
+        }
+        self.log.record(
+            attempt,
+            &Record::RawStreams {
+                retention,
+                files: &retained,
+            },
+        );
     }
 
     /// The changes outside the allowed paths since [`RunScope::begin`], recorded in the log;

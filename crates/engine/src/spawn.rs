@@ -48,6 +48,24 @@ pub struct SpawnRequest {
     /// block pipes, a seccomp program). The caller keeps them open until the spawn returns; they
     /// stay close-on-exec in the supervisor, so no other child inherits them.
     pub inherit_fds: Vec<std::os::fd::RawFd>,
+    /// Where stdout and stderr go (ignored with [`StdinMode::Terminal`], which inherits them).
+    pub output: ChildOutputs,
+}
+
+/// Where a child's stdout and stderr go.
+#[derive(Debug, Clone, Default)]
+pub enum ChildOutputs {
+    /// Two pipes the supervisor reads ([`SpawnedChild::take_stdout`], `take_stderr`).
+    #[default]
+    Pipes,
+    /// Two files the child inherits and writes; the supervisor follows them itself, and the
+    /// child's `take_stdout`/`take_stderr` give nothing.
+    Files {
+        /// The child's stdout.
+        stdout: std::sync::Arc<std::fs::File>,
+        /// The child's stderr.
+        stderr: std::sync::Arc<std::fs::File>,
+    },
 }
 
 /// How a child ended.
@@ -130,7 +148,16 @@ impl ProviderSpawn for TokioSpawner {
             cmd.stdout(Stdio::inherit()).stderr(Stdio::inherit());
             terminal::take_foreground_in_child(&mut cmd);
         } else {
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            match &request.output {
+                ChildOutputs::Pipes => {
+                    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+                }
+                ChildOutputs::Files { stdout, stderr } => {
+                    // The child gets its own descriptors of the same open files (appending).
+                    cmd.stdout(Stdio::from(stdout.try_clone()?))
+                        .stderr(Stdio::from(stderr.try_clone()?));
+                }
+            }
         }
         if request.parent_death_signal {
             pdeathsig::install(&mut cmd);

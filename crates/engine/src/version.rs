@@ -58,6 +58,7 @@ pub async fn probe_version(
         stdin: StdinMode::Null,
         parent_death_signal: true,
         inherit_fds: Vec::new(),
+        output: crate::spawn::ChildOutputs::Pipes,
     };
     let output = match run_bounded(spawner, &BoundedCommand::limited(request, timeout)).await {
         Ok(output) => output,

@@ -21,6 +21,7 @@ fn request(program: std::path::PathBuf, cwd: &std::path::Path) -> SpawnRequest {
         stdin: StdinMode::Null,
         parent_death_signal: true,
         inherit_fds: Vec::new(),
+        output: corral_engine::ChildOutputs::Pipes,
     }
 }
 

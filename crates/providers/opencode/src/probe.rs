@@ -113,6 +113,7 @@ impl OpencodeProbe {
             stdin: StdinMode::Null,
             parent_death_signal: true,
             inherit_fds: Vec::new(),
+            output: corral_engine::ChildOutputs::Pipes,
         };
         let command = BoundedCommand {
             stdout_limit: LISTING_KEEP,
