@@ -39,6 +39,8 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
         wall_timeout: (run.wall_timeout_ms > 0).then(|| Duration::from_millis(run.wall_timeout_ms)),
         kill_grace: Duration::from_millis(run.kill_grace_ms),
         max_line_bytes: usize::try_from(run.max_line_bytes).unwrap_or(usize::MAX),
+        capture: run.output_capture,
+        raw_streams: run.raw_streams,
         retry: RetryPolicy {
             max_retries: retry.rate_limit_retries,
             initial: Duration::from_millis(retry.backoff_initial_ms),

@@ -83,9 +83,20 @@ pub struct RunSettings {
     /// Time between SIGTERM and SIGKILL when ending a process tree, in ms.
     #[garde(range(min = 100, max = 600_000))]
     pub kill_grace_ms: u64,
-    /// Longest stdout line kept whole, in bytes; longer lines are recorded as oversized.
+    /// Longest stdout line kept whole, in bytes; a longer JSON line is shortened in place (its
+    /// long strings cut and marked with their length), any other is recorded as oversized.
     #[garde(range(min = 65_536, max = 268_435_456))]
     pub max_line_bytes: u64,
+    /// `files` (the CLI writes its stdout and stderr to `raw/` in the run directory, followed as
+    /// they grow: nothing lost when it exits before a pipe drains) or `pipes`.
+    #[garde(skip)]
+    #[schemars(with = "String")]
+    pub output_capture: corral_engine::OutputCapture,
+    /// What becomes of the `raw/` stream files when the run ends: `compress` (gzip), `keep`, or
+    /// `drop-on-success`.
+    #[garde(skip)]
+    #[schemars(with = "String")]
+    pub raw_streams: corral_engine::RawStreamRetention,
     /// Where run directories go; relative paths are under the project root (the nearest
     /// directory with a `corral.toml`, else the git work tree's top, else the working directory).
     #[garde(custom(non_empty_path))]
@@ -116,6 +127,8 @@ impl Default for RunSettings {
             wall_timeout_ms: 0,
             kill_grace_ms: 10_000,
             max_line_bytes: 8 * 1024 * 1024,
+            output_capture: corral_engine::OutputCapture::default(),
+            raw_streams: corral_engine::RawStreamRetention::default(),
             runs_dir: PathBuf::from(".corral/runs"),
         }
     }

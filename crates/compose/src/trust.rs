@@ -79,6 +79,8 @@ pub const KEYS: &[(&str, Who)] = &[
     ("run.wall_timeout_ms", Who::Anyone),
     ("run.kill_grace_ms", Who::Anyone),
     ("run.max_line_bytes", Who::Anyone),
+    ("run.output_capture", Who::Anyone),
+    ("run.raw_streams", Who::Anyone),
     (
         "run.runs_dir",
         user_only(

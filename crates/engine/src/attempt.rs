@@ -461,8 +461,8 @@ impl<'a> Supervision<'a> {
                 return;
             }
             let following = self.files.as_ref().is_some_and(|f| !f.finished());
-            let awaiting_group = self.leader_done
-                && self.files.as_ref().is_some_and(|f| !f.group_gone);
+            let awaiting_group =
+                self.leader_done && self.files.as_ref().is_some_and(|f| !f.group_gone);
             let killing = self.kill.is_some();
             let post_terminal = self
                 .stream

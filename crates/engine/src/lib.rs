@@ -86,8 +86,8 @@ pub use sandbox::{
     requested as requested_guarantees,
 };
 pub use spawn::{
-    ChildInput, ChildOutput, ChildOutputs, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild, StdinMode,
-    TokioSpawner,
+    ChildInput, ChildOutput, ChildOutputs, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild,
+    StdinMode, TokioSpawner,
 };
 pub use streams::{OutputCapture, RAW_STREAMS_DIR, RawStreamRetention, StreamFiles};
 pub use text::shorten;

@@ -17,6 +17,10 @@
 //! nothing the CLI does to its descriptor (clearing `O_APPEND`, seeking) changes the engine's.
 //! The CLI can still rewrite or truncate what it wrote, as the author of that output; the engine
 //! has read it by then, and a file that shrinks is followed from its new end.
+//!
+//! A file costs what a pipe does not: disk. So that an agent that fills the disk does not take
+//! the CLI's output with it, each file is created with disk space allocated beyond its end
+//! (1 MiB for stdout, 64 KiB for stderr, less when the disk has less), given back after the run.
 
 use std::fs::File;
 use std::io;
@@ -35,6 +39,12 @@ pub const RAW_STREAMS_DIR: &str = "raw";
 
 /// How often the files are checked for growth where inotify cannot be used.
 const POLL_EVERY: Duration = Duration::from_millis(20);
+
+/// Disk space set aside in each stream file when it is created (stdout, stderr), so that a CLI
+/// whose agent fills the disk can still write that much of its output; each is tried at a
+/// quarter of the size, down to [`RESERVE_MIN`], when the disk has less.
+const RESERVE_BYTES: [u64; 2] = [1024 * 1024, 64 * 1024];
+const RESERVE_MIN: u64 = 16 * 1024;
 
 /// How the CLI's stdout and stderr reach the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -139,11 +149,11 @@ pub(crate) fn create(raw: &RawDir) -> io::Result<StreamFiles> {
     let dir = &*raw.fd;
     let dir_path = &raw.path;
     let exists = |name: &str| {
-        nix::sys::stat::fstatat(&dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
+        nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
     };
     let create_at = |name: &str| -> io::Result<File> {
         let fd = nix::fcntl::openat(
-            &dir,
+            dir,
             name,
             OFlag::O_CREAT
                 | OFlag::O_EXCL
@@ -171,7 +181,7 @@ pub(crate) fn create(raw: &RawDir) -> io::Result<StreamFiles> {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 // Only the file this call created goes; whatever holds the other name stays.
                 let _ = nix::unistd::unlinkat(
-                    &dir,
+                    dir,
                     out.as_str(),
                     nix::unistd::UnlinkatFlags::NoRemoveDir,
                 );
@@ -179,9 +189,11 @@ pub(crate) fn create(raw: &RawDir) -> io::Result<StreamFiles> {
             }
             Err(e) => return Err(e),
         };
+        reserve_space(&stdout, RESERVE_BYTES[0]);
+        reserve_space(&stderr, RESERVE_BYTES[1]);
         return Ok(StreamFiles {
-            stdout_reader: Arc::new(reopen_for_reading(&dir, &out, &stdout)?),
-            stderr_reader: Arc::new(reopen_for_reading(&dir, &err, &stderr)?),
+            stdout_reader: Arc::new(reopen_for_reading(dir, &out, &stdout)?),
+            stderr_reader: Arc::new(reopen_for_reading(dir, &err, &stderr)?),
             stdout: Arc::new(stdout),
             stderr: Arc::new(stderr),
             stdout_path: dir_path.join(out),
@@ -190,6 +202,42 @@ pub(crate) fn create(raw: &RawDir) -> io::Result<StreamFiles> {
         });
     }
     Err(io::Error::other("no free raw stream file name"))
+}
+
+/// Allocates up to `bytes` of disk to `file` beyond its end, without changing its size: writes
+/// into that range need no new space. Where the file system cannot (or the disk has not even
+/// [`RESERVE_MIN`] left), the file simply has no reserve.
+fn reserve_space(file: &File, bytes: u64) {
+    let mut size = bytes;
+    while size >= RESERVE_MIN {
+        let len = i64::try_from(size).unwrap_or(i64::MAX);
+        match nix::fcntl::fallocate(
+            file,
+            nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+            0,
+            len,
+        ) {
+            Ok(()) => return,
+            Err(nix::errno::Errno::ENOSPC) => size /= 4,
+            Err(e) => {
+                tracing::debug!(error = %e, "no disk reserve for a stream file");
+                return;
+            }
+        }
+    }
+}
+
+/// Gives back the reserve [`reserve_space`] set aside and the CLI did not use.
+fn release_unused_reserve(raw: &RawFile) -> io::Result<()> {
+    let fd = nix::fcntl::openat(
+        raw.dir.as_fd(),
+        raw.name.as_str(),
+        OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let file = File::from(fd);
+    let len = file.metadata()?.len();
+    file.set_len(len)
 }
 
 /// A read-only descriptor of the very file `file` was created as `name` in `dir`: opened by name
@@ -311,7 +359,9 @@ impl Follower {
                             return (true, true);
                         }
                     };
-                    match guard.try_io(|inner| inner.get_ref().0.read_events().map_err(io::Error::from)) {
+                    match guard
+                        .try_io(|inner| inner.get_ref().0.read_events().map_err(io::Error::from))
+                    {
                         Ok(Ok(events)) => {
                             let mut changed = (false, false);
                             for event in events {
@@ -350,7 +400,11 @@ impl Follower {
             // from the new end rather than wait forever behind it.
             let len = followed.file.metadata()?.len();
             if len < followed.offset {
-                tracing::warn!(len, offset = followed.offset, "a stream file shrank; following its new end");
+                tracing::warn!(
+                    len,
+                    offset = followed.offset,
+                    "a stream file shrank; following its new end"
+                );
                 followed.offset = len;
             }
         }
@@ -384,7 +438,9 @@ fn watch_inotify(files: &StreamFiles) -> io::Result<Watch> {
     };
     let wds = [watch(&files.stdout_reader)?, watch(&files.stderr_reader)?];
     if tokio::runtime::Handle::try_current().is_err() {
-        return Err(io::Error::other("no tokio runtime to register inotify with"));
+        return Err(io::Error::other(
+            "no tokio runtime to register inotify with",
+        ));
     }
     // SAFETY: `InotifyFd` owns the inotify descriptor (an `OwnedFd` inside `Inotify`) and always
     // returns that same descriptor; nothing closes or replaces it while the `AsyncFd` lives.
@@ -463,9 +519,13 @@ pub(crate) fn retain(
             )
             .map_or(0, |st| u64::try_from(st.st_size).unwrap_or(0));
             let outcome = match retention {
-                RawStreamRetention::Keep => Ok(Some(raw.path.clone())),
+                RawStreamRetention::Keep => {
+                    release_unused_reserve(raw).map(|()| Some(raw.path.clone()))
+                }
                 RawStreamRetention::DropOnSuccess if succeeded => remove(raw).map(|()| None),
-                RawStreamRetention::DropOnSuccess => Ok(Some(raw.path.clone())),
+                RawStreamRetention::DropOnSuccess => {
+                    release_unused_reserve(raw).map(|()| Some(raw.path.clone()))
+                }
                 RawStreamRetention::Compress => compress(raw).map(Some),
             };
             match outcome {
@@ -475,12 +535,15 @@ pub(crate) fn retain(
                     bytes,
                     error: None,
                 },
-                Err(e) => Retained {
-                    file: raw.path.clone(),
-                    now: Some(raw.path.clone()),
-                    bytes,
-                    error: Some(e.to_string()),
-                },
+                Err(e) => {
+                    let _ = release_unused_reserve(raw);
+                    Retained {
+                        file: raw.path.clone(),
+                        now: Some(raw.path.clone()),
+                        bytes,
+                        error: Some(e.to_string()),
+                    }
+                }
             }
         })
         .collect()
@@ -511,11 +574,7 @@ fn compress(raw: &RawFile) -> io::Result<PathBuf> {
         let output = nix::fcntl::openat(
             dir,
             tmp.as_str(),
-            OFlag::O_CREAT
-                | OFlag::O_EXCL
-                | OFlag::O_NOFOLLOW
-                | OFlag::O_WRONLY
-                | OFlag::O_CLOEXEC,
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(0o600),
         )?;
         let mut encoder = flate2::write::GzEncoder::new(
@@ -524,7 +583,9 @@ fn compress(raw: &RawFile) -> io::Result<PathBuf> {
         );
         io::copy(&mut File::from(input), &mut encoder)?;
         let writer = encoder.finish()?;
-        writer.into_inner().map_err(io::IntoInnerError::into_error)?;
+        writer
+            .into_inner()
+            .map_err(io::IntoInnerError::into_error)?;
         nix::fcntl::renameat(dir, tmp.as_str(), dir, target.as_str())?;
         remove(raw)
     })();
@@ -544,18 +605,21 @@ mod tests {
     #[test]
     fn each_start_gets_the_next_free_pair_and_nothing_planted_is_followed() {
         let dir = tempfile::tempdir().unwrap();
-        let first = create(dir.path()).unwrap();
+        let first = create(&open_dir(dir.path()).unwrap()).unwrap();
         assert_eq!(first.stdout_path, dir.path().join("raw/1.stdout"));
         // A link planted where the next file would go is not followed: the pair after it is used.
         let victim = dir.path().join("victim");
         std::fs::write(&victim, "keep me").unwrap();
         std::os::unix::fs::symlink(&victim, dir.path().join("raw/2.stdout")).unwrap();
         std::fs::write(dir.path().join("raw/3.stdout.gz"), "").unwrap();
-        let next = create(dir.path()).unwrap();
+        let next = create(&open_dir(dir.path()).unwrap()).unwrap();
         assert_eq!(next.stdout_path, dir.path().join("raw/4.stdout"));
         assert_eq!(next.stderr_path, dir.path().join("raw/4.stderr"));
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
-        assert!(!dir.path().join("raw/2.stderr").exists(), "the half-made pair is removed");
+        assert!(
+            !dir.path().join("raw/2.stderr").exists(),
+            "the half-made pair is removed"
+        );
     }
 
     #[test]
@@ -563,15 +627,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), dir.path().join(RAW_STREAMS_DIR)).unwrap();
-        let err = create(dir.path()).unwrap_err();
-        assert!(err.to_string().contains("not a directory Corral can use"), "{err}");
+        let err = open_dir(dir.path()).unwrap_err();
+        assert!(
+            err.to_string().contains("not a directory Corral can use"),
+            "{err}"
+        );
         assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     }
 
     #[tokio::test]
     async fn appended_bytes_wake_the_follower_and_are_read_once() {
         let dir = tempfile::tempdir().unwrap();
-        let files = create(dir.path()).unwrap();
+        let files = create(&open_dir(dir.path()).unwrap()).unwrap();
         let mut follower = Follower::new(&files);
         assert!(follower.uses_inotify());
         let mut writer = files.stdout.try_clone().unwrap();
@@ -605,7 +672,7 @@ mod tests {
     #[tokio::test]
     async fn a_truncated_stream_is_followed_from_its_new_end() {
         let dir = tempfile::tempdir().unwrap();
-        let files = create(dir.path()).unwrap();
+        let files = create(&open_dir(dir.path()).unwrap()).unwrap();
         let mut follower = Follower::new(&files);
         let mut writer = files.stdout.try_clone().unwrap();
         writer.write_all(b"0123456789").unwrap();
@@ -619,21 +686,43 @@ mod tests {
     }
 
     #[test]
+    fn each_file_has_a_disk_reserve_until_it_is_kept() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let files = create(&open_dir(dir.path()).unwrap()).unwrap();
+        let allocated = |path: &Path| std::fs::metadata(path).unwrap().blocks() * 512;
+        assert_eq!(std::fs::metadata(&files.stdout_path).unwrap().len(), 0);
+        assert!(allocated(&files.stdout_path) >= RESERVE_BYTES[0]);
+        assert!(allocated(&files.stderr_path) >= RESERVE_BYTES[1]);
+        files.stdout.as_ref().write_all_at(b"short\n", 0).unwrap();
+        retain(&files.raw_files(), RawStreamRetention::Keep, true);
+        assert!(allocated(&files.stdout_path) < RESERVE_BYTES[0] / 4);
+        assert_eq!(std::fs::read(&files.stdout_path).unwrap(), b"short\n");
+    }
+
+    #[test]
     fn retention_compresses_keeps_or_drops() {
         let dir = tempfile::tempdir().unwrap();
-        let files = create(dir.path()).unwrap();
+        let files = create(&open_dir(dir.path()).unwrap()).unwrap();
         let body = "line of output\n".repeat(10_000);
-        files.stdout.as_ref().write_all_at(body.as_bytes(), 0).unwrap();
-        let paths = [files.stdout_path.clone(), files.stderr_path.clone()];
+        files
+            .stdout
+            .as_ref()
+            .write_all_at(body.as_bytes(), 0)
+            .unwrap();
+        let paths = files.raw_files();
 
         let kept = retain(&paths, RawStreamRetention::DropOnSuccess, false);
-        assert!(kept.iter().all(|r| r.now.as_deref() == Some(r.file.as_path())));
+        assert!(
+            kept.iter()
+                .all(|r| r.now.as_deref() == Some(r.file.as_path()))
+        );
 
         let gz = retain(&paths, RawStreamRetention::Compress, true);
         let target = gz[0].now.clone().unwrap();
         assert_eq!(target, dir.path().join("raw/1.stdout.gz"));
         assert_eq!(gz[0].bytes, body.len() as u64);
-        assert!(!paths[0].exists());
+        assert!(!files.stdout_path.exists());
         let mut text = String::new();
         io::Read::read_to_string(
             &mut flate2::read::GzDecoder::new(File::open(&target).unwrap()),
@@ -643,9 +732,9 @@ mod tests {
         assert_eq!(text, body);
         assert!(std::fs::metadata(&target).unwrap().len() < body.len() as u64 / 10);
 
-        let again = create(dir.path()).unwrap();
+        let again = create(&open_dir(dir.path()).unwrap()).unwrap();
         let dropped = retain(
-            &[again.stdout_path.clone()],
+            &again.raw_files()[..1],
             RawStreamRetention::DropOnSuccess,
             true,
         );

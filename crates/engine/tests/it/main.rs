@@ -25,3 +25,4 @@ mod refusals;
 mod retries;
 mod sandbox;
 mod scale;
+mod streams;

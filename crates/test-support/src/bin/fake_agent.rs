@@ -271,6 +271,18 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
             out.line(&FakeLine::text(HELLO))?;
             Ok(0)
         }
+        Mode::DropsPipeTail => {
+            out.line(&FakeLine::init(&session))?;
+            if stdout_is_a_pipe()? {
+                set_stdout_nonblocking()?;
+            }
+            match giant_result(&mut out, opts.bytes.unwrap_or(4 * 1024 * 1024)) {
+                // What Claude Code and OpenCode do: exit with output still queued for the pipe.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                Err(e) => Err(e),
+                Ok(()) => Ok(0),
+            }
+        }
         Mode::InvalidUtf8 => {
             out.line(&FakeLine::init(&session))?;
             out.raw(b"{\"type\":\"text\",\"text\":\"bad \xff\xfe bytes\"}\n")?;
@@ -493,6 +505,21 @@ fn giant_result(out: &mut Out, text_bytes: u64) -> io::Result<()> {
     }
     out.raw(tail.as_bytes())?;
     out.raw(b"\n")
+}
+
+fn stdout_is_a_pipe() -> io::Result<bool> {
+    let st = nix::sys::stat::fstat(io::stdout().as_fd()).map_err(io::Error::from)?;
+    let kind = st.st_mode & nix::sys::stat::SFlag::S_IFMT.bits();
+    Ok(kind == nix::sys::stat::SFlag::S_IFIFO.bits())
+}
+
+fn set_stdout_nonblocking() -> io::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let stdout = io::stdout();
+    let flags = fcntl(stdout.as_fd(), FcntlArg::F_GETFL).map_err(io::Error::from)?;
+    let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
+    fcntl(stdout.as_fd(), FcntlArg::F_SETFL(flags)).map_err(io::Error::from)?;
+    Ok(())
 }
 
 /// `total` bytes of 1 KiB lines (`x` * 1023 + newline) on stderr, in 64 KiB writes.

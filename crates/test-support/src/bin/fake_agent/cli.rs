@@ -26,6 +26,7 @@ pub enum Mode {
     GiantLine,
     GiantResult,
     NoResult,
+    DropsPipeTail,
     InvalidUtf8,
     Crlf,
     LingerAfterResult,
@@ -121,6 +122,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         "no-result",
         Mode::NoResult,
         "init, text \"hello\"; exit 0 without a result line",
+    ),
+    (
+        "drops-pipe-tail",
+        Mode::DropsPipeTail,
+        "init; a result line of --bytes N (default 4 MiB) of text, written as Node.js does: onto a pipe without blocking, and what the full pipe did not take is lost at exit; exit 0",
     ),
     (
         "invalid-utf8",
