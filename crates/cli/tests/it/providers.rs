@@ -42,8 +42,12 @@ use corral_test_support::{require_cli, workspace_root};
 
 use crate::support::Env;
 
-/// The longest one `corral` invocation may take in these tests before assert_cmd kills it.
-pub const RUN_CAP: Duration = Duration::from_secs(120);
+/// The longest one `corral` invocation may take in these tests before assert_cmd kills it: a
+/// guard against a hung run, not a speed limit (the run's own watchdogs are what the tests check).
+/// A run can start a real CLI twice or more, and at load 15 on two cores OpenCode alone took 38 s
+/// from its spawn to its first request, then backs off on its own between retries: the 120 s this
+/// used to be killed a healthy rate-limit-then-resume run of OpenCode.
+pub const RUN_CAP: Duration = Duration::from_secs(600);
 
 /// One real CLI: its provider id, its pinned binary, and how the fake model drives it. What it
 /// can do comes from its provider's capability row ([`Cli::caps`]), the one the product declares.
