@@ -535,22 +535,22 @@ conformance!(
 /// machine is slow (OpenCode: 38 s from its spawn to its first request at load 15).
 const EVENT_WAIT: Duration = Duration::from_secs(300);
 
-/// The idle watchdog of the stall case: the settings' floor (`run.idle_watchdog_ms` >= 60 s), the
-/// least a user can set, because a streaming CLI's silent start-up counts against it as much as
-/// the stall does. OpenCode prints nothing until its first part is complete, and its start-up is
-/// CPU-bound (a Node launcher, then a large Bun binary): at load 15 on two cores its first log line
-/// came 18 s and its first request 38 s after the spawn, so the 30 s this case used to set fired
-/// before OpenCode reached the stalled stream, even with the case run alone.
-const STALL_IDLE: Duration = Duration::from_secs(60);
+/// The idle watchdog of the stall case: twice the settings' floor (`run.idle_watchdog_ms` >= 60
+/// s), because a streaming CLI's silent start-up counts against it as much as the stall does.
+/// OpenCode prints nothing until its first part is complete, and its start-up is CPU-bound (a
+/// Node launcher, then a large Bun binary): at load 15 on two cores its first request came 38 s
+/// after the spawn, at load 21 its first line about 50 s after the run began. The 30 s this case
+/// used to set fired before OpenCode reached the stalled stream, even with the case run alone.
+const STALL_IDLE: Duration = Duration::from_secs(120);
 
 /// The wall-clock limit of the stall case, for a CLI that prints nothing until the end; above
 /// [`STALL_IDLE`] plus a busy machine's start-up time (Codex's first request came 16 s after its
 /// start there).
-const STALL_WALL: Duration = Duration::from_secs(120);
+const STALL_WALL: Duration = Duration::from_secs(180);
 
 /// How long the stall case may take in all before it is called hung: [`STALL_WALL`], the kill
 /// grace and the version probe, with room for a machine at load 25.
-const STALL_RUN_LIMIT: Duration = Duration::from_secs(300);
+const STALL_RUN_LIMIT: Duration = Duration::from_secs(420);
 
 /// Runs a session against the stalled API through the composition root, with the children's
 /// HOME at `home` and the run directory `<project>/<run>`: the error, how long it took, the run

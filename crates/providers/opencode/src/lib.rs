@@ -24,10 +24,11 @@
 //!   refused unless the operator set `auto_approve`. A spend cap cannot be enforced and is
 //!   refused.
 //! - Liveness is the engine's default: any byte of output. OpenCode prints a part only once it is
-//!   complete, so its first line comes after a start-up of 5 to 8 s, a title side-request and the
-//!   model's whole first step, and no line comes while the model writes a long answer or a long
-//!   tool call. The idle limit must outlast the longest single model step: keep it at 60 s or more
-//!   (the default 300 s is safe).
+//!   complete, so its first line comes after a start-up of 5 to 8 s (38 s to its first request at
+//!   load 15 on two cores: the start-up is CPU-bound), a title side-request and the model's whole
+//!   first step, and no line comes while the model writes a long answer or a long tool call. The
+//!   idle limit must outlast the start-up and the longest single model step: keep it well above
+//!   60 s on a busy machine (the default 300 s is safe).
 //! - A compaction step (when the context fills) also ends with reason `stop`, which the parser
 //!   takes as the end of the run; see [`parser`].
 //! - Failed authentication and a rejected command line are classified as refusals, a missing
