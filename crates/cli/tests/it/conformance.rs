@@ -123,11 +123,23 @@ conformance!(
 
         // While the CLI waits on the model: the spawn record names the group.
         let mut dir = None;
-        let found = wait_until(EVENT_WAIT, || {
+        // Until the spawn record, or until corral ends without one (a refusal before the spawn):
+        // waiting on for a spawn that cannot come only hides why.
+        let spawned = |dir: &Option<PathBuf>| dir.as_ref().is_some_and(|d| !spawns(d).is_empty());
+        let settled = wait_until(EVENT_WAIT, || {
             dir = only_run_dir(&world.env.project());
-            dir.as_ref().is_some_and(|d| !spawns(d).is_empty())
+            spawned(&dir) || !corral_test_support::is_alive(corral_pid)
         });
-        assert!(found, "no spawn record within {EVENT_WAIT:?}");
+        assert!(settled, "no spawn record within {EVENT_WAIT:?}");
+        if !spawned(&dir) {
+            guard.0 = None;
+            let _ = child.wait();
+            panic!(
+                "corral ended before it started {}:\n{}",
+                cli.bin,
+                err_reader.join().unwrap_or_default()
+            );
+        }
         let dir = dir.unwrap();
         let pid = u32::try_from(spawns(&dir)[0]["pid"].as_u64().unwrap()).unwrap();
         let called = wait_until(EVENT_WAIT, || !world.api.model_requests().is_empty());
