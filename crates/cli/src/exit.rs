@@ -77,6 +77,7 @@ impl Exit {
             | ProviderError::SpawnFailed { .. }
             | ProviderError::ArgvTooLong { .. }
             | ProviderError::VersionMismatch { .. }
+            | ProviderError::VersionProbeTimedOut { .. }
             | ProviderError::ModelUnavailable { .. }
             | ProviderError::Refused { .. } => Exit::Unavailable,
             ProviderError::RateLimited { .. } => Exit::RateLimited,

@@ -115,7 +115,9 @@ fn refuse_unresumable(scope: &mut RunScope<'_>) -> Result<(), ProviderError> {
     Err(scope.refuse("invalid-session", err))
 }
 
-/// Asks the CLI for its version and refuses one outside the tested range, unless overridden.
+/// Asks the CLI for its version and refuses one outside the tested range, unless overridden. A
+/// CLI that does not answer in time is refused as such (its version is unknown, not wrong); the
+/// untested-version override lets it run all the same, as before.
 async fn check_version(
     scope: &mut RunScope<'_>,
     check: &VersionCheck,
@@ -173,16 +175,26 @@ async fn check_version(
             overridden: !accepted && check.allow_mismatch,
         },
     );
-    if !accepted && !check.allow_mismatch {
-        scope.log.flush();
-        return Err(ProviderError::VersionMismatch {
+    if accepted || check.allow_mismatch {
+        return Ok(found);
+    }
+    scope.log.flush();
+    Err(match probe {
+        VersionProbe::TimedOut => ProviderError::VersionProbeTimedOut {
             provider: scope.provider,
             program,
-            found,
-            required,
-        });
-    }
-    Ok(found)
+            args: check.args.join(" "),
+            waited: check.timeout,
+        },
+        VersionProbe::Found(_) | VersionProbe::Unparsed(_) | VersionProbe::SpawnFailed(_) => {
+            ProviderError::VersionMismatch {
+                provider: scope.provider,
+                program,
+                found,
+                required,
+            }
+        }
+    })
 }
 
 /// Writes the prompt pointer file for a CLI that cannot read its prompt from stdin.

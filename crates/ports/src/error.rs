@@ -110,6 +110,26 @@ pub enum ProviderError {
         /// The tested range.
         required: String,
     },
+    /// The CLI did not answer its version probe (`--version`) in time, so its version is unknown
+    /// and the CLI was not run. Not a version mismatch: nothing says the version is wrong.
+    /// Retryable: on a busy machine a CLI can be slow to start; try again later, or give the probe
+    /// longer (the provider's `version_timeout`).
+    #[error(
+        "{provider}: refusing to run: {program} did not answer {args} within {waited:?}, so its \
+         version is unknown\n\
+         hint: the machine may be too busy to start it; try again when it is less loaded (a \
+         library caller can give the probe longer: the provider settings' version_timeout)"
+    )]
+    VersionProbeTimedOut {
+        /// The provider.
+        provider: ProviderId,
+        /// The program.
+        program: String,
+        /// The probe's arguments, as one string (usually `--version`).
+        args: String,
+        /// How long the probe waited.
+        waited: Duration,
+    },
     /// The session asks for something this provider cannot do or that is malformed. Not
     /// retryable.
     #[error("{provider}: invalid session: {reason}{}", hint_line(.hint.as_deref()))]
@@ -292,7 +312,8 @@ impl ProviderError {
             ProviderError::RateLimited { .. }
             | ProviderError::Crashed { .. }
             | ProviderError::IdleTimeout { .. }
-            | ProviderError::WallTimeout { .. } => ErrorClass::Retryable,
+            | ProviderError::WallTimeout { .. }
+            | ProviderError::VersionProbeTimedOut { .. } => ErrorClass::Retryable,
             ProviderError::CliNotFound { .. }
             | ProviderError::SpawnFailed { .. }
             | ProviderError::ArgvTooLong { .. }
@@ -319,6 +340,7 @@ impl ProviderError {
             | ProviderError::SpawnFailed { .. }
             | ProviderError::ArgvTooLong { .. } => Outcome::SpawnFailed,
             ProviderError::VersionMismatch { .. }
+            | ProviderError::VersionProbeTimedOut { .. }
             | ProviderError::InvalidSession { .. }
             | ProviderError::Unsandboxed { .. }
             | ProviderError::Io { .. } => Outcome::NotStarted,
@@ -348,6 +370,7 @@ impl ProviderError {
             | ProviderError::SpawnFailed { .. }
             | ProviderError::ArgvTooLong { .. }
             | ProviderError::VersionMismatch { .. }
+            | ProviderError::VersionProbeTimedOut { .. }
             | ProviderError::InvalidSession { .. }
             | ProviderError::Unsandboxed { .. }
             | ProviderError::Io { .. } => None,
@@ -370,6 +393,7 @@ impl ProviderError {
             | ProviderError::SpawnFailed { .. }
             | ProviderError::ArgvTooLong { .. }
             | ProviderError::VersionMismatch { .. }
+            | ProviderError::VersionProbeTimedOut { .. }
             | ProviderError::InvalidSession { .. }
             | ProviderError::Unsandboxed { .. }
             | ProviderError::Io { .. } => None,
@@ -415,6 +439,14 @@ mod tests {
         };
         assert_eq!(missing.class(), ErrorClass::Permanent);
         assert_eq!(missing.outcome(), Outcome::SpawnFailed);
+        let slow = ProviderError::VersionProbeTimedOut {
+            provider: ProviderId::Grok,
+            program: "grok".into(),
+            args: "--version".into(),
+            waited: Duration::from_secs(60),
+        };
+        assert_eq!(slow.class(), ErrorClass::Retryable);
+        assert_eq!(slow.outcome(), Outcome::NotStarted);
     }
 
     /// Every refusal before a run: one line saying what is refused and why, then one `hint:`
@@ -453,6 +485,12 @@ mod tests {
                     guarantee(crate::Guarantee::TreeContained),
                 ],
                 hint: "install bubblewrap".into(),
+            },
+            ProviderError::VersionProbeTimedOut {
+                provider: ProviderId::Grok,
+                program: "grok".into(),
+                args: "--version".into(),
+                waited: Duration::from_secs(60),
             },
         ];
         for refusal in &refusals {

@@ -328,8 +328,19 @@ async fn a_hanging_version_command_times_out() {
         .run(&adapter, s.session(), Arc::new(corral_ports::NoopObserver))
         .await
         .unwrap_err();
+    // Not answering is not a version mismatch: its own refusal, which a later try can get past.
     assert!(
-        matches!(&err, ProviderError::VersionMismatch { found, .. } if found.starts_with("no answer")),
+        matches!(&err, ProviderError::VersionProbeTimedOut { waited, .. } if *waited == Duration::from_millis(300)),
         "{err}"
     );
+    assert!(err.is_retryable(), "{err}");
+    assert_eq!(err.outcome(), Outcome::NotStarted);
+    let message = err.to_string();
+    assert!(!message.contains("tested range"), "{message}");
+    assert_eq!(message.lines().count(), 2, "{message}");
+    assert!(
+        message.lines().nth(1).is_some_and(|l| l.starts_with("hint: ")),
+        "{message}"
+    );
+    assert!(!s.pid_file().exists(), "the CLI never ran");
 }

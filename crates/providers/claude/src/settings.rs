@@ -26,7 +26,9 @@ pub struct ClaudeSettings {
     /// The CLI's own retries per request (`CLAUDE_CODE_MAX_RETRIES`, default 0 so that Corral owns
     /// the retry schedule). Values above [`MAX_INTERNAL_RETRIES`] are clamped, as the CLI would.
     pub max_internal_retries: u32,
-    /// How long `claude --version` may take (default 15 s).
+    /// How long `claude --version` may take (default 60 s: a CLI starts slowly on a busy
+    /// machine, and a probe that runs out refuses the run as
+    /// [`corral_ports::ProviderError::VersionProbeTimedOut`]).
     pub version_timeout: Duration,
 }
 
@@ -39,7 +41,7 @@ impl Default for ClaudeSettings {
             tested_versions: default_tested_versions(),
             allow_untested_version: false,
             max_internal_retries: 0,
-            version_timeout: Duration::from_secs(15),
+            version_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -69,7 +69,9 @@ pub struct CodexSettings {
     /// containers where Codex's bubblewrap cannot start (`danger-full-access`), or to let sessions
     /// with `edit_files: false` write `signals.json` (`workspace-write`, which opens all edits).
     pub sandbox: Option<SandboxMode>,
-    /// How long `codex --version` may take (default 15 s).
+    /// How long `codex --version` may take (default 60 s: a CLI starts slowly on a busy
+    /// machine, and a probe that runs out refuses the run as
+    /// [`corral_ports::ProviderError::VersionProbeTimedOut`]).
     pub version_timeout: Duration,
 }
 
@@ -85,7 +87,7 @@ impl Default for CodexSettings {
             request_max_retries: 0,
             stream_max_retries: 0,
             sandbox: None,
-            version_timeout: Duration::from_secs(15),
+            version_timeout: Duration::from_secs(60),
         }
     }
 }

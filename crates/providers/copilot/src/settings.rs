@@ -21,8 +21,10 @@ pub struct CopilotSettings {
     pub tested_versions: VersionReq,
     /// Run even when `copilot --version` is outside [`CopilotSettings::tested_versions`].
     pub allow_untested_version: bool,
-    /// How long `copilot --version` may take (default 30 s: the first run of a fresh install
-    /// unpacks about 235 MB into `~/.cache/copilot` before it answers).
+    /// How long `copilot --version` may take (default 60 s: the first run of a fresh install
+    /// unpacks about 235 MB into `~/.cache/copilot` before it answers, slower on a busy machine;
+    /// a probe that runs out refuses the run as
+    /// [`corral_ports::ProviderError::VersionProbeTimedOut`]).
     pub version_timeout: Duration,
 }
 
@@ -34,7 +36,7 @@ impl Default for CopilotSettings {
             extra_args: Vec::new(),
             tested_versions: default_tested_versions(),
             allow_untested_version: false,
-            version_timeout: Duration::from_secs(30),
+            version_timeout: Duration::from_secs(60),
         }
     }
 }

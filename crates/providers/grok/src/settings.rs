@@ -37,7 +37,9 @@ pub struct GrokSettings {
     pub tested_versions: VersionReq,
     /// Run even when `grok --version` is outside [`GrokSettings::tested_versions`].
     pub allow_untested_version: bool,
-    /// How long `grok --version` may take (default 15 s).
+    /// How long `grok --version` may take (default 60 s: a CLI starts slowly on a busy
+    /// machine, and a probe that runs out refuses the run as
+    /// [`corral_ports::ProviderError::VersionProbeTimedOut`]).
     pub version_timeout: Duration,
     /// The longest Grok's own HTTP client may wait on one model call before it gives up and
     /// reports `Request timed out.`: [`CLIENT_TIMEOUT_SECS`] × (1 + [`CLIENT_RETRIES`]) = 1080 s by
@@ -54,7 +56,7 @@ impl Default for GrokSettings {
             extra_args: Vec::new(),
             tested_versions: default_tested_versions(),
             allow_untested_version: false,
-            version_timeout: Duration::from_secs(15),
+            version_timeout: Duration::from_secs(60),
             request_timeout_budget: default_request_timeout_budget(),
         }
     }

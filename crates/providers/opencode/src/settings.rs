@@ -29,7 +29,9 @@ pub struct OpencodeSettings {
     /// OpenCode config sets to `ask`. Off by default; a session that declares extra roots is
     /// refused unless this is on, because OpenCode has no narrower way to open them.
     pub auto_approve: bool,
-    /// How long `opencode --version` may take (default 15 s).
+    /// How long `opencode --version` may take (default 60 s: a CLI starts slowly on a busy
+    /// machine, and a probe that runs out refuses the run as
+    /// [`corral_ports::ProviderError::VersionProbeTimedOut`]).
     pub version_timeout: Duration,
     /// How long `opencode models` may take before the probe kills it (default 15 s).
     pub probe_timeout: Duration,
@@ -44,7 +46,7 @@ impl Default for OpencodeSettings {
             tested_versions: default_tested_versions(),
             allow_untested_version: false,
             auto_approve: false,
-            version_timeout: Duration::from_secs(15),
+            version_timeout: Duration::from_secs(60),
             probe_timeout: Duration::from_secs(15),
         }
     }

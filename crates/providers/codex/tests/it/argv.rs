@@ -576,7 +576,7 @@ fn version_check_uses_the_tested_range() {
     assert_eq!(check.args, ["--version"]);
     assert_eq!(check.required, default_tested_versions());
     assert_eq!(check.required.to_string(), ">=0.171.0, <0.172.0");
-    assert_eq!(check.timeout, Duration::from_secs(15));
+    assert_eq!(check.timeout, Duration::from_secs(60));
     assert!(!check.allow_mismatch);
     assert!(check.required.matches(&semver::Version::new(0, 171, 0)));
     assert!(!check.required.matches(&semver::Version::new(0, 172, 0)));

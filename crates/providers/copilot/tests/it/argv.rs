@@ -502,7 +502,7 @@ fn version_check_uses_the_tested_range() {
     assert_eq!(check.args, ["--version"]);
     assert_eq!(check.required, default_tested_versions());
     assert_eq!(check.required.to_string(), ">=1.0.0, <1.1.0");
-    assert_eq!(check.timeout, Duration::from_secs(30));
+    assert_eq!(check.timeout, Duration::from_secs(60));
     assert!(!check.allow_mismatch);
     assert!(check.required.matches(&semver::Version::new(1, 0, 102)));
     assert!(!check.required.matches(&semver::Version::new(1, 1, 0)));

@@ -353,7 +353,7 @@ fn version_check_uses_the_tested_range() {
     assert_eq!(check.args, ["--version"]);
     assert_eq!(check.required, default_tested_versions());
     assert_eq!(check.required.to_string(), ">=1.18.0, <1.19.0");
-    assert_eq!(check.timeout, Duration::from_secs(15));
+    assert_eq!(check.timeout, Duration::from_secs(60));
     assert!(!check.allow_mismatch);
     assert!(check.required.matches(&semver::Version::new(1, 18, 33)));
     assert!(!check.required.matches(&semver::Version::new(1, 19, 0)));
@@ -379,7 +379,7 @@ fn default_settings() {
     assert!(!s.auto_approve);
     assert!(!s.allow_untested_version);
     assert_eq!(s.probe_timeout, Duration::from_secs(15));
-    assert_eq!(s.version_timeout, Duration::from_secs(15));
+    assert_eq!(s.version_timeout, Duration::from_secs(60));
 }
 
 #[test]
