@@ -339,7 +339,10 @@ async fn a_hanging_version_command_times_out() {
     assert!(!message.contains("tested range"), "{message}");
     assert_eq!(message.lines().count(), 2, "{message}");
     assert!(
-        message.lines().nth(1).is_some_and(|l| l.starts_with("hint: ")),
+        message
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("hint: ")),
         "{message}"
     );
     assert!(!s.pid_file().exists(), "the CLI never ran");
