@@ -4,14 +4,15 @@
 //! pinned version, cargo-nextest, bubblewrap, the five pinned CLIs), installing what it can and
 //! failing at once with the fix for what it cannot, so the README's command works as the first
 //! command on a fresh machine. Then formatting, clippy, cargo-deny, the layering check, tidy, the
-//! test suite and the self-check that proves the gates still reject planted violations. Each step
-//! prints its name and elapsed time; a failure names the step and the command that failed.
+//! test suite, the offline demo (the README's main command, end to end) and the self-check that
+//! proves the gates still reject planted violations. Each step prints its name and elapsed time;
+//! a failure names the step and the command that failed.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{layers, prereq, self_check, shell, tidy};
+use crate::{demo, layers, prereq, self_check, shell, tidy};
 
 /// The cargo-deny gate, after `cargo`. Advisories need the advisory database, so they are not
 /// part of it. It runs online: `cargo metadata`, which cargo-deny calls, needs the crates of every
@@ -30,6 +31,7 @@ enum Step {
     Layers,
     Tidy,
     Tests,
+    Demo,
     SelfCheck,
 }
 
@@ -42,6 +44,7 @@ const STEPS: &[Step] = &[
     Step::Layers,
     Step::Tidy,
     Step::Tests,
+    Step::Demo,
     Step::SelfCheck,
 ];
 
@@ -56,6 +59,7 @@ impl Step {
             Self::Layers => "layers",
             Self::Tidy => "tidy",
             Self::Tests => "tests",
+            Self::Demo => "demo",
             Self::SelfCheck => "self-check",
         }
     }
@@ -89,6 +93,9 @@ impl Step {
             Self::Layers => layers::run(root),
             Self::Tidy => tidy::run(root),
             Self::Tests => tests(root),
+            // The README's main command, end to end: nothing else runs it, and a change to how
+            // corral finds its project once broke it unseen.
+            Self::Demo => demo::run(root),
             Self::SelfCheck => self_check::run(root),
         }
     }

@@ -182,6 +182,17 @@ impl Demo {
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("could not create {}", dir.display()))?;
         }
+        // The scratch project is a git repository of its own: corral takes the nearest
+        // `corral.toml` or git work tree's top as the project root, and without this it would be
+        // the checkout's, so the run would land under the checkout's `.corral/` and its
+        // cleanliness check would read the checkout instead of the project.
+        shell::run(
+            Command::new("git")
+                .args(["init", "-q"])
+                .current_dir(self.project())
+                .env("GIT_CONFIG_GLOBAL", "/dev/null"),
+        )
+        .context("could not make the scratch project a git repository (is git installed?)")?;
         println!("    scenario: a 429, then hello.txt, then signals.json, then done");
         let mut child = Command::new(self.fake_api_bin())
             .args(["--scenario", "demo", "--log"])
