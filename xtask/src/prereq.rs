@@ -489,15 +489,25 @@ pub fn ensure(machine: &Machine, list: &[Prerequisite]) -> anyhow::Result<Outcom
         };
         println!("    --  {name:<14} missing: {why}");
         let result = match remedy(machine, prerequisite) {
-            Remedy::Install(_) => {
-                install(machine, prerequisite).and_then(|()| match check(machine, prerequisite) {
+            Remedy::Install(_) => match install(machine, prerequisite) {
+                Ok(()) => match check(machine, prerequisite) {
                     Found::Present(what) => {
                         println!("    ok  {name:<14} {what}");
                         Ok(())
                     }
                     Found::Missing(still) => bail!("{still}, even after the install"),
-                })
-            }
+                },
+                // Another run on this machine may have been installing it at the same moment
+                // (two `cargo install`s of one crate: the later fails with "binary already
+                // exists"; apt-get fails on the other's lock). What counts is the check.
+                Err(err) => match check(machine, prerequisite) {
+                    Found::Present(what) => {
+                        println!("    ok  {name:<14} {what} (installed meanwhile by another run)");
+                        Ok(())
+                    }
+                    Found::Missing(_) => Err(err),
+                },
+            },
             Remedy::Fix(fix) => Err(anyhow::anyhow!("{why}; fix: {fix}")),
         };
         match (result, prerequisite.need) {
@@ -675,6 +685,73 @@ mod tests {
             );
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A root machine whose `apt-get` installs `race-probe` but exits as if another run held
+    /// its lock (what two runs at once see), and fails outright for anything else.
+    fn racing_apt_machine(dir: &Path) -> Machine {
+        let bin = dir.join("bin");
+        let probe = bin.join("corral-race-probe");
+        let apt = bin.join("apt-get");
+        std::fs::write(
+            &apt,
+            format!(
+                "#!/bin/sh\n\
+                 case \"$1\" in --version) echo 'apt 2.6.1'; exit 0;; update) exit 0;; esac\n\
+                 if [ \"$3\" = race-probe ]; then\n\
+                 printf '#!/bin/sh\\necho race-probe 1.0\\n' > {probe}\n\
+                 /bin/chmod +x {probe}\n\
+                 fi\n\
+                 echo 'E: Could not get lock /var/lib/dpkg/lock-frontend' >&2\n\
+                 exit 100\n",
+                probe = probe.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&apt, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        Machine {
+            root: shell::project_root(),
+            path: Some(bin.into_os_string()),
+            cargo_home: Some(dir.join("cargo-home")),
+            is_root: true,
+            bwrap: PathBuf::from("bwrap"),
+        }
+    }
+
+    fn probe_package(package: &'static str) -> Prerequisite {
+        Prerequisite {
+            name: package,
+            check: Check::Runs {
+                program: "corral-race-probe",
+                args: &["--version"],
+            },
+            install: Install::Debian { package },
+            need: Need::Required,
+        }
+    }
+
+    /// Two runs at once on one machine (helpers, a second terminal) both install a missing tool;
+    /// the one that loses the race must not fail when the tool is there after all.
+    #[test]
+    fn an_install_that_fails_because_another_run_installed_it_counts_as_installed() {
+        let dir = scratch("race");
+        let machine = racing_apt_machine(&dir);
+        let outcome = ensure(&machine, &[probe_package("race-probe")]);
+        assert!(outcome.is_ok(), "{outcome:?}");
+    }
+
+    #[test]
+    fn an_install_that_fails_and_leaves_the_tool_missing_still_fails() {
+        let dir = scratch("race-lost");
+        let machine = racing_apt_machine(&dir);
+        let err = ensure(&machine, &[probe_package("other-package")]).unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("other-package could not be installed"),
+            "{text}"
+        );
+        assert!(text.contains("apt-get install -y other-package"), "{text}");
     }
 
     #[test]
