@@ -54,8 +54,8 @@ pub enum Check {
         program: &'static str,
         args: &'static [&'static str],
     },
-    /// bubblewrap builds a sandbox here (the engine's own probe: a read-only root and a pid
-    /// namespace), not merely exists.
+    /// bubblewrap builds a sandbox here (the engine's own probe: a read-only root in its own
+    /// pid, user and IPC namespaces with every capability dropped), not merely exists.
     Bubblewrap,
     /// The pinned CLI with this binary name is installed under `.cache/clis` at its pinned version.
     PinnedCli(&'static str),
@@ -299,12 +299,18 @@ pub fn check(machine: &Machine, prerequisite: &Prerequisite) -> Found {
         }
         Check::Bubblewrap => {
             let mut cmd = machine.command(&machine.bwrap);
+            // The engine's namespaces and capability drop (`corral_engine::sandbox`): a machine
+            // where root cannot make a user namespace has no usable sandbox.
             cmd.args([
+                "--die-with-parent",
+                "--unshare-pid",
+                "--unshare-user",
+                "--unshare-ipc",
+                "--cap-drop",
+                "ALL",
                 "--ro-bind",
                 "/",
                 "/",
-                "--unshare-pid",
-                "--die-with-parent",
                 "--",
                 "true",
             ]);

@@ -166,6 +166,42 @@ pub fn requested(config: &SandboxConfig, permissions: &Permissions) -> Vec<Guara
     out
 }
 
+/// The namespace and privilege options of every sandbox, up to the mounts. A fresh user
+/// namespace even for root, with every capability dropped (effective, permitted, inheritable,
+/// ambient and bounding): as root without them, a command the agent runs keeps every capability
+/// of the host's user namespace and can remount `/` read-write. A private IPC namespace, so SysV
+/// queues, semaphores and shared memory are not the host's. bubblewrap also sets
+/// `no_new_privs` unconditionally, so no set-uid program inside regains what was dropped.
+///
+/// Root is mapped to [`SANDBOX_ID_FOR_ROOT`] inside: a user namespace whose uid 0 is the
+/// host's root may create a nested one only with `CAP_SETFCAP` (Linux 5.12 and later), which
+/// would let the agent write file capabilities the host honours; without a nested namespace,
+/// Codex's own sandbox inside Corral's fails on every command. Mapped to another uid, the
+/// agent keeps root's files as their owner and nothing else.
+pub fn isolation_args() -> Vec<&'static str> {
+    let mut args = vec![
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-user",
+        "--unshare-ipc",
+        "--cap-drop",
+        "ALL",
+    ];
+    if running_as_root() {
+        args.extend(["--uid", SANDBOX_ID_FOR_ROOT, "--gid", SANDBOX_ID_FOR_ROOT]);
+    }
+    args
+}
+
+/// The uid (and gid) a root caller has inside the sandbox: `nobody`, which every Debian-like
+/// system lists in `/etc/passwd` (a CLI that asks for its user's name gets one).
+pub const SANDBOX_ID_FOR_ROOT: &str = "65534";
+
+/// Whether the supervisor runs as root (effective uid 0).
+pub fn running_as_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
 /// Whether bubblewrap can build a sandbox here, probed once per process: `Err` says why not.
 pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
     type Probes = std::sync::Mutex<std::collections::HashMap<PathBuf, Result<(), String>>>;
@@ -174,18 +210,13 @@ pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
     if let Some(known) = probes.lock().ok().and_then(|p| p.get(bwrap).cloned()) {
         return known;
     }
+    // The same namespaces and capability drop a run gets: where a user namespace cannot be
+    // made (root on a kernel or container that forbids them), bubblewrap would otherwise run as
+    // root with every capability, and the run must refuse instead.
     // The engine is the one place that creates processes.
     #[allow(clippy::disallowed_methods)]
     let output = std::process::Command::new(bwrap)
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--unshare-pid",
-            "--die-with-parent",
-            "--",
-            "true",
-        ])
+        .args(isolation_args().into_iter().chain(["--ro-bind", "/", "/", "--", "true"]))
         .stdin(std::process::Stdio::null())
         .output();
     let verdict = match output {
@@ -317,7 +348,9 @@ pub fn bwrap_args(
 ) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |items: &[&std::ffi::OsStr]| args.extend(items.iter().map(|s| s.to_os_string()));
-    push(&["--die-with-parent".as_ref(), "--unshare-pid".as_ref()]);
+    for flag in isolation_args() {
+        push(&[flag.as_ref()]);
+    }
     for flag in crate::egress::namespace_args(config.network) {
         push(&[flag.as_ref()]);
     }
@@ -510,7 +543,16 @@ mod tests {
                 state.to_str().unwrap()
             ]
         );
-        assert!(args.starts_with(&["--die-with-parent".into(), "--unshare-pid".into()]));
+        let isolation: Vec<String> = isolation_args().iter().map(|a| a.to_string()).collect();
+        assert!(args.starts_with(&isolation), "{args:?}");
+        // Root included: its own user namespace and no capability at all.
+        for flag in ["--unshare-user", "--unshare-ipc"] {
+            assert!(args.contains(&flag.to_string()), "{flag}: {args:?}");
+        }
+        assert!(
+            args.windows(2).any(|w| w[0] == "--cap-drop" && w[1] == "ALL"),
+            "{args:?}"
+        );
         assert!(!args.contains(&"--unshare-net".into()) && !args.contains(&"--tmpfs".into()));
         assert_eq!(args.last().map(String::as_str), Some("--"));
         // The default, egress confined: its own network namespace, and the host's unix sockets

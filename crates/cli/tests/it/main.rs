@@ -21,3 +21,4 @@ mod conformance;
 mod daily;
 mod hostile;
 mod live_view;
+mod sandbox_holds;
