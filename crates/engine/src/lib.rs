@@ -83,7 +83,7 @@ pub use process_group::{RUN_TOKEN_VAR, group_alive, kill_child_groups, signal_gr
 pub use sandbox::{
     BackendChoice, HomePolicy, NetworkPolicy, Paths as SandboxPaths, Refusal, SandboxConfig,
     SandboxPlan, bubblewrap_usable, bwrap_args, plan as plan_sandbox,
-    requested as requested_guarantees,
+    requested as requested_guarantees, sandbox_uid,
 };
 pub use spawn::{
     ChildInput, ChildOutput, ChildOutputs, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild,

@@ -197,6 +197,16 @@ pub fn isolation_args() -> Vec<&'static str> {
 /// system lists in `/etc/passwd` (a CLI that asks for its user's name gets one).
 pub const SANDBOX_ID_FOR_ROOT: &str = "65534";
 
+/// The uid a CLI has inside the bubblewrap sandbox: [`SANDBOX_ID_FOR_ROOT`] when Corral runs as
+/// root, else the caller's own. For state a CLI keys by its uid (Codex's `/tmp/codex-daemon-<uid>`).
+pub fn sandbox_uid() -> u32 {
+    if running_as_root() {
+        SANDBOX_ID_FOR_ROOT.parse().unwrap_or(u32::MAX)
+    } else {
+        nix::unistd::geteuid().as_raw()
+    }
+}
+
 /// Whether the supervisor runs as root (effective uid 0).
 pub fn running_as_root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -216,7 +226,11 @@ pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
     // The engine is the one place that creates processes.
     #[allow(clippy::disallowed_methods)]
     let output = std::process::Command::new(bwrap)
-        .args(isolation_args().into_iter().chain(["--ro-bind", "/", "/", "--", "true"]))
+        .args(
+            isolation_args()
+                .into_iter()
+                .chain(["--ro-bind", "/", "/", "--", "true"]),
+        )
         .stdin(std::process::Stdio::null())
         .output();
     let verdict = match output {
@@ -408,11 +422,16 @@ pub fn bwrap_args(
     args
 }
 
-/// Creates the state directories an adapter declared, so bubblewrap can bind them.
+/// Creates the state directories an adapter declared, so bubblewrap can bind them: private
+/// (0700), as the CLIs create their own state.
 pub fn prepare_state(state: &[PathBuf]) {
+    use std::os::unix::fs::DirBuilderExt;
     for path in state {
         if path.extension().is_none() && !path.exists() {
-            let _ = std::fs::create_dir_all(path);
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path);
         }
     }
 }
@@ -506,6 +525,19 @@ mod tests {
     }
 
     #[test]
+    fn root_is_nobody_inside() {
+        assert_eq!(SANDBOX_ID_FOR_ROOT.parse::<u32>().ok(), Some(65534));
+        let args = isolation_args();
+        let mapped = args
+            .windows(2)
+            .any(|w| w[0] == "--uid" && w[1] == SANDBOX_ID_FOR_ROOT);
+        assert_eq!(mapped, running_as_root(), "{args:?}");
+        if running_as_root() {
+            assert_eq!(sandbox_uid(), 65534);
+        }
+    }
+
+    #[test]
     fn bwrap_binds_exactly_the_writable_paths() {
         let dir = tempfile::tempdir().unwrap();
         let cwd = dir.path().join("repo");
@@ -550,7 +582,8 @@ mod tests {
             assert!(args.contains(&flag.to_string()), "{flag}: {args:?}");
         }
         assert!(
-            args.windows(2).any(|w| w[0] == "--cap-drop" && w[1] == "ALL"),
+            args.windows(2)
+                .any(|w| w[0] == "--cap-drop" && w[1] == "ALL"),
             "{args:?}"
         );
         assert!(!args.contains(&"--unshare-net".into()) && !args.contains(&"--tmpfs".into()));

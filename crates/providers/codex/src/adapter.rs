@@ -377,10 +377,16 @@ fn invalid(reason: String) -> ProviderError {
 
 impl CliAdapter for CodexAdapter {
     /// Codex keeps its config, sessions (rollouts) and logs in `$CODEX_HOME` (default
-    /// `~/.codex`), read from the child's environment.
+    /// `~/.codex`), read from the child's environment. Building its own sandbox, it also needs
+    /// `/tmp/codex-daemon-<uid>` (always under `/tmp`, not `$TMPDIR`) and fails with "Read-only
+    /// file system" when it cannot create it; the uid is the one inside Corral's sandbox.
     fn state_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
         env.dir_or_home("CODEX_HOME", ".codex")
             .into_iter()
+            .chain([std::path::PathBuf::from(format!(
+                "/tmp/codex-daemon-{}",
+                corral_engine::sandbox_uid()
+            ))])
             .collect()
     }
 
