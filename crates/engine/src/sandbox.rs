@@ -197,7 +197,7 @@ pub fn isolation_args() -> Vec<&'static str> {
 /// system lists in `/etc/passwd` (a CLI that asks for its user's name gets one).
 pub const SANDBOX_ID_FOR_ROOT: &str = "65534";
 
-/// The uid a CLI has inside the bubblewrap sandbox: [`SANDBOX_ID_FOR_ROOT`] when Corral runs as
+/// The uid a CLI has inside the bubblewrap sandbox: 65534 (`nobody`) when Corral runs as
 /// root, else the caller's own. For state a CLI keys by its uid (Codex's `/tmp/codex-daemon-<uid>`).
 pub fn sandbox_uid() -> u32 {
     if running_as_root() {
