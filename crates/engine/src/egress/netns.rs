@@ -65,9 +65,28 @@ pub(crate) fn listen_in_netns_of(
             "process {pid} is in network namespace {net_inode}, not the sandbox's ({expected})"
         )));
     }
-    let user = File::open(format!("/proc/{pid}/ns/user"))?;
+    let user = File::from(owning_user_namespace(&net)?);
     let join_user = user.metadata()?.ino() != namespace_inode("/proc/self/ns/user")?;
     spawn_helper(join_user.then(|| user.as_raw_fd()), net.as_raw_fd(), port)
+}
+
+/// The user namespace that owns the network namespace `net` (`NS_GET_USERNS`), whose
+/// capabilities joining `net` needs. Not `/proc/<pid>/ns/user`: mapping root to another uid,
+/// bubblewrap moves its child into a second, nested user namespace after the network namespace
+/// was made with the first, and a helper that joined the nested one holds no capability over
+/// the network namespace (`setns` failed with `EPERM`, depending on when it looked).
+#[allow(unsafe_code)]
+fn owning_user_namespace(net: &File) -> io::Result<OwnedFd> {
+    // `_IO(0xb7, 0x1)` in linux/nsfs.h.
+    const NS_GET_USERNS: libc::Ioctl = 0xb701;
+    // SAFETY: an ioctl without argument on a descriptor this function borrows; it returns a new
+    // descriptor (close-on-exec) or -1.
+    let fd = unsafe { libc::ioctl(net.as_raw_fd(), NS_GET_USERNS) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by the kernel and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// A datagram socket pair, close-on-exec.
