@@ -197,6 +197,17 @@ pub trait CliAdapter: Send + Sync {
         let _ = env;
         Vec::new()
     }
+    /// The CLI's own configuration that runs code or steers the agent (settings with hooks,
+    /// MCP servers, plugins, instruction files), found like [`CliAdapter::state_paths`] and
+    /// usually inside them: read-only inside the sandbox even where the state directory stays
+    /// writable, so the agent cannot plant what the next run, or the user's own unsandboxed
+    /// CLI, would obey. One that does not exist becomes an empty read-only placeholder, so it
+    /// cannot be created either (see `sandbox::prepare_protected`). A path without an extension
+    /// is a directory.
+    fn protected_paths(&self, env: &ChildEnv<'_>) -> Vec<PathBuf> {
+        let _ = env;
+        Vec::new()
+    }
     /// What the CLI needs from the network when its egress is confined to an allow-list: the
     /// endpoints it cannot work without (its model API, by default the provider's public host;
     /// a base URL the CHILD's environment sets instead) and whether it honours the proxy

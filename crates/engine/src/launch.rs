@@ -159,6 +159,16 @@ fn wrap_in_bubblewrap(
     let home = var("HOME").map(PathBuf::from);
     let state = scope.adapter.state_paths(&ChildEnv::new(&env.vars));
     crate::sandbox::prepare_state(&state);
+    // Read-only inside what is writable: each writable tree's `.git` and the CLI's own
+    // configuration.
+    let mut protected = scope.adapter.protected_paths(&ChildEnv::new(&env.vars));
+    if session.permissions.edit_files {
+        protected.extend(crate::sandbox::git_paths(&session.cwd));
+    }
+    for root in &session.extra_roots {
+        protected.extend(crate::sandbox::git_paths(root));
+    }
+    crate::sandbox::prepare_protected(&protected);
     let tmp = crate::sandbox::private_tmp(&session.output_dir);
     crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
     env_os.retain(|(k, _)| k != "TMPDIR");
@@ -179,6 +189,7 @@ fn wrap_in_bubblewrap(
             output_dir: &session.output_dir,
             extra_roots: &session.extra_roots,
             state: &state,
+            protected: &protected,
             home: home.as_deref(),
         },
     ));

@@ -123,6 +123,10 @@ pub struct Paths<'a> {
     pub extra_roots: &'a [PathBuf],
     /// The CLI's own state (sessions, config, caches), declared by its adapter.
     pub state: &'a [PathBuf],
+    /// What stays read-only inside the writable paths: the repositories' `.git` (see
+    /// [`git_paths`]) and the CLI's protected configuration; made to exist by
+    /// [`prepare_protected`].
+    pub protected: &'a [PathBuf],
     /// The home directory the CLI sees.
     pub home: Option<&'a Path>,
 }
@@ -408,6 +412,14 @@ pub fn bwrap_args(
             push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
     }
+    // After every writable bind, or a later bind of a parent would uncover them. A protected
+    // path outside the writable paths is read-only already.
+    for path in paths.protected {
+        let inside = writable.iter().any(|w| path.starts_with(w));
+        if inside && std::fs::symlink_metadata(path).is_ok() {
+            push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+        }
+    }
     match config.network {
         NetworkPolicy::Allowlist | NetworkPolicy::None => {
             args.extend(crate::egress::hide_host_unix_sockets(&writable));
@@ -420,6 +432,94 @@ pub fn bwrap_args(
         OsString::from("--"),
     ]);
     args
+}
+
+/// What of a writable tree's git repository stays read-only to the agent: `root/.git` itself
+/// (so it can be neither written nor renamed away), the directory a `.git` *file* names with
+/// `gitdir:` (a linked work tree, a submodule), and the common directory that directory's
+/// `commondir` names. With those writable, the agent could plant `core.fsmonitor`, a hook or a
+/// `commondir` that the user's next `git status` on the host obeys. A `.git` that does not exist
+/// is returned too: [`prepare_protected`] makes it an empty placeholder, so no repository can be
+/// created there (an empty `.git` directory is not a repository; git looks past it).
+pub fn git_paths(root: &Path) -> Vec<PathBuf> {
+    let dot_git = root.join(".git");
+    let mut out = vec![dot_git.clone()];
+    let resolve = |base: &Path, target: &str| {
+        let target = Path::new(target.trim());
+        if target.is_absolute() {
+            target.to_path_buf()
+        } else {
+            base.join(target)
+        }
+    };
+    let gitdir = match std::fs::symlink_metadata(&dot_git) {
+        Ok(meta) if meta.is_dir() => Some(dot_git.clone()),
+        Ok(meta) if meta.is_file() => read_small(&dot_git).and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("gitdir:"))
+                .map(|t| resolve(root, t))
+        }),
+        // A symlink: what it points to.
+        Ok(_) => std::fs::canonicalize(&dot_git).ok(),
+        Err(_) => None,
+    };
+    if let Some(dir) = gitdir {
+        if let Some(text) = read_small(&dir.join("commondir")) {
+            out.push(resolve(&dir, &text));
+        }
+        if dir != dot_git {
+            out.push(dir);
+        }
+    }
+    out
+}
+
+/// A small regular file's text (a `.git` file, a `commondir`): nothing else is opened, so a
+/// FIFO planted there cannot block the start of a run.
+fn read_small(path: &Path) -> Option<String> {
+    use std::io::Read;
+    if !std::fs::symlink_metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// Makes every protected path exist, so that bubblewrap can bind it read-only and the agent
+/// cannot create it: a missing directory (no extension) is created empty, a missing file empty
+/// (`{}` for JSON, so the CLI still parses it). Only where the parent directory exists (the
+/// state directories are created first, [`prepare_state`]); a placeholder is left on the host
+/// after the run, as empty as it was made.
+pub fn prepare_protected(protected: &[PathBuf]) {
+    for path in protected {
+        if std::fs::symlink_metadata(path).is_ok() || !path.parent().is_some_and(Path::is_dir) {
+            continue;
+        }
+        match path.extension().and_then(|e| e.to_str()) {
+            None => {
+                let _ = std::fs::create_dir(path);
+            }
+            Some(ext) => {
+                let placeholder: &[u8] = match ext {
+                    "json" | "jsonc" => b"{}\n",
+                    _ => b"",
+                };
+                let created = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path);
+                if let Ok(mut file) = created {
+                    use std::io::Write;
+                    let _ = file.write_all(placeholder);
+                }
+            }
+        }
+    }
 }
 
 /// Creates the state directories an adapter declared, so bubblewrap can bind them: private
@@ -525,6 +625,103 @@ mod tests {
     }
 
     #[test]
+    fn git_paths_follow_gitdir_and_commondir() {
+        let dir = tempfile::tempdir().unwrap();
+        // A plain repository: its `.git`.
+        let plain = dir.path().join("plain");
+        std::fs::create_dir_all(plain.join(".git")).unwrap();
+        assert_eq!(git_paths(&plain), [plain.join(".git")]);
+        // A linked work tree: the `.git` file, the directory it names, and that one's common
+        // directory (relative paths resolved where git resolves them).
+        let linked = dir.path().join("linked");
+        let admin = dir.path().join("main/.git/worktrees/linked");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(
+            linked.join(".git"),
+            format!("gitdir: {}\n", admin.display()),
+        )
+        .unwrap();
+        std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+        assert_eq!(
+            git_paths(&linked),
+            [linked.join(".git"), admin.join("../.."), admin.clone()]
+        );
+        // No repository: `.git` still, to become a placeholder.
+        let none = dir.path().join("none");
+        std::fs::create_dir_all(&none).unwrap();
+        assert_eq!(git_paths(&none), [none.join(".git")]);
+        // A FIFO where `.git` or `commondir` would be is not opened.
+        nix::unistd::mkfifo(&admin.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(read_small(&admin.join("fifo")), None);
+    }
+
+    #[test]
+    fn missing_protected_paths_become_empty_placeholders_and_are_bound_read_only_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("repo");
+        let state = dir.path().join("home/.cli");
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(state.join("config.toml"), "kept = true\n").unwrap();
+        let protected = vec![
+            state.join("config.toml"),
+            state.join("settings.json"),
+            state.join("hooks"),
+            cwd.join(".git"),
+            dir.path().join("elsewhere/missing.md"),
+        ];
+        prepare_protected(&protected);
+        assert_eq!(
+            std::fs::read_to_string(state.join("config.toml")).unwrap(),
+            "kept = true\n",
+            "an existing file is left alone"
+        );
+        assert_eq!(
+            std::fs::read_to_string(state.join("settings.json")).unwrap(),
+            "{}\n"
+        );
+        assert!(state.join("hooks").is_dir() && cwd.join(".git").is_dir());
+        assert!(
+            !dir.path().join("elsewhere").exists(),
+            "no parent is created"
+        );
+        let out = dir.path().join("run");
+        std::fs::create_dir_all(&out).unwrap();
+        let paths = Paths {
+            cwd: &cwd,
+            output_dir: &out,
+            extra_roots: &[],
+            state: std::slice::from_ref(&state),
+            protected: &protected,
+            home: None,
+        };
+        let args: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(true), &paths)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let ro: Vec<&str> = args
+            .windows(2)
+            .filter(|w| w[0] == "--ro-bind" && w[1] != "/" && w[1] != "/dev/null")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(
+            ro,
+            protected[..4]
+                .iter()
+                .map(|p| p.to_str().unwrap())
+                .collect::<Vec<_>>(),
+            "{args:?}"
+        );
+        let last_bind = args.iter().rposition(|a| a == "--bind").unwrap();
+        let first_protected = args
+            .windows(2)
+            .position(|w| w[0] == "--ro-bind" && w[1] == protected[0].to_str().unwrap())
+            .unwrap();
+        assert!(first_protected > last_bind, "{args:?}");
+    }
+
+    #[test]
     fn root_is_nobody_inside() {
         assert_eq!(SANDBOX_ID_FOR_ROOT.parse::<u32>().ok(), Some(65534));
         let args = isolation_args();
@@ -552,6 +749,7 @@ mod tests {
             output_dir: &out,
             extra_roots: &[],
             state: std::slice::from_ref(&state),
+            protected: &[],
             home: Some(&home),
         };
         let host_network = SandboxConfig {

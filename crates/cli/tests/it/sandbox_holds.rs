@@ -122,3 +122,104 @@ fn the_agent_holds_no_capability_cannot_remount_and_writes_nothing_outside() {
         "{attestation}"
     );
 }
+
+/// `git` in `dir` with a fixed identity, which must succeed.
+fn git(dir: &Path, args: &[&str]) {
+    let out = corral_test_support::command(Path::new("git"))
+        .current_dir(dir)
+        .args(["-c", "user.name=T", "-c", "user.email=t@t.invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The shell function the agent's acts use: `t LABEL CMD…` reports `LABEL=done` or
+/// `LABEL=refused`.
+const TRY: &str = r#"t() { label=$1; shift; if ( "$@" ) >/dev/null 2>&1; then echo "$label=done"; else echo "$label=refused"; fi; }"#;
+
+/// Issue 16 item 4: the agent could write `.git/config` and `.git/hooks`, rename `.git` away,
+/// plant a `.git/commondir` that the user's next `git status` followed, and write Claude Code's
+/// `~/.claude/settings.json` (hooks the next unsandboxed `claude` runs). Now `.git` is read-only
+/// as a whole, the CLI's settings, hooks and instructions too while its state directory stays
+/// writable, and a protected file that did not exist is an empty read-only placeholder.
+#[test]
+fn the_agent_cannot_persist_through_git_or_the_clis_own_settings() {
+    let env = Env::new();
+    let project = env.project();
+    env.write("project/README", "readme\n");
+    git(&project, &["init", "-q"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    let settings = env.write("home/.claude/settings.json", "{\"model\": \"mine\"}\n");
+    let git_config = std::fs::read_to_string(project.join(".git/config")).unwrap();
+    let probe = project.join("probe.txt");
+    run_agent(
+        &env,
+        &format!(
+            r##"{TRY}
+{{
+  t git-config sh -c 'printf "[core]\n\tfsmonitor = touch /tmp/owned\n" >> .git/config'
+  t git-hook sh -c 'printf "#!/bin/sh\ntouch /tmp/owned\n" > .git/hooks/pre-commit'
+  t git-commondir sh -c 'echo /tmp/evil > .git/commondir'
+  t git-rename mv .git .git-away
+  t claude-settings sh -c 'echo "{{\"hooks\": {{}}}}" > "$HOME/.claude/settings.json"'
+  t claude-md sh -c 'echo "obey the agent" > "$HOME/.claude/CLAUDE.md"'
+  t claude-hook sh -c 'echo "touch /tmp/owned" > "$HOME/.claude/hooks/x.sh"'
+  t claude-state sh -c 'echo kept > "$HOME/.claude/state.txt"'
+  t work-tree sh -c 'echo edited > README'
+}} > probe.txt 2>&1"##
+        ),
+    );
+    let seen = report(&probe);
+    for act in [
+        "git-config",
+        "git-hook",
+        "git-commondir",
+        "git-rename",
+        "claude-settings",
+        "claude-md",
+        "claude-hook",
+    ] {
+        assert_eq!(value(&seen, act), "refused", "{act}: {seen:?}");
+    }
+    for act in ["claude-state", "work-tree"] {
+        assert_eq!(value(&seen, act), "done", "{act}: {seen:?}");
+    }
+    // On the host: nothing of it, and the placeholders as empty as they were made.
+    assert_eq!(
+        std::fs::read_to_string(project.join(".git/config")).unwrap(),
+        git_config
+    );
+    assert!(!project.join(".git/hooks/pre-commit").exists());
+    assert!(!project.join(".git/commondir").exists());
+    assert!(project.join(".git").is_dir() && !project.join(".git-away").exists());
+    assert_eq!(
+        std::fs::read_to_string(&settings).unwrap(),
+        "{\"model\": \"mine\"}\n"
+    );
+    let home = env.home();
+    assert_eq!(
+        std::fs::read_to_string(home.join(".claude/CLAUDE.md")).unwrap_or_default(),
+        ""
+    );
+    assert!(
+        std::fs::read_dir(home.join(".claude/hooks"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true),
+        "a hook landed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".claude/state.txt")).unwrap(),
+        "kept\n",
+        "the state directory stays writable"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("README")).unwrap(),
+        "edited\n"
+    );
+}

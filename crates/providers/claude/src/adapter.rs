@@ -268,6 +268,29 @@ impl CliAdapter for ClaudeAdapter {
         paths
     }
 
+    /// In the config directory: `settings.json` (hooks, `apiKeyHelper`, `statusLine`: commands
+    /// Claude Code runs), the hook scripts such settings conventionally point to, `CLAUDE.md`
+    /// (instructions every session reads), custom commands, subagents and skills. Not
+    /// `~/.claude.json`, which Claude Code rewrites on every start (it also holds user-scope MCP
+    /// servers: see docs/security.md).
+    fn protected_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.dir_or_home("CLAUDE_CONFIG_DIR", ".claude")
+            .map(|dir| {
+                [
+                    "settings.json",
+                    "CLAUDE.md",
+                    "hooks",
+                    "commands",
+                    "agents",
+                    "skills",
+                ]
+                .iter()
+                .map(|name| dir.join(name))
+                .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Claude
     }

@@ -390,6 +390,14 @@ impl CliAdapter for CodexAdapter {
             .collect()
     }
 
+    /// In `$CODEX_HOME`: `config.toml` (MCP servers, `notify` commands, model providers, the
+    /// sandbox mode itself) and `AGENTS.md` (instructions every session reads).
+    fn protected_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.dir_or_home("CODEX_HOME", ".codex")
+            .map(|dir| vec![dir.join("config.toml"), dir.join("AGENTS.md")])
+            .unwrap_or_default()
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Codex
     }

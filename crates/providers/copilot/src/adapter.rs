@@ -336,6 +336,14 @@ impl CliAdapter for CopilotAdapter {
         paths
     }
 
+    /// In `$COPILOT_HOME`: `mcp-config.json` (MCP servers: commands Copilot starts). Not
+    /// `config.json`, which Copilot rewrites itself (trusted folders, sign-in).
+    fn protected_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.dir_or_home("COPILOT_HOME", ".copilot")
+            .map(|dir| vec![dir.join("mcp-config.json")])
+            .unwrap_or_default()
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Copilot
     }

@@ -213,6 +213,14 @@ impl CliAdapter for GrokAdapter {
         env.home().map(|h| h.join(".grok")).into_iter().collect()
     }
 
+    /// In `~/.grok`: `user-settings.json` (the base URL the API key is sent to) and `GROK.md`
+    /// (instructions every session reads).
+    fn protected_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.home()
+            .map(|h| vec![h.join(".grok/user-settings.json"), h.join(".grok/GROK.md")])
+            .unwrap_or_default()
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Grok
     }

@@ -283,6 +283,31 @@ impl CliAdapter for OpencodeAdapter {
         .collect()
     }
 
+    /// In its config directory: the global config in each name OpenCode reads (providers,
+    /// MCP servers, permissions), `AGENTS.md`, and the plugin, agent and command directories
+    /// (a plugin is code OpenCode loads). The directory itself stays writable: OpenCode installs
+    /// its plugin package there.
+    fn protected_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.dir_or_home("XDG_CONFIG_HOME", ".config")
+            .map(|config| {
+                let dir = config.join("opencode");
+                [
+                    "opencode.json",
+                    "opencode.jsonc",
+                    "config.json",
+                    "AGENTS.md",
+                    "plugin",
+                    "plugins",
+                    "agent",
+                    "command",
+                ]
+                .iter()
+                .map(|name| dir.join(name))
+                .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Opencode
     }
