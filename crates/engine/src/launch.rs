@@ -101,6 +101,7 @@ pub(crate) fn launch(
         SandboxBackend::Bubblewrap => wrap_in_bubblewrap(
             scope,
             spec,
+            &plan.read_only_links,
             &env,
             &mut env_os,
             egress.as_ref().map(|(gate, _, honour)| (gate, *honour)),
@@ -144,6 +145,7 @@ pub(crate) fn launch(
 fn wrap_in_bubblewrap(
     scope: &RunScope<'_>,
     spec: &CommandSpec,
+    read_only_links: &[PathBuf],
     env: &ResolvedEnv,
     env_os: &mut Vec<(OsString, OsString)>,
     egress: Option<(&EgressGate, crate::egress::ProxyHonour)>,
@@ -168,6 +170,7 @@ fn wrap_in_bubblewrap(
     for root in &session.extra_roots {
         protected.extend(crate::sandbox::git_paths(root));
     }
+    protected.extend(read_only_links.iter().cloned());
     crate::sandbox::prepare_protected(&protected);
     let tmp = crate::sandbox::private_tmp(&session.output_dir);
     crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;

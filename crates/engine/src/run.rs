@@ -215,6 +215,24 @@ impl<'a> RunScope<'a> {
                 return Err(self.refuse("unsandboxed", err));
             }
         };
+        let mut plan = plan;
+        if plan.backend == corral_ports::SandboxBackend::Bubblewrap {
+            let mut roots: Vec<&std::path::Path> = self
+                .session
+                .extra_roots
+                .iter()
+                .map(|p| p.as_path())
+                .collect();
+            if self.session.permissions.edit_files {
+                roots.push(&self.session.cwd);
+            }
+            plan.read_only_links = crate::sandbox::multi_link_files(&roots);
+            plan.attestation.read_only_links = plan
+                .read_only_links
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+        }
         self.log.record(0, &Record::Attestation(&plan.attestation));
         self.attestation = Some(plan.attestation.clone());
         Ok(plan)

@@ -138,6 +138,9 @@ pub struct SandboxPlan {
     pub backend: SandboxBackend,
     /// The attestation to record.
     pub attestation: Attestation,
+    /// Files with more than one link in the writable trees, to bind read-only
+    /// ([`multi_link_files`]); filled in when the run starts.
+    pub read_only_links: Vec<PathBuf>,
 }
 
 /// Why a run may not start.
@@ -338,7 +341,9 @@ pub fn plan(
             not_enforced,
             consent,
             stray_writes: Vec::new(),
+            read_only_links: Vec::new(),
         },
+        read_only_links: Vec::new(),
     })
 }
 
@@ -472,6 +477,38 @@ pub fn git_paths(root: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The regular files under `roots` with more than one link (`st_nlink > 1`), which the sandbox
+/// binds read-only: the other name of such a file may be anywhere on the same filesystem, so a
+/// write through the one inside the writable tree would land outside it. A new link to a file
+/// outside cannot be made from inside (`link` across mounts fails with `EXDEV`). Symbolic links
+/// are not followed and `.git` directories are skipped (read-only as a whole already).
+pub fn multi_link_files(roots: &[&Path]) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    let mut pending: Vec<PathBuf> = roots.iter().map(|r| r.to_path_buf()).collect();
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            let path = entry.path();
+            if meta.is_dir() {
+                if entry.file_name() != ".git" {
+                    pending.push(path);
+                }
+            } else if meta.is_file() && meta.nlink() > 1 {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
 }
 
 /// A small regular file's text (a `.git` file, a `commondir`): nothing else is opened, so a

@@ -117,4 +117,9 @@ pub struct Attestation {
     /// Writes outside the allowed paths that the git-cleanliness check found after the run.
     #[serde(default)]
     pub stray_writes: Vec<String>,
+    /// Regular files in the writable trees that had more than one link at the start, bound
+    /// read-only: a write through one would land in every other name of the file, wherever
+    /// that is (outside the sandbox too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only_links: Vec<String>,
 }

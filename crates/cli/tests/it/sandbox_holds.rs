@@ -223,3 +223,40 @@ fn the_agent_cannot_persist_through_git_or_the_clis_own_settings() {
         "edited\n"
     );
 }
+
+/// Issue 16 item 5: a write through a hard link that already existed in the work tree landed in
+/// the file's other name, outside. Now such a file is bound read-only and named in the
+/// attestation; a new link to a file outside cannot be made from inside at all.
+#[test]
+fn a_hard_link_into_the_work_tree_is_read_only_and_named() {
+    let env = Env::new();
+    let outside = env.write("outside/target.txt", "original\n");
+    let linked = env.project().join("linked.txt");
+    std::fs::hard_link(&outside, &linked).unwrap();
+    let other = env.write("outside/other.txt", "other\n");
+    let probe = env.project().join("probe.txt");
+    let dir = run_agent(
+        &env,
+        &format!(
+            r#"{TRY}
+{{
+  t write-through-link sh -c 'echo owned > linked.txt'
+  t new-link ln '{other}' new-link.txt
+  t plain-file sh -c 'echo fine > plain.txt'
+}} > probe.txt 2>&1"#,
+            other = other.display()
+        ),
+    );
+    let seen = report(&probe);
+    assert_eq!(value(&seen, "write-through-link"), "refused", "{seen:?}");
+    assert_eq!(value(&seen, "new-link"), "refused", "{seen:?}");
+    assert_eq!(value(&seen, "plain-file"), "done", "{seen:?}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "original\n");
+    assert!(!env.project().join("new-link.txt").exists());
+    let attestation = &record(&dir)["attestation"];
+    assert_eq!(
+        attestation["read_only_links"],
+        serde_json::json!([linked.display().to_string()]),
+        "{attestation}"
+    );
+}
