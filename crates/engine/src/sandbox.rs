@@ -425,6 +425,11 @@ pub fn bwrap_args(
             push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
     }
+    if config.home == HomePolicy::Host
+        && let Some(home) = paths.home
+    {
+        args.extend(hide_home_secrets(home, paths.state));
+    }
     match config.network {
         NetworkPolicy::Allowlist | NetworkPolicy::None => {
             args.extend(crate::egress::hide_host_unix_sockets(&writable));
@@ -436,6 +441,65 @@ pub fn bwrap_args(
         paths.cwd.as_os_str().to_os_string(),
         OsString::from("--"),
     ]);
+    args
+}
+
+/// Where, under the home directory, the user keeps credentials for other services: keys, cloud
+/// and cluster credentials, registry and git tokens. None of the five CLIs needs any of them
+/// (their own credentials are in their state paths), so the sandbox hides them even when the
+/// home directory is otherwise visible.
+pub const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".config/gh",
+    ".config/hub",
+    ".password-store",
+    ".local/share/keyrings",
+    ".terraform.d",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".pypirc",
+    ".npmrc",
+    ".yarnrc.yml",
+    ".vault-token",
+    ".terraformrc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+
+/// bubblewrap's arguments that hide [`HOME_SECRETS`] under `home`: an empty tmpfs over a
+/// directory, `/dev/null` over a file. Only what exists (the home is read-only, so nothing can be
+/// created there), and never a CLI's own state path or what contains one.
+pub fn hide_home_secrets(home: &Path, state: &[PathBuf]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    for rel in HOME_SECRETS {
+        let path = home.join(rel);
+        if state
+            .iter()
+            .any(|s| s.starts_with(&path) || path.starts_with(s))
+        {
+            continue;
+        }
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_dir() => {
+                args.extend(["--tmpfs".into(), path.into_os_string()]);
+            }
+            Ok(_) => {
+                args.extend([
+                    "--ro-bind".into(),
+                    "/dev/null".into(),
+                    path.into_os_string(),
+                ]);
+            }
+            Err(_) => {}
+        }
+    }
     args
 }
 
@@ -756,6 +820,35 @@ mod tests {
             .position(|w| w[0] == "--ro-bind" && w[1] == protected[0].to_str().unwrap())
             .unwrap();
         assert!(first_protected > last_bind, "{args:?}");
+    }
+
+    #[test]
+    fn the_users_other_credentials_are_hidden_but_never_a_clis_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::create_dir_all(home.join(".config/gh")).unwrap();
+        std::fs::write(home.join(".netrc"), "machine x password y\n").unwrap();
+        // A CLI whose state is inside one of them keeps it.
+        let state = vec![home.join(".docker/cli-state")];
+        std::fs::create_dir_all(&state[0]).unwrap();
+        let args: Vec<String> = hide_home_secrets(home, &state)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = |p: &str| home.join(p).display().to_string();
+        assert_eq!(
+            args,
+            [
+                "--tmpfs".to_string(),
+                at(".ssh"),
+                "--tmpfs".into(),
+                at(".config/gh"),
+                "--ro-bind".into(),
+                "/dev/null".into(),
+                at(".netrc"),
+            ]
+        );
     }
 
     #[test]

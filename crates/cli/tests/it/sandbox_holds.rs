@@ -260,3 +260,52 @@ fn a_hard_link_into_the_work_tree_is_read_only_and_named() {
         "{attestation}"
     );
 }
+
+/// Issue 16 item 1: with the default home (visible, read-only), `~/.ssh/id_rsa` and
+/// `~/.aws/credentials` were readable to the agent. Now the user's credentials for other
+/// services are hidden, while the CLI's own state (its credentials) stays readable.
+#[test]
+fn the_users_other_credentials_are_not_readable_to_the_agent() {
+    let env = Env::new();
+    let planted = [
+        ".ssh/id_rsa",
+        ".aws/credentials",
+        ".gnupg/private-keys-v1.d/key",
+        ".netrc",
+        ".config/gh/hosts.yml",
+        ".docker/config.json",
+        ".kube/config",
+        ".git-credentials",
+    ];
+    for rel in planted {
+        env.write(&format!("home/{rel}"), "SECRET\n");
+    }
+    env.write("home/.claude/.credentials.json", "CLI-OWN\n");
+    env.write("home/.gitconfig", "[user]\n\tname = T\n");
+    let probe = env.project().join("probe.txt");
+    let acts: String = planted
+        .iter()
+        .map(|rel| format!("  t '{rel}' grep -q SECRET \"$HOME/{rel}\"\n"))
+        .collect();
+    run_agent(
+        &env,
+        &format!(
+            r#"{TRY}
+{{
+{acts}  t claude-credentials grep -q CLI-OWN "$HOME/.claude/.credentials.json"
+  t gitconfig grep -q name "$HOME/.gitconfig"
+}} > probe.txt 2>&1"#
+        ),
+    );
+    let seen = report(&probe);
+    for rel in planted {
+        assert_eq!(value(&seen, rel), "refused", "{rel} readable: {seen:?}");
+    }
+    assert_eq!(value(&seen, "claude-credentials"), "done", "{seen:?}");
+    assert_eq!(value(&seen, "gitconfig"), "done", "{seen:?}");
+    // Hidden, not removed.
+    assert_eq!(
+        std::fs::read_to_string(env.home().join(".ssh/id_rsa")).unwrap(),
+        "SECRET\n"
+    );
+}
