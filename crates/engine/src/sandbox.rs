@@ -124,8 +124,8 @@ pub struct Paths<'a> {
     /// The CLI's own state (sessions, config, caches), declared by its adapter.
     pub state: &'a [PathBuf],
     /// What stays read-only inside the writable paths: the repositories' `.git` (see
-    /// [`git_paths`]) and the CLI's protected configuration; made to exist by
-    /// [`prepare_protected`].
+    /// `git_paths`) and the CLI's protected configuration; made to exist by
+    /// `prepare_protected`.
     pub protected: &'a [PathBuf],
     /// The home directory the CLI sees.
     pub home: Option<&'a Path>,
@@ -139,7 +139,7 @@ pub struct SandboxPlan {
     /// The attestation to record.
     pub attestation: Attestation,
     /// Files with more than one link in the writable trees, to bind read-only
-    /// ([`multi_link_files`]); filled in when the run starts.
+    /// (`multi_link_files`); filled in when the run starts.
     pub read_only_links: Vec<PathBuf>,
 }
 
