@@ -52,6 +52,7 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
     })?;
     let session = AiSession {
         prompt: Arc::from(prompt.as_str()),
+        cold_prompt: None,
         cwd: cwd.clone(),
         extra_roots: Vec::new(),
         model: args

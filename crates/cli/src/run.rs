@@ -304,6 +304,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
     });
     let first = AiSession {
         prompt: Arc::from(full_prompt.as_str()),
+        cold_prompt: None,
         cwd: cwd.clone(),
         extra_roots,
         model,

@@ -95,6 +95,10 @@ pub async fn run_with_contract(
                 corrective_left -= 1;
                 on_corrective(&e);
                 let prompt = corrective_message(&e, &session.signals_file, contract);
+                // Should the session be gone, a new one needs the task, not the correction.
+                if session.cold_prompt.is_none() {
+                    session.cold_prompt = Some(Arc::clone(&session.prompt));
+                }
                 session.prompt = Arc::from(prompt.as_str());
                 session.resume = out.session_id.clone();
             }

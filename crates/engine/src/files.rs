@@ -37,13 +37,19 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
 }
 
 /// What is recorded beside `session-id.txt`: a Claude session can only be resumed from the
-/// working directory it was made in, and the CLI version explains a later refusal.
+/// working directory it was made in, a crash resume must ask for the model the session was
+/// made with (a resumed conversation on another model is not the same agent), and the CLI
+/// version explains a later refusal.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct SessionMeta {
     /// The session id.
     pub session_id: SessionId,
     /// The provider that made it.
     pub provider: String,
+    /// The model the session was asked for, in the provider's spelling; `None`: the CLI's
+    /// default (a record written before the model was recorded reads as `None` too).
+    #[serde(default)]
+    pub model: Option<String>,
     /// The working directory to resume from.
     pub cwd: PathBuf,
     /// The CLI version, when it was checked.
@@ -165,6 +171,7 @@ mod tests {
         let meta = SessionMeta {
             session_id: SessionId::new("abc-123").unwrap(),
             provider: "claude".into(),
+            model: Some("claude-sonnet-4-5".into()),
             cwd: "/work".into(),
             cli_version: Some("2.1.197".into()),
             attempt: 1,
@@ -183,5 +190,12 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn a_session_record_without_a_model_reads_as_the_cli_default() {
+        let old = r#"{"session_id":"abc-123","provider":"claude","cwd":"/work","cli_version":null,"attempt":1}"#;
+        let back: SessionMeta = serde_json::from_str(old).unwrap();
+        assert_eq!(back.model, None);
     }
 }

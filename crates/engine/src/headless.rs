@@ -55,7 +55,7 @@ async fn attempts(
         Some(check) => Some(check_version(scope, &check).await?),
         None => None,
     };
-    let pointer = write_pointer(scope)?;
+    let mut pointer = write_pointer(scope, &scope.session.prompt)?;
     let config = scope.config();
     let mut progress = Progress::new(scope.session.resume.clone(), config.jitter_seed);
     loop {
@@ -89,6 +89,10 @@ async fn attempts(
                             stale_session: &stale,
                         },
                     );
+                }
+                // A pointer file held the resume prompt; the new session needs the whole task.
+                if let Some(cold) = scope.session.cold_prompt.clone() {
+                    pointer = write_pointer(scope, &cold)?;
                 }
             }
             Step::Done(verdict) => return conclude(scope, verdict, &result, progress),
@@ -197,13 +201,16 @@ async fn check_version(
     })
 }
 
-/// Writes the prompt pointer file for a CLI that cannot read its prompt from stdin.
-fn write_pointer(scope: &RunScope<'_>) -> Result<Option<PromptPointer>, ProviderError> {
+/// Writes `prompt` to the prompt pointer file for a CLI that cannot read its prompt from stdin.
+fn write_pointer(
+    scope: &RunScope<'_>,
+    prompt: &str,
+) -> Result<Option<PromptPointer>, ProviderError> {
     match scope.adapter.prompt_delivery() {
         PromptDelivery::Stdin => Ok(None),
         PromptDelivery::PointerFile { file_name } => {
             let dir = scope.pointer_dir();
-            write_prompt_pointer(dir, file_name, &scope.session.prompt)
+            write_prompt_pointer(dir, file_name, prompt)
                 .map(Some)
                 .map_err(|e| scope.io_error(dir, &e))
         }
@@ -238,6 +245,10 @@ async fn one_attempt(
             PromptDelivery::Stdin if progress.continues() => {
                 (Some(Arc::from(CONTINUATION_PROMPT)), "continuation")
             }
+            PromptDelivery::Stdin if progress.gone_cold() => match &scope.session.cold_prompt {
+                Some(cold) => (Some(Arc::clone(cold)), "cold-prompt"),
+                None => (Some(Arc::clone(&scope.session.prompt)), "prompt"),
+            },
             PromptDelivery::Stdin => (Some(Arc::clone(&scope.session.prompt)), "prompt"),
             PromptDelivery::PointerFile { .. } => (None, "null"),
         };
@@ -261,10 +272,12 @@ async fn one_attempt(
     };
     let provider = scope.provider.as_str();
     let cwd = scope.session.cwd.clone();
+    let model = scope.session.model.clone();
     let cli_version = inputs.cli_version.map(str::to_string);
     let meta = move |id: &SessionId| SessionMeta {
         session_id: id.clone(),
         provider: provider.to_string(),
+        model: model.clone(),
         cwd: cwd.clone(),
         cli_version: cli_version.clone(),
         attempt,
@@ -624,6 +637,7 @@ mod tests {
     fn session(dir: &Path) -> AiSession {
         AiSession {
             prompt: Arc::from("PROMPT-BODY ".repeat(20_000).as_str()),
+            cold_prompt: None,
             cwd: dir.to_path_buf(),
             extra_roots: Vec::new(),
             model: None,

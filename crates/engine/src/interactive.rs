@@ -156,6 +156,7 @@ fn persist(scope: &mut RunScope<'_>, id: &SessionId) {
     let meta = SessionMeta {
         session_id: id.clone(),
         provider: scope.provider.as_str().to_string(),
+        model: scope.session.model.clone(),
         cwd: scope.session.cwd.clone(),
         cli_version: None,
         attempt: ATTEMPT,

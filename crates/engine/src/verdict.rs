@@ -73,6 +73,12 @@ impl Progress {
     pub fn continues(&self) -> bool {
         self.continuing && self.resume.is_some()
     }
+
+    /// Whether the next attempt starts a new session because the one to resume was gone: it
+    /// is sent the caller's cold prompt (the whole task), not the resume prompt.
+    pub fn gone_cold(&self) -> bool {
+        self.stale_fallback_used && self.resume.is_none()
+    }
 }
 
 /// What the run does after an attempt.

@@ -21,6 +21,7 @@ use crate::session::{AiSession, ProviderId, ProviderOutput, SessionId};
 /// - MUST return [`ProviderError::RateLimited`] only after its retries are used, each retry
 ///   resuming the captured session (or cold when none was captured).
 /// - MUST retry cold exactly once, without using a retry, when the session to resume is not found,
+///   sending `session.cold_prompt` (the full brief) in place of `session.prompt` when it is set,
 ///   and return [`ProviderError::StaleSession`] when that also fails.
 /// - MUST return [`ProviderError::Cancelled`] promptly when `session.cancel` fires, including
 ///   during a backoff sleep, with no process of the run's tree left behind.

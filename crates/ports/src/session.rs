@@ -249,6 +249,12 @@ impl Default for Permissions {
 pub struct AiSession {
     /// The full prompt. Shared so that retries do not copy it; it never goes into argv.
     pub prompt: Arc<str>,
+    /// What to send instead of `prompt` when the session in `resume` turns out to be gone and
+    /// the run starts cold: the whole task, since a new session has none of the conversation a
+    /// resume prompt ("fix what the check reported", "continue where you stopped") relies on.
+    /// `None`: the cold start re-sends `prompt`, which is right when `prompt` is already the
+    /// whole task.
+    pub cold_prompt: Option<Arc<str>>,
     /// The directory the agent works in (forced as the child's working directory).
     pub cwd: PathBuf,
     /// Further directories the agent may read and write.

@@ -16,6 +16,7 @@ pub const PROMPT: &str = "SENTINEL-PROMPT: write signals.json and stop";
 pub fn session_in(prompt: &str, cwd: &Path, run_dir: &Path) -> AiSession {
     AiSession {
         prompt: Arc::from(prompt),
+        cold_prompt: None,
         cwd: cwd.to_path_buf(),
         extra_roots: Vec::new(),
         model: None,

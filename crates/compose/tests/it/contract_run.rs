@@ -165,6 +165,12 @@ async fn bad_signals_are_corrected_on_the_captured_session() {
         "the retry sends the corrective message, not the task: {}",
         seen[1].prompt
     );
+    assert_eq!(seen[0].cold_prompt, None);
+    assert_eq!(
+        seen[1].cold_prompt.as_deref(),
+        Some("do the task"),
+        "should the session be gone, the cold start gets the task, not the correction"
+    );
 }
 
 #[tokio::test]

@@ -182,6 +182,74 @@ async fn a_stale_session_falls_back_to_one_cold_run_without_using_a_retry() {
     s.assert_tree_gone();
 }
 
+fn stdin_bytes(path: &Path) -> Vec<u64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["stdin_bytes"].as_u64().unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_cold_start_after_a_stale_session_is_sent_the_cold_prompt() {
+    let s = Scratch::new();
+    let argv = s.path("argv.jsonl");
+    let mut session = s.session();
+    session.prompt = Arc::from("fix what the check reported");
+    let brief = "the whole task, as a new session needs it: ".repeat(10);
+    session.cold_prompt = Some(Arc::from(brief.as_str()));
+    session.resume = Some(SessionId::new("gone-session").unwrap());
+    session.model = Some("model-7".into());
+    let adapter = s.adapter(
+        "stale-session",
+        &[
+            "--argv-log",
+            argv.to_str().unwrap(),
+            "--session-id",
+            "fresh-1",
+        ],
+    );
+    let out = run(fast_config(), &adapter, session).await.unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    let log = s.assert_log_complete("succeeded");
+    let stdin: Vec<_> = records(&log, "spawn")
+        .iter()
+        .map(|v| v["stdin"].clone())
+        .collect();
+    assert_eq!(stdin, ["prompt", "cold-prompt"]);
+    // A crash resume must ask for the model the new session was made with.
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.run_dir().join("session.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["session_id"], "fresh-1");
+    assert_eq!(meta["model"], "model-7");
+    assert_eq!(
+        stdin_bytes(&argv),
+        [
+            "fix what the check reported".len() as u64,
+            brief.len() as u64
+        ],
+        "the resume is sent the resume prompt, the cold start the cold prompt"
+    );
+    s.assert_tree_gone();
+}
+
+#[tokio::test]
+async fn without_a_cold_prompt_the_cold_start_resends_the_prompt() {
+    let s = Scratch::new();
+    let argv = s.path("argv.jsonl");
+    let mut session = s.session();
+    session.resume = Some(SessionId::new("gone-session").unwrap());
+    let prompt_len = session.prompt.len() as u64;
+    let adapter = s.adapter("stale-session", &["--argv-log", argv.to_str().unwrap()]);
+    let out = run(fast_config(), &adapter, session).await.unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    assert_eq!(stdin_bytes(&argv), [prompt_len, prompt_len]);
+}
+
 /// Observer that cancels the run as soon as a backoff sleep begins.
 struct CancelOnBackoff(CancellationToken);
 

@@ -113,7 +113,7 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
     } else {
         bump_state(opts.state_file.as_deref())?
     };
-    if !opts.mode.is_internal() && opts.mode != Mode::EchoStdin {
+    if !opts.mode.is_internal() && !matches!(opts.mode, Mode::EchoStdin | Mode::StaleSession) {
         log_argv(opts, args, None)?;
     }
     let session = opts
@@ -342,16 +342,20 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
             out.line(&FakeLine::rate_limit(opts.resets_at))?;
             Ok(1)
         }
-        Mode::StaleSession => match &opts.resume {
-            Some(id) => {
-                eprintln!("No conversation found with session ID: {id}");
-                Ok(1)
+        Mode::StaleSession => {
+            // The prompt's size is logged, so a test sees which prompt each attempt was sent.
+            stdin_logged(opts, args)?;
+            match &opts.resume {
+                Some(id) => {
+                    eprintln!("No conversation found with session ID: {id}");
+                    Ok(1)
+                }
+                None => {
+                    let session = opts.session_id.clone().unwrap_or_else(fresh_session);
+                    ok_turn(&mut out, &session, opts.sleep_ms)
+                }
             }
-            None => {
-                let session = opts.session_id.clone().unwrap_or_else(fresh_session);
-                ok_turn(&mut out, &session, opts.sleep_ms)
-            }
-        },
+        }
         Mode::EchoStdin => {
             let stdin_bytes = io::copy(&mut io::stdin().lock(), &mut io::sink())?;
             log_argv(opts, args, Some(stdin_bytes))?;
@@ -440,6 +444,12 @@ fn bump_state(path: Option<&Path>) -> io::Result<Option<u64>> {
     let invocation = previous + 1;
     std::fs::write(path, format!("{invocation}\n"))?;
     Ok(Some(invocation))
+}
+
+/// Reads stdin to its end and logs the argv with the number of bytes read.
+fn stdin_logged(opts: &Opts, args: &[OsString]) -> io::Result<()> {
+    let stdin_bytes = io::copy(&mut io::stdin().lock(), &mut io::sink())?;
+    log_argv(opts, args, Some(stdin_bytes))
 }
 
 /// Appends `{"argv":[...],"stdin_bytes":...}` to the argv log, if any, in one O_APPEND write.
