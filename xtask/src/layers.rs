@@ -199,14 +199,37 @@ pub const LAYERS: &[Layer] = &[
             external: Externals::Any,
         },
     },
+    // The sprint: what a sprint is (its file, task order, state layout). On the ports and the
+    // contract only, never the engine or a provider (ADR 0004); its externals stay few.
+    Layer {
+        name: "corral-sprint",
+        rules: Rules::Product {
+            internal: &[
+                any("corral-ports"),
+                any("corral-contract"),
+                dev("corral-test-support"),
+            ],
+            external: Externals::Only(&[
+                any("serde"),
+                any("serde_json"),
+                any("strsim"),
+                any("thiserror"),
+                // The sprint file's parser: TOML with its spans, for errors with lines.
+                any("toml_edit"),
+                dev("insta"),
+                dev("tempfile"),
+            ]),
+        },
+    },
     // The `corral` binary: above the composition root, which is all it knows of the engine, the
-    // providers and the signals contract.
+    // providers and the signals contract; the sprint's file and state it reads directly.
     Layer {
         name: "corral-cli",
         rules: Rules::Product {
             internal: &[
                 any("corral-ports"),
                 any("corral-compose"),
+                any("corral-sprint"),
                 dev("corral-test-support"),
             ],
             external: Externals::Any,

@@ -160,6 +160,50 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        dir: "sprint-uses-provider",
+        violation: "corral-sprint -> corral-claude (normal dep): the sprint naming a provider",
+        plant: Plant::Dependency {
+            manifest: "crates/sprint/Cargo.toml",
+            line: "corral-claude.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-sprint",
+                    "error[banned]: crate 'corral-claude",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-sprint -> corral-claude (normal dep) is not allowed"],
+            ),
+        ],
+    },
+    Case {
+        dir: "sprint-uses-engine",
+        violation: "corral-sprint -> corral-engine (normal dep): the sprint creating processes",
+        plant: Plant::Dependency {
+            manifest: "crates/sprint/Cargo.toml",
+            line: "corral-engine.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-sprint",
+                    "error[banned]: crate 'corral-engine",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-sprint -> corral-engine (normal dep) is not allowed"],
+            ),
+        ],
+    },
+    Case {
         dir: "engine-uses-test-support",
         violation: "corral-engine -> corral-test-support (normal dep)",
         plant: Plant::Dependency {

@@ -1,0 +1,210 @@
+//! The sprint file, `corral-sprint.toml`, as validated values.
+//!
+//! Parsing (`parse.rs`) turns the text into these types or into every [`Diagnostic`] it
+//! found; nothing here can hold a value the rules refuse (a name unsafe as a directory, a
+//! number out of range, a dependency on no task, a cycle).
+
+use std::path::{Path, PathBuf};
+
+use corral_ports::{Effort, ProviderId};
+
+use crate::diagnostic::Diagnostic;
+use crate::names::{SprintName, TaskId};
+
+/// The file name `corral sprint` looks for when none is given.
+pub const SPRINT_FILE: &str = "corral-sprint.toml";
+
+/// The bounds and defaults of the sprint file's numbers.
+pub mod limits {
+    /// `max_rounds`: generator and evaluator rounds per task.
+    pub const MAX_ROUNDS: (i64, i64) = (1, 10);
+    /// The default `max_rounds`.
+    pub const DEFAULT_MAX_ROUNDS: u32 = 3;
+    /// `max_attempts`: runs of a task (after a regression or a crash) before it is blocked.
+    pub const MAX_ATTEMPTS: (i64, i64) = (1, 10);
+    /// The default `max_attempts`.
+    pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
+    /// `check_timeout_ms` and a gate's `timeout_ms`: one second to one day.
+    pub const TIMEOUT_MS: (i64, i64) = (1_000, 86_400_000);
+    /// The default `check_timeout_ms`: ten minutes.
+    pub const DEFAULT_CHECK_TIMEOUT_MS: u64 = 600_000;
+    /// The largest sprint file or brief read, in bytes.
+    pub const FILE_LIMIT: u64 = 1024 * 1024;
+}
+
+/// A validated sprint file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SprintFile {
+    /// The file it was read from, as named.
+    pub path: PathBuf,
+    /// `[sprint]`.
+    pub sprint: SprintSection,
+    /// `[roles.generator]`.
+    pub generator: RoleSettings,
+    /// `[roles.evaluator]`; `None` when it is turned off (`enabled = false`).
+    pub evaluator: Option<RoleSettings>,
+    /// `[[gates]]`, in file order.
+    pub gates: Vec<Gate>,
+    /// `[[tasks]]`, in file order (at least one).
+    pub tasks: Vec<Task>,
+}
+
+/// `[sprint]`: what the sprint is called, where it commits, and how every round is checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SprintSection {
+    /// `name`: the state directory `.corral/sprints/<name>/`.
+    pub name: SprintName,
+    /// `branch`: where the sprint commits (default `corral/<name>`).
+    pub branch: String,
+    /// `check`: the shell command that tells whether the tree is good (exit 0).
+    pub check: String,
+    /// `check_timeout_ms`.
+    pub check_timeout_ms: u64,
+    /// `setup`: a shell command run once before the first task.
+    pub setup: Option<String>,
+    /// `max_rounds`: generator and evaluator rounds per task.
+    pub max_rounds: u32,
+    /// `max_attempts`: runs of a task before it is blocked.
+    pub max_attempts: u32,
+}
+
+/// `[roles.generator]` or `[roles.evaluator]`: which agent plays the role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleSettings {
+    /// `provider`.
+    pub provider: ProviderId,
+    /// `model`, in the provider's spelling; `None`: the CLI's default.
+    pub model: Option<String>,
+    /// `effort`; `None`: the CLI's default.
+    pub effort: Option<Effort>,
+}
+
+/// `[[gates]]`: a further check for rounds whose diff touches a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gate {
+    /// `path`: a path prefix relative to the work tree's top (`crates/engine/`).
+    pub path: String,
+    /// `command`: the shell command.
+    pub command: String,
+    /// `timeout_ms` (default: the sprint's `check_timeout_ms`).
+    pub timeout_ms: u64,
+}
+
+impl Gate {
+    /// Whether a change to `changed` (relative to the work tree's top) calls for this gate.
+    pub fn applies_to(&self, changed: &str) -> bool {
+        changed.starts_with(&self.path)
+    }
+}
+
+/// `[[tasks]]`: one unit of work, committed on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    /// `id`.
+    pub id: TaskId,
+    /// `title`: the commit subject when the agent proposes none.
+    pub title: String,
+    /// `prompt` or `brief`.
+    pub prompt: TaskPrompt,
+    /// `depends_on`: tasks that must be done first, as written (duplicates dropped).
+    pub depends_on: Vec<TaskId>,
+    /// The line of the task's `[[tasks]]` header (for messages about it).
+    pub line: usize,
+}
+
+/// Where a task's instructions come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskPrompt {
+    /// `prompt`: the text in the sprint file.
+    Inline(String),
+    /// `brief`: a file, read when the sprint file was.
+    Brief {
+        /// The file, resolved against the sprint file's directory.
+        path: PathBuf,
+        /// Its text.
+        text: String,
+    },
+}
+
+impl TaskPrompt {
+    /// The instructions.
+    pub fn text(&self) -> &str {
+        match self {
+            TaskPrompt::Inline(text) | TaskPrompt::Brief { text, .. } => text,
+        }
+    }
+}
+
+impl SprintFile {
+    /// The tasks in the order they run: a task after every task it depends on, and otherwise
+    /// in file order (of the tasks whose dependencies are done, the first in the file is next).
+    pub fn run_order(&self) -> Vec<&Task> {
+        let (order, _) = crate::order::dependency_order(&self.tasks);
+        order
+            .into_iter()
+            .filter_map(|i| self.tasks.get(i))
+            .collect()
+    }
+
+    /// The task with id `id`.
+    pub fn task(&self, id: &TaskId) -> Option<&Task> {
+        self.tasks.iter().find(|t| &t.id == id)
+    }
+
+    /// The directory relative paths in the file (a brief) are resolved against.
+    pub fn base_dir(&self) -> &Path {
+        base_dir(&self.path)
+    }
+}
+
+/// The directory of `file`, `.` for a bare file name.
+pub(crate) fn base_dir(file: &Path) -> &Path {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        Some(_) | None => Path::new("."),
+    }
+}
+
+/// Why a sprint file was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SprintFileError {
+    /// The file could not be read (missing, not a regular file, too large, an I/O error).
+    /// Retryable: no, not until the file is there and readable.
+    #[error("cannot read the sprint file: {0}")]
+    Unreadable(#[source] corral_contract::UntrustedFileError),
+    /// The file breaks one or more rules; every one found is listed. Retryable: no.
+    #[error("{} has {} error(s)", path.display(), diagnostics.len())]
+    Invalid {
+        /// The file, as named.
+        path: PathBuf,
+        /// Every broken rule, in file order.
+        diagnostics: Vec<Diagnostic>,
+    },
+}
+
+/// Reads and validates the sprint file at `path`. It is read as a file an agent could have
+/// replaced (it may sit in the work tree the agents edit): regular files only, bounded, never
+/// a blocking open; so is each brief.
+pub fn load(path: &Path) -> Result<SprintFile, SprintFileError> {
+    let bytes = corral_contract::read_untrusted_file(path, limits::FILE_LIMIT)
+        .map_err(SprintFileError::Unreadable)?;
+    match String::from_utf8(bytes) {
+        Ok(text) => crate::parse::parse(path, &text),
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let text = String::from_utf8_lossy(e.as_bytes());
+            let (line, column) = crate::diagnostic::line_col(&text, valid);
+            Err(SprintFileError::Invalid {
+                path: path.to_path_buf(),
+                diagnostics: vec![Diagnostic {
+                    file: path.to_path_buf(),
+                    line,
+                    column,
+                    key: String::new(),
+                    rule: crate::diagnostic::Rule::Syntax,
+                    message: "is not UTF-8 text".to_string(),
+                }],
+            })
+        }
+    }
+}

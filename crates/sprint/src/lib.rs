@@ -1,0 +1,41 @@
+//! The sprint of Corral: tasks run one by one, each through generator and evaluator rounds
+//! gated by checks, and committed on its own. This crate holds what a sprint is: the sprint
+//! file `corral-sprint.toml` ([`load`], [`SprintFile`]), validated so that every error names
+//! its file, line, key and [`Rule`]; the order its tasks run in ([`SprintFile::run_order`]);
+//! the names of its state on disk ([`SprintLayout`], `role-meta.json`); and that state,
+//! `sprint.json` ([`SprintState`], written atomically).
+//!
+//! It sits on the ports (providers, models, efforts, the run directory's names) and the
+//! signals contract (reading files an agent could have replaced). It knows nothing about
+//! processes, the engine, any provider's CLI, settings files or the terminal: the composition
+//! root hands it providers, and the binary renders what it returns.
+
+mod diagnostic;
+mod example;
+mod file;
+mod layout;
+mod names;
+mod order;
+mod parse;
+mod state;
+
+pub use diagnostic::{Diagnostic, Rule};
+pub use example::EXAMPLE;
+pub use file::{
+    Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
+    limits, load,
+};
+pub use layout::{
+    EVALUATION_FILE, EVENTS_FILE, IMPLEMENT_DIR, LEARNINGS_FILE, PROMPT_FILE, ROLE_META_FILE,
+    ROUNDS_DIR, RUN_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE, SIGNALS_FILE,
+    SPRINTS_DIR, STATE_FILE, SprintLayout, recorded_sprints, sprints_dir,
+};
+pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
+pub use state::{
+    STATE_SCHEMA_VERSION, SprintState, StateError, TaskState, TaskStatus, read_state, write_state,
+};
+
+/// Validates sprint file text `src` as if read from `path` (briefs are read relative to it).
+pub fn parse(path: &std::path::Path, src: &str) -> Result<SprintFile, SprintFileError> {
+    parse::parse(path, src)
+}

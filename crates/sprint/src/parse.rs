@@ -1,0 +1,869 @@
+//! From the sprint file's text to a [`SprintFile`], or to every [`Diagnostic`] found.
+//!
+//! The TOML is read with its spans kept (`toml_edit`), and walked by hand rather than through
+//! serde: serde stops at the first error and forgets where a value was, while a person fixing
+//! a sprint file wants every problem at once, each with its line. Each check records its
+//! diagnostic and goes on with what it can still check.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+
+use corral_contract::UntrustedFileError;
+use corral_ports::{Effort, ProviderId};
+use toml_edit::{ImDocument, Item, TableLike, Value};
+
+use crate::diagnostic::{Diagnostic, Rule, did_you_mean, line_col};
+use crate::file::{
+    Gate, RoleSettings, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt, base_dir,
+    limits,
+};
+use crate::names::{SprintName, TaskId};
+
+const TOP_KEYS: &[&str] = &["sprint", "roles", "gates", "tasks"];
+const SPRINT_KEYS: &[&str] = &[
+    "name",
+    "branch",
+    "check",
+    "check_timeout_ms",
+    "setup",
+    "max_rounds",
+    "max_attempts",
+];
+const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
+const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
+const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
+const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
+const TASK_KEYS: &[&str] = &["id", "title", "prompt", "brief", "depends_on"];
+
+/// Validates the sprint file `path` whose text is `src`; briefs are read relative to its
+/// directory.
+pub(crate) fn parse(path: &Path, src: &str) -> Result<SprintFile, SprintFileError> {
+    let mut cx = Cx {
+        file: path,
+        src,
+        found: Vec::new(),
+    };
+    let doc = match ImDocument::parse(src) {
+        Ok(doc) => doc,
+        Err(e) => {
+            cx.report(e.span(), "", Rule::Syntax, e.message().trim().to_string());
+            return Err(cx.into_error());
+        }
+    };
+    let root = doc.as_table();
+    cx.unknown_keys(root, "", TOP_KEYS);
+    let sprint = cx.table(root, "", "sprint", true, None);
+    let sprint = sprint.and_then(|(t, at)| cx.sprint_section(t, at));
+    let roles = cx.table(root, "", "roles", true, None);
+    let (generator, evaluator) = match roles {
+        Some((roles, at)) => cx.roles(roles, at),
+        None => (None, None),
+    };
+    let default_timeout = sprint
+        .as_ref()
+        .map_or(limits::DEFAULT_CHECK_TIMEOUT_MS, |s| s.check_timeout_ms);
+    let gates = cx.gates(root, default_timeout);
+    let entries = cx.tasks(root);
+    cx.cross_check(&entries);
+    match (sprint, generator, evaluator) {
+        (Some(sprint), Some(generator), Some(evaluator)) if cx.found.is_empty() => Ok(SprintFile {
+            path: path.to_path_buf(),
+            sprint,
+            generator,
+            evaluator,
+            gates,
+            tasks: entries.into_iter().filter_map(|e| e.task).collect(),
+        }),
+        _ => Err(cx.into_error()),
+    }
+}
+
+/// Where a value is in the text.
+type Span = Option<Range<usize>>;
+
+/// One `[[tasks]]` entry as far as it could be read.
+struct Entry {
+    /// Its place in the array, from 0.
+    index: usize,
+    /// The line of its header.
+    line: usize,
+    /// Its id, when valid.
+    id: Option<TaskId>,
+    /// Its valid dependencies, each with its span.
+    deps: Vec<(TaskId, Span)>,
+    /// The task, when every part of it is valid.
+    task: Option<Task>,
+}
+
+/// The span of the first key of `table` (where an implied table effectively starts).
+fn first_span(table: &dyn TableLike) -> Span {
+    let (name, _) = table.iter().next()?;
+    let (key, item) = table.get_key_value(name)?;
+    key.span().or_else(|| item.span())
+}
+
+/// The walk's state: where the text came from and what was found wrong so far.
+struct Cx<'a> {
+    file: &'a Path,
+    src: &'a str,
+    found: Vec<Diagnostic>,
+}
+
+/// A dotted key below `parent`.
+fn join(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// What a TOML value is, as a person would say it.
+fn kind(item: &Item) -> &'static str {
+    match item {
+        Item::None => "nothing",
+        Item::Table(_) => "a table",
+        Item::ArrayOfTables(_) => "an array of tables",
+        Item::Value(v) => match v {
+            Value::String(_) => "a string",
+            Value::Integer(_) => "an integer",
+            Value::Float(_) => "a float",
+            Value::Boolean(_) => "a boolean",
+            Value::Datetime(_) => "a date-time",
+            Value::Array(_) => "an array",
+            Value::InlineTable(_) => "a table",
+        },
+    }
+}
+
+/// The names of the five providers, for messages.
+fn provider_names() -> Vec<&'static str> {
+    ProviderId::ALL.iter().map(|p| p.as_str()).collect()
+}
+
+/// Every effort, through an exhaustive match so that a new one is not forgotten here.
+fn efforts() -> [Effort; 3] {
+    let all = [Effort::Low, Effort::Medium, Effort::High];
+    for e in all {
+        match e {
+            Effort::Low | Effort::Medium | Effort::High => {}
+        }
+    }
+    all
+}
+
+impl Cx<'_> {
+    fn report(&mut self, span: Option<Range<usize>>, key: &str, rule: Rule, message: String) {
+        let (line, column) = line_col(self.src, span.map_or(0, |s| s.start));
+        self.found.push(Diagnostic {
+            file: self.file.to_path_buf(),
+            line,
+            column,
+            key: key.to_string(),
+            rule,
+            message,
+        });
+    }
+
+    fn into_error(mut self) -> SprintFileError {
+        self.found.sort_by_key(|d| (d.line, d.column));
+        SprintFileError::Invalid {
+            path: self.file.to_path_buf(),
+            diagnostics: self.found,
+        }
+    }
+
+    /// Where `key` of `table` is: its key, else its value.
+    fn span_of(table: &dyn TableLike, key: &str) -> Option<Range<usize>> {
+        let (k, item) = table.get_key_value(key)?;
+        k.span().or_else(|| item.span())
+    }
+
+    /// Reports every key of `table` that is not in `known`, with the closest known one.
+    fn unknown_keys(&mut self, table: &dyn TableLike, path: &str, known: &[&str]) {
+        for (name, _) in table.iter() {
+            if known.contains(&name) {
+                continue;
+            }
+            let hint = did_you_mean(name, known.iter().copied()).map_or(String::new(), |m| {
+                format!("; did you mean {}?", join(path, m))
+            });
+            let within = if path.is_empty() {
+                "the top level".to_string()
+            } else {
+                format!("[{path}]")
+            };
+            self.report(
+                Self::span_of(table, name),
+                &join(path, name),
+                Rule::UnknownKey,
+                format!("unknown key{hint} ({within} has {})", known.join(", ")),
+            );
+        }
+    }
+
+    /// The table at `key` of `parent`, with where it starts (its header; for a table only
+    /// implied by a dotted header below it, `at`); a missing required one or a value that is
+    /// no table is reported at `at`.
+    fn table<'t>(
+        &mut self,
+        parent: &'t dyn TableLike,
+        path: &str,
+        key: &str,
+        required: bool,
+        at: Option<Range<usize>>,
+    ) -> Option<(&'t dyn TableLike, Option<Range<usize>>)> {
+        let full = join(path, key);
+        match parent.get(key) {
+            None => {
+                if required {
+                    self.report(
+                        at,
+                        &full,
+                        Rule::MissingKey,
+                        format!("the [{full}] table is missing"),
+                    );
+                }
+                None
+            }
+            Some(item) => match item.as_table_like() {
+                Some(table) => {
+                    // A `[header]` table starts at its bracket; an inline one at its key.
+                    let header = if item.is_table() { item.span() } else { None };
+                    let start = header
+                        .or_else(|| Self::span_of(parent, key))
+                        .or_else(|| item.span())
+                        .or_else(|| first_span(table))
+                        .or(at);
+                    Some((table, start))
+                }
+                None => {
+                    self.report(
+                        Self::span_of(parent, key),
+                        &full,
+                        Rule::WrongType,
+                        format!("is {}, expected a table", kind(item)),
+                    );
+                    None
+                }
+            },
+        }
+    }
+
+    /// A string at `key`: `None` when absent (reported when `required`) or not a string, or
+    /// empty (reported).
+    fn string(
+        &mut self,
+        table: &dyn TableLike,
+        path: &str,
+        key: &str,
+        required: bool,
+        at: Option<Range<usize>>,
+    ) -> Option<(String, Option<Range<usize>>)> {
+        let full = join(path, key);
+        let Some(item) = table.get(key) else {
+            if required {
+                self.report(at, &full, Rule::MissingKey, format!("{key} is missing"));
+            }
+            return None;
+        };
+        let span = Self::span_of(table, key);
+        match item.as_str() {
+            Some(s) if s.trim().is_empty() => {
+                self.report(span, &full, Rule::Empty, "is empty".to_string());
+                None
+            }
+            Some(s) => Some((s.to_string(), span)),
+            None => {
+                self.report(
+                    span,
+                    &full,
+                    Rule::WrongType,
+                    format!("is {}, expected a string", kind(item)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A whole number at `key` within `range` (both ends included), or `default` when absent;
+    /// `None` (reported) when it is no integer or out of range.
+    fn number(
+        &mut self,
+        table: &dyn TableLike,
+        path: &str,
+        key: &str,
+        (min, max): (i64, i64),
+        default: u64,
+    ) -> Option<u64> {
+        let full = join(path, key);
+        let Some(item) = table.get(key) else {
+            return Some(default);
+        };
+        let span = Self::span_of(table, key);
+        let Some(n) = item.as_integer() else {
+            self.report(
+                span,
+                &full,
+                Rule::WrongType,
+                format!("is {}, expected a whole number", kind(item)),
+            );
+            return None;
+        };
+        if n < min || n > max {
+            self.report(
+                span,
+                &full,
+                Rule::OutOfRange,
+                format!("is {n}; it must be from {min} to {max}"),
+            );
+            return None;
+        }
+        u64::try_from(n).ok()
+    }
+
+    fn sprint_section(
+        &mut self,
+        t: &dyn TableLike,
+        at: Option<Range<usize>>,
+    ) -> Option<SprintSection> {
+        self.unknown_keys(t, "sprint", SPRINT_KEYS);
+        let name = self
+            .string(t, "sprint", "name", true, at.clone())
+            .and_then(|(name, span)| match SprintName::new(name.as_str()) {
+                Ok(name) => Some(name),
+                Err(e) => {
+                    self.report(span, "sprint.name", Rule::BadName, format!("{name:?} {e}"));
+                    None
+                }
+            });
+        let branch = match self.string(t, "sprint", "branch", false, at.clone()) {
+            Some((branch, span)) => match branch_problem(&branch) {
+                Some(why) => {
+                    self.report(
+                        span,
+                        "sprint.branch",
+                        Rule::BadBranch,
+                        format!("{branch:?} {why}"),
+                    );
+                    None
+                }
+                None => Some(branch),
+            },
+            None => name.as_ref().map(|n| format!("corral/{n}")),
+        };
+        let check = self.string(t, "sprint", "check", true, at.clone());
+        let check_timeout_ms = self.number(
+            t,
+            "sprint",
+            "check_timeout_ms",
+            limits::TIMEOUT_MS,
+            limits::DEFAULT_CHECK_TIMEOUT_MS,
+        );
+        let setup = self.string(t, "sprint", "setup", false, at).map(|(s, _)| s);
+        let max_rounds = self.number(
+            t,
+            "sprint",
+            "max_rounds",
+            limits::MAX_ROUNDS,
+            u64::from(limits::DEFAULT_MAX_ROUNDS),
+        );
+        let max_attempts = self.number(
+            t,
+            "sprint",
+            "max_attempts",
+            limits::MAX_ATTEMPTS,
+            u64::from(limits::DEFAULT_MAX_ATTEMPTS),
+        );
+        Some(SprintSection {
+            name: name?,
+            branch: branch?,
+            check: check?.0,
+            check_timeout_ms: check_timeout_ms?,
+            setup,
+            max_rounds: u32::try_from(max_rounds?).ok()?,
+            max_attempts: u32::try_from(max_attempts?).ok()?,
+        })
+    }
+
+    /// `[roles]`: the generator, and the evaluator (`Some(None)` when turned off).
+    fn roles(
+        &mut self,
+        roles: &dyn TableLike,
+        at: Option<Range<usize>>,
+    ) -> (Option<RoleSettings>, Option<Option<RoleSettings>>) {
+        self.unknown_keys(roles, "roles", ROLES_KEYS);
+        let generator = self
+            .table(roles, "roles", "generator", true, at.clone())
+            .and_then(|(g, g_at)| {
+                self.unknown_keys(g, "roles.generator", GENERATOR_KEYS);
+                self.role(g, "roles.generator", g_at)
+            });
+        let evaluator = match self.table(roles, "roles", "evaluator", false, at) {
+            // Without its own table, the evaluator is the generator's agent.
+            None if roles.get("evaluator").is_none() => generator.clone().map(Some),
+            None => None,
+            Some((e, e_at)) => self.evaluator(e, e_at),
+        };
+        (generator, evaluator)
+    }
+
+    /// `[roles.evaluator]`: `Some(None)` when `enabled = false`.
+    fn evaluator(
+        &mut self,
+        e: &dyn TableLike,
+        at: Option<Range<usize>>,
+    ) -> Option<Option<RoleSettings>> {
+        self.unknown_keys(e, "roles.evaluator", EVALUATOR_KEYS);
+        let enabled = match e.get("enabled") {
+            None => true,
+            Some(item) => match item.as_bool() {
+                Some(b) => b,
+                None => {
+                    self.report(
+                        Self::span_of(e, "enabled"),
+                        "roles.evaluator.enabled",
+                        Rule::WrongType,
+                        format!("is {}, expected true or false", kind(item)),
+                    );
+                    return None;
+                }
+            },
+        };
+        if enabled {
+            self.role(e, "roles.evaluator", at).map(Some)
+        } else {
+            Some(None)
+        }
+    }
+
+    fn role(
+        &mut self,
+        t: &dyn TableLike,
+        path: &str,
+        at: Option<Range<usize>>,
+    ) -> Option<RoleSettings> {
+        let provider =
+            self.string(t, path, "provider", true, at.clone())
+                .and_then(|(name, span)| {
+                    let found = ProviderId::ALL.into_iter().find(|p| p.as_str() == name);
+                    if found.is_none() {
+                        let names = provider_names();
+                        let hint = did_you_mean(&name, names.iter().copied())
+                            .map_or(String::new(), |m| format!("; did you mean {m:?}?"));
+                        self.report(
+                            span,
+                            &join(path, "provider"),
+                            Rule::UnknownProvider,
+                            format!("{name:?} is not one of {}{hint}", names.join(", ")),
+                        );
+                    }
+                    found
+                });
+        let model = self
+            .string(t, path, "model", false, at.clone())
+            .map(|(m, _)| m);
+        let effort_ok = t.get("effort").is_none();
+        let effort = self
+            .string(t, path, "effort", false, at)
+            .and_then(|(name, span)| {
+                let found = efforts().into_iter().find(|e| e.as_str() == name);
+                if found.is_none() {
+                    let names: Vec<&str> = efforts().iter().map(|e| e.as_str()).collect();
+                    self.report(
+                        span,
+                        &join(path, "effort"),
+                        Rule::UnknownEffort,
+                        format!("{name:?} is not one of {}", names.join(", ")),
+                    );
+                }
+                found
+            });
+        if !effort_ok && effort.is_none() {
+            return None;
+        }
+        Some(RoleSettings {
+            provider: provider?,
+            model,
+            effort,
+        })
+    }
+
+    /// The tables of an array of tables at `key` (`[[key]]` or `key = [{…}, …]`), each with
+    /// its span; anything else is reported.
+    fn table_array<'t>(
+        &mut self,
+        root: &'t dyn TableLike,
+        key: &str,
+    ) -> Vec<(&'t dyn TableLike, Option<Range<usize>>)> {
+        match root.get(key) {
+            None => Vec::new(),
+            Some(Item::ArrayOfTables(array)) => array
+                .iter()
+                .map(|t| (t as &dyn TableLike, t.span()))
+                .collect(),
+            Some(Item::Value(Value::Array(array)))
+                if array.iter().all(|v| v.as_inline_table().is_some()) =>
+            {
+                array
+                    .iter()
+                    .filter_map(|v| v.as_inline_table().map(|t| (t as &dyn TableLike, v.span())))
+                    .collect()
+            }
+            Some(item) => {
+                self.report(
+                    Self::span_of(root, key),
+                    key,
+                    Rule::WrongType,
+                    format!("is {}, expected [[{key}]] tables", kind(item)),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn gates(&mut self, root: &dyn TableLike, default_timeout: u64) -> Vec<Gate> {
+        let mut gates = Vec::new();
+        for (i, (t, at)) in self.table_array(root, "gates").into_iter().enumerate() {
+            let path = format!("gates[{i}]");
+            self.unknown_keys(t, &path, GATE_KEYS);
+            let prefix = self
+                .string(t, &path, "path", true, at.clone())
+                .and_then(|(p, span)| match gate_path_problem(&p) {
+                    Some(why) => {
+                        self.report(
+                            span,
+                            &join(&path, "path"),
+                            Rule::BadPath,
+                            format!("{p:?} {why}"),
+                        );
+                        None
+                    }
+                    None => Some(p),
+                });
+            let command = self.string(t, &path, "command", true, at);
+            let timeout = self.number(t, &path, "timeout_ms", limits::TIMEOUT_MS, default_timeout);
+            if let (Some(path), Some((command, _)), Some(timeout_ms)) = (prefix, command, timeout) {
+                gates.push(Gate {
+                    path,
+                    command,
+                    timeout_ms,
+                });
+            }
+        }
+        gates
+    }
+
+    /// Every `[[tasks]]` entry, valid or not (the cross-checks need every id).
+    fn tasks(&mut self, root: &dyn TableLike) -> Vec<Entry> {
+        let entries = self.table_array(root, "tasks");
+        if entries.is_empty()
+            && root
+                .get("tasks")
+                .is_none_or(|item| item.is_array_of_tables() || item.as_array().is_some())
+        {
+            self.report(
+                None,
+                "tasks",
+                Rule::NoTasks,
+                "the file has no [[tasks]]; a sprint needs at least one".to_string(),
+            );
+        }
+        entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, (t, at))| self.task(t, i, at))
+            .collect()
+    }
+
+    fn task(&mut self, t: &dyn TableLike, index: usize, at: Option<Range<usize>>) -> Entry {
+        let path = format!("tasks[{index}]");
+        self.unknown_keys(t, &path, TASK_KEYS);
+        let line = line_col(self.src, at.as_ref().map_or(0, |s| s.start)).0;
+        let id = self
+            .string(t, &path, "id", true, at.clone())
+            .and_then(|(id, span)| match TaskId::new(id.as_str()) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    self.report(
+                        span,
+                        &join(&path, "id"),
+                        Rule::BadName,
+                        format!("{id:?} {e}"),
+                    );
+                    None
+                }
+            });
+        let title = self
+            .string(t, &path, "title", true, at.clone())
+            .map(|(s, _)| s);
+        let prompt = self.prompt(t, &path, at);
+        let deps = self.depends_on(t, &path);
+        let task = match (id.clone(), title, prompt, &deps) {
+            (Some(id), Some(title), Some(prompt), Some(deps)) => Some(Task {
+                id,
+                title,
+                prompt,
+                depends_on: deps.iter().map(|(d, _)| d.clone()).collect(),
+                line,
+            }),
+            _ => None,
+        };
+        Entry {
+            index,
+            line,
+            id,
+            deps: deps.unwrap_or_default(),
+            task,
+        }
+    }
+
+    /// `prompt` or `brief`, exactly one; a brief is read now, so that a missing file is found
+    /// by `corral sprint check`, not halfway through a sprint.
+    fn prompt(
+        &mut self,
+        t: &dyn TableLike,
+        path: &str,
+        at: Option<Range<usize>>,
+    ) -> Option<TaskPrompt> {
+        match (t.get("prompt").is_some(), t.get("brief").is_some()) {
+            (true, true) => {
+                self.report(
+                    Self::span_of(t, "brief"),
+                    &join(path, "brief"),
+                    Rule::PromptAndBrief,
+                    "a task has a prompt or a brief, not both".to_string(),
+                );
+                None
+            }
+            (false, false) => {
+                self.report(
+                    at,
+                    path,
+                    Rule::NoPrompt,
+                    "the task has neither a prompt nor a brief (a file)".to_string(),
+                );
+                None
+            }
+            (true, false) => self
+                .string(t, path, "prompt", true, None)
+                .map(|(p, _)| TaskPrompt::Inline(p)),
+            (false, true) => {
+                let (name, span) = self.string(t, path, "brief", true, None)?;
+                let file = base_dir(self.file).join(&name);
+                match read_brief(&file) {
+                    Ok(text) => Some(TaskPrompt::Brief { path: file, text }),
+                    Err((rule, why)) => {
+                        self.report(span, &join(path, "brief"), rule, why);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// `depends_on`: a list of task ids, duplicates dropped, each with its span; `None` when
+    /// it is not a list of valid ids (reported).
+    fn depends_on(&mut self, t: &dyn TableLike, path: &str) -> Option<Vec<(TaskId, Span)>> {
+        let full = join(path, "depends_on");
+        let Some(item) = t.get("depends_on") else {
+            return Some(Vec::new());
+        };
+        let Some(array) = item.as_array() else {
+            self.report(
+                Self::span_of(t, "depends_on"),
+                &full,
+                Rule::WrongType,
+                format!("is {}, expected a list of task ids", kind(item)),
+            );
+            return None;
+        };
+        let mut deps: Vec<(TaskId, Span)> = Vec::new();
+        let mut ok = true;
+        for value in array.iter() {
+            let Some(s) = value.as_str() else {
+                self.report(
+                    value.span(),
+                    &full,
+                    Rule::WrongType,
+                    format!(
+                        "holds {}, expected task ids (strings)",
+                        kind(&Item::Value(value.clone()))
+                    ),
+                );
+                ok = false;
+                continue;
+            };
+            match TaskId::new(s) {
+                Ok(id) if deps.iter().any(|(d, _)| d == &id) => {}
+                Ok(id) => deps.push((id, value.span())),
+                Err(e) => {
+                    self.report(value.span(), &full, Rule::BadName, format!("{s:?} {e}"));
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(deps)
+    }
+
+    /// What only the whole list shows: duplicate ids, dependencies on no task, cycles. Every
+    /// entry with a valid id takes part, even one invalid otherwise, so that one broken task
+    /// does not make its dependents' references look wrong too.
+    fn cross_check(&mut self, entries: &[Entry]) {
+        let mut first: HashMap<&TaskId, usize> = HashMap::new();
+        for entry in entries {
+            let Some(id) = &entry.id else { continue };
+            match first.get(id) {
+                Some(&line) => {
+                    let at = self.line_span(entry.line);
+                    self.report(
+                        at,
+                        &format!("tasks[{}].id", entry.index),
+                        Rule::DuplicateTaskId,
+                        format!(
+                            "{:?} is already the id of the task on line {line}",
+                            id.as_str()
+                        ),
+                    );
+                }
+                None => {
+                    first.insert(id, entry.line);
+                }
+            }
+        }
+        // In file order, so that a tie between two close ids always names the same one.
+        let ids: Vec<&str> = entries
+            .iter()
+            .filter_map(|e| e.id.as_ref().map(TaskId::as_str))
+            .collect();
+        for entry in entries {
+            for (dep, span) in &entry.deps {
+                if first.contains_key(dep) {
+                    continue;
+                }
+                let hint = did_you_mean(dep.as_str(), ids.iter().copied())
+                    .map_or(String::new(), |m| format!("; did you mean {m:?}?"));
+                let whose = entry.id.as_ref().map_or("the task".to_string(), |id| {
+                    format!("task {:?}", id.as_str())
+                });
+                self.report(
+                    span.clone(),
+                    &format!("tasks[{}].depends_on", entry.index),
+                    Rule::UnknownDependency,
+                    format!(
+                        "{whose} depends on {:?}, which is no task's id{hint}",
+                        dep.as_str()
+                    ),
+                );
+            }
+        }
+        // The cycle search needs only ids and dependencies.
+        let graph: Vec<(Task, usize)> = entries
+            .iter()
+            .filter_map(|e| {
+                let id = e.id.clone()?;
+                let task = Task {
+                    id,
+                    title: String::new(),
+                    prompt: TaskPrompt::Inline(String::new()),
+                    depends_on: e.deps.iter().map(|(d, _)| d.clone()).collect(),
+                    line: e.line,
+                };
+                Some((task, e.index))
+            })
+            .collect();
+        let list: Vec<Task> = graph.iter().map(|(t, _)| t.clone()).collect();
+        for cycle in crate::order::cycles(&list) {
+            let Some(head) = cycle.first() else { continue };
+            let Some((task, index)) = graph.iter().find(|(t, _)| &t.id == head) else {
+                continue;
+            };
+            let mut names: Vec<&str> = cycle.iter().map(TaskId::as_str).collect();
+            names.push(head.as_str());
+            let at = self.line_span(task.line);
+            self.report(
+                at,
+                &format!("tasks[{index}].depends_on"),
+                Rule::DependencyCycle,
+                format!(
+                    "the tasks depend on each other in a cycle: {}",
+                    names.join(" -> ")
+                ),
+            );
+        }
+    }
+
+    /// The span of the start of `line` (from 1).
+    fn line_span(&self, line: usize) -> Option<Range<usize>> {
+        let start = self
+            .src
+            .match_indices('\n')
+            .nth(line.checked_sub(2)?)
+            .map_or(0, |(i, _)| i + 1);
+        Some(start..start)
+    }
+}
+
+/// Why `branch` is no branch name git accepts (a conservative subset of `git check-ref-format`).
+fn branch_problem(branch: &str) -> Option<&'static str> {
+    if branch.starts_with('-') {
+        Some("starts with '-'")
+    } else if branch.starts_with('/') || branch.ends_with('/') || branch.contains("//") {
+        Some("has an empty path component")
+    } else if branch.contains("..") || branch.contains("@{") {
+        Some("holds \"..\" or \"@{\"")
+    } else if branch.ends_with(".lock") || branch.ends_with('.') {
+        Some("ends in \".lock\" or '.'")
+    } else if branch
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))
+    {
+        Some("holds a space, a control character or one of ~ ^ : ? * [ \\")
+    } else if branch.split('/').any(|part| part.starts_with('.')) {
+        Some("has a component starting with '.'")
+    } else {
+        None
+    }
+}
+
+/// Why `path` is no gate path: a relative path inside the work tree.
+fn gate_path_problem(path: &str) -> Option<&'static str> {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        Some("is absolute; a gate path is relative to the work tree's top")
+    } else if p
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        Some("leaves the work tree (\"..\")")
+    } else {
+        None
+    }
+}
+
+/// Reads a brief; the rule and the reason when it cannot be used.
+fn read_brief(file: &Path) -> Result<String, (Rule, String)> {
+    let shown = file.display();
+    match corral_contract::read_untrusted_file(file, limits::FILE_LIMIT) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) if text.trim().is_empty() => {
+                Err((Rule::BriefUnreadable, format!("the brief {shown} is empty")))
+            }
+            Ok(text) => Ok(text),
+            Err(_) => Err((
+                Rule::BriefUnreadable,
+                format!("the brief {shown} is not UTF-8 text"),
+            )),
+        },
+        Err(UntrustedFileError::Missing { .. }) => Err((
+            Rule::BriefMissing,
+            format!("the brief {shown} does not exist (a brief is relative to the sprint file)"),
+        )),
+        Err(
+            e @ (UntrustedFileError::NotRegular { .. }
+            | UntrustedFileError::TooLarge { .. }
+            | UntrustedFileError::Io { .. }),
+        ) => Err((Rule::BriefUnreadable, format!("cannot use the brief: {e}"))),
+    }
+}

@@ -1,0 +1,214 @@
+//! `sprint.json`: how far a sprint has come, written atomically after every step so that a
+//! sprint killed at any moment continues from what the file says.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::file::SprintFile;
+use crate::names::{SprintName, TaskId};
+
+/// The version of the `sprint.json` format this build writes and reads.
+pub const STATE_SCHEMA_VERSION: u32 = 1;
+
+/// The largest `sprint.json` read, in bytes.
+const STATE_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// A sprint's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SprintState {
+    /// [`STATE_SCHEMA_VERSION`] when written.
+    pub schema_version: u32,
+    /// The sprint's name.
+    pub name: SprintName,
+    /// The branch it commits on.
+    pub branch: String,
+    /// The sprint file it runs.
+    pub sprint_file: PathBuf,
+    /// When it first started (RFC 3339).
+    pub started_at: String,
+    /// When this state was written (RFC 3339).
+    pub updated_at: String,
+    /// Every task, in run order.
+    pub tasks: Vec<TaskState>,
+}
+
+/// One task's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskState {
+    /// The task's id.
+    pub id: TaskId,
+    /// Its title.
+    pub title: String,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// The round it is in, or ended in (0: not started).
+    pub round: u32,
+    /// Its attempt (0: not started).
+    pub attempt: u32,
+    /// The commit that finished it.
+    pub commit: Option<String>,
+    /// Why it is blocked or skipped.
+    pub reason: Option<String>,
+}
+
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskStatus {
+    /// Not started.
+    Pending,
+    /// Started and not finished (a sprint that stopped here continues here).
+    Running,
+    /// Passed and committed.
+    Done,
+    /// Could not be done: the agent reported it blocked, or its rounds or attempts ran out.
+    Blocked,
+    /// Not run, because a task it depends on is blocked.
+    Skipped,
+}
+
+impl TaskStatus {
+    /// The status's name in `sprint.json` and in `corral sprint status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Running => "running",
+            TaskStatus::Done => "done",
+            TaskStatus::Blocked => "blocked",
+            TaskStatus::Skipped => "skipped",
+        }
+    }
+}
+
+impl SprintState {
+    /// The state of `file`'s sprint before anything ran: every task pending, in run order.
+    pub fn fresh(file: &SprintFile, now: &str) -> Self {
+        SprintState {
+            schema_version: STATE_SCHEMA_VERSION,
+            name: file.sprint.name.clone(),
+            branch: file.sprint.branch.clone(),
+            sprint_file: file.path.clone(),
+            started_at: now.to_string(),
+            updated_at: now.to_string(),
+            tasks: file
+                .run_order()
+                .into_iter()
+                .map(|t| TaskState {
+                    id: t.id.clone(),
+                    title: t.title.clone(),
+                    status: TaskStatus::Pending,
+                    round: 0,
+                    attempt: 0,
+                    commit: None,
+                    reason: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// How many tasks have `status`.
+    pub fn count(&self, status: TaskStatus) -> usize {
+        self.tasks.iter().filter(|t| t.status == status).count()
+    }
+}
+
+/// Why `sprint.json` could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// No state file: the sprint never ran here. Retryable: no.
+    #[error("{}: no such file", path.display())]
+    Missing {
+        /// The state file.
+        path: PathBuf,
+    },
+    /// The file could not be read (not a regular file, too large, an I/O error). Retryable:
+    /// only an I/O error may pass.
+    #[error("cannot read the sprint state: {0}")]
+    Unreadable(#[source] corral_contract::UntrustedFileError),
+    /// The file is not a state this build understands. Retryable: no.
+    #[error("{}: not a sprint state: {reason}", path.display())]
+    Invalid {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The file could not be written. Retryable: yes, once the disk has room or the
+    /// directory is writable.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The state file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// Reads the state at `path`. The file is read as one an agent could have replaced (it is in
+/// the project tree): regular files only, bounded, never a blocking open.
+pub fn read_state(path: &Path) -> Result<SprintState, StateError> {
+    let bytes = match corral_contract::read_untrusted_file(path, STATE_LIMIT) {
+        Ok(bytes) => bytes,
+        Err(corral_contract::UntrustedFileError::Missing { .. }) => {
+            return Err(StateError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) => return Err(StateError::Unreadable(e)),
+    };
+    let invalid = |reason: String| StateError::Invalid {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+    match value
+        .get("schemaVersion")
+        .and_then(serde_json::Value::as_u64)
+    {
+        Some(v) if v == u64::from(STATE_SCHEMA_VERSION) => {}
+        Some(v) => {
+            return Err(invalid(format!(
+                "schema version {v}; this build reads version {STATE_SCHEMA_VERSION}"
+            )));
+        }
+        None => return Err(invalid("no schemaVersion".to_string())),
+    }
+    serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+}
+
+/// Writes `state` to `path` atomically (a temporary file in the same directory, then renamed
+/// over it), creating the directory: a reader, or the next `corral sprint run` after a kill,
+/// sees the old state or the new one, never half of one.
+pub fn write_state(path: &Path, state: &SprintState) -> Result<(), StateError> {
+    let failed = |source: io::Error| StateError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut json = serde_json::to_vec_pretty(state).map_err(|e| failed(io::Error::other(e)))?;
+    json.push(b'\n');
+    let dir = crate::file::base_dir(path);
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        crate::layout::STATE_FILE,
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(&json)?;
+        // The state is what a crash resume trusts: it must be on disk before it replaces the
+        // old one, or a power cut could leave an empty file in its place.
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(failed)
+}

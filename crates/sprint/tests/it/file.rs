@@ -1,0 +1,387 @@
+//! The sprint file: a valid one read into values, the example `corral sprint init` writes,
+//! and every rule's error with its file, line, key and rule, all of them at once.
+
+use std::path::{Path, PathBuf};
+
+use corral_ports::{Effort, ProviderId};
+use corral_sprint::{
+    Diagnostic, EXAMPLE, Rule, SprintFile, SprintFileError, TaskPrompt, limits, load, parse,
+};
+
+/// Writes `text` as `corral-sprint.toml` in a new directory and loads it.
+fn load_text(text: &str) -> (tempfile::TempDir, Result<SprintFile, SprintFileError>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("corral-sprint.toml");
+    std::fs::write(&path, text).unwrap();
+    let loaded = load(&path);
+    (dir, loaded)
+}
+
+/// The diagnostics of `text`, printed as the CLI prints them, with the file as a bare name.
+fn errors(text: &str) -> Vec<String> {
+    match parse(Path::new("corral-sprint.toml"), text) {
+        Ok(file) => panic!("expected errors, got {file:?}"),
+        Err(SprintFileError::Invalid { diagnostics, .. }) => {
+            diagnostics.iter().map(Diagnostic::to_string).collect()
+        }
+        Err(other) => panic!("expected diagnostics, got {other}"),
+    }
+}
+
+fn rules(text: &str) -> Vec<Rule> {
+    match parse(Path::new("corral-sprint.toml"), text) {
+        Err(SprintFileError::Invalid { diagnostics, .. }) => {
+            diagnostics.iter().map(|d| d.rule).collect()
+        }
+        other => panic!("expected diagnostics, got {other:?}"),
+    }
+}
+
+const MINIMAL: &str = r#"
+[sprint]
+name = "demo"
+check = "true"
+
+[roles.generator]
+provider = "claude"
+
+[[tasks]]
+id = "one"
+title = "The one task"
+prompt = "Do it."
+"#;
+
+#[test]
+fn a_minimal_file_gets_every_default() {
+    let file = parse(Path::new("corral-sprint.toml"), MINIMAL).unwrap();
+    assert_eq!(file.sprint.name.as_str(), "demo");
+    assert_eq!(file.sprint.branch, "corral/demo");
+    assert_eq!(file.sprint.check, "true");
+    assert_eq!(
+        file.sprint.check_timeout_ms,
+        limits::DEFAULT_CHECK_TIMEOUT_MS
+    );
+    assert_eq!(file.sprint.setup, None);
+    assert_eq!(file.sprint.max_rounds, 3);
+    assert_eq!(file.sprint.max_attempts, 2);
+    assert_eq!(file.generator.provider, ProviderId::Claude);
+    assert_eq!(file.generator.model, None);
+    assert_eq!(
+        file.evaluator.as_ref(),
+        Some(&file.generator),
+        "without its own table the evaluator is the generator's agent"
+    );
+    assert!(file.gates.is_empty());
+    assert_eq!(file.tasks.len(), 1);
+    assert_eq!(file.tasks[0].prompt, TaskPrompt::Inline("Do it.".into()));
+    assert_eq!(file.tasks[0].line, 9);
+}
+
+#[test]
+fn every_key_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("briefs")).unwrap();
+    std::fs::write(dir.path().join("briefs/b.md"), "Brief B.\n").unwrap();
+    let text = r#"
+[sprint]
+name = "full"
+branch = "work/full"
+check = "make check"
+check_timeout_ms = 5000
+setup = "make deps"
+max_rounds = 10
+max_attempts = 1
+
+[roles.generator]
+provider = "opencode"
+model = "anthropic/claude-sonnet-4-5"
+effort = "high"
+
+[roles.evaluator]
+provider = "codex"
+model = "gpt-5"
+effort = "low"
+
+[[gates]]
+path = "crates/engine/"
+command = "cargo test -p corral-engine"
+
+[[gates]]
+path = "docs/"
+command = "make docs"
+timeout_ms = 2000
+
+[[tasks]]
+id = "a"
+title = "A"
+prompt = "Do A."
+
+[[tasks]]
+id = "b"
+title = "B"
+brief = "briefs/b.md"
+depends_on = ["a", "a"]
+"#;
+    let path = dir.path().join("corral-sprint.toml");
+    std::fs::write(&path, text).unwrap();
+    let file = load(&path).unwrap();
+    assert_eq!(file.sprint.branch, "work/full");
+    assert_eq!(file.sprint.check_timeout_ms, 5000);
+    assert_eq!(file.sprint.setup.as_deref(), Some("make deps"));
+    assert_eq!((file.sprint.max_rounds, file.sprint.max_attempts), (10, 1));
+    assert_eq!(file.generator.provider, ProviderId::Opencode);
+    assert_eq!(
+        file.generator.model.as_deref(),
+        Some("anthropic/claude-sonnet-4-5")
+    );
+    assert_eq!(file.generator.effort, Some(Effort::High));
+    let evaluator = file.evaluator.clone().unwrap();
+    assert_eq!(evaluator.provider, ProviderId::Codex);
+    assert_eq!(evaluator.effort, Some(Effort::Low));
+    assert_eq!(file.gates.len(), 2);
+    assert_eq!(
+        file.gates[0].timeout_ms, 5000,
+        "a gate's timeout defaults to the check's"
+    );
+    assert_eq!(file.gates[1].timeout_ms, 2000);
+    assert!(file.gates[0].applies_to("crates/engine/src/run.rs"));
+    assert!(!file.gates[0].applies_to("crates/cli/src/run.rs"));
+    assert_eq!(
+        file.tasks[1].prompt,
+        TaskPrompt::Brief {
+            path: dir.path().join("briefs/b.md"),
+            text: "Brief B.\n".into()
+        },
+        "a brief is read relative to the sprint file"
+    );
+    assert_eq!(file.tasks[1].depends_on.len(), 1, "duplicates are dropped");
+}
+
+#[test]
+fn the_evaluator_can_be_turned_off() {
+    let text = MINIMAL.replace(
+        "[[tasks]]",
+        "[roles.evaluator]\nenabled = false\n\n[[tasks]]",
+    );
+    let file = parse(Path::new("corral-sprint.toml"), &text).unwrap();
+    assert_eq!(file.evaluator, None);
+}
+
+#[test]
+fn the_example_init_writes_is_valid_and_runs_in_file_order() {
+    let (_dir, file) = load_text(EXAMPLE);
+    let file = file.unwrap();
+    assert_eq!(file.sprint.name.as_str(), "example");
+    assert_eq!(file.generator.provider, ProviderId::Claude);
+    assert_eq!(
+        file.evaluator.as_ref().map(|e| e.provider),
+        Some(ProviderId::Codex)
+    );
+    let order: Vec<&str> = file.run_order().iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(order, ["parse-config", "use-config"]);
+}
+
+#[test]
+fn dependencies_run_first_and_the_file_order_otherwise() {
+    let text = r#"
+[sprint]
+name = "order"
+check = "true"
+[roles.generator]
+provider = "grok"
+[[tasks]]
+id = "deploy"
+title = "Deploy"
+prompt = "p"
+depends_on = ["build", "test"]
+[[tasks]]
+id = "docs"
+title = "Docs"
+prompt = "p"
+[[tasks]]
+id = "test"
+title = "Test"
+prompt = "p"
+depends_on = ["build"]
+[[tasks]]
+id = "build"
+title = "Build"
+prompt = "p"
+"#;
+    let file = parse(Path::new("corral-sprint.toml"), text).unwrap();
+    let order: Vec<&str> = file.run_order().iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(order, ["docs", "build", "test", "deploy"]);
+}
+
+#[test]
+fn every_error_is_reported_with_file_line_key_and_rule() {
+    let text = r#"
+[sprint]
+name = "bad name"
+chek = "true"
+max_rounds = 11
+max_attempts = 0
+check_timeout_ms = "10s"
+colour = "blue"
+
+[roles.generator]
+provider = "claud"
+effort = "extreme"
+
+[roles.evaluator]
+provider = "gpt"
+
+[[gates]]
+path = "/etc"
+command = ""
+
+[[tasks]]
+id = "a"
+title = "A"
+prompt = "p"
+brief = "b.md"
+depends_on = ["c"]
+
+[[tasks]]
+id = "a"
+title = "A again"
+
+[[tasks]]
+id = "c"
+title = "C"
+prompt = "p"
+depends_on = ["a"]
+
+[[tasks]]
+id = "d"
+title = "D"
+prompt = "p"
+depends_on = ["e", "ghost"]
+
+[[tasks]]
+id = "e"
+title = "E"
+prompt = "p"
+depends_on = ["d"]
+"#;
+    insta::assert_snapshot!(errors(text).join("\n"));
+}
+
+#[test]
+fn a_missing_check_name_and_generator_are_each_named() {
+    let text = "[sprint]\nmax_rounds = 2\n\n[roles]\n\n[[tasks]]\nid = \"x\"\nprompt = \"p\"\n";
+    insta::assert_snapshot!(errors(text).join("\n"));
+}
+
+#[test]
+fn a_file_without_tables_names_each_missing_one() {
+    assert_eq!(
+        rules(""),
+        [Rule::MissingKey, Rule::MissingKey, Rule::NoTasks],
+        "sprint, roles and tasks"
+    );
+}
+
+#[test]
+fn a_syntax_error_names_its_line() {
+    let got = errors("[sprint]\nname = \"x\"\ncheck = \n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("corral-sprint.toml:3:") && got[0].ends_with("[syntax]"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn a_task_with_neither_prompt_nor_brief_is_named() {
+    let text = MINIMAL.replace("prompt = \"Do it.\"", "");
+    assert_eq!(
+        errors(&text),
+        [
+            "corral-sprint.toml:9:1: tasks[0]: the task has neither a prompt nor a brief (a file) [no-prompt]"
+        ]
+    );
+}
+
+#[test]
+fn a_missing_brief_names_the_file_relative_to_the_sprint_file() {
+    let text = MINIMAL.replace("prompt = \"Do it.\"", "brief = \"briefs/none.md\"");
+    let (dir, loaded) = load_text(&text);
+    let Err(SprintFileError::Invalid { diagnostics, .. }) = loaded else {
+        panic!("expected diagnostics, got {loaded:?}");
+    };
+    assert_eq!(diagnostics.len(), 1);
+    let d = &diagnostics[0];
+    assert_eq!((d.line, d.rule), (12, Rule::BriefMissing));
+    assert_eq!(d.key, "tasks[0].brief");
+    assert_eq!(d.file, dir.path().join("corral-sprint.toml"));
+    let expected: PathBuf = dir.path().join("briefs/none.md");
+    assert!(
+        d.message.contains(&expected.display().to_string()),
+        "{}",
+        d.message
+    );
+}
+
+#[test]
+fn an_empty_brief_and_a_directory_brief_are_unusable() {
+    let text = MINIMAL.replace("prompt = \"Do it.\"", "brief = \"empty.md\"")
+        + "\n[[tasks]]\nid = \"two\"\ntitle = \"Two\"\nbrief = \"dir\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("empty.md"), "  \n").unwrap();
+    std::fs::create_dir(dir.path().join("dir")).unwrap();
+    let path = dir.path().join("corral-sprint.toml");
+    std::fs::write(&path, text).unwrap();
+    let Err(SprintFileError::Invalid { diagnostics, .. }) = load(&path) else {
+        panic!("expected diagnostics");
+    };
+    let rules: Vec<Rule> = diagnostics.iter().map(|d| d.rule).collect();
+    assert_eq!(rules, [Rule::BriefUnreadable, Rule::BriefUnreadable]);
+}
+
+#[test]
+fn tasks_written_as_an_inline_array_are_read_too() {
+    let text = r#"
+sprint = { name = "inline", check = "true" }
+roles = { generator = { provider = "copilot" } }
+tasks = [
+  { id = "a", title = "A", prompt = "p" },
+  { id = "b", title = "B", prompt = "p", depends_on = ["zz"] },
+]
+"#;
+    assert_eq!(
+        errors(text),
+        [
+            "corral-sprint.toml:6:56: tasks[1].depends_on: task \"b\" depends on \"zz\", which is no task's id [unknown-dependency]"
+        ]
+    );
+}
+
+#[test]
+fn wrong_types_are_named_with_what_was_found() {
+    let text = r#"
+sprint = "demo"
+roles = 3
+tasks = "none"
+"#;
+    insta::assert_snapshot!(errors(text).join("\n"));
+}
+
+#[test]
+fn an_unreadable_or_non_utf8_file_is_an_error_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = load(&dir.path().join("nope.toml"));
+    assert!(
+        matches!(missing, Err(SprintFileError::Unreadable(_))),
+        "{missing:?}"
+    );
+    let path = dir.path().join("latin1.toml");
+    std::fs::write(&path, b"[sprint]\nname = \"caf\xe9\"\n").unwrap();
+    let Err(SprintFileError::Invalid { diagnostics, .. }) = load(&path) else {
+        panic!("expected diagnostics");
+    };
+    assert_eq!(
+        (diagnostics[0].line, diagnostics[0].rule),
+        (2, Rule::Syntax)
+    );
+}

@@ -1,0 +1,13 @@
+//! The sprint crate's one integration-test binary: the sprint file as a user writes it, the
+//! state on disk.
+
+// Test code: a failed expectation should panic loudly.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::wildcard_enum_match_arm
+)]
+
+mod file;
+mod state;
