@@ -15,8 +15,7 @@ use toml_edit::{ImDocument, Item, TableLike, Value};
 
 use crate::diagnostic::{Diagnostic, Rule, did_you_mean, line_col};
 use crate::file::{
-    Gate, RoleSettings, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt, base_dir,
-    limits,
+    Gate, RoleSettings, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt, limits,
 };
 use crate::names::{SprintName, TaskId};
 
@@ -651,7 +650,11 @@ impl Cx<'_> {
                 .map(|(p, _)| TaskPrompt::Inline(p)),
             (false, true) => {
                 let (name, span) = self.string(t, path, "brief", true, None)?;
-                let file = base_dir(self.file).join(&name);
+                // Beside a bare `corral-sprint.toml` the brief is named as written, not `./x`.
+                let file = match self.file.parent() {
+                    Some(dir) if !dir.as_os_str().is_empty() => dir.join(&name),
+                    Some(_) | None => Path::new(&name).to_path_buf(),
+                };
                 match read_brief(&file) {
                     Ok(text) => Some(TaskPrompt::Brief { path: file, text }),
                     Err((rule, why)) => {
