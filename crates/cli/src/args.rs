@@ -29,6 +29,10 @@ pub enum Command {
     /// Look at runs: list them, show one, or follow one in flight.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Sprints: tasks run one by one through generator and evaluator rounds, each committed
+    /// on its own (docs/sprint.md). Running one is not implemented yet.
+    #[command(subcommand)]
+    Sprint(SprintCommand),
     /// Settings.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -165,6 +169,30 @@ pub enum RunsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum SprintCommand {
+    /// Write a commented example sprint file (never over an existing one).
+    Init {
+        /// The file to write (default: corral-sprint.toml).
+        file: Option<PathBuf>,
+    },
+    /// Validate a sprint file: every error with its file, line, key and rule (exit 2), or the
+    /// tasks in the order they run.
+    Check {
+        /// The sprint file (default: corral-sprint.toml).
+        file: Option<PathBuf>,
+    },
+    /// Show what a sprint recorded in .corral/sprints/<NAME>/sprint.json.
+    Status {
+        /// The sprint's name (default: the only one recorded, or the one corral-sprint.toml
+        /// here names).
+        name: Option<String>,
+        /// The state as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Print every setting with its value and where it came from.
     Show {
@@ -217,6 +245,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Run(args) => crate::run::run(args).await,
         Command::Chat(args) => crate::chat::chat(args).await,
         Command::Runs(cmd) => crate::runs::runs(cmd).await,
+        Command::Sprint(cmd) => crate::sprint::sprint(cmd),
         Command::Config(ConfigCommand::Show { json }) => crate::config_cmd::show(json),
         Command::Config(ConfigCommand::Trust { cwd }) => {
             let cwd = match cwd {

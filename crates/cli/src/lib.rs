@@ -3,7 +3,8 @@
 //!
 //! This crate renders and maps outcomes to exit codes. It knows nothing about provider
 //! internals or the signals contract's rules: it builds providers and runs a task to a checked
-//! result through `corral-compose`, and talks to providers through the ports.
+//! result through `corral-compose`, talks to providers through the ports, and reads sprint
+//! files and sprint state through `corral-sprint`.
 //! Everything it prints goes through `term`, which makes agent-controlled text inert on a
 //! terminal and survives a closed stdout; the `print` lints keep it so.
 
@@ -18,6 +19,7 @@ mod providers;
 mod render;
 mod run;
 mod runs;
+mod sprint;
 mod term;
 
 use std::process::ExitCode;

@@ -22,3 +22,4 @@ mod daily;
 mod hostile;
 mod live_view;
 mod sandbox_holds;
+mod sprint;

@@ -1,0 +1,241 @@
+//! `corral sprint init | check | status`: the sprint file, and what a sprint recorded.
+//!
+//! `init` writes the commented example (never over an existing file), `check` validates a
+//! sprint file and prints its tasks in the order they run, or every error with its file, line,
+//! key and rule (exit 2), and `status` reads `.corral/sprints/<name>/sprint.json`. Running a
+//! sprint is not here yet; `docs/sprint.md` says what is still to come.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use corral_sprint::{
+    RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintLayout, SprintName, SprintState,
+    StateError, TaskStatus, read_state, recorded_sprints,
+};
+
+use crate::args::SprintCommand;
+use crate::exit::{Exit, usage};
+use crate::term::{errln, one_line, outln};
+
+/// Runs a `corral sprint` command.
+pub fn sprint(cmd: SprintCommand) -> anyhow::Result<Exit> {
+    match cmd {
+        SprintCommand::Init { file } => init(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))),
+        SprintCommand::Check { file } => check(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))),
+        SprintCommand::Status { name, json } => status(name.as_deref(), json),
+    }
+}
+
+fn init(path: &Path) -> anyhow::Result<Exit> {
+    // `create_new`: a file that is there, even one made a moment ago, is never overwritten.
+    let mut file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(usage(format!(
+                "{} already exists and was left as it is; remove it or name another file",
+                path.display()
+            )));
+        }
+        Err(e) => return Err(usage(format!("cannot write {}: {e}", path.display()))),
+    };
+    file.write_all(corral_sprint::EXAMPLE.as_bytes())
+        .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+    outln!(
+        "wrote {}: an example sprint with comments; edit it, then `corral sprint check{}`",
+        path.display(),
+        if path == Path::new(SPRINT_FILE) {
+            String::new()
+        } else {
+            format!(" {}", path.display())
+        }
+    );
+    Ok(Exit::Success)
+}
+
+fn check(path: &Path) -> anyhow::Result<Exit> {
+    let file = match corral_sprint::load(path) {
+        Ok(file) => file,
+        Err(SprintFileError::Invalid { path, diagnostics }) => {
+            for d in &diagnostics {
+                errln!("error: {d}");
+            }
+            errln!(
+                "{}: {} error{}",
+                path.display(),
+                diagnostics.len(),
+                if diagnostics.len() == 1 { "" } else { "s" }
+            );
+            return Ok(Exit::BadInput);
+        }
+        Err(e @ SprintFileError::Unreadable(_)) => {
+            let hint = if path.exists() {
+                ""
+            } else {
+                " (write an example with `corral sprint init`)"
+            };
+            return Err(usage(format!("{e}{hint}")));
+        }
+    };
+    print_summary(&file);
+    Ok(Exit::Success)
+}
+
+/// A role as a short phrase: `claude (model x, effort high)`.
+fn role(r: &RoleSettings) -> String {
+    let mut details = Vec::new();
+    if let Some(model) = &r.model {
+        details.push(format!("model {model}"));
+    }
+    if let Some(effort) = r.effort {
+        details.push(format!("effort {}", effort.as_str()));
+    }
+    if details.is_empty() {
+        r.provider.as_str().to_string()
+    } else {
+        format!("{} ({})", r.provider, details.join(", "))
+    }
+}
+
+fn print_summary(file: &SprintFile) {
+    let s = &file.sprint;
+    let count =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    outln!(
+        "{}: sprint {} is valid: {} on branch {}",
+        file.path.display(),
+        s.name,
+        count(file.tasks.len(), "task", "tasks"),
+        one_line(&s.branch)
+    );
+    let evaluator = file.evaluator.as_ref().map_or("off".to_string(), role);
+    outln!(
+        "generator {}, evaluator {}; {}; at most {} and {} per task",
+        role(&file.generator),
+        evaluator,
+        count(file.gates.len(), "gate", "gates"),
+        count(s.max_rounds as usize, "round", "rounds"),
+        count(s.max_attempts as usize, "attempt", "attempts"),
+    );
+    outln!("tasks in the order they run:");
+    let order = file.run_order();
+    let width = order.iter().map(|t| t.id.as_str().len()).max().unwrap_or(0);
+    for (i, task) in order.iter().enumerate() {
+        let after = if task.depends_on.is_empty() {
+            String::new()
+        } else {
+            let ids: Vec<&str> = task.depends_on.iter().map(|d| d.as_str()).collect();
+            format!("  (after {})", ids.join(", "))
+        };
+        outln!(
+            "  {:>2}. {:<width$}  {}{after}",
+            i + 1,
+            task.id.as_str(),
+            one_line(&task.title)
+        );
+    }
+}
+
+fn status(name: Option<&str>, json: bool) -> anyhow::Result<Exit> {
+    let cwd = std::env::current_dir()?;
+    let root = corral_compose::project_root(&cwd);
+    let name = match name {
+        Some(n) => SprintName::new(n).map_err(|e| usage(format!("the sprint name {n:?} {e}")))?,
+        None => only_sprint(&root, &cwd)?,
+    };
+    let layout = SprintLayout::new(&root, &name);
+    let state = match read_state(&layout.state_file()) {
+        Ok(state) => state,
+        Err(StateError::Missing { path }) => {
+            return Err(usage(format!(
+                "sprint {name} has not run in {}: there is no {}",
+                root.display(),
+                path.display()
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if json {
+        outln!("{}", crate::term::json_pretty(&state)?);
+    } else {
+        print_state(&state);
+    }
+    Ok(Exit::Success)
+}
+
+/// The sprint to show when none is named: the only one recorded, else the one the sprint
+/// file here names.
+fn only_sprint(root: &Path, cwd: &Path) -> anyhow::Result<SprintName> {
+    let recorded = recorded_sprints(root)?;
+    match recorded.as_slice() {
+        [] => Err(usage(format!(
+            "no sprint has run in {} yet (nothing under {})",
+            root.display(),
+            corral_sprint::sprints_dir(root).display()
+        ))),
+        [one] => Ok(one.clone()),
+        many => {
+            if let Ok(file) = corral_sprint::load(&cwd.join(SPRINT_FILE))
+                && many.contains(&file.sprint.name)
+            {
+                return Ok(file.sprint.name);
+            }
+            let names: Vec<&str> = many.iter().map(SprintName::as_str).collect();
+            Err(usage(format!(
+                "{} sprints have run here ({}); name one: corral sprint status NAME",
+                many.len(),
+                names.join(", ")
+            )))
+        }
+    }
+}
+
+fn print_state(state: &SprintState) {
+    let done = state.count(TaskStatus::Done);
+    outln!(
+        "sprint {} on branch {}: {done} of {} tasks done",
+        state.name,
+        one_line(&state.branch),
+        state.tasks.len()
+    );
+    outln!(
+        "started {}, updated {}",
+        one_line(&state.started_at),
+        one_line(&state.updated_at)
+    );
+    let width = state
+        .tasks
+        .iter()
+        .map(|t| t.id.as_str().len())
+        .max()
+        .unwrap_or(0);
+    for task in &state.tasks {
+        let mut details = Vec::new();
+        if task.round > 0 {
+            details.push(format!("round {}", task.round));
+        }
+        if task.attempt > 1 {
+            details.push(format!("attempt {}", task.attempt));
+        }
+        if let Some(commit) = &task.commit {
+            details.push(format!("commit {}", one_line(commit)));
+        }
+        if let Some(reason) = &task.reason {
+            details.push(one_line(reason));
+        }
+        let details = if details.is_empty() {
+            String::new()
+        } else {
+            format!("  ({})", details.join(", "))
+        };
+        outln!(
+            "  {:<7}  {:<width$}  {}{details}",
+            task.status.as_str(),
+            task.id.as_str(),
+            one_line(&task.title)
+        );
+    }
+}

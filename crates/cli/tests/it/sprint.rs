@@ -1,0 +1,158 @@
+//! `corral sprint init | check | status`: the example that init writes validates, init never
+//! overwrites, check names every error's file, line, key and rule, and status reads what a
+//! sprint recorded, or says that none did.
+
+use corral_sprint::{SprintLayout, SprintName, SprintState, TaskStatus, parse, write_state};
+
+use crate::support::*;
+
+#[test]
+fn init_writes_an_example_that_check_accepts() {
+    let env = Env::new();
+    let out = env.corral().args(["sprint", "init"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+    let written = std::fs::read_to_string(env.project().join("corral-sprint.toml")).unwrap();
+    assert_eq!(written, corral_sprint::EXAMPLE);
+    let out = env.corral().args(["sprint", "check"]).output().unwrap();
+    insta::assert_snapshot!(transcript(&env, &out));
+}
+
+#[test]
+fn init_refuses_to_overwrite_a_file() {
+    let env = Env::new();
+    let mine = env.write("project/mine.toml", "# my own sprint\n");
+    let out = env
+        .corral()
+        .args(["sprint", "init", "mine.toml"])
+        .output()
+        .unwrap();
+    insta::assert_snapshot!(transcript(&env, &out));
+    assert_eq!(std::fs::read_to_string(mine).unwrap(), "# my own sprint\n");
+}
+
+#[test]
+fn init_into_another_file_names_it_in_the_next_step() {
+    let env = Env::new();
+    let out = env
+        .corral()
+        .args(["sprint", "init", "other.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        env.clean(&out.stdout)
+            .contains("`corral sprint check other.toml`"),
+        "{}",
+        transcript(&env, &out)
+    );
+    let out = env
+        .corral()
+        .args(["sprint", "check", "other.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+}
+
+#[test]
+fn check_names_every_error_with_file_line_key_and_rule() {
+    let env = Env::new();
+    env.write(
+        "project/corral-sprint.toml",
+        r#"[sprint]
+name = "s"
+check = "true"
+max_rounds = 0
+
+[roles.generator]
+provider = "codx"
+
+[[tasks]]
+id = "a"
+title = "A"
+brief = "missing.md"
+depends_on = ["b"]
+
+[[tasks]]
+id = "b"
+title = "B"
+prompt = "p"
+depends_on = ["a"]
+colour = "red"
+"#,
+    );
+    let out = env.corral().args(["sprint", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    insta::assert_snapshot!(transcript(&env, &out));
+}
+
+#[test]
+fn check_of_a_missing_file_points_at_init() {
+    let env = Env::new();
+    let out = env.corral().args(["sprint", "check"]).output().unwrap();
+    insta::assert_snapshot!(transcript(&env, &out));
+}
+
+#[test]
+fn status_says_when_no_sprint_has_run() {
+    let env = Env::new();
+    std::fs::create_dir(env.project().join(".git")).unwrap();
+    let out = env.corral().args(["sprint", "status"]).output().unwrap();
+    insta::assert_snapshot!(transcript(&env, &out));
+    let out = env
+        .corral()
+        .args(["sprint", "status", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        env.clean(&out.stderr)
+            .contains("sprint nope has not run in <tmp>/project"),
+        "{}",
+        transcript(&env, &out)
+    );
+}
+
+/// Records a state for the example sprint: the first task done, the second in round 2.
+fn record_example(env: &Env) -> SprintState {
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    let file = parse(
+        &env.project().join("corral-sprint.toml"),
+        corral_sprint::EXAMPLE,
+    )
+    .unwrap();
+    let mut state = SprintState::fresh(&file, "2026-12-02T10:00:00.000Z");
+    state.updated_at = "2026-12-02T10:20:00.000Z".into();
+    state.sprint_file = "corral-sprint.toml".into();
+    state.tasks[0].status = TaskStatus::Done;
+    state.tasks[0].round = 1;
+    state.tasks[0].attempt = 1;
+    state.tasks[0].commit = Some("0123abc".into());
+    state.tasks[1].status = TaskStatus::Running;
+    state.tasks[1].round = 2;
+    state.tasks[1].attempt = 1;
+    let layout = SprintLayout::new(&env.project(), &SprintName::new("example").unwrap());
+    write_state(&layout.state_file(), &state).unwrap();
+    state
+}
+
+#[test]
+fn status_shows_each_task_where_it_stands() {
+    let env = Env::new();
+    record_example(&env);
+    let out = env.corral().args(["sprint", "status"]).output().unwrap();
+    insta::assert_snapshot!(transcript(&env, &out));
+}
+
+#[test]
+fn status_json_is_the_recorded_state() {
+    let env = Env::new();
+    let state = record_example(&env);
+    let out = env
+        .corral()
+        .args(["sprint", "status", "example", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+    let back: SprintState = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(back, state);
+}
