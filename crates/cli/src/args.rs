@@ -181,7 +181,7 @@ pub enum SprintCommand {
         /// The sprint file (default: corral-sprint.toml).
         file: Option<PathBuf>,
     },
-    /// Show what a sprint recorded in .corral/sprints/<NAME>/sprint.json.
+    /// Show what a sprint recorded (sprint.json in .corral/sprints/NAME/).
     Status {
         /// The sprint's name (default: the only one recorded, or the one corral-sprint.toml
         /// here names).
