@@ -32,6 +32,9 @@ pub(crate) struct Launch {
     /// With egress confined to the allow-list: the gate that holds the sandbox until its way
     /// out is open, and the allow-list the proxy enforces (see `egress`).
     pub egress: Option<(EgressGate, AllowList)>,
+    /// Under bubblewrap: the seccomp program's descriptor (see `seccomp`), kept open until the
+    /// spawn returned.
+    pub seccomp: Option<std::os::fd::OwnedFd>,
 }
 
 /// A started CLI, and the way out of its sandbox when its egress is confined.
@@ -96,7 +99,14 @@ pub(crate) fn launch(
         }
         (SandboxBackend::Bubblewrap | SandboxBackend::Native, _) => None,
     };
-    let (program, args) = match plan.backend {
+    let seccomp = match plan.backend {
+        SandboxBackend::Native => None,
+        SandboxBackend::Bubblewrap => Some(
+            crate::seccomp::program_fd()
+                .map_err(|e| scope.io_error(&scope.session.output_dir, &e))?,
+        ),
+    };
+    let (program, mut args) = match plan.backend {
         SandboxBackend::Native => (spec.program.clone(), spec.args.clone()),
         SandboxBackend::Bubblewrap => wrap_in_bubblewrap(
             scope,
@@ -107,10 +117,21 @@ pub(crate) fn launch(
             egress.as_ref().map(|(gate, _, honour)| (gate, *honour)),
         )?,
     };
-    let inherit_fds = egress
+    let mut inherit_fds = egress
         .as_ref()
         .map(|(gate, _, _)| gate.child_fds())
         .unwrap_or_default();
+    if let Some(fd) = &seccomp {
+        use std::os::fd::AsRawFd;
+        inherit_fds.push(fd.as_raw_fd());
+        args.splice(
+            0..0,
+            [
+                OsString::from("--seccomp"),
+                fd.as_raw_fd().to_string().into(),
+            ],
+        );
+    }
     let argv_bytes = check_argv(
         program.as_os_str(),
         args.iter().map(|a| a.as_os_str()),
@@ -137,6 +158,7 @@ pub(crate) fn launch(
         env,
         argv_bytes,
         egress: egress.map(|(gate, allow, _)| (gate, allow)),
+        seccomp,
     })
 }
 
@@ -274,6 +296,8 @@ pub(crate) async fn spawn(
         },
     );
     scope.log.flush();
+    // bubblewrap holds its own copy of the seccomp program's descriptor now.
+    drop(launch.seccomp);
     let egress = match launch.egress {
         Some((gate, allow)) => {
             Some(open_egress(scope, attempt, gate, allow, child.as_mut()).await?)

@@ -37,6 +37,7 @@ mod proc;
 mod process_group;
 mod run;
 mod sandbox;
+mod seccomp;
 mod spawn;
 mod streams;
 mod tail;

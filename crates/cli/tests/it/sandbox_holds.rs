@@ -309,3 +309,42 @@ fn the_users_other_credentials_are_not_readable_to_the_agent() {
         "SECRET\n"
     );
 }
+
+/// Issue 16 item 3: no seccomp filter stood between the agent and `ptrace`, `io_uring` or
+/// `clone3`. Now bubblewrap installs Corral's (`Seccomp: 2` inside): `ptrace` and `io_uring_setup`
+/// fail with `EPERM`, `clone3` with `ENOSYS`; a nested user namespace stays possible (Codex's own
+/// sandbox needs one).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_seccomp_filter_refuses_ptrace_io_uring_and_clone3() {
+    let env = Env::new();
+    let probe = env.project().join("probe.txt");
+    // `syscall(nr, …)` through Python's ctypes; exit 1 (reported `refused`) when it failed with
+    // the errno given, 0 otherwise.
+    let call = |nr: u32, errno: u32| {
+        format!(
+            "/usr/bin/python3 -c 'import ctypes, sys; c = ctypes.CDLL(None, use_errno=True); r = c.syscall({nr}, 1, None); sys.exit(1 if r == -1 and ctypes.get_errno() == {errno} else 0)'"
+        )
+    };
+    run_agent(
+        &env,
+        &format!(
+            r#"{TRY}
+{{
+  sed -n 's/^Seccomp:[[:space:]]*/seccomp=/p' /proc/self/status
+  t ptrace strace -o /dev/null true
+  t io-uring {io_uring}
+  t clone3 {clone3}
+  t nested-user-namespace unshare -U true
+}} > probe.txt 2>&1"#,
+            io_uring = call(425, 1),
+            clone3 = call(435, 38),
+        ),
+    );
+    let seen = report(&probe);
+    assert_eq!(value(&seen, "seccomp"), "2", "{seen:?}");
+    for act in ["ptrace", "io-uring", "clone3"] {
+        assert_eq!(value(&seen, act), "refused", "{act}: {seen:?}");
+    }
+    assert_eq!(value(&seen, "nested-user-namespace"), "done", "{seen:?}");
+}

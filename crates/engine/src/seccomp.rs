@@ -1,0 +1,178 @@
+//! The seccomp filter in front of every sandboxed CLI: a classic BPF program that bubblewrap
+//! installs (`--seccomp FD`) after `no_new_privs`, just before it executes the CLI, so the CLI
+//! and everything it starts inherit it and cannot remove it.
+//!
+//! What it refuses, with `EPERM`: `ptrace` and `process_vm_readv`/`process_vm_writev` (reading
+//! or steering another process of the sandbox, Corral's own proxy helper included), the
+//! `io_uring_*` calls (a second system-call path that seccomp cannot see into), and `setns`.
+//! `clone3` gets `ENOSYS`, so the C library falls back to `clone`, whose flags a filter can
+//! read. Any other architecture than the one Corral was built for (a 32-bit binary's `int 0x80`,
+//! the x32 ABI) gets `EPERM` for every call, so the numbers below cannot be bypassed.
+//!
+//! What it leaves open, on purpose: new user and mount namespaces and the mount family. Codex
+//! builds its own bubblewrap sandbox inside Corral's for every command it runs, which needs
+//! exactly those; without capabilities in the host's namespaces (see `sandbox::isolation_args`)
+//! they reach nothing outside.
+
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+
+/// `struct sock_filter`: one classic BPF instruction.
+#[derive(Debug, Clone, Copy)]
+struct Instruction {
+    code: u16,
+    jt: u8,
+    jf: u8,
+    k: u32,
+}
+
+const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+
+const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+
+/// `offsetof(struct seccomp_data, nr)` and `arch`.
+const NR_OFFSET: u32 = 0;
+const ARCH_OFFSET: u32 = 4;
+
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
+
+/// The x32 ABI's bit in a system-call number on x86-64: such numbers are refused whole.
+const X32_BIT: u32 = 0x4000_0000;
+
+/// Refused with `EPERM`.
+const REFUSED: &[libc::c_long] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_setns,
+];
+
+/// Answered with `ENOSYS`.
+const UNIMPLEMENTED: &[libc::c_long] = &[libc::SYS_clone3];
+
+fn nr(n: libc::c_long) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The filter, as the instructions it is made of.
+fn instructions() -> Vec<Instruction> {
+    let stmt = |code, k| Instruction {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let eperm = RET_ERRNO | u32::try_from(libc::EPERM).unwrap_or(1);
+    let enosys = RET_ERRNO | u32::try_from(libc::ENOSYS).unwrap_or(38);
+    let mut out = vec![
+        stmt(LD_W_ABS, ARCH_OFFSET),
+        // Our architecture: skip the refusal that follows.
+        Instruction {
+            code: JEQ_K,
+            jt: 1,
+            jf: 0,
+            k: AUDIT_ARCH,
+        },
+        stmt(RET_K, eperm),
+        stmt(LD_W_ABS, NR_OFFSET),
+    ];
+    if cfg!(target_arch = "x86_64") {
+        out.push(Instruction {
+            code: JGE_K,
+            jt: 0,
+            jf: 1,
+            k: X32_BIT,
+        });
+        out.push(stmt(RET_K, eperm));
+    }
+    // Each listed number jumps to its return: the refusals, then the ENOSYS ones, sit after
+    // the `allow`.
+    let listed: Vec<(u32, bool)> = REFUSED
+        .iter()
+        .map(|&n| (nr(n), true))
+        .chain(UNIMPLEMENTED.iter().map(|&n| (nr(n), false)))
+        .collect();
+    let count = listed.len();
+    for (i, &(number, refused)) in listed.iter().enumerate() {
+        // From instruction i of the list, the `allow` is count - i - 1 ahead; the EPERM return
+        // one further, the ENOSYS return two further.
+        let to_allow = count - i - 1;
+        let jump = to_allow + if refused { 1 } else { 2 };
+        out.push(Instruction {
+            code: JEQ_K,
+            jt: u8::try_from(jump).unwrap_or(u8::MAX),
+            jf: 0,
+            k: number,
+        });
+    }
+    out.push(stmt(RET_K, RET_ALLOW));
+    out.push(stmt(RET_K, eperm));
+    out.push(stmt(RET_K, enosys));
+    out
+}
+
+/// The program in the kernel's binary layout (`struct sock_filter`, native byte order), as
+/// bubblewrap reads it from its `--seccomp` descriptor.
+pub(crate) fn program() -> Vec<u8> {
+    instructions()
+        .iter()
+        .flat_map(|i| {
+            let mut bytes = Vec::with_capacity(8);
+            bytes.extend_from_slice(&i.code.to_ne_bytes());
+            bytes.push(i.jt);
+            bytes.push(i.jf);
+            bytes.extend_from_slice(&i.k.to_ne_bytes());
+            bytes
+        })
+        .collect()
+}
+
+/// A close-on-exec pipe whose read end holds [`program`] and then ends (bubblewrap reads to end
+/// of file): the descriptor to pass as `--seccomp`.
+pub(crate) fn program_fd() -> io::Result<OwnedFd> {
+    let (read, write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    // A few hundred bytes: far below a pipe's capacity, so this cannot block.
+    std::fs::File::from(write).write_all(&program())?;
+    Ok(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_call_jumps_to_its_own_return() {
+        let prog = instructions();
+        let ret_of = |at: usize| prog[at].k;
+        let allow = prog
+            .iter()
+            .position(|i| i.code == RET_K && i.k == RET_ALLOW)
+            .unwrap();
+        for (at, i) in prog.iter().enumerate().skip(4) {
+            if i.code != JEQ_K {
+                continue;
+            }
+            let target = at + 1 + usize::from(i.jt);
+            let expected = if UNIMPLEMENTED.iter().any(|&n| nr(n) == i.k) {
+                RET_ERRNO | libc::ENOSYS as u32
+            } else {
+                RET_ERRNO | libc::EPERM as u32
+            };
+            assert_eq!(ret_of(target), expected, "call {} at {at}", i.k);
+            // Not listed: falls through to the next test, and finally to `allow`.
+            assert!(at < allow);
+        }
+        assert_eq!(program().len(), prog.len() * 8);
+    }
+}
