@@ -5,8 +5,10 @@
 //! the engine and a raw tokio baseline in the same run, prints the summary table and writes it to
 //! `target/bench-report.md`. Then `cargo bench -p corral-cli --bench egress` runs the real Claude
 //! Code under `corral run` through the default sandbox's allow-list proxy against the same runs on
-//! the host network, and writes `target/bench-egress-report.md`. `docs/benchmarks.md` explains the
-//! scenarios and targets.
+//! the host network, and writes `target/bench-egress-report.md`. Last, `cargo bench -p corral-cli
+//! --bench giant_reply` measures the peak memory of `corral run` while Claude Code prints a
+//! 20 MiB reply, and writes `target/bench-giant-reply-report.md`. `docs/benchmarks.md` explains
+//! the scenarios and targets; `cargo xtask ci` runs every bench target once in its smoke mode.
 
 use std::path::Path;
 
@@ -59,7 +61,17 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         egress.args(["--", "--quick"]);
     }
     shell::run(&mut egress)?;
-    for report in ["target/bench-report.md", "target/bench-egress-report.md"] {
+    let mut giant = shell::cargo(root);
+    giant.args(["bench", "-p", "corral-cli", "--bench", "giant_reply"]);
+    if opts.quick {
+        giant.args(["--", "--quick"]);
+    }
+    shell::run(&mut giant)?;
+    for report in [
+        "target/bench-report.md",
+        "target/bench-egress-report.md",
+        "target/bench-giant-reply-report.md",
+    ] {
         println!("report: {}", shell::relative(root, &root.join(report)));
     }
     Ok(())

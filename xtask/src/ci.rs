@@ -4,9 +4,10 @@
 //! pinned version, cargo-nextest, bubblewrap, the five pinned CLIs), installing what it can and
 //! failing at once with the fix for what it cannot, so the README's command works as the first
 //! command on a fresh machine. Then formatting, clippy, cargo-deny, the layering check, tidy, the
-//! test suite, the offline demo (the README's main command, end to end) and the self-check that
-//! proves the gates still reject planted violations. Each step prints its name and elapsed time;
-//! a failure names the step and the command that failed.
+//! test suite, the offline demo (the README's main command, end to end), one short run of each
+//! benchmark (so that a bench cannot rot unseen) and the self-check that proves the gates still
+//! reject planted violations. Each step prints its name and elapsed time; a failure names the
+//! step and the command that failed.
 
 use std::path::Path;
 use std::process::Command;
@@ -32,6 +33,7 @@ enum Step {
     Tidy,
     Tests,
     Demo,
+    BenchSmoke,
     SelfCheck,
 }
 
@@ -45,6 +47,7 @@ const STEPS: &[Step] = &[
     Step::Tidy,
     Step::Tests,
     Step::Demo,
+    Step::BenchSmoke,
     Step::SelfCheck,
 ];
 
@@ -60,6 +63,7 @@ impl Step {
             Self::Tidy => "tidy",
             Self::Tests => "tests",
             Self::Demo => "demo",
+            Self::BenchSmoke => "bench-smoke",
             Self::SelfCheck => "self-check",
         }
     }
@@ -96,6 +100,18 @@ impl Step {
             // The README's main command, end to end: nothing else runs it, and a change to how
             // corral finds its project once broke it unseen.
             Self::Demo => demo::run(root),
+            // The bench targets are not tests, so nextest never runs them: without this step a
+            // bench broke unseen when the sandbox became the default. Without `--bench` each
+            // makes one short, checked run in a debug build (seconds, not the minutes of
+            // `cargo xtask bench`).
+            Self::BenchSmoke => shell::run(shell::cargo(root).args([
+                "test",
+                "--benches",
+                "-p",
+                "corral-engine",
+                "-p",
+                "corral-cli",
+            ])),
             Self::SelfCheck => self_check::run(root),
         }
     }

@@ -13,7 +13,8 @@
 //!
 //! The final table is printed on stdout as markdown and written to `target/bench-report.md`.
 //! `--only overhead,cancel` runs some scenarios only. Without `--bench` (which `cargo bench`
-//! passes), as under `cargo test --all-targets`, it makes one short run per side and stops.
+//! passes), as under `cargo test --benches` (a step of `cargo xtask ci`), it makes one short run
+//! per side and stops.
 //! See `docs/benchmarks.md` for what each scenario means.
 
 // A benchmark is a tool, not product: a failed measurement stops it loudly, it spawns the raw
@@ -36,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use corral_engine::{
     AttemptEvidence, AttemptPlan, CliAdapter, CommandSpec, Diagnosis, Engine, EngineConfig,
-    EnvProfile, PromptDelivery, StreamParser,
+    EnvProfile, OutputCapture, PromptDelivery, RawStreamRetention, StreamParser,
 };
 use corral_ports::{
     AgentEvent, AiSession, Capabilities, CostReporting, NoopObserver, Outcome, PromptChannel,
@@ -234,9 +235,23 @@ impl Job {
 // The two sides.
 // ---------------------------------------------------------------------------------------------
 
-/// The engine with its default configuration, as the product runs it.
+/// The engine with its default configuration, as the product runs it, but outside the sandbox:
+/// the baseline has none, bubblewrap's start-up would swamp the figures measured here, and what
+/// the sandbox costs is the egress bench's (`crates/cli/benches/egress.rs`).
+fn engine_config() -> EngineConfig {
+    EngineConfig {
+        sandbox: corral_engine::SandboxConfig {
+            backend: corral_engine::BackendChoice::Native,
+            allow_degraded_native: true,
+            ..corral_engine::SandboxConfig::default()
+        },
+        ..EngineConfig::default()
+    }
+}
+
+/// The engine of [`engine_config`].
 fn engine() -> Engine {
-    Engine::new(EngineConfig::default())
+    Engine::new(engine_config())
 }
 
 /// One engine run to its end; panics unless it succeeded.
@@ -548,8 +563,9 @@ fn in_child(fake: &Path, scenario: ChildScenario, side: Side) -> MemSample {
 // ---------------------------------------------------------------------------------------------
 
 /// The scenario names `--only` accepts, in the order they run.
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 7] = [
     "throughput",
+    "capture",
     "overhead",
     "concurrent",
     "stream",
@@ -817,6 +833,84 @@ impl Bench {
         ));
     }
 
+    /// 1b. The same flood through the stream files against pipes: the engine on both sides, only
+    /// `capture` differs. The files are kept as they are on the judged side (what the capture
+    /// itself costs); the default retention, gzip after the run, is reported beside it.
+    fn capture(&mut self) {
+        let job = Job::flood(STREAM_LINES, STREAM_LINE_BYTES);
+        let with = |capture, raw_streams| {
+            Engine::new(EngineConfig {
+                capture,
+                raw_streams,
+                ..engine_config()
+            })
+        };
+        let sides = [
+            with(OutputCapture::Pipes, RawStreamRetention::Keep),
+            with(OutputCapture::Files, RawStreamRetention::Keep),
+            with(OutputCapture::Files, RawStreamRetention::Compress),
+        ];
+        let mut walls: [Vec<f64>; 3] = Default::default();
+        for i in 0..self.opts.reps {
+            // Each side first, middle and last in turn, and the order reversed every other
+            // repetition, so that drift on a shared machine hits all three alike.
+            let mut order = [0, 1, 2];
+            order.rotate_left(i % 3);
+            if i % 2 == 1 {
+                order.reverse();
+            }
+            for side in order {
+                let scratch = Scratch::new();
+                let wall = self.rt.block_on(timed_run(
+                    Side::Engine,
+                    &sides[side],
+                    &self.fake,
+                    &scratch,
+                    &job,
+                ));
+                walls[side].push(wall);
+            }
+            eprintln!(
+                "  capture rep {}/{}: pipes {:.0} ms, files {:.0} ms, files + gzip {:.0} ms",
+                i + 1,
+                self.opts.reps,
+                walls[0][i] * 1e3,
+                walls[1][i] * 1e3,
+                walls[2][i] * 1e3
+            );
+        }
+        let [pipes, files, gzip] = walls.each_ref().map(|w| median(w));
+        let lines = STREAM_LINES as f64;
+        let ratio = pipes / files;
+        self.report.row(
+            Row::new("1b. Flood 200k × 1 KiB: files | pipes", "lines/s (median)")
+                .values(
+                    format!("{:.0}", lines / files),
+                    format!("{:.0}", lines / pipes),
+                    format!("{ratio:.2}×"),
+                )
+                .judged("files ≥ 0.95× pipes", verdict(ratio >= 0.95)),
+        );
+        self.report.row(
+            Row::new(
+                "   … files, gzip after the run (default)",
+                "lines/s (median)",
+            )
+            .values(
+                format!("{:.0}", lines / gzip),
+                format!("{:.0}", lines / pipes),
+                format!("{:.2}×", pipes / gzip),
+            )
+            .judged("(reported: the retention's cost)", ""),
+        );
+        self.report.detail(format!(
+            "capture walls (s): pipes {}; files {}; files + gzip {}",
+            fmt_list(&walls[0], 3),
+            fmt_list(&walls[1], 3),
+            fmt_list(&walls[2], 3)
+        ));
+    }
+
     /// 2. Per-run overhead of a 10-line run.
     fn overhead(&mut self) {
         let job = Job::flood(10, STREAM_LINE_BYTES);
@@ -845,7 +939,7 @@ impl Bench {
         // spawn into a fork: what that safety net costs per start.
         let lean = Engine::new(EngineConfig {
             parent_death_signal: false,
-            ..EngineConfig::default()
+            ..engine_config()
         });
         let mut l = Vec::new();
         for _ in 0..self.opts.overhead_runs {
@@ -1158,20 +1252,25 @@ fn target_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from("target"), Path::to_path_buf)
 }
 
-/// Without `--bench` (as under `cargo test --all-targets`): one short run per side, to prove the
+/// Without `--bench` (as under `cargo test --benches`, which `cargo xtask ci` runs): one short
+/// run per side and per capture, each checked as the measurement checks it, to prove the
 /// benchmark still works, instead of minutes of measurement in a debug build.
 fn smoke() -> ExitCode {
     let fake = fake_agent_path();
-    let (rt, engine) = (runtime(), engine());
+    let rt = runtime();
     let job = Job::flood(10, STREAM_LINE_BYTES);
-    for side in [Side::Engine, Side::Baseline] {
+    let pipes = Engine::new(EngineConfig {
+        capture: OutputCapture::Pipes,
+        ..engine_config()
+    });
+    for (name, side, engine) in [
+        ("engine, stream files", Side::Engine, engine()),
+        ("engine, pipes", Side::Engine, pipes),
+        ("baseline", Side::Baseline, engine()),
+    ] {
         let scratch = Scratch::new();
         let wall = rt.block_on(timed_run(side, &engine, &fake, &scratch, &job));
-        eprintln!(
-            "engine bench smoke: {} ok in {:.1} ms",
-            side.name(),
-            wall * 1e3
-        );
+        eprintln!("engine bench smoke: {name} ok in {:.1} ms", wall * 1e3);
     }
     eprintln!("engine bench: measure with `cargo xtask bench` (cargo bench passes --bench)");
     ExitCode::SUCCESS
@@ -1216,11 +1315,16 @@ fn main() -> ExitCode {
     }
 
     let wanted = |name: &str| bench.opts.only.iter().any(|s| s == name);
-    let steps: [Step; 6] = [
+    let steps: [Step; 7] = [
         (
             "throughput",
             "throughput, 200 000 lines × 1 KiB",
             Bench::throughput,
+        ),
+        (
+            "capture",
+            "the same flood through stream files and through pipes",
+            Bench::capture,
         ),
         ("overhead", "per-run overhead, 10 lines", Bench::overhead),
         (
