@@ -21,5 +21,6 @@ mod conformance;
 mod daily;
 mod hostile;
 mod live_view;
+mod lossless;
 mod sandbox_holds;
 mod sprint;
