@@ -53,8 +53,10 @@ fn hwm_kib(pid: u32) -> Option<u64> {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// One run: `corral`'s peak `VmHWM` in MiB and its wall time in seconds.
-fn run_once(corral: &Path, claude: &Path, capture: &str, bytes: usize) -> (f64, f64) {
+/// One run: `corral`'s peak `VmHWM` in MiB, its wall time in seconds, and whether it ended
+/// `succeeded` with its terminal event. That must hold with the stream files; through a pipe
+/// Claude Code often loses the tail of such a reply, and the run is measured all the same.
+fn run_once(corral: &Path, claude: &Path, capture: &str, bytes: usize) -> (f64, f64, bool) {
     let scratch = tempfile::tempdir().unwrap();
     let home = scratch.path().join("home");
     let project = scratch.path().join("project");
@@ -108,20 +110,19 @@ fn run_once(corral: &Path, claude: &Path, capture: &str, bytes: usize) -> (f64, 
         .filter(|l| l.contains("\"type\":\"summary\""))
         .find_map(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("no summary ({capture}, {status}): {stderr}"));
-    assert_eq!(
-        summary["outcome"], "succeeded",
-        "{capture}: {summary}\n{stderr}"
-    );
     let dir = PathBuf::from(summary["run_dir"].as_str().unwrap());
     let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let terminal = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|v| v["kind"] == "agent" && v["event"] == "terminal_result");
+    let complete = terminal && summary["outcome"] == "succeeded";
     assert!(
-        log.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .any(|v| v["kind"] == "agent" && v["event"] == "terminal_result"),
-        "{capture}: no terminal event in the log"
+        complete || capture == "pipes",
+        "{capture}: the run lost its end: {summary}\n{stderr}"
     );
     assert!(peak_kib > 0, "{capture}: VmHWM was never read");
-    (peak_kib as f64 / 1024.0, wall)
+    (peak_kib as f64 / 1024.0, wall, complete)
 }
 
 fn max(v: &[f64]) -> f64 {
@@ -142,7 +143,7 @@ fn main() -> ExitCode {
     let corral = PathBuf::from(env!("CARGO_BIN_EXE_corral"));
     let claude = corral_test_support::require_cli("claude");
     if !benching {
-        let (peak, wall) = run_once(&corral, &claude, "files", MIB);
+        let (peak, wall, _) = run_once(&corral, &claude, "files", MIB);
         eprintln!("giant-reply bench smoke: 1 MiB reply, peak {peak:.1} MiB in {wall:.1} s");
         return ExitCode::SUCCESS;
     }
@@ -150,6 +151,7 @@ fn main() -> ExitCode {
     // Alternated, so that load from other processes hits both captures.
     let (mut files, mut pipes) = (Vec::new(), Vec::new());
     let (mut files_wall, mut pipes_wall) = (Vec::new(), Vec::new());
+    let mut pipes_complete = 0;
     for i in 0..runs {
         let order = if i % 2 == 0 {
             ["files", "pipes"]
@@ -157,10 +159,11 @@ fn main() -> ExitCode {
             ["pipes", "files"]
         };
         for capture in order {
-            let (peak, wall) = run_once(&corral, &claude, capture, REPLY_BYTES);
+            let (peak, wall, complete) = run_once(&corral, &claude, capture, REPLY_BYTES);
             eprintln!(
-                "  {capture} run {}/{runs}: peak {peak:.1} MiB, {wall:.1} s",
-                i + 1
+                "  {capture} run {}/{runs}: peak {peak:.1} MiB, {wall:.1} s, {}",
+                i + 1,
+                if complete { "complete" } else { "tail lost" }
             );
             if capture == "files" {
                 files.push(peak);
@@ -168,6 +171,7 @@ fn main() -> ExitCode {
             } else {
                 pipes.push(peak);
                 pipes_wall.push(wall);
+                pipes_complete += usize::from(complete);
             }
         }
     }
@@ -181,7 +185,7 @@ fn main() -> ExitCode {
         "| `corral run`, Claude Code, {} MiB reply | peak RSS (VmHWM), MiB (max of {runs}) | runs (MiB) | wall (s) | Target | Result |\n\
          |---|---|---|---|---|---|\n\
          | stream files (default) | {files_peak:.1} | {} | {} | < {TARGET_MIB:.0} MiB | {verdict} |\n\
-         | pipes | {:.1} | {} | {} | (reported) | |\n",
+         | pipes ({pipes_complete} of {runs} runs complete) | {:.1} | {} | {} | (reported) | |\n",
         REPLY_BYTES / MIB,
         fmt_list(&files),
         fmt_list(&files_wall),

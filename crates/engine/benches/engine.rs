@@ -883,7 +883,7 @@ impl Bench {
         let lines = STREAM_LINES as f64;
         let ratio = pipes / files;
         self.report.row(
-            Row::new("1b. Flood 200k × 1 KiB: files | pipes", "lines/s (median)")
+            Row::new("1b. Flood 200k × 1 KiB: files vs pipes", "lines/s (median)")
                 .values(
                     format!("{:.0}", lines / files),
                     format!("{:.0}", lines / pipes),
@@ -959,6 +959,30 @@ impl Bench {
                     format!("{:+.2} ms", ml - mb),
                 )
                 .judged("(reported: the cost of the safety net)", ""),
+        );
+        // The same runs through pipes: what the stream files cost per run.
+        let pipes = Engine::new(EngineConfig {
+            capture: OutputCapture::Pipes,
+            ..engine_config()
+        });
+        let mut p = Vec::new();
+        for _ in 0..self.opts.overhead_runs {
+            let scratch = Scratch::new();
+            p.push(
+                1e3 * self
+                    .rt
+                    .block_on(timed_run(Side::Engine, &pipes, &self.fake, &scratch, &job)),
+            );
+        }
+        let mp = median(&p);
+        self.report.row(
+            Row::new("   … through pipes", "wall per run, ms (median)")
+                .values(
+                    format!("{mp:.2}"),
+                    format!("{mb:.2}"),
+                    format!("{:+.2} ms", mp - mb),
+                )
+                .judged("(reported: the cost of the stream files)", ""),
         );
         self.report.detail(format!(
             "overhead over {} runs each (ms): engine min {:.2} / median {me:.2} / p90 {:.2}; \

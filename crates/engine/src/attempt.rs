@@ -42,8 +42,12 @@ const READ_CHUNK: usize = 64 * 1024;
 const FILE_READ_CHUNK: usize = 256 * 1024;
 /// How much of one stream file is read before the loop looks at its timers again.
 const FILE_READ_BUDGET: usize = 1024 * 1024;
-/// How often a group whose leader exited is looked at, when its output is followed in files.
-const GROUP_POLL: Duration = Duration::from_millis(20);
+/// How often a group whose leader exited is looked at, when its output is followed in files: at
+/// first after 1 ms, doubling up to 20 ms. The rest of a group usually goes within a millisecond
+/// of its leader (the group keeper dies with the CLI), and a first look 20 ms later added those
+/// 20 ms to every run.
+const GROUP_POLL_FIRST: Duration = Duration::from_millis(1);
+const GROUP_POLL_MAX: Duration = Duration::from_millis(20);
 const STDERR_MAX_LINE: usize = 64 * 1024;
 const UNPARSED_KEEP: usize = 4096;
 
@@ -230,6 +234,13 @@ async fn changed_opt(files: &mut Option<FileCapture>) -> (bool, bool) {
     }
 }
 
+/// The wait before the next look at a group whose leader exited: [`GROUP_POLL_FIRST`] doubled
+/// per look already made (`polls`), at most [`GROUP_POLL_MAX`].
+fn group_poll_delay(polls: u32) -> Duration {
+    // 2^5 ms is past the maximum already: no need to shift further.
+    (GROUP_POLL_FIRST * (1u32 << polls.min(5))).min(GROUP_POLL_MAX)
+}
+
 async fn sleep_opt(deadline: Option<Instant>) {
     match deadline {
         Some(d) => sleep_until(d.into()).await,
@@ -306,6 +317,8 @@ struct FileCapture {
     /// The leader exited and no process of its group is left: nothing more will be written but
     /// by processes that escaped the group (read after the sweep).
     group_gone: bool,
+    /// How many times the group was looked at after its leader exited.
+    group_polls: u32,
     /// Whether the last read of each stream found nothing new.
     at_end: [bool; 2],
 }
@@ -390,6 +403,7 @@ impl<'a> Supervision<'a> {
             follower,
             buf: vec![0; FILE_READ_CHUNK],
             group_gone: false,
+            group_polls: 0,
             at_end: [false; 2],
         });
         let stdout = Pipe::new(
@@ -463,6 +477,8 @@ impl<'a> Supervision<'a> {
             let following = self.files.as_ref().is_some_and(|f| !f.finished());
             let awaiting_group =
                 self.leader_done && self.files.as_ref().is_some_and(|f| !f.group_gone);
+            let group_poll =
+                group_poll_delay(self.files.as_ref().map_or(u32::MAX, |f| f.group_polls));
             let killing = self.kill.is_some();
             let post_terminal = self
                 .stream
@@ -490,7 +506,7 @@ impl<'a> Supervision<'a> {
                 }
                 () = tokio::time::sleep(KILL_POLL), if killing && !group_dead => self.poll_kill(),
                 note = recv_note(&mut self.stream.ctx.egress_notes) => self.on_egress_note(note),
-                () = tokio::time::sleep(GROUP_POLL), if awaiting_group && !killing => self.poll_group(),
+                () = tokio::time::sleep(group_poll), if awaiting_group && !killing => self.poll_group(),
                 _ = flush_tick.tick() => self.log().flush_if_due(),
                 _ = activity_tick.tick(), if sampling && !killing => self.sample_activity(),
             }
@@ -649,6 +665,9 @@ impl<'a> Supervision<'a> {
     /// their end and the output is over.
     fn poll_group(&mut self) {
         if process_group::group_alive(self.pgid) {
+            if let Some(files) = self.files.as_mut() {
+                files.group_polls = files.group_polls.saturating_add(1);
+            }
             return;
         }
         if let Some(files) = self.files.as_mut() {
@@ -968,5 +987,17 @@ fn log_stderr(state: &mut StreamState<'_>, frame: Frame<'_>, logged: &mut usize)
                 .log
                 .record(state.ctx.attempt, &Record::Stderr { line: &line });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_group_is_looked_at_soon_after_its_leader_exits_then_less_often() {
+        let delays: Vec<u128> = (0..8).map(|n| group_poll_delay(n).as_millis()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 20, 20, 20]);
+        assert_eq!(group_poll_delay(u32::MAX), GROUP_POLL_MAX);
     }
 }

@@ -276,6 +276,8 @@ enum Watch {
         wds: [nix::sys::inotify::WatchDescriptor; 2],
     },
     Poll(tokio::time::Interval),
+    /// The inotify descriptor was handed off to be closed (only while the follower is dropped).
+    Closed,
 }
 
 struct Followed {
@@ -350,6 +352,7 @@ impl Follower {
                     interval.tick().await;
                     return (true, true);
                 }
+                Watch::Closed => return (true, true),
                 Watch::Inotify { fd, wds } => {
                     let mut guard = match fd.readable().await {
                         Ok(guard) => guard,
@@ -416,6 +419,25 @@ impl Follower {
     #[cfg(test)]
     pub(crate) fn offset(&self, stream: Stream) -> u64 {
         self.files[stream.index()].offset
+    }
+}
+
+impl Drop for Follower {
+    /// Closes the inotify descriptor on a blocking thread: closing one that holds watches waits
+    /// for the kernel's notification grace period (`synchronize_srcu`), about 30 ms here, which
+    /// on the async thread was added to every run.
+    fn drop(&mut self) {
+        let Watch::Inotify { fd, .. } = std::mem::replace(&mut self.watch, Watch::Closed) else {
+            return;
+        };
+        // Deregistered from the reactor here, on the runtime that registered it.
+        let inotify = fd.into_inner();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(move || drop(inotify));
+            }
+            Err(_) => drop(inotify),
+        }
     }
 }
 
