@@ -1,6 +1,7 @@
 //! Integration tests of the `corral` binary: help, bad input, settings, runs, doctor, and
 //! completions, with insta snapshots of what a person sees; and the real-CLI suites: the
-//! conformance cases every provider's CLI must pass, and Claude Code's own contract.
+//! conformance cases every provider's CLI must pass, Claude Code's own contract, and giant
+//! replies and writes that must lose nothing (`lossless.rs`).
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
