@@ -24,6 +24,10 @@ pub enum Command {
     /// Run one task headless and wait for its result.
     #[command(after_help = Exit::TABLE)]
     Run(RunArgs),
+    /// Resume an earlier run's session: its provider, working directory and session come from
+    /// the run's record.
+    #[command(after_help = Exit::TABLE)]
+    Resume(ResumeArgs),
     /// Hand the terminal to a provider's CLI for an interactive session, then take it back.
     Chat(ChatArgs),
     /// Look at runs: list them, show one, or follow one in flight.
@@ -65,6 +69,14 @@ pub struct RunArgs {
     /// Resume this session instead of starting a new one.
     #[arg(long, value_name = "SESSION_ID")]
     pub resume: Option<String>,
+    /// Resume the session of the latest run in this project that has one, with that run's
+    /// provider and working directory (as `claude -c`).
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub continue_latest: bool,
+    /// When the session to resume is not found, end the run as a stale session (exit 6) instead
+    /// of running the task once cold, in a new session.
+    #[arg(long)]
+    pub no_cold_fallback: bool,
     /// Emit normalized events as JSON lines on stdout, ending with a summary object.
     #[arg(long)]
     pub json: bool,
@@ -112,6 +124,15 @@ pub struct RunArgs {
     pub prompt_file: Option<PathBuf>,
     /// The prompt; `-` reads it from standard input.
     pub prompt: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run whose session to resume (its id or a unique prefix); without a prompt, the agent
+    /// is asked to continue where it stopped.
+    pub run_id: String,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 #[derive(Debug, Args)]
@@ -243,6 +264,7 @@ fn parse_provider(s: &str) -> Result<ProviderId, String> {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Run(args) => crate::run::run(args).await,
+        Command::Resume(args) => crate::run::resume(args).await,
         Command::Chat(args) => crate::chat::chat(args).await,
         Command::Runs(cmd) => crate::runs::runs(cmd).await,
         Command::Sprint(cmd) => crate::sprint::sprint(cmd),

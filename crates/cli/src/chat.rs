@@ -66,6 +66,8 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         signals_file: run_dir.join(SIGNALS_FILE),
         output_dir: run_dir.clone(),
         max_budget_usd: None,
+        cold_fallback: true,
+        task: None,
     };
     let outcome = match provider.run_interactive(session).await {
         Ok(outcome) => outcome,

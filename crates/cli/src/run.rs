@@ -195,6 +195,20 @@ impl RunObserver for RecordingObserver {
     fn backoff(&self, attempt: u32, wait: std::time::Duration, reason: &str) {
         self.renderer.backoff(attempt, wait, reason);
     }
+
+    fn cold_fallback(&self, _attempt: u32, stale: &SessionId) {
+        self.renderer.line(&format!(
+            "session {stale} not found: running the task cold, in a new session \
+             (--no-cold-fallback makes this an error)"
+        ));
+        let written = self.journal.update(|record| {
+            record.cold_fallback_from = Some(stale.to_string());
+        });
+        if let Err(e) = written {
+            self.renderer
+                .line(&format!("warning: cannot write run.json: {e}"));
+        }
+    }
 }
 
 fn resume_command(provider: ProviderId, cwd: &Path, session: &SessionId) -> String {
@@ -214,8 +228,121 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
+/// What `--continue` and `corral resume` take from an earlier run's record.
+struct Resumed {
+    run_id: String,
+    provider: ProviderId,
+    cwd: PathBuf,
+    session: String,
+}
+
+/// What the agent is told when `--continue` or `corral resume` is given no prompt.
+const CONTINUE_PROMPT: &str = "Continue the task from where you stopped.";
+
+/// The run in `dir` as something to resume: `None` when it recorded no session. The session
+/// and the directory it was made in come from `session.json` when it is there (a Claude session
+/// resumes only from its own directory), else from `run.json`.
+fn resumable(dir: &Path) -> anyhow::Result<Option<Resumed>> {
+    let record =
+        corral_compose::read_record(dir).map_err(|e| usage(format!("{}: {e:#}", dir.display())))?;
+    let meta: Option<serde_json::Value> =
+        std::fs::read(dir.join(corral_ports::run_dir::SESSION_META_FILE))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let field = |name: &str| {
+        meta.as_ref()
+            .and_then(|m| m.get(name))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let Some(session) = field("session_id").or(record.session_id) else {
+        return Ok(None);
+    };
+    Ok(Some(Resumed {
+        run_id: record.run_id,
+        provider: record.provider,
+        cwd: field("cwd").map_or(record.cwd, PathBuf::from),
+        session,
+    }))
+}
+
+/// Where runs of the project that `args` runs in are recorded.
+fn runs_root_for(args: &RunArgs) -> anyhow::Result<PathBuf> {
+    let cwd = resolve_cwd(args)?;
+    Ok(load_settings(&cwd, setting_flags(args))?.runs_root())
+}
+
+/// The latest run under the project's runs directory that recorded a session.
+fn latest_resumable(args: &RunArgs) -> anyhow::Result<Resumed> {
+    let root = runs_root_for(args)?;
+    for dir in crate::runs::run_dirs(&root) {
+        // A run whose record cannot be read is passed over: --continue means the latest one
+        // that can be continued.
+        match resumable(&dir) {
+            Ok(Some(found)) => return Ok(found),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "run record unreadable"),
+        }
+    }
+    Err(usage(format!(
+        "--continue: no run under {} recorded a session to resume",
+        root.display()
+    )))
+}
+
+/// Points `args` at `from`'s session, provider and working directory.
+fn resume_from(args: &mut RunArgs, from: &Resumed) -> anyhow::Result<()> {
+    if let Some(asked) = args.provider
+        && asked != from.provider
+    {
+        return Err(usage(format!(
+            "run {} was made with {}, so its session cannot be resumed with --provider {asked}",
+            from.run_id, from.provider
+        )));
+    }
+    args.provider = Some(from.provider);
+    args.cwd = Some(from.cwd.clone());
+    args.resume = Some(from.session.clone());
+    if args.prompt.is_none() && args.prompt_file.is_none() {
+        args.prompt = Some(CONTINUE_PROMPT.to_string());
+    }
+    Ok(())
+}
+
 /// Runs `corral run`.
-pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
+pub async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
+    let from = if args.continue_latest {
+        let from = latest_resumable(&args)?;
+        resume_from(&mut args, &from)?;
+        Some(from)
+    } else {
+        None
+    };
+    run_task(args, from.as_ref()).await
+}
+
+/// Runs `corral resume`.
+pub async fn resume(args: crate::args::ResumeArgs) -> anyhow::Result<Exit> {
+    let mut run = args.run;
+    if run.resume.is_some() || run.continue_latest {
+        return Err(usage(
+            "corral resume takes the session from the run's record: drop --resume and --continue",
+        ));
+    }
+    let dir = crate::runs::find_run(&runs_root_for(&run)?, &args.run_id)?;
+    let Some(from) = resumable(&dir)? else {
+        return Err(usage(format!(
+            "run {} recorded no session to resume",
+            args.run_id
+        )));
+    };
+    resume_from(&mut run, &from)?;
+    run_task(run, Some(&from)).await
+}
+
+/// Runs one task: `from` is the earlier run it resumes, when `--continue` or `corral resume`
+/// found one.
+async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit> {
     let cwd = resolve_cwd(&args)?;
     let loaded = load_settings(&cwd, setting_flags(&args))?;
     let settings = &loaded.settings;
@@ -274,6 +401,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         "run {run_id} · {provider_id} · {}",
         run_dir.display()
     ));
+    if let Some(from) = from {
+        renderer.line(&format!(
+            "resuming session {} of run {} in {}",
+            from.session,
+            from.run_id,
+            from.cwd.display()
+        ));
+    }
     // From here on, nothing the disk does ends the run without its summary: a record that
     // cannot be written is reported, and the run goes on.
     if let Err(e) =
@@ -315,6 +450,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<Exit> {
         signals_file,
         output_dir: run_dir.clone(),
         max_budget_usd: args.max_budget_usd,
+        cold_fallback: !args.no_cold_fallback,
+        task: None,
     };
     let contract = (!args.no_contract).then_some(&contract);
     let corrective = settings.retry.corrective_retries;
@@ -422,6 +559,7 @@ fn first_record(
         error: None,
         result: None,
         resume_command: resume.map(|s| resume_command(provider, cwd, s)),
+        cold_fallback_from: None,
         attestation: None,
         supervisor: Some(Supervisor::this_process()),
     }
@@ -587,6 +725,7 @@ fn print_summary(
             "error": record.error,
             "result": record.result,
             "resume_command": record.resume_command,
+            "cold_fallback_from": record.cold_fallback_from,
             "stray_writes": strays,
             "record_error": record_error,
         }));
@@ -616,6 +755,9 @@ fn print_summary(
         SignalsVerdict::Invalid(e) => outln!("signals   invalid: {}", short_error(e)),
     }
     outln!("session   {}", record.session_id.as_deref().unwrap_or("-"));
+    if let Some(stale) = &record.cold_fallback_from {
+        outln!("resumed   no: session {stale} was not found; the task ran cold, in a new session");
+    }
     outln!(
         "usage     in {} out {} cache read {} write {}",
         n(u.input),

@@ -29,7 +29,7 @@ fn runs_root(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 
 /// Every directory under `root`, newest first (run ids sort by start time). Files and dot
 /// directories are not runs.
-fn run_dirs(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn run_dirs(root: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
         .map(|rd| {
             rd.flatten()
@@ -53,7 +53,7 @@ fn state(record: &RunRecord) -> String {
     }
 }
 
-fn find_run(root: &Path, id: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn find_run(root: &Path, id: &str) -> anyhow::Result<PathBuf> {
     let matches: Vec<PathBuf> = run_dirs(root)
         .into_iter()
         .filter(|d| {
@@ -320,7 +320,9 @@ fn describe(line: &str) -> String {
             v["reason"].as_str().unwrap_or("")
         ),
         "stderr" => v["line"].as_str().unwrap_or("").chars().take(100).collect(),
-        "run_finished" => v["outcome"].as_str().unwrap_or("?").to_string(),
+        "run_finished" | "provider_run_finished" => {
+            v["outcome"].as_str().unwrap_or("?").to_string()
+        }
         _ => String::new(),
     };
     format!("[{at:>8.1}s #{attempt}] {kind} {detail}")

@@ -7,10 +7,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 use corral_contract::{Contract, Signal, SignalsError, corrective_message, validate_signals_file};
 use corral_ports::{
-    AiSession, HeadlessAiProvider, ProviderError, ProviderOutput, RunObserver, Usage,
+    AiSession, HeadlessAiProvider, ProviderError, ProviderOutput, RunObserver, TaskRun, Usage,
 };
 
 /// What the agent's signals came to.
@@ -51,6 +52,10 @@ pub struct ContractRun {
 /// checked) and, while `corrective_retries` are left and a session was captured, resumes that
 /// session with the corrective message. `on_corrective` hears each error a corrective retry is
 /// sent for, before it is sent.
+///
+/// The provider runs are one task run (see [`AiSession::task`]; a `task` in `first` is kept as
+/// its origin): one attempt counter, one clock, and one `run_finished` in `events.jsonl`,
+/// written here once the task is over.
 pub async fn run_with_contract(
     provider: &dyn HeadlessAiProvider,
     first: AiSession,
@@ -60,6 +65,55 @@ pub async fn run_with_contract(
     on_corrective: &(dyn Fn(&SignalsError) + Send + Sync),
 ) -> ContractRun {
     let mut session = first;
+    let task = session.task.unwrap_or(TaskRun {
+        started: Instant::now(),
+        attempts_before: 0,
+    });
+    let run = provider_runs(
+        provider,
+        &mut session,
+        task,
+        contract,
+        corrective_retries,
+        observer,
+        on_corrective,
+    )
+    .await;
+    finish_task_log(&session, task, &run);
+    run
+}
+
+/// Writes the task's one `run_finished`; a log that cannot be written is a warning, and the
+/// run's result stands.
+fn finish_task_log(session: &AiSession, task: TaskRun, run: &ContractRun) {
+    let (outcome, session_id, signals_present) = match (&run.output, &run.error) {
+        (Some(out), _) => (out.outcome, out.session_id.as_ref(), out.signals_present),
+        (None, Some(err)) => (err.outcome(), err.session_id(), false),
+        (None, None) => (corral_ports::Outcome::Crashed, None, false),
+    };
+    let end = corral_engine::RunEnd {
+        outcome,
+        attempts: task.attempts_before + run.attempts,
+        usage: &run.usage,
+        session_id,
+        signals_present,
+        duration_ms: u64::try_from(task.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    };
+    if let Err(e) = corral_engine::write_task_finished(&session.output_dir, task, &end) {
+        tracing::warn!(dir = %session.output_dir.display(), error = %e, "cannot write run_finished");
+    }
+}
+
+/// The provider runs of one task, the corrective retries included.
+async fn provider_runs(
+    provider: &dyn HeadlessAiProvider,
+    session: &mut AiSession,
+    task: TaskRun,
+    contract: Option<&Contract>,
+    corrective_retries: u32,
+    observer: Arc<dyn RunObserver>,
+    on_corrective: &(dyn Fn(&SignalsError) + Send + Sync),
+) -> ContractRun {
     let mut corrective_left = corrective_retries;
     let mut run = ContractRun {
         output: None,
@@ -71,6 +125,10 @@ pub async fn run_with_contract(
     };
     loop {
         run.provider_runs += 1;
+        session.task = Some(TaskRun {
+            attempts_before: task.attempts_before + run.attempts,
+            ..task
+        });
         let out = match provider.run(session.clone(), Arc::clone(&observer)).await {
             Ok(out) => out,
             Err(err) => {

@@ -104,6 +104,10 @@ pub struct RunRecord {
     pub result: Option<String>,
     /// The command that resumes this run's session.
     pub resume_command: Option<String>,
+    /// The session the run was asked to resume, when that session was not found and the task
+    /// ran once cold, in a new session instead (`session_id` then names the new one).
+    #[serde(default)]
+    pub cold_fallback_from: Option<String>,
     /// What the sandbox enforced.
     #[serde(default)]
     pub attestation: Option<corral_ports::Attestation>,

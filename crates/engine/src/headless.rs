@@ -57,7 +57,15 @@ async fn attempts(
     };
     let mut pointer = write_pointer(scope, &scope.session.prompt)?;
     let config = scope.config();
-    let mut progress = Progress::new(scope.session.resume.clone(), config.jitter_seed);
+    let attempts_before = scope.session.task.map_or(0, |t| t.attempts_before);
+    let mut progress = Progress::new(
+        scope.session.resume.clone(),
+        config.jitter_seed,
+        attempts_before,
+    );
+    // Without the cold fallback, a stale session ends the run at once, as if the one cold run
+    // had been spent.
+    progress.stale_fallback_used = !scope.session.cold_fallback;
     loop {
         let attempt = progress.next_attempt();
         observer.attempt_started(attempt, progress.resume.as_ref());
@@ -83,6 +91,7 @@ async fn attempts(
             }
             Step::ColdRetry { stale } => {
                 if let Some(stale) = stale {
+                    observer.cold_fallback(attempt, &stale);
                     scope.log.record(
                         attempt,
                         &Record::ColdRetry {
@@ -170,7 +179,7 @@ async fn check_version(
         }
     };
     scope.log.record(
-        0,
+        scope.before_attempts(),
         &Record::VersionChecked {
             program: &program,
             found: Some(&found),
@@ -443,10 +452,11 @@ fn conclude(
         signals_present,
     });
     let provider = scope.provider;
+    let made = progress.made();
     let evidence = Box::new(RunEvidence {
         session_id: progress.last_session.clone(),
         usage: progress.usage,
-        attempts: progress.attempt,
+        attempts: progress.made(),
         duration_ms: scope.start.elapsed().as_millis() as u64,
         exit_code: last.exit.and_then(|e| e.code),
         signal: last.exit.and_then(|e| e.signal),
@@ -464,7 +474,7 @@ fn conclude(
                 exit_code: last.exit.and_then(|e| e.code),
                 recovered_from_exit: verdict == Verdict::Recovered,
                 usage: progress.usage,
-                attempts: progress.attempt,
+                attempts: made,
                 duration: scope.start.elapsed(),
                 final_text: last.final_text.clone(),
                 attestation: scope.attestation.clone(),
@@ -648,6 +658,8 @@ mod tests {
             signals_file: dir.join("run/signals.json"),
             output_dir: dir.join("run"),
             max_budget_usd: None,
+            cold_fallback: true,
+            task: None,
         }
     }
 

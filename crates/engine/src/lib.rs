@@ -79,7 +79,10 @@ pub use git_check::{
 pub use headless::CONTINUATION_PROMPT;
 pub use host::{HOST_CWD, HostProgramError, host_program};
 pub use interactive::INTERACTIVE_PROMPT_FILE;
-pub use log::{ExecutionLog, KillReason, RESERVE_PREFIX, create_reserve, release_reserve};
+pub use log::{
+    ExecutionLog, KillReason, RESERVE_PREFIX, RunEnd, create_reserve, release_reserve,
+    write_task_finished,
+};
 pub use process_group::{RUN_TOKEN_VAR, group_alive, kill_child_groups, signal_group};
 pub use sandbox::{
     BackendChoice, HomePolicy, NetworkPolicy, Paths as SandboxPaths, Refusal, SandboxConfig,

@@ -240,21 +240,44 @@ pub enum Record<'a> {
         /// The session that was not found.
         stale_session: &'a SessionId,
     },
-    /// The run is over.
-    RunFinished {
-        /// The outcome.
-        outcome: Outcome,
-        /// Attempts made.
-        attempts: u32,
-        /// Usage over all attempts.
-        usage: &'a Usage,
-        /// Last session id.
-        session_id: Option<&'a SessionId>,
-        /// Whether `signals.json` exists.
-        signals_present: bool,
-        /// Wall time of the whole run.
-        duration_ms: u64,
-    },
+    /// The run is over: the log's last line, once per run.
+    RunFinished(RunEnd<'a>),
+    /// One provider run of a task run is over (a corrective retry may follow); the task's owner
+    /// writes the `run_finished` (see [`corral_ports::AiSession::task`]).
+    ProviderRunFinished(RunEnd<'a>),
+}
+
+/// How a run (or one provider run of a task) ended.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RunEnd<'a> {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Attempts made, over the whole task run.
+    pub attempts: u32,
+    /// Usage over all attempts.
+    pub usage: &'a Usage,
+    /// Last session id.
+    pub session_id: Option<&'a SessionId>,
+    /// Whether `signals.json` exists.
+    pub signals_present: bool,
+    /// Wall time of the whole run, from the task's start.
+    pub duration_ms: u64,
+}
+
+/// Appends the one `run_finished` of a task run whose provider runs each ended with
+/// `provider_run_finished`, to `dir/events.jsonl`, on the task's clock (`task.started`).
+pub fn write_task_finished(
+    dir: &Path,
+    task: corral_ports::TaskRun,
+    end: &RunEnd<'_>,
+) -> io::Result<()> {
+    let mut log = ExecutionLog::open(dir, task.started)?;
+    log.record(end.attempts, &Record::RunFinished(*end));
+    log.flush();
+    match log.error() {
+        Some(kind) => Err(io::Error::from(kind)),
+        None => Ok(()),
+    }
 }
 
 impl<'a> Record<'a> {

@@ -85,7 +85,8 @@ impl<'a> RunScope<'a> {
         }
         fs::create_dir_all(&session.output_dir)
             .map_err(|e| io_error(provider, &session.output_dir, &e))?;
-        let start = Instant::now();
+        // A provider run that continues a task keeps the task's clock.
+        let start = session.task.map_or_else(Instant::now, |t| t.started);
         let log = ExecutionLog::open(&session.output_dir, start)
             .map_err(|e| io_error(provider, &session.output_dir, &e))?;
         let signals_before = file_stamp(&session.signals_file);
@@ -110,6 +111,12 @@ impl<'a> RunScope<'a> {
             git: None,
             finished: None,
         })
+    }
+
+    /// The attempt number of the records before this run's first attempt: 0, or the attempts
+    /// of the task's earlier provider runs, so that the numbers never go backwards in the log.
+    pub fn before_attempts(&self) -> u32 {
+        self.session.task.map_or(0, |t| t.attempts_before)
     }
 
     /// The engine's configuration.
@@ -138,7 +145,7 @@ impl<'a> RunScope<'a> {
             }
         };
         self.log.record(
-            0,
+            self.before_attempts(),
             &Record::RunStarted {
                 provider: self.provider.as_str(),
                 cwd: &self.session.cwd,
@@ -185,7 +192,7 @@ impl<'a> RunScope<'a> {
     /// Records a refusal before anything ran, and returns it.
     pub fn refuse(&mut self, class: &'static str, err: ProviderError) -> ProviderError {
         self.log.record(
-            0,
+            self.before_attempts(),
             &Record::Classified {
                 class,
                 detail: err.to_string(),
@@ -233,7 +240,10 @@ impl<'a> RunScope<'a> {
                 .map(|p| p.display().to_string())
                 .collect();
         }
-        self.log.record(0, &Record::Attestation(&plan.attestation));
+        self.log.record(
+            self.before_attempts(),
+            &Record::Attestation(&plan.attestation),
+        );
         self.attestation = Some(plan.attestation.clone());
         Ok(plan)
     }
@@ -267,7 +277,7 @@ impl<'a> RunScope<'a> {
             // the log still ends with how the run ended.
             (None, Err(e)) => Some(Finished {
                 outcome: e.outcome(),
-                attempts: 0,
+                attempts: self.before_attempts(),
                 session: self.session.resume.clone(),
                 usage: Usage::default(),
                 signals_present: false,
@@ -364,17 +374,20 @@ impl<'a> RunScope<'a> {
     fn write_finished(&mut self, finished: &Finished) {
         // The run's private TMPDIR goes with the run.
         let _ = fs::remove_dir_all(crate::sandbox::private_tmp(&self.session.output_dir));
-        self.log.record(
-            finished.attempts,
-            &Record::RunFinished {
-                outcome: finished.outcome,
-                attempts: finished.attempts,
-                usage: &finished.usage,
-                session_id: finished.session.as_ref(),
-                signals_present: finished.signals_present,
-                duration_ms: self.start.elapsed().as_millis() as u64,
-            },
-        );
+        let end = crate::log::RunEnd {
+            outcome: finished.outcome,
+            attempts: finished.attempts,
+            usage: &finished.usage,
+            session_id: finished.session.as_ref(),
+            signals_present: finished.signals_present,
+            duration_ms: self.start.elapsed().as_millis() as u64,
+        };
+        // Part of a task run: its owner writes the one `run_finished` once the task is over.
+        let record = match self.session.task {
+            Some(_) => Record::ProviderRunFinished(end),
+            None => Record::RunFinished(end),
+        };
+        self.log.record(finished.attempts, &record);
         self.log.flush();
     }
 

@@ -16,8 +16,11 @@ use crate::classify::AttemptClass;
 /// What the run carries from one attempt to the next.
 #[derive(Debug)]
 pub(crate) struct Progress {
-    /// The number of the current attempt (1-based once the first started).
+    /// The number of the current attempt (1-based once the first started), counted over the
+    /// whole task run: a corrective retry's provider run numbers on from the one before.
     pub attempt: u32,
+    /// Attempts the task's earlier provider runs made.
+    pub attempts_before: u32,
     /// The session the next attempt resumes.
     pub resume: Option<SessionId>,
     /// Set when the engine itself resumes a session it captured (after a rate limit): the
@@ -37,10 +40,12 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    /// Before the first attempt: resuming the caller's session, if any.
-    pub fn new(resume: Option<SessionId>, jitter_seed: Option<u64>) -> Self {
+    /// Before the first attempt: resuming the caller's session, if any, after `attempts_before`
+    /// attempts of the task's earlier provider runs.
+    pub fn new(resume: Option<SessionId>, jitter_seed: Option<u64>, attempts_before: u32) -> Self {
         Progress {
-            attempt: 0,
+            attempt: attempts_before,
+            attempts_before,
             last_session: resume.clone(),
             resume,
             continuing: false,
@@ -59,6 +64,11 @@ impl Progress {
     pub fn next_attempt(&mut self) -> u32 {
         self.attempt += 1;
         self.attempt
+    }
+
+    /// The attempts this provider run made.
+    pub fn made(&self) -> u32 {
+        self.attempt - self.attempts_before
     }
 
     /// Adds what an attempt paid for and reported.
@@ -233,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_rate_limit_resumes_what_the_attempt_captured_and_spends_a_retry() {
-        let mut progress = Progress::new(None, Some(1));
+        let mut progress = Progress::new(None, Some(1), 0);
         let captured = id("captured-1");
         let next = step(
             AttemptClass::RateLimited(limited(None)),
@@ -262,7 +272,7 @@ mod tests {
     #[test]
     fn a_stale_session_gets_one_cold_retry_then_ends_naming_the_session() {
         let stale = id("stale-1");
-        let mut progress = Progress::new(Some(stale.clone()), Some(1));
+        let mut progress = Progress::new(Some(stale.clone()), Some(1), 0);
         let cold = step(AttemptClass::StaleSession, None, &mut progress, &policy(3));
         assert_eq!(
             cold,

@@ -175,9 +175,9 @@ pub enum ProviderError {
         /// What was gathered.
         evidence: Box<RunEvidence>,
     },
-    /// The session to resume does not exist, and the one cold retry also failed. Not retryable
-    /// with the same session id.
-    #[error("{provider}: session {session_id} not found, and the cold retry failed too")]
+    /// The session to resume does not exist, and no cold run followed (the caller asked for
+    /// none) or the one cold run also failed. Not retryable with the same session id.
+    #[error("{provider}: session {session_id} not found")]
     StaleSession {
         /// The provider.
         provider: ProviderId,

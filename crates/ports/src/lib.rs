@@ -30,7 +30,7 @@ pub use provider::{
 };
 pub use session::{
     AiSession, Effort, Outcome, Permissions, ProviderId, ProviderOutput, SESSION_ID_MAX_LEN,
-    SessionId, SessionIdError, validate_session_id,
+    SessionId, SessionIdError, TaskRun, validate_session_id,
 };
 pub use tokio_util::sync::CancellationToken;
 pub use usage::{MAX_PLAUSIBLE_COST_USD, Usage};

@@ -275,6 +275,25 @@ pub struct AiSession {
     pub output_dir: PathBuf,
     /// A spend cap in US dollars, where the CLI can enforce one.
     pub max_budget_usd: Option<f64>,
+    /// When `resume` names a session the CLI no longer has: `true` runs the task once cold, in a
+    /// new session (the observer hears [`RunObserver::cold_fallback`](crate::RunObserver)),
+    /// `false` ends the run as a stale session instead.
+    pub cold_fallback: bool,
+    /// The task run this provider run belongs to, when a caller runs one task as several
+    /// provider runs (a corrective retry resumes the session of the run before): attempts are
+    /// numbered on from the earlier runs, the log's clock keeps running from the task's start,
+    /// and the log ends with `provider_run_finished`, leaving the one `run_finished` to the
+    /// caller. `None`: the provider run is the whole task.
+    pub task: Option<TaskRun>,
+}
+
+/// A provider run's place in a larger task run (see [`AiSession::task`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TaskRun {
+    /// When the task started: the origin of the log's `mono_ms` and of its duration.
+    pub started: std::time::Instant,
+    /// Attempts the task's earlier provider runs made; this run's first attempt is the next.
+    pub attempts_before: u32,
 }
 
 /// How a run ended. One value per distinct thing a caller may want to act on.

@@ -23,5 +23,6 @@ mod daily;
 mod hostile;
 mod live_view;
 mod lossless;
+mod resume;
 mod sandbox_holds;
 mod sprint;
