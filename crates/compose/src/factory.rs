@@ -34,7 +34,7 @@ pub enum ComposeError {
 pub fn engine_config(settings: &Settings) -> EngineConfig {
     let run = &settings.run;
     let retry = &settings.retry;
-    EngineConfig {
+    let mut config = EngineConfig {
         idle_timeout: Duration::from_millis(run.idle_watchdog_ms),
         wall_timeout: (run.wall_timeout_ms > 0).then(|| Duration::from_millis(run.wall_timeout_ms)),
         kill_grace: Duration::from_millis(run.kill_grace_ms),
@@ -65,7 +65,11 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
             refuse_dirty_tree: settings.sandbox.refuse_dirty_tree,
         },
         ..EngineConfig::default()
-    }
+    };
+    // The user's cache, never the project's: an agent may write in the project, and a
+    // remembered version decides whether a CLI runs at all.
+    config.version_cache = corral_engine::user_version_cache(&config.ambient());
+    config
 }
 
 /// One provider's settings, for callers that need them (doctor, config show).

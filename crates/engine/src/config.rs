@@ -61,6 +61,10 @@ pub struct EngineConfig {
     /// own children. A program embedding the engine that manages orphans itself can turn it off;
     /// the sweep then reads every process on the machine. It is a property of the whole process.
     pub child_subreaper: bool,
+    /// The file that keeps each CLI binary's `--version` answer (see
+    /// [`crate::user_version_cache`]), so an unchanged CLI is asked once, not before every run;
+    /// `None` (the default) asks every time.
+    pub version_cache: Option<std::path::PathBuf>,
 }
 
 impl EngineConfig {
@@ -109,6 +113,7 @@ impl Default for EngineConfig {
             parent_death_signal: true,
             sandbox: SandboxConfig::default(),
             child_subreaper: true,
+            version_cache: None,
         }
     }
 }

@@ -26,6 +26,7 @@ use crate::spawn::{ChildOutputs, StdinMode};
 use crate::streams::{Follower, OutputCapture};
 use crate::verdict::{Progress, Step, Verdict, step};
 use crate::version::{VersionProbe, probe_version, version_env};
+use crate::version_cache::{self, BinaryStamp};
 
 /// What a resumed attempt is told after a rate limit interrupted the session: the task is
 /// already in the conversation, so the full prompt is not sent again.
@@ -155,15 +156,33 @@ async fn check_version(
             return Err(scope.refuse("cli-not-found", err));
         }
     };
-    let probe = probe_version(
-        scope.engine.spawner(),
-        &program,
-        &check.args,
-        env,
-        std::path::Path::new(HOST_CWD),
-        check.timeout,
-    )
-    .await;
+    let cache = scope.config().version_cache.as_deref();
+    let stamp = cache.and_then(|_| BinaryStamp::of(&program, &check.args));
+    let remembered = match (cache, &stamp) {
+        (Some(cache), Some(stamp)) => version_cache::cached(cache, stamp),
+        _ => None,
+    };
+    let from_cache = remembered.is_some();
+    let probe = match remembered {
+        Some(version) => VersionProbe::Found(version),
+        None => {
+            let probe = probe_version(
+                scope.engine.spawner(),
+                &program,
+                &check.args,
+                env,
+                std::path::Path::new(HOST_CWD),
+                check.timeout,
+            )
+            .await;
+            if let (Some(cache), Some(stamp), VersionProbe::Found(version)) =
+                (cache, &stamp, &probe)
+            {
+                version_cache::remember(cache, stamp, version);
+            }
+            probe
+        }
+    };
     let required = check.required.to_string();
     let program = check.program.display().to_string();
     let (found, accepted) = match &probe {
@@ -186,6 +205,7 @@ async fn check_version(
             required: &required,
             accepted,
             overridden: !accepted && check.allow_mismatch,
+            cached: from_cache,
         },
     );
     if accepted || check.allow_mismatch {

@@ -44,6 +44,7 @@ mod tail;
 mod text;
 mod verdict;
 mod version;
+mod version_cache;
 
 pub use adapter::{
     AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, Diagnosis, Liveness,
@@ -96,3 +97,4 @@ pub use spawn::{
 pub use streams::{OutputCapture, RAW_STREAMS_DIR, RawStreamRetention, StreamFiles};
 pub use text::shorten;
 pub use version::{VersionProbe, describe_cli, parse_version, probe_version, version_env};
+pub use version_cache::{VERSION_CACHE_FILE, user_version_cache};

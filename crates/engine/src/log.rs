@@ -77,6 +77,9 @@ pub enum Record<'a> {
         accepted: bool,
         /// Whether the caller overrode a mismatch.
         overridden: bool,
+        /// Whether the version came from the version cache (the binary unchanged since it was
+        /// last asked) rather than from running the CLI.
+        cached: bool,
     },
     /// A child was started.
     Spawn {

@@ -226,3 +226,82 @@ fn runs_show_prints_a_summary_or_the_record_as_json() {
         "{text}"
     );
 }
+
+/// A Claude stand-in that notes each `--version` it answers in `count`.
+fn counting_agent(env: &Env, count: &Path) -> FakeClaude {
+    let agent = answering_agent(env, "Done.");
+    let script = std::fs::read_to_string(&agent.path).unwrap();
+    let counted = script.replacen(
+        "if [ \"$1\" = \"--version\" ]; then ",
+        &format!(
+            "if [ \"$1\" = \"--version\" ]; then echo v >> '{}'; ",
+            count.display()
+        ),
+        1,
+    );
+    assert_ne!(counted, script, "the stand-in's --version branch moved");
+    std::fs::write(&agent.path, counted).unwrap();
+    agent
+}
+
+fn version_calls(count: &Path) -> usize {
+    std::fs::read_to_string(count).map_or(0, |t| t.lines().count())
+}
+
+#[test]
+fn an_unchanged_cli_is_asked_its_version_once() {
+    let env = Env::new();
+    let count = env.dir.path().join("version-calls");
+    let agent = counting_agent(&env, &count);
+    let (name, path) = agent.setting();
+    let run = |expected_calls: usize| {
+        let out = env
+            .corral()
+            .env(name, &path)
+            .args(["run", "--no-contract", "--sandbox", "native"])
+            .args(["--allow-degraded-native", "hi"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", transcript(&env, &out));
+        assert_eq!(version_calls(&count), expected_calls);
+        out
+    };
+    run(1);
+    run(1);
+    let cache = env.home().join(".cache/corral/cli-versions.json");
+    assert!(cache.is_file(), "the cache is in the user's cache dir");
+    let dirs: Vec<_> = std::fs::read_dir(env.project().join(".corral/runs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let cached: Vec<bool> = dirs
+        .iter()
+        .map(|d| {
+            kinds(&log(d), "version_checked")[0]["cached"]
+                .as_bool()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        cached.iter().filter(|c| **c).count(),
+        1,
+        "one run asked, one used the cache: {cached:?}"
+    );
+
+    // A changed binary is asked again.
+    let script = std::fs::read_to_string(&agent.path).unwrap();
+    std::fs::write(&agent.path, format!("{script}\n# upgraded\n")).unwrap();
+    run(2);
+    run(2);
+
+    // A corrupt cache is ignored (with a warning) and rewritten.
+    std::fs::write(&cache, "{ not json").unwrap();
+    let out = run(3);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("version cache is corrupt"),
+        "{}",
+        transcript(&env, &out)
+    );
+    run(3);
+}
