@@ -26,7 +26,12 @@ pub enum Command {
     Run(RunArgs),
     /// Resume an earlier run's session: its provider, working directory and session come from
     /// the run's record.
-    #[command(after_help = Exit::TABLE)]
+    #[command(
+        after_help = Exit::TABLE,
+        // The record names the session: these two would only contradict it.
+        mut_arg("resume", |a| a.hide(true)),
+        mut_arg("continue_latest", |a| a.hide(true)),
+    )]
     Resume(ResumeArgs),
     /// Hand the terminal to a provider's CLI for an interactive session, then take it back.
     Chat(ChatArgs),

@@ -85,6 +85,18 @@ fn invalid_signals_get_a_corrective_retry_on_the_resumed_session() {
         spawns[1]["resume"], s["session_id"],
         "the correction resumes the same session"
     );
+    assert_eq!(
+        (spawns[0]["attempt"].clone(), spawns[1]["attempt"].clone()),
+        (Value::from(1), Value::from(2)),
+        "one attempt counter over the corrective retry"
+    );
+    let log = log(&run_dir(&s));
+    let finished = kinds(&log, "run_finished");
+    assert_eq!(finished.len(), 1, "one run_finished: {log:#?}");
+    assert_eq!(finished[0]["attempts"], 2);
+    assert_eq!(kinds(&log, "provider_run_finished").len(), 2);
+    let clock: Vec<f64> = log.iter().filter_map(|v| v["mono_ms"].as_f64()).collect();
+    assert!(clock.windows(2).all(|w| w[0] <= w[1]), "{clock:?}");
     let requests = world.api.model_requests();
     let correction = &requests[2];
     assert!(

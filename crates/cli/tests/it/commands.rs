@@ -10,6 +10,13 @@ fn run_help_lists_the_exit_codes() {
 }
 
 #[test]
+fn resume_help_takes_a_run_id_and_the_run_flags() {
+    let env = Env::new();
+    let out = env.corral().args(["resume", "--help"]).output().unwrap();
+    insta::assert_snapshot!(transcript(&env, &out));
+}
+
+#[test]
 fn config_show_names_every_source() {
     let env = Env::new();
     env.write(
