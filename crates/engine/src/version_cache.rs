@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(cached(&cache, &stamp), None);
         let v = semver::Version::new(2, 1, 197);
         remember(&cache, &stamp, &v);
-        assert_eq!(cached(&cache, &stamp), Some(v.clone()));
+        assert_eq!(cached(&cache, &stamp), Some(v));
         let other_args = BinaryStamp::of(&cli, &["-V".into()]).unwrap();
         assert_eq!(cached(&cache, &other_args), None, "other probe arguments");
         script(dir.path(), "a longer one");
