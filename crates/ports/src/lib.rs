@@ -5,7 +5,9 @@
 //! [`InteractiveAiProvider`], [`ModelAvailabilityProbe`]), the session intent ([`AiSession`]), the
 //! outcome ([`ProviderOutput`]), the normalized agent events ([`AgentEvent`]), the usage record
 //! ([`Usage`]), the error taxonomy ([`ProviderError`]), the validated [`SessionId`] and the
-//! names of the run directory's files ([`run_dir`]).
+//! names of the run directory's files ([`run_dir`]), and the supervised command port
+//! ([`CommandRunner`]) through which a caller has a check, a gate or git run without creating a
+//! process itself.
 //!
 //! It knows nothing about processes, `tokio::process`, argv, settings files, figment, or any one
 //! provider's flags and stream format. Its only dependencies are serde, thiserror, async-trait and
@@ -13,6 +15,7 @@
 
 mod attestation;
 mod capabilities;
+mod command;
 mod error;
 mod event;
 mod provider;
@@ -22,6 +25,10 @@ mod usage;
 
 pub use attestation::{Attestation, Guarantee, SandboxBackend, Unenforced};
 pub use capabilities::{Capabilities, CostReporting, Gate, PromptChannel, SessionIdTiming};
+pub use command::{
+    CommandEnd, CommandError, CommandOutput, CommandRunner, CommandSpec, CommandStream,
+    Confinement, DEFAULT_OUTPUT_LIMIT,
+};
 pub use error::{ErrorClass, ProviderError, RunEvidence};
 pub use event::{AgentEvent, RateLimitInfo, ShortenedString};
 pub use provider::{
