@@ -210,14 +210,19 @@ pub const LAYERS: &[Layer] = &[
                 dev("corral-test-support"),
             ],
             external: Externals::Only(&[
+                // The agent seam (`RoleAgent`) is an async trait with the ports' cancellation
+                // token, as the ports' own traits are (ADR 0002).
+                any("async-trait"),
                 any("serde"),
                 any("serde_json"),
                 any("strsim"),
                 any("thiserror"),
                 // The sprint file's parser: TOML with its spans, for errors with lines.
                 any("toml_edit"),
+                any("tokio-util"),
                 dev("insta"),
                 dev("tempfile"),
+                dev("tokio"),
             ]),
         },
     },

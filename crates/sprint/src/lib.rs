@@ -3,13 +3,15 @@
 //! file `corral-sprint.toml` ([`load`], [`SprintFile`]), validated so that every error names
 //! its file, line, key and [`Rule`]; the order its tasks run in ([`SprintFile::run_order`]);
 //! the names of its state on disk ([`SprintLayout`], `role-meta.json`); and that state,
-//! `sprint.json` ([`SprintState`], written atomically).
+//! `sprint.json` ([`SprintState`], written atomically); and the seam through which it has an
+//! agent play a role ([`RoleAgent`]: one spawn asked for, one report back).
 //!
 //! It sits on the ports (providers, models, efforts, the run directory's names) and the
 //! signals contract (reading files an agent could have replaced). It knows nothing about
 //! processes, the engine, any provider's CLI, settings files or the terminal: the composition
 //! root hands it providers, and the binary renders what it returns.
 
+mod agent;
 mod diagnostic;
 mod example;
 mod file;
@@ -19,6 +21,7 @@ mod order;
 mod parse;
 mod state;
 
+pub use agent::{RoleAgent, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict};
 pub use diagnostic::{Diagnostic, Rule};
 pub use example::EXAMPLE;
 pub use file::{
