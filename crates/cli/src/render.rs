@@ -1,12 +1,16 @@
 //! Live rendering of a run: a status line on a terminal, plain lines otherwise, or JSON lines.
 //! Every piece of agent text is shown on one line with its control characters made visible
-//! (see `term`): only the status line's own redraw sequences reach the terminal as such.
+//! (see `term`): only the status line's own redraw sequences reach the terminal as such. The
+//! status line is indicatif's: it is cut to the terminal's width (the activity, last, goes
+//! first), and every row it drew is cleared on a redraw, so a narrow or resized terminal keeps
+//! no stale rows.
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use corral_ports::{AgentEvent, RunObserver, SessionId, Usage};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::term;
 
@@ -43,7 +47,31 @@ struct State {
     tool_calls: u32,
     activity: String,
     usage: Usage,
-    status_shown: bool,
+    /// While backing off: when the next attempt starts and why, for the countdown.
+    waiting: Option<(Instant, String)>,
+}
+
+/// The status line: provider, elapsed, tool calls, tokens, cost, then what the agent does (or
+/// the backoff's countdown), last because it is what a narrow terminal cuts.
+fn status_text(provider: &str, elapsed: &str, state: &State, now: Instant) -> String {
+    let cost = state
+        .usage
+        .cost_usd
+        .map(|c| format!("  ${c:.4}"))
+        .unwrap_or_default();
+    let activity = match &state.waiting {
+        Some((until, reason)) => {
+            let left = until.saturating_duration_since(now).as_secs();
+            format!("waiting {left}s ({})", short(reason, 40))
+        }
+        None => short(&state.activity, 70),
+    };
+    format!(
+        "▶ {provider}  {elapsed}  tools {}  in {} out {}{cost}  {activity}",
+        state.tool_calls,
+        tokens(state.usage.input),
+        tokens(state.usage.output),
+    )
 }
 
 /// Renders a run as it happens.
@@ -53,6 +81,21 @@ pub struct Renderer {
     provider: String,
     started: Instant,
     state: Mutex<State>,
+    /// The live view's status line (`Style::Live` only). indicatif cuts it to the terminal's
+    /// width and clears every row it drew, so a narrow terminal never keeps a stale row.
+    status: Option<ProgressBar>,
+}
+
+/// The status line's one field: the whole text, cut to the terminal's width at the end (where
+/// the activity is, which matters least).
+const STATUS_TEMPLATE: &str = "{wide_msg}";
+
+/// A status line on stderr, or `None` when indicatif cannot make one.
+fn status_line() -> Option<ProgressBar> {
+    let style = ProgressStyle::with_template(STATUS_TEMPLATE).ok()?;
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(style);
+    Some(bar)
 }
 
 fn short(text: &str, max: usize) -> String {
@@ -69,19 +112,36 @@ fn short(text: &str, max: usize) -> String {
     }
 }
 
+/// `path` in at most `max` characters, cut at the front so that the file name stays: a long
+/// path's end says which file, its start rarely does.
+fn short_path(path: &str, max: usize) -> String {
+    let path = path.trim();
+    let count = path.chars().count();
+    if count <= max {
+        return path.to_string();
+    }
+    let tail: String = path.chars().skip(count - max.saturating_sub(1)).collect();
+    // Start the kept part at a directory boundary when there is one, so no name is half shown.
+    let tail = match tail.find('/') {
+        Some(at) if at + 1 < tail.len() => tail[at..].to_string(),
+        _ => tail,
+    };
+    format!("…{tail}")
+}
+
 fn tool_summary(name: &str, input: &serde_json::Value) -> String {
-    let detail = [
-        "file_path",
-        "path",
-        "command",
-        "pattern",
-        "url",
-        "description",
-    ]
-    .iter()
-    .find_map(|k| input.get(k).and_then(|v| v.as_str()))
-    .map(|s| short(s, 60))
-    .unwrap_or_default();
+    let text = |key: &str| input.get(key).and_then(|v| v.as_str());
+    let detail = ["file_path", "path"]
+        .iter()
+        .find_map(|k| text(k))
+        .map(|p| short_path(p, 60))
+        .or_else(|| {
+            ["command", "pattern", "url", "description"]
+                .iter()
+                .find_map(|k| text(k))
+                .map(|s| short(s, 60))
+        })
+        .unwrap_or_default();
     if detail.is_empty() {
         name.to_string()
     } else {
@@ -101,11 +161,23 @@ fn tokens(n: Option<u64>) -> String {
 impl Renderer {
     /// A renderer for one run.
     pub fn new(style: Style, provider: &str) -> Arc<Self> {
+        let status = if style == Style::Live {
+            status_line()
+        } else {
+            None
+        };
+        // Without a status line a terminal still gets every event, one plain line each.
+        let style = if style == Style::Live && status.is_none() {
+            Style::Plain
+        } else {
+            style
+        };
         Arc::new(Renderer {
             style,
             provider: provider.to_string(),
             started: Instant::now(),
             state: Mutex::new(State::default()),
+            status,
         })
     }
 
@@ -129,7 +201,9 @@ impl Renderer {
                 term::errln!("[{:>7.1}s] {text}", self.started.elapsed().as_secs_f64());
             }
             Style::Live => {
-                term::err_raw(&format!("\r\x1b[2K{text}\n"));
+                if let Some(status) = &self.status {
+                    status.println(&text);
+                }
                 self.redraw();
             }
         }
@@ -146,46 +220,26 @@ impl Renderer {
 
     /// Redraws the status line (terminal only).
     pub fn redraw(&self) {
-        if self.style != Style::Live {
-            return;
-        }
-        let Ok(mut state) = self.state.lock() else {
+        let Some(status) = &self.status else {
             return;
         };
-        let cost = state
-            .usage
-            .cost_usd
-            .map(|c| format!("  ${c:.4}"))
-            .unwrap_or_default();
-        let text = format!(
-            "▶ {}  {}  tools {}  in {} out {}{}  {}",
-            self.provider,
-            self.elapsed(),
-            state.tool_calls,
-            tokens(state.usage.input),
-            tokens(state.usage.output),
-            cost,
-            short(&state.activity, 50)
-        );
-        state.status_shown = true;
-        term::err_raw(&format!("\r\x1b[2K{}", term::one_line(&text)));
+        let Ok(state) = self.state.lock() else {
+            return;
+        };
+        let text = status_text(&self.provider, &self.elapsed(), &state, Instant::now());
+        status.set_message(term::one_line(&text));
     }
 
     /// Clears the status line before the summary.
     pub fn finish(&self) {
-        if self.style == Style::Live
-            && let Ok(state) = self.state.lock()
-            && state.status_shown
-        {
-            term::err_raw("\r\x1b[2K");
+        if let Some(status) = &self.status {
+            status.finish_and_clear();
         }
     }
 
     /// Keeps the elapsed time moving on a terminal while the agent is quiet.
     pub fn spawn_ticker(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
-        if self.style != Style::Live {
-            return None;
-        }
+        self.status.as_ref()?;
         let me = Arc::clone(self);
         Some(tokio::spawn(async move {
             loop {
@@ -198,6 +252,7 @@ impl Renderer {
     fn set_activity(&self, activity: String) {
         if let Ok(mut state) = self.state.lock() {
             state.activity = activity;
+            state.waiting = None;
         }
     }
 }
@@ -302,6 +357,49 @@ impl RunObserver for Renderer {
             "waiting {} before retrying ({reason})",
             humantime::format_duration(Duration::from_secs(wait.as_secs()))
         ));
-        self.set_activity("waiting".into());
+        if let Ok(mut state) = self.state.lock() {
+            state.waiting = Some((Instant::now() + wait, reason.to_string()));
+        }
+        self.redraw();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_path_keeps_its_file_name() {
+        let path =
+            "/home/someone/projects/corral/crates/cli/src/deeply/nested/module/render_status.rs";
+        let shown = short_path(path, 40);
+        assert!(shown.chars().count() <= 40, "{shown}");
+        assert!(shown.starts_with("…/"), "{shown}");
+        assert!(shown.ends_with("/render_status.rs"), "{shown}");
+        assert_eq!(short_path("src/main.rs", 40), "src/main.rs");
+        assert_eq!(
+            tool_summary("Edit", &serde_json::json!({"file_path": path})),
+            format!("Edit {}", short_path(path, 60))
+        );
+    }
+
+    #[test]
+    fn backing_off_counts_down() {
+        let now = Instant::now();
+        let state = State {
+            tool_calls: 2,
+            activity: "thinking".into(),
+            waiting: Some((now + Duration::from_secs(42), "rate limited".into())),
+            ..State::default()
+        };
+        let text = status_text("claude", "01:05", &state, now);
+        assert!(text.ends_with("waiting 42s (rate limited)"), "{text}");
+        let later = status_text("claude", "01:15", &state, now + Duration::from_secs(10));
+        assert!(later.ends_with("waiting 32s (rate limited)"), "{later}");
+        let done = State {
+            waiting: None,
+            ..state
+        };
+        assert!(status_text("claude", "01:50", &done, now).ends_with("  thinking"));
     }
 }

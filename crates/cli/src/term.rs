@@ -8,8 +8,8 @@
 //! the terminal type an answer into the shell after `corral` exits, `\r` overwrites a line, bidi
 //! overrides reorder what is shown. So every line this crate prints goes through [`sanitize`]:
 //! C0 controls (but `\n` and `\t`) and DEL become their visible Unicode pictures (`␛`, `␍`), C1
-//! controls and bidi controls become `�`. The live view's own redraw sequences are written by
-//! [`err_raw`] around text that was sanitized on its own. JSON output escapes the same characters
+//! controls and bidi controls become `�`. The live view's status line (indicatif's) is given
+//! text that was sanitized the same way. JSON output escapes the same characters
 //! as `\uXXXX`, so the data is unchanged for a parser and inert on a screen.
 //!
 //! `println!` panics when stdout is closed (`corral run … | head -1`), which would lose the run's
@@ -92,12 +92,6 @@ pub fn out(args: fmt::Arguments<'_>) {
 pub fn err(args: fmt::Arguments<'_>) {
     let text = format!("{}\n", sanitize(&args.to_string()));
     write_to(&mut io::stderr().lock(), &STDERR_GONE, &text);
-}
-
-/// Writes `text` to stderr as it is: only for Corral's own control sequences (the live view's
-/// redraw) around parts that were sanitized first.
-pub fn err_raw(text: &str) {
-    write_to(&mut io::stderr().lock(), &STDERR_GONE, text);
 }
 
 /// Prints a sanitized line on stdout (see [`out`]).

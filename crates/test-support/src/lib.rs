@@ -29,7 +29,7 @@ pub use clis::{install_cli, installed_cli, non_temp_dir, require_cli, workspace_
 /// The signals [`send_signal`] sends, for crates that may not depend on `nix` themselves.
 pub use nix::sys::signal::Signal;
 pub use pinned_clis::PINNED_CLIS;
-pub use pty::{Screen, run_on_pty};
+pub use pty::{Screen, run_on_pty, run_on_pty_sized};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -16,8 +16,25 @@ pub struct Screen {
 
 /// Runs `cmd` with a pseudo-terminal as its stdin, stdout and stderr, killing it after
 /// `timeout`, and returns everything it wrote.
-pub fn run_on_pty(mut cmd: Command, timeout: Duration) -> std::io::Result<Screen> {
-    let pty = nix::pty::openpty(None, None).map_err(std::io::Error::from)?;
+pub fn run_on_pty(cmd: Command, timeout: Duration) -> std::io::Result<Screen> {
+    run_on_pty_sized(cmd, 120, 50, timeout)
+}
+
+/// [`run_on_pty`] on a terminal of `columns` × `rows`, which the program sees through
+/// `TIOCGWINSZ` as it would in a real terminal of that size.
+pub fn run_on_pty_sized(
+    mut cmd: Command,
+    columns: u16,
+    rows: u16,
+    timeout: Duration,
+) -> std::io::Result<Screen> {
+    let size = nix::pty::Winsize {
+        ws_row: rows,
+        ws_col: columns,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).map_err(std::io::Error::from)?;
     let slave = || pty.slave.try_clone().map(Stdio::from);
     cmd.stdin(slave()?).stdout(slave()?).stderr(slave()?);
     let mut child = cmd.spawn()?;

@@ -23,8 +23,7 @@ fn a_terminal_shows_the_status_line_tool_calls_tokens_and_the_summary() {
     let screen = corral_test_support::run_on_pty(cmd, Duration::from_secs(120)).unwrap();
     let out = &screen.output;
     assert!(screen.status.success(), "{out}");
-    // The status line is redrawn in place: carriage return, erase line, then the status.
-    assert!(out.contains("\r\x1b[2K▶ claude"), "no status line: {out:?}");
+    assert!(out.contains("▶ claude"), "no status line: {out:?}");
     assert!(
         out.contains("tools 1"),
         "the Write call is counted: {out:?}"
@@ -42,4 +41,68 @@ fn a_terminal_shows_the_status_line_tool_calls_tokens_and_the_summary() {
         out.contains("signals   valid: note, task-complete"),
         "{out:?}"
     );
+}
+
+/// Where the status line is wider than the terminal: a deep path written, then a shell command
+/// that takes a few seconds (the status line is redrawn every half second meanwhile).
+fn narrow_terminal_run(columns: u16) -> (String, String) {
+    const ROWS: u16 = 200;
+    let world = World::new(&CLAUDE, |project| {
+        let deep = project.join(
+            "crates/some-component/src/deeply/nested/module/of/the/project/status_line_fits.rs",
+        );
+        Scenario::script([
+            Step::write_file(&deep, "// written\n"),
+            Step::tool_use(
+                "Bash",
+                serde_json::json!({
+                    "command": "sleep 2; echo 'the status line has to fit the terminal it is drawn on'",
+                    "description": "wait a little",
+                }),
+            ),
+            Step::write_signals(VALID_SIGNALS),
+            Step::text("All done."),
+        ])
+    });
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .env("TERM", "xterm")
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .current_dir(world.env.project())
+        .args(["run", "--provider", "claude", "do the task"]);
+    let screen =
+        corral_test_support::run_on_pty_sized(cmd, columns, ROWS, Duration::from_secs(120))
+            .unwrap();
+    assert!(screen.status.success(), "{}", screen.output);
+    // What a person sees once the run is over: the terminal's rows, as a VT100 draws them.
+    let mut terminal = vt100::Parser::new(ROWS, columns, 0);
+    terminal.process(screen.output.as_bytes());
+    (terminal.screen().contents(), screen.output)
+}
+
+#[test]
+fn a_narrow_terminal_keeps_no_stale_status_rows_and_shows_the_file_name() {
+    for columns in [80, 60] {
+        let (rows, raw) = narrow_terminal_run(columns);
+        // The status line was drawn while the run went on …
+        assert!(raw.contains("▶ claude"), "{columns} columns: {raw:?}");
+        // … and no row of it is left: a wrapped status line cleared one row at a time left
+        // its first rows behind on every redraw.
+        let stale: Vec<&str> = rows.lines().filter(|row| row.contains('▶')).collect();
+        assert!(
+            stale.is_empty(),
+            "{columns} columns: stale status rows {stale:#?} in\n{rows}"
+        );
+        // The tool line keeps the file's name, cutting the path at its start.
+        assert!(
+            rows.contains("→ Write …/") && rows.contains("/status_line_fits.rs"),
+            "{columns} columns:\n{rows}"
+        );
+        assert!(
+            rows.contains("outcome   succeeded (exit 0)"),
+            "{columns} columns:\n{rows}"
+        );
+    }
 }
