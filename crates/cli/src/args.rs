@@ -101,6 +101,10 @@ pub struct RunArgs {
     /// Cap the spend in USD, enforced by the CLI; refused by a CLI that cannot enforce it.
     #[arg(long, value_name = "USD")]
     pub max_budget_usd: Option<f64>,
+    /// Stop the agent after this many turns, where the CLI enforces it (Claude Code's
+    /// `--max-turns`, Grok's `--max-tool-rounds`); refused with the reason by the others.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
     /// The agent may read but not edit files or run commands.
     #[arg(long)]
     pub read_only: bool,

@@ -66,6 +66,7 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<Exit> {
         signals_file: run_dir.join(SIGNALS_FILE),
         output_dir: run_dir.clone(),
         max_budget_usd: None,
+        max_turns: None,
         cold_fallback: true,
         task: None,
     };

@@ -450,6 +450,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         signals_file,
         output_dir: run_dir.clone(),
         max_budget_usd: args.max_budget_usd,
+        max_turns: args.max_turns,
         cold_fallback: !args.no_cold_fallback,
         task: None,
     };

@@ -678,6 +678,7 @@ mod tests {
             signals_file: dir.join("run/signals.json"),
             output_dir: dir.join("run"),
             max_budget_usd: None,
+            max_turns: None,
             cold_fallback: true,
             task: None,
         }

@@ -275,6 +275,10 @@ pub struct AiSession {
     pub output_dir: PathBuf,
     /// A spend cap in US dollars, where the CLI can enforce one.
     pub max_budget_usd: Option<f64>,
+    /// A cap on the agent's turns (the model's replies in one run, each with its tool calls),
+    /// where the CLI can enforce one; a provider that cannot refuses the session rather than
+    /// run it uncapped.
+    pub max_turns: Option<u32>,
     /// When `resume` names a session the CLI no longer has: `true` runs the task once cold, in a
     /// new session (the observer hears [`RunObserver::cold_fallback`](crate::RunObserver)),
     /// `false` ends the run as a stale session instead.

@@ -27,6 +27,7 @@ pub fn session_in(prompt: &str, cwd: &Path, run_dir: &Path) -> AiSession {
         signals_file: run_dir.join("signals.json"),
         output_dir: run_dir.to_path_buf(),
         max_budget_usd: None,
+        max_turns: None,
         cold_fallback: true,
         task: None,
     }

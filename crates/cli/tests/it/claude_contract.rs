@@ -256,3 +256,43 @@ fn runs_follow_tails_a_run_in_flight_until_it_ends() {
         "{text}"
     );
 }
+
+#[test]
+fn max_turns_reaches_claude_code_and_a_run_that_hits_it_is_not_a_success() {
+    // Two tool calls before the answer: with one turn allowed, Claude Code stops after the first.
+    let world = World::new(&CLAUDE, |project| {
+        Scenario::script([
+            Step::write_file(&project.join("one.txt"), "1\n"),
+            Step::write_file(&project.join("two.txt"), "2\n"),
+            Step::text("Done."),
+        ])
+    });
+    let out = world
+        .corral_run()
+        .args([
+            "--json",
+            "--no-contract",
+            "--max-turns",
+            "1",
+            "write two files",
+        ])
+        .output()
+        .unwrap();
+    let text = transcript(&world.env, &out);
+    let s = summary(&out.stdout);
+    let spawn = kinds(&log(&run_dir(&s)), "spawn")[0].clone();
+    assert!(
+        spawn.to_string().contains("\"--max-turns\",\"1\""),
+        "the flag reaches the CLI: {spawn}"
+    );
+    // Claude Code's own words reach the summary: the cap, not a mystery crash.
+    assert_ne!(s["outcome"], "succeeded", "{text}");
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(
+        s["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Reached maximum number of turns (1)")),
+        "{text}"
+    );
+    assert!(!world.env.project().join("two.txt").exists(), "{text}");
+}

@@ -112,6 +112,15 @@ impl ClaudeAdapter {
             args.push(format!("--disallowedTools={}", denied.join(",")).into());
         }
         self.push_common(session, &mut args)?;
+        // A print-mode flag (hidden from `claude --help`, accepted by 2.1.x); a run that hits
+        // it ends with the result subtype `error_max_turns`.
+        if let Some(turns) = session.max_turns {
+            if turns == 0 {
+                return Err(invalid("max_turns must be at least 1, got 0".to_string()));
+            }
+            args.push("--max-turns".into());
+            args.push(turns.to_string().into());
+        }
         args.extend(self.settings.extra_args.iter().map(OsString::from));
         Ok(args)
     }

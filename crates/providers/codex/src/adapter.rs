@@ -120,6 +120,12 @@ impl CodexAdapter {
     /// The arguments of one attempt (program excluded). The prompt is never among them.
     pub fn args(&self, plan: &AttemptPlan<'_>) -> Result<Vec<OsString>, ProviderError> {
         let session = plan.session;
+        if let Some(turns) = session.max_turns {
+            return Err(invalid(format!(
+                "max_turns {turns} cannot be enforced: `codex exec` has no turn limit; run \
+                 without one or with a provider that has one (claude, grok)"
+            )));
+        }
         let sandbox = self.sandbox(session.permissions);
         let roots = match sandbox {
             SandboxMode::WorkspaceWrite => writable_roots(session)?,

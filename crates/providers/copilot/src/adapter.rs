@@ -126,6 +126,14 @@ impl CopilotAdapter {
         minted: Option<&SessionId>,
     ) -> Result<Vec<OsString>, ProviderError> {
         let session = plan.session;
+        // `--max-autopilot-continues` caps autopilot's continuations, not the model's turns in
+        // a prompt run: forwarding it would promise a limit that does not hold.
+        if let Some(turns) = session.max_turns {
+            return Err(invalid(format!(
+                "max_turns {turns} cannot be enforced: `copilot -p` has no turn limit; run \
+                 without one or with a provider that has one (claude, grok)"
+            )));
+        }
         let pointer = plan.pointer.ok_or_else(|| {
             invalid("no prompt pointer: Copilot takes its prompt through copilot-prompt.md".into())
         })?;

@@ -122,6 +122,14 @@ impl GrokAdapter {
             args.push("-m".into());
             args.push(model.into());
         }
+        // Grok counts rounds of tool execution, which is what a turn is to the others.
+        if let Some(turns) = session.max_turns {
+            if turns == 0 {
+                return Err(invalid("max_turns must be at least 1, got 0".to_string()));
+            }
+            args.push("--max-tool-rounds".into());
+            args.push(turns.to_string().into());
+        }
         args.extend(self.settings.extra_args.iter().map(OsString::from));
         Ok(args)
     }

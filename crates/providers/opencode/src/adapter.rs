@@ -225,6 +225,12 @@ fn refuse_what_cannot_be_honoured(
              one or with a provider that has one"
         )));
     }
+    if let Some(turns) = session.max_turns {
+        return Err(invalid(format!(
+            "max_turns {turns} cannot be enforced: `opencode run` has no turn limit; run without \
+             one or with a provider that has one (claude, grok)"
+        )));
+    }
     Ok(())
 }
 

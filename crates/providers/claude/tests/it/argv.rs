@@ -364,3 +364,27 @@ fn interactive_mints_a_session_uses_accept_edits_and_passes_only_the_pointer() {
     );
     assert_eq!(spec.session_id, Some(resumed));
 }
+
+#[test]
+fn a_turn_cap_is_passed_as_max_turns_and_zero_is_refused() {
+    let got = build(&AiSession {
+        max_turns: Some(7),
+        ..session()
+    });
+    assert_eq!(
+        got,
+        spec(&[HEAD.as_slice(), BYPASS.as_slice(), &["--max-turns", "7"]].concat())
+    );
+    let zero = AiSession {
+        max_turns: Some(0),
+        ..session()
+    };
+    let err = command(&ClaudeAdapter::default(), &zero, None).unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidSession { .. })
+            && err
+                .to_string()
+                .contains("max_turns must be at least 1, got 0"),
+        "{err}"
+    );
+}

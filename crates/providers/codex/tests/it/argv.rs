@@ -618,3 +618,19 @@ fn the_capability_row() {
         }
     }
 }
+
+#[test]
+fn a_turn_cap_is_refused_because_codex_exec_has_none() {
+    let s = AiSession {
+        max_turns: Some(3),
+        ..session()
+    };
+    let err = command(&CodexAdapter::default(), &s, None).unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidSession { .. })
+            && err
+                .to_string()
+                .contains("max_turns 3 cannot be enforced: `codex exec` has no turn limit"),
+        "{err}"
+    );
+}

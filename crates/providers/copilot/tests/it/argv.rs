@@ -518,3 +518,19 @@ fn version_check_uses_the_tested_range() {
     assert!(overridden.allow_mismatch);
     assert_eq!(overridden.timeout, Duration::from_secs(3));
 }
+
+#[test]
+fn a_turn_cap_is_refused_because_copilot_has_none() {
+    let s = AiSession {
+        max_turns: Some(3),
+        ..session()
+    };
+    let err = command_with(&adapter(CopilotSettings::default()), &s, None, &pointer()).unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidSession { .. })
+            && err
+                .to_string()
+                .contains("max_turns 3 cannot be enforced: `copilot -p` has no turn limit"),
+        "{err}"
+    );
+}

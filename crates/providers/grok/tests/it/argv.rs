@@ -319,3 +319,15 @@ fn the_capability_row_is_honest() {
     );
     assert!(row.over_grants.iter().all(|(_, why)| !why.is_empty()));
 }
+
+#[test]
+fn a_turn_cap_is_passed_as_max_tool_rounds() {
+    let got = build(&AiSession {
+        max_turns: Some(4),
+        ..session()
+    });
+    assert_eq!(
+        got,
+        spec(&["-p", SENTENCE, "-d", "/work/repo", "--max-tool-rounds", "4"])
+    );
+}

@@ -424,3 +424,19 @@ fn every_flag_the_adapter_writes_is_in_the_recorded_usage() {
     }
     assert!(usage.starts_with("opencode run [message..]"));
 }
+
+#[test]
+fn a_turn_cap_is_refused_because_opencode_run_has_none() {
+    let s = AiSession {
+        max_turns: Some(3),
+        ..session()
+    };
+    let err = command(&auto_adapter(), &s, None).unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InvalidSession { .. })
+            && err
+                .to_string()
+                .contains("max_turns 3 cannot be enforced: `opencode run` has no turn limit"),
+        "{err}"
+    );
+}
