@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
 use corral_ports::ProviderId;
 
 use crate::exit::Exit;
@@ -53,7 +54,8 @@ pub enum Command {
     },
     /// Check each provider's CLI: found, version against the tested range, credentials.
     Doctor(DoctorArgs),
-    /// Print shell completions.
+    /// Print the shell's completion script (`source <(corral completions bash)`): commands,
+    /// options and provider names, and run ids from the project's runs as you type.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
@@ -139,6 +141,7 @@ pub struct RunArgs {
 pub struct ResumeArgs {
     /// The run whose session to resume (its id or a unique prefix); without a prompt, the agent
     /// is asked to continue where it stopped.
+    #[arg(add = ArgValueCompleter::new(crate::runs::complete_run_id))]
     pub run_id: String,
     #[command(flatten)]
     pub run: RunArgs,
@@ -180,6 +183,7 @@ pub enum RunsCommand {
     /// Show one run's summary, its answer and its files.
     Show {
         /// The run id (or a unique prefix).
+        #[arg(add = ArgValueCompleter::new(crate::runs::complete_run_id))]
         id: String,
         /// The record (`run.json`) as JSON, and nothing else.
         #[arg(long)]
@@ -191,6 +195,7 @@ pub enum RunsCommand {
     /// Print a run's events as they happen until it finishes.
     Follow {
         /// The run id (or a unique prefix).
+        #[arg(add = ArgValueCompleter::new(crate::runs::complete_run_id))]
         id: String,
         /// Where runs live (default: as for `runs list`).
         #[arg(long = "runs-dir", visible_alias = "dir", value_name = "DIR")]
@@ -288,9 +293,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Doctor(args) => crate::doctor::doctor(args).await,
         Command::Providers { json } => crate::providers::print(json),
         Command::Completions { shell } => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut cmd, "corral", &mut script);
+            let script = completion_script(shell)?;
             crate::term::outln!(
                 "{}",
                 String::from_utf8_lossy(&script).trim_end_matches('\n')
@@ -298,4 +301,29 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             Ok(Exit::Success)
         }
     }
+}
+
+/// The variable a completion script sets when it asks `corral` for the candidates of the word
+/// being typed (clap's convention: `COMPLETE=bash corral -- corral runs show 2026…`).
+pub const COMPLETE_VAR: &str = "COMPLETE";
+
+/// Answers a completion script's request and exits, when [`COMPLETE_VAR`] says this is one;
+/// otherwise returns and the command line is parsed as usual.
+pub fn answer_completion_request() {
+    clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command)
+        .var(COMPLETE_VAR)
+        .complete();
+}
+
+/// The script that registers `corral`'s completions in `shell`. It asks `corral` itself for
+/// each word's candidates, so the run ids offered are the project's runs as they are now.
+fn completion_script(shell: clap_complete::Shell) -> anyhow::Result<Vec<u8>> {
+    let name = shell.to_string();
+    let shells = clap_complete::env::Shells::builtins();
+    let Some(completer) = shells.completer(&name) else {
+        anyhow::bail!("no completion script for {name}");
+    };
+    let mut script = Vec::new();
+    completer.write_registration(COMPLETE_VAR, "corral", "corral", "corral", &mut script)?;
+    Ok(script)
 }

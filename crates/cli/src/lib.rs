@@ -31,6 +31,7 @@ pub use exit::Exit;
 
 /// Parses arguments, runs the command, and maps the result to an exit code.
 pub fn main() -> ExitCode {
+    args::answer_completion_request();
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use corral_compose::{RunRecord, read_record};
 use corral_ports::run_dir::{EVENTS_FILE, PROMPT_FILE};
 
+use clap_complete::engine::CompletionCandidate;
+
 use crate::args::RunsCommand;
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
@@ -51,6 +53,31 @@ fn state(record: &RunRecord) -> String {
     } else {
         record.outcome.clone()
     }
+}
+
+/// The run ids starting with what has been typed, from the runs of the project around the
+/// current directory (found as `runs list` finds them), newest first, each with its outcome and
+/// prompt as the shell's help text. Nothing when the settings cannot be read.
+pub(crate) fn complete_run_id(typed: &std::ffi::OsStr) -> Vec<CompletionCandidate> {
+    let Some(typed) = typed.to_str() else {
+        return Vec::new();
+    };
+    let Ok(root) = runs_root(None) else {
+        return Vec::new();
+    };
+    run_dirs(&root)
+        .into_iter()
+        .filter_map(|dir| {
+            let id = dir.file_name()?.to_str()?.to_string();
+            id.starts_with(typed).then_some((id, dir))
+        })
+        .map(|(id, dir)| {
+            let outcome =
+                read_record(&dir).map_or_else(|_| "unreadable".to_string(), |r| state(&r));
+            let help = one_line(&format!("{outcome}  {}", prompt_line(&dir, PROMPT_COLUMN)));
+            CompletionCandidate::new(id).help(Some(help.into()))
+        })
+        .collect()
 }
 
 pub(crate) fn find_run(root: &Path, id: &str) -> anyhow::Result<PathBuf> {

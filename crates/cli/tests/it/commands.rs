@@ -72,9 +72,70 @@ fn doctor_reports_a_missing_cli_with_the_install_command() {
 #[test]
 fn completions_are_generated() {
     let env = Env::new();
-    let out = env.corral().args(["completions", "bash"]).output().unwrap();
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("corral"));
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = env.corral().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        // The script asks corral itself for each word's candidates.
+        assert!(script.contains("COMPLETE"), "{shell}: {script}");
+    }
+}
+
+/// What the completion script gets back for the words typed so far (fish's protocol: the last
+/// word is the one being completed; one candidate a line, its help after a tab).
+fn candidates(env: &Env, words: &[&str]) -> Vec<String> {
+    let out = env
+        .corral()
+        .env("COMPLETE", "fish")
+        .arg("--")
+        .args(words)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", transcript(env, &out));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn run_ids_and_provider_names_are_completed() {
+    let env = Env::new();
+    for (id, prompt) in [
+        ("20261202-120000-claude-abcd", "add a flag"),
+        ("20261202-130000-codex-ef01", "fix the bug in the parser"),
+    ] {
+        env.write(&format!("project/.corral/runs/{id}/prompt.md"), prompt);
+    }
+    let ids = |words: &[&str]| -> Vec<String> {
+        candidates(&env, words)
+            .iter()
+            .map(|c| c.split('\t').next().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(
+        ids(&["corral", "runs", "show", "2026"]),
+        ["20261202-130000-codex-ef01", "20261202-120000-claude-abcd"],
+        "newest first"
+    );
+    assert_eq!(
+        ids(&["corral", "resume", "20261202-13"]),
+        ["20261202-130000-codex-ef01"]
+    );
+    assert_eq!(
+        ids(&["corral", "runs", "follow", "20261202-12"]),
+        ["20261202-120000-claude-abcd"]
+    );
+    let shown = candidates(&env, &["corral", "resume", "20261202-13"]);
+    assert!(
+        shown[0].ends_with("fix the bug in the parser"),
+        "the prompt is the help text: {shown:?}"
+    );
+    assert_eq!(
+        ids(&["corral", "run", "--provider", "c"]),
+        ["claude", "codex", "copilot"]
+    );
 }
 
 #[test]
