@@ -12,6 +12,9 @@
 //! through its parser), [`session`] (the session they build command lines from) and [`probe`]
 //! (the model-probe scaffolding). They speak the ports' types only: this crate may depend on
 //! `corral-ports`, never on `corral-engine`, whose tests use it.
+//!
+//! [`unprivileged_user`] gives the sandbox tests a user to run `corral` as when they run as root
+//! (creating [`PROBE_USER`] once), and says why bubblewrap cannot run as it when it cannot.
 
 // test-support is a tool, not product: it may create processes.
 #![allow(clippy::disallowed_methods)]
@@ -19,6 +22,7 @@
 mod clis;
 pub mod fake_api;
 pub mod fake_protocol;
+mod host_user;
 pub mod pinned_clis;
 pub mod probe;
 mod pty;
@@ -26,6 +30,7 @@ pub mod recorded;
 pub mod session;
 
 pub use clis::{install_cli, installed_cli, non_temp_dir, require_cli, workspace_root};
+pub use host_user::{HostUser, PROBE_USER, is_root, unprivileged_user};
 /// The signals [`send_signal`] sends, for crates that may not depend on `nix` themselves.
 pub use nix::sys::signal::Signal;
 pub use pinned_clis::PINNED_CLIS;

@@ -1,7 +1,8 @@
 //! Integration tests of the `corral` binary: help, bad input, settings, runs, doctor, and
 //! completions, with insta snapshots of what a person sees; and the real-CLI suites: the
 //! conformance cases every provider's CLI must pass, Claude Code's own contract, and giant
-//! replies and writes that must lose nothing (`lossless.rs`).
+//! replies and writes that must lose nothing (`lossless.rs`); and the sandbox's probe suite, as
+//! root and as an unprivileged user (`probes.rs`).
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
@@ -23,6 +24,7 @@ mod daily;
 mod hostile;
 mod live_view;
 mod lossless;
+mod probes;
 mod resume;
 mod sandbox_holds;
 mod sprint;

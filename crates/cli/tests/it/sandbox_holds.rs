@@ -55,16 +55,6 @@ fn host_queue_keys() -> Vec<String> {
         .collect()
 }
 
-/// Whether this test runs as root (effective uid 0, the second field of `Uid:`).
-fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
-        .unwrap()
-}
-
 /// Issue 10 item 1: as root inside bubblewrap the agent kept every capability
 /// (`CapEff 000001fffeffffff`), remounted `/` read-write and wrote anywhere, while the
 /// attestation said writes-confined. Now: no capability in any set, `no_new_privs`, no remount,
@@ -106,7 +96,7 @@ fn the_agent_holds_no_capability_cannot_remount_and_writes_nothing_outside() {
         !host_queue_keys().contains(&queue.to_string()),
         "the agent's SysV queue {queue} is the host's"
     );
-    if running_as_root() {
+    if corral_test_support::is_root() {
         // Root is somebody else inside (see the engine's `isolation_args`), so that a nested
         // user namespace (Codex's own sandbox) can still be made without `CAP_SETFCAP`.
         assert_ne!(value(&seen, "uid"), "0", "{seen:?}");
@@ -120,21 +110,6 @@ fn the_agent_holds_no_capability_cannot_remount_and_writes_nothing_outside() {
             .unwrap()
             .contains(&"writes-confined".into()),
         "{attestation}"
-    );
-}
-
-/// `git` in `dir` with a fixed identity, which must succeed.
-fn git(dir: &Path, args: &[&str]) {
-    let out = corral_test_support::command(Path::new("git"))
-        .current_dir(dir)
-        .args(["-c", "user.name=T", "-c", "user.email=t@t.invalid"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 
