@@ -7,7 +7,9 @@ use std::time::Duration;
 use corral_engine::{
     CliSettings, Engine, EngineConfig, OptionValue, ProviderDescriptor, RetryPolicy, SettingError,
 };
-use corral_ports::{HeadlessAiProvider, InteractiveAiProvider, ModelAvailabilityProbe, ProviderId};
+use corral_ports::{
+    CommandRunner, HeadlessAiProvider, InteractiveAiProvider, ModelAvailabilityProbe, ProviderId,
+};
 
 use crate::settings::{ProviderSettings, Settings};
 
@@ -120,6 +122,14 @@ pub fn interactive_provider(
     config: EngineConfig,
 ) -> Result<Arc<dyn InteractiveAiProvider>, ComposeError> {
     Ok(provider(id, settings, config)?)
+}
+
+/// The supervised command runner (a sprint's check, gates, setup and git) on an engine
+/// configured by `config` (usually [`engine_config`] of the settings): a sandboxed command gets
+/// the sandbox, network and environment policy a run with these settings gets, and refuses where
+/// a run would.
+pub fn command_runner(config: EngineConfig) -> Arc<dyn CommandRunner> {
+    Arc::new(Engine::new(config))
 }
 
 /// Provider `id`'s model probe, starting what it must through an engine configured by `config`

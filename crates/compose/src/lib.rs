@@ -7,7 +7,8 @@
 //! not trusted: it may not set the keys that decide the sandbox, the programs, their arguments
 //! and environment (see the `trust` module and `docs/security.md`). The factory turns settings
 //! into a ready provider, or its model probe, from the provider's descriptor, picked by one
-//! exhaustive `match` on `ProviderId`. It also owns the run directory and its record
+//! exhaustive `match` on `ProviderId`, and into the supervised command runner a sprint's checks
+//! and git go through. It also owns the run directory and its record
 //! (`run.json`), which every caller writes alike, and the corrective-retry policy: a task run
 //! until the agent's `signals.json` satisfies the contract ([`run_with_contract`]).
 //!
@@ -35,9 +36,9 @@ pub use corral_engine::{
     kill_child_groups, write_record_file,
 };
 pub use factory::{
-    CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, descriptor,
-    engine_config, headless_provider, interactive_provider, model_probe, provider, provider_facts,
-    provider_settings,
+    CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, command_runner,
+    descriptor, engine_config, headless_provider, interactive_provider, model_probe, provider,
+    provider_facts, provider_settings,
 };
 pub use layers::{
     ENV_PREFIX, LoadedSettings, PROJECT_FILE, SettingSource, SettingsError, SettingsSources,

@@ -17,6 +17,7 @@ use std::io;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
 
 use crate::process_group::{self, KillLadder, RUN_TOKEN_VAR};
 use crate::spawn::{ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest};
@@ -132,11 +133,43 @@ pub enum BoundedError {
     },
 }
 
+/// How a supervised command ended, cancellation included: only the command runner
+/// (`commands.rs`) has a caller that cancels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The leader exited on its own.
+    Exited(ExitInfo),
+    /// The limit was hit; the group was killed.
+    TimedOut,
+    /// The token fired; the group was killed.
+    Cancelled,
+}
+
 /// Runs `command` to its end; see the module documentation.
 pub async fn run_bounded(
     spawner: &dyn ProviderSpawn,
     command: &BoundedCommand,
 ) -> Result<BoundedOutput, BoundedError> {
+    let (stop, stdout, stderr) = run_until(spawner, command, &CancellationToken::new()).await?;
+    let end = match stop {
+        Stop::Exited(exit) => BoundedEnd::Exited(exit),
+        // A token nobody holds cannot fire; were it to, the command was stopped early all
+        // the same.
+        Stop::TimedOut | Stop::Cancelled => BoundedEnd::TimedOut,
+    };
+    Ok(BoundedOutput {
+        end,
+        stdout,
+        stderr,
+    })
+}
+
+/// [`run_bounded`], also ended (the whole group, down the kill ladder) when `cancel` fires.
+pub(crate) async fn run_until(
+    spawner: &dyn ProviderSpawn,
+    command: &BoundedCommand,
+    cancel: &CancellationToken,
+) -> Result<(Stop, Captured, Captured), BoundedError> {
     let program = || command.request.program.clone();
     let mut request = command.request.clone();
     if let Some(token) = &command.run_token {
@@ -154,14 +187,16 @@ pub async fn run_bounded(
     let stderr = child.take_stderr();
     let mut out = Captured::default();
     let mut err = Captured::default();
-    let finished = tokio::time::timeout(command.timeout, async {
-        let (read_out, read_err) = tokio::join!(
-            read_capped(stdout, command.stdout_limit, &mut out),
-            read_capped(stderr, command.stderr_limit, &mut err),
-        );
-        (read_out, read_err, child.wait().await)
-    })
-    .await;
+    let finished = tokio::select! {
+        finished = tokio::time::timeout(command.timeout, async {
+            let (read_out, read_err) = tokio::join!(
+                read_capped(stdout, command.stdout_limit, &mut out),
+                read_capped(stderr, command.stderr_limit, &mut err),
+            );
+            (read_out, read_err, child.wait().await)
+        }) => finished.map_err(|_| Stop::TimedOut),
+        () = cancel.cancelled() => Err(Stop::Cancelled),
+    };
     let end = match finished {
         Ok((read_out, read_err, exit)) => {
             let read = |stream, result: io::Result<()>| {
@@ -177,27 +212,27 @@ pub async fn run_bounded(
                 program: program(),
                 source,
             })?;
-            BoundedEnd::Exited(exit)
+            Stop::Exited(exit)
         }
-        Err(_) => BoundedEnd::TimedOut,
+        Err(stopped) => stopped,
     };
     if process_group::group_alive(pgid) {
-        // On a timeout the whole group; after an exit, what the leader left running.
+        // On a timeout or a cancel the whole group; after an exit, what the leader left
+        // running.
         let (mut ladder, _) = KillLadder::start(pgid, command.kill_grace);
         ladder.run_to_end(|_| {}).await;
     }
-    if end == BoundedEnd::TimedOut {
-        // Reaped here so the registry forgets the pid; the kill makes this quick.
-        let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
+    match end {
+        Stop::TimedOut | Stop::Cancelled => {
+            // Reaped here so the registry forgets the pid; the kill makes this quick.
+            let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
+        }
+        Stop::Exited(_) => {}
     }
     if let Some(token) = &command.run_token {
         process_group::sweep_escaped(token, pgid, |_| {}).await;
     }
-    Ok(BoundedOutput {
-        end,
-        stdout: out,
-        stderr: err,
-    })
+    Ok((end, out, err))
 }
 
 /// Reads `reader` to its end into `into`, keeping the first `keep` bytes and counting the rest,

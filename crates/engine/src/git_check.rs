@@ -40,7 +40,8 @@
 //! name and an attribute can call by any name, a filter driver (`filter.<name>.clean`, `smudge`,
 //! `process`, run by `git status` for a file whose stat data changed), is found by listing the
 //! repository's `filter.*` keys first (reading config runs nothing), and each one found is
-//! emptied, which git takes as "no filter".
+//! emptied, which git takes as "no filter"; merge drivers (`merge.<name>.driver`) likewise.
+//! The supervised command runner's host git (`commands.rs`) uses the same configuration.
 
 use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
@@ -100,6 +101,86 @@ const NEUTRAL_ENV: &[(&str, &str)] = &[
 
 /// The keys of a filter driver that name a program.
 const FILTER_PROGRAM_KEYS: &[&str] = &["clean", "smudge", "process"];
+
+/// `git config` arguments that list the keys of the filter and merge drivers the repository
+/// defines (listing runs nothing); [`driver_overrides`] reads the answer.
+pub(crate) const DRIVER_LISTING: &[&str] = &[
+    "config",
+    "--null",
+    "--name-only",
+    "--get-regexp",
+    "^(filter|merge)\\.",
+];
+
+/// From the keys [`DRIVER_LISTING`] printed: the overrides that empty every driver found, which
+/// git takes as "no driver" (a filter passes content through, a merge falls back to its own
+/// text merge).
+pub(crate) fn driver_overrides(listing: &[u8]) -> Vec<(String, String)> {
+    let mut drivers: Vec<(&'static str, String)> = nul_fields(listing)
+        .filter_map(|key| {
+            let key = String::from_utf8_lossy(key);
+            // `<section>.<name>.<var>`, where the name may hold dots.
+            let (section, rest) = key.split_once('.')?;
+            let section = match section {
+                "filter" => "filter",
+                "merge" => "merge",
+                _ => return None,
+            };
+            let (name, _) = rest.rsplit_once('.')?;
+            Some((section, name.to_owned()))
+        })
+        .collect();
+    drivers.sort();
+    drivers.dedup();
+    let mut overrides = Vec::new();
+    for (section, name) in drivers {
+        match section {
+            "filter" => {
+                for key in FILTER_PROGRAM_KEYS {
+                    overrides.push((format!("filter.{name}.{key}"), String::new()));
+                }
+                overrides.push((format!("filter.{name}.required"), "false".to_owned()));
+            }
+            _ => overrides.push((format!("merge.{name}.driver"), String::new())),
+        }
+    }
+    overrides
+}
+
+/// `base` (the variables git may have, `PATH` and `HOME`), then [`NEUTRAL_ENV`], then
+/// [`NEUTRAL_CONFIG`] and `extra` as `GIT_CONFIG_*` variables, which outrank every config file.
+/// A name set twice keeps its last value.
+pub(crate) fn neutral_env(
+    base: Vec<(OsString, OsString)>,
+    extra: &[(String, String)],
+) -> Vec<(OsString, OsString)> {
+    let mut env = base;
+    env.extend(
+        NEUTRAL_ENV
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    // Keys and values as separate variables: a filter name holding `=` cannot be misread,
+    // as it would be in `-c key=value`.
+    let config: Vec<(&str, &str)> = NEUTRAL_CONFIG
+        .iter()
+        .copied()
+        .chain(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .collect();
+    env.push(("GIT_CONFIG_COUNT".into(), config.len().to_string().into()));
+    for (i, (key, value)) in config.iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}").into(), (*key).into()));
+        env.push((format!("GIT_CONFIG_VALUE_{i}").into(), (*value).into()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<(OsString, OsString)> = env
+        .into_iter()
+        .rev()
+        .filter(|(k, _)| seen.insert(k.clone()))
+        .collect();
+    kept.reverse();
+    kept
+}
 
 /// Why the repository state could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -501,48 +582,19 @@ impl GitProgram {
         }))
     }
 
-    /// The overrides that empty every filter driver the repository's configuration defines
-    /// (see the module documentation).
+    /// The overrides that empty every filter and merge driver the repository's configuration
+    /// defines (see the module documentation).
     async fn filter_overrides(
         &self,
         root: &Path,
         budget: &Budget,
     ) -> Result<Vec<(String, String)>, GitCheckError> {
-        let listed = self
-            .run(
-                root,
-                &[
-                    "config",
-                    "--null",
-                    "--name-only",
-                    "--get-regexp",
-                    "^filter\\.",
-                ],
-                budget,
-            )
-            .await?;
+        let listed = self.run(root, DRIVER_LISTING, budget).await?;
         // Exit code 1: no such key.
         if !matches!(listed.exit.code, Some(0 | 1)) {
             return Err(listed.failed());
         }
-        let mut names: Vec<String> = nul_fields(&listed.stdout)
-            .filter_map(|key| {
-                let key = String::from_utf8_lossy(key);
-                // `filter.<name>.<var>`, where the name may hold dots.
-                let (name, _) = key.strip_prefix("filter.")?.rsplit_once('.')?;
-                Some(name.to_owned())
-            })
-            .collect();
-        names.sort();
-        names.dedup();
-        let mut overrides = Vec::new();
-        for name in names {
-            for key in FILTER_PROGRAM_KEYS {
-                overrides.push((format!("filter.{name}.{key}"), String::new()));
-            }
-            overrides.push((format!("filter.{name}.required"), "false".to_owned()));
-        }
-        Ok(overrides)
+        Ok(driver_overrides(&listed.stdout))
     }
 
     /// Runs `git -C dir <args>` under the budget with [`NEUTRAL_CONFIG`]; the process group is
@@ -567,24 +619,7 @@ impl GitProgram {
         let command = format!("git {}", args.join(" "));
         let mut argv: Vec<OsString> = vec!["--no-pager".into(), "-C".into(), dir.into()];
         argv.extend(args.iter().map(OsString::from));
-        let mut env = self.env.clone();
-        env.extend(
-            NEUTRAL_ENV
-                .iter()
-                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
-        );
-        // Keys and values as separate variables: a filter name holding `=` cannot be misread,
-        // as it would be in `-c key=value`.
-        let config: Vec<(&str, &str)> = NEUTRAL_CONFIG
-            .iter()
-            .copied()
-            .chain(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .collect();
-        env.push(("GIT_CONFIG_COUNT".into(), config.len().to_string().into()));
-        for (i, (key, value)) in config.iter().enumerate() {
-            env.push((format!("GIT_CONFIG_KEY_{i}").into(), (*key).into()));
-            env.push((format!("GIT_CONFIG_VALUE_{i}").into(), (*value).into()));
-        }
+        let env = neutral_env(self.env.clone(), extra);
         let request = SpawnRequest {
             program: self.program.clone(),
             args: argv,

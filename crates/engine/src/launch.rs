@@ -233,7 +233,7 @@ fn wrap_in_bubblewrap(
 }
 
 /// Where `program` is: as given when it names a path, else the first executable on `path`.
-fn resolve_program(program: &Path, path: Option<&str>, cwd: &Path) -> Option<PathBuf> {
+pub(crate) fn resolve_program(program: &Path, path: Option<&str>, cwd: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

@@ -8,7 +8,10 @@
 //! a sweep for descendants that left the group), bounded line framing, the execution log
 //! (`events.jsonl`), `session-id.txt` written the moment the id is known, the exit classification
 //! ladder, rate-limit backoff with session resume and the one stale-session cold retry, the argv
-//! budget, prompt pointer files, and CLI version checks.
+//! budget, prompt pointer files, and CLI version checks. It is also the ports' `CommandRunner`:
+//! a caller's short commands (a sprint's check, gates and setup in the agent's sandbox, Corral's
+//! own git on the host with the repository's configuration neutralised) run under the same
+//! supervision.
 //!
 //! It knows nothing about any specific provider (no CLI's flags, stream format or wording) and
 //! nothing about settings files: the composition root hands it an [`EngineConfig`]. It is the
@@ -20,6 +23,7 @@ mod attempt;
 mod backoff;
 mod bounded;
 mod classify;
+mod commands;
 mod config;
 mod descriptor;
 mod egress;

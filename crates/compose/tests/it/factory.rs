@@ -43,3 +43,30 @@ fn a_bad_version_range_reaching_the_factory_names_the_key() {
         "{err}"
     );
 }
+
+/// The command runner follows the settings' sandbox: consented native runs, an unusable
+/// bubblewrap without consent refuses, as a run would.
+#[tokio::test]
+async fn the_command_runner_follows_the_sandbox_settings() {
+    use corral_compose::{BackendChoice, command_runner};
+    use corral_ports::{CancellationToken, CommandError, CommandSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = CommandSpec::shell("echo checked", dir.path(), Duration::from_secs(30));
+    let mut s = Settings::default();
+    s.sandbox.backend = BackendChoice::Native;
+    s.sandbox.allow_degraded_native = true;
+    let out = command_runner(engine_config(&s))
+        .run(spec.clone(), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    assert_eq!(out.stdout.text, "checked\n");
+
+    let mut s = Settings::default();
+    s.sandbox.bwrap = "/nonexistent/corral-bwrap".into();
+    let err = command_runner(engine_config(&s))
+        .run(spec, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CommandError::Refused { .. }), "{err}");
+}

@@ -14,6 +14,7 @@
 mod support;
 
 mod bounded;
+mod commands;
 mod egress;
 mod embedding;
 mod faults;

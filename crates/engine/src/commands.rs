@@ -1,0 +1,392 @@
+//! The engine as the ports' [`CommandRunner`]: a caller's short commands (a sprint's check, its
+//! gates and setup step, Corral's own git) run to their end under the supervision an agent's
+//! CLI gets, so that no other crate creates a process.
+//!
+//! Every command runs through [`crate::bounded`] with the engine's spawner: a process group of
+//! its own, the working directory forced, `/dev/null` on stdin, both streams read at once and
+//! capped, the kill ladder (SIGTERM, the configured grace, SIGKILL) for the whole group when the
+//! time is up or the caller cancels, and a run token that finds the processes that left the
+//! group. What differs is where it runs:
+//!
+//! * [`Confinement::Sandboxed`]: in the sandbox the agent gets, planned by the same code
+//!   (`sandbox::plan` with the run's permissions, the working directory writable): under
+//!   bubblewrap the rest of the file system read-only, the working tree's `.git` and
+//!   multi-linked files read-only, the user's other credentials hidden, the seccomp filter, a
+//!   private `TMPDIR`, and the network as the settings say, except that the allow-list opens
+//!   nothing for a command (it names the provider's model endpoints, which a check has no
+//!   business reaching): a check gets no network under `allowlist` or `none`. Where no sandbox
+//!   is usable it refuses, unless the user consented to the native backend, exactly as a run
+//!   does. The environment is the policy's: the core set and the user's allow-list (no
+//!   secret-looking name), with the spec's variables on top.
+//! * [`Confinement::HostGit`]: `git` on the host with the repository's power to run programs
+//!   taken away, by the same configuration the git-cleanliness check uses (`git_check.rs`:
+//!   [`crate::git_check::NEUTRAL_CONFIG`], the filter and merge drivers emptied), plus no
+//!   commit signing and no editor; a diff driver cannot be emptied (git refuses an empty one),
+//!   so `diff`, `show` and `log` get `--no-ext-diff --no-textconv`. The arguments must start
+//!   with the subcommand: an option before it could undo the neutralisation. The environment
+//!   is `PATH` and `HOME`, the spec's variables (an identity for commits), then the
+//!   neutralising ones.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use corral_ports::{
+    CommandEnd, CommandError, CommandOutput, CommandRunner, CommandSpec, CommandStream,
+    Confinement, Permissions, SandboxBackend,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::bounded::{BoundedCommand, BoundedError, Captured, Stop, run_until};
+use crate::engine::Engine;
+use crate::env::{EnvPolicy, EnvProfile};
+use crate::spawn::{ChildOutputs, SpawnRequest, StdinMode};
+
+/// The environment profile of a command: it names no credential.
+const PROFILE: &str = "command";
+
+/// git subcommands that would run a diff driver's program, and the flags that stop it.
+const DIFF_SUBCOMMANDS: &[&str] = &["diff", "show", "log"];
+const NO_DIFF_DRIVERS: &[&str] = &["--no-ext-diff", "--no-textconv"];
+
+/// Configuration on top of the check's for Corral's own git: nothing signs, nothing edits.
+const HOST_GIT_CONFIG: &[(&str, &str)] = &[
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("core.editor", "true"),
+    ("sequence.editor", "true"),
+];
+
+/// Variables on top, for the same reason (they outrank the configuration).
+const HOST_GIT_ENV: &[(&str, &str)] = &[("GIT_EDITOR", "true"), ("GIT_SEQUENCE_EDITOR", "true")];
+
+#[async_trait]
+impl CommandRunner for Engine {
+    async fn run(
+        &self,
+        spec: CommandSpec,
+        cancel: &CancellationToken,
+    ) -> Result<CommandOutput, CommandError> {
+        if self.config().child_subreaper {
+            crate::process_group::become_subreaper();
+        }
+        match spec.confinement {
+            Confinement::Sandboxed => sandboxed(self, &spec, cancel).await,
+            Confinement::HostGit => host_git(self, &spec, cancel).await,
+        }
+    }
+}
+
+/// A sandboxed command: planned as a run is, then wrapped or run natively with consent.
+async fn sandboxed(
+    engine: &Engine,
+    spec: &CommandSpec,
+    cancel: &CancellationToken,
+) -> Result<CommandOutput, CommandError> {
+    let config = engine.config();
+    let permissions = Permissions {
+        edit_files: true,
+        ..Permissions::default()
+    };
+    let plan = crate::sandbox::plan(
+        &config.sandbox,
+        &permissions,
+        crate::sandbox::bubblewrap_usable,
+    )
+    .map_err(|refusal| CommandError::Refused {
+        program: spec.program.clone(),
+        reason: format!("{}; {}", refusal.reason, refusal.hint),
+    })?;
+    let env = EnvPolicy {
+        inherit: config.env_inherit,
+        profile: EnvProfile::new(PROFILE, &[]),
+        allow: config.env_allow.clone(),
+        set: spec.env.clone(),
+    }
+    .resolve(config.ambient());
+    let mut env_os: Vec<(OsString, OsString)> =
+        env.vars.iter().map(|(k, v)| (k.into(), v.into())).collect();
+    match plan.backend {
+        SandboxBackend::Native => {
+            let request = request(spec, spec.program.clone().into(), args(spec), env_os);
+            supervise(engine, spec, request, cancel).await
+        }
+        SandboxBackend::Bubblewrap => {
+            let var = |name: &str| {
+                env.vars
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.as_str())
+            };
+            let program =
+                crate::launch::resolve_program(Path::new(&spec.program), var("PATH"), &spec.cwd)
+                    .ok_or_else(|| CommandError::Spawn {
+                        program: spec.program.clone(),
+                        reason: "not found on the command's PATH".to_string(),
+                    })?;
+            let home = var("HOME").map(PathBuf::from);
+            let tmp = PrivateTmp::create().map_err(|e| io_error(spec, &e))?;
+            env_os.retain(|(k, _)| k != "TMPDIR");
+            env_os.push(("TMPDIR".into(), tmp.path.clone().into_os_string()));
+            // As for an agent: the work tree's repository and any file with another name
+            // elsewhere stay read-only inside the writable tree.
+            let mut protected = crate::sandbox::git_paths(&spec.cwd);
+            protected.extend(crate::sandbox::multi_link_files(&[spec.cwd.as_path()]));
+            crate::sandbox::prepare_protected(&protected);
+            let seccomp = crate::seccomp::program_fd().map_err(|e| io_error(spec, &e))?;
+            let mut wrapped: Vec<OsString> = {
+                use std::os::fd::AsRawFd;
+                vec!["--seccomp".into(), seccomp.as_raw_fd().to_string().into()]
+            };
+            wrapped.extend(crate::sandbox::bwrap_args(
+                &config.sandbox,
+                &permissions,
+                &crate::sandbox::Paths {
+                    cwd: &spec.cwd,
+                    output_dir: &tmp.path,
+                    extra_roots: &[],
+                    state: &[],
+                    protected: &protected,
+                    home: home.as_deref(),
+                },
+            ));
+            wrapped.push(program.into_os_string());
+            wrapped.extend(args(spec));
+            let mut request = request(spec, config.sandbox.bwrap.clone(), wrapped, env_os);
+            {
+                use std::os::fd::AsRawFd;
+                request.inherit_fds.push(seccomp.as_raw_fd());
+            }
+            let out = supervise(engine, spec, request, cancel).await;
+            // bubblewrap read the program at its start; the descriptor and the directory go
+            // only now, after it ended.
+            drop(seccomp);
+            drop(tmp);
+            out
+        }
+    }
+}
+
+/// Corral's own git on the host, neutralised (see the module documentation).
+async fn host_git(
+    engine: &Engine,
+    spec: &CommandSpec,
+    cancel: &CancellationToken,
+) -> Result<CommandOutput, CommandError> {
+    let refuse = |reason: &str| CommandError::Refused {
+        program: spec.program.clone(),
+        reason: reason.to_string(),
+    };
+    if spec.program != "git" {
+        return Err(refuse(
+            "only git runs on the host; any other command runs sandboxed",
+        ));
+    }
+    let Some(subcommand) = spec.args.first() else {
+        return Err(refuse("git without a subcommand"));
+    };
+    if subcommand.starts_with('-') {
+        return Err(refuse(
+            "the arguments must start with the subcommand: an option before it (-c, -C, --exec-path, --git-dir) could undo the neutralised configuration; pass the directory as cwd and variables through env",
+        ));
+    }
+    let base: Vec<(OsString, OsString)> = crate::version::version_env(engine.config().ambient())
+        .into_iter()
+        .chain(
+            spec.env
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+        )
+        .chain(
+            HOST_GIT_ENV
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+        )
+        .collect();
+    let host_config: Vec<(String, String)> = HOST_GIT_CONFIG
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    // The drivers the repository defines, listed (reading configuration runs nothing) with
+    // the same neutral configuration, then emptied for the command itself.
+    let listing = CommandSpec {
+        args: crate::git_check::DRIVER_LISTING
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+        output_limit: 1024 * 1024,
+        ..spec.clone()
+    };
+    let listed = supervise(
+        engine,
+        &listing,
+        git_request(
+            &listing,
+            crate::git_check::neutral_env(base.clone(), &host_config),
+        ),
+        cancel,
+    )
+    .await?;
+    match listed.end {
+        // 1: no such key.
+        CommandEnd::Exited(0 | 1) => {}
+        CommandEnd::Exited(_) | CommandEnd::Signalled(_) => {
+            return Err(CommandError::Io {
+                program: spec.program.clone(),
+                reason: format!(
+                    "listing the repository's drivers failed ({:?}): {}",
+                    listed.end,
+                    listed.stderr.text.trim()
+                ),
+            });
+        }
+        CommandEnd::TimedOut | CommandEnd::Cancelled => return Ok(listed),
+    }
+    let mut overrides = host_config;
+    overrides.extend(crate::git_check::driver_overrides(
+        listed.stdout.text.as_bytes(),
+    ));
+    let mut command = spec.clone();
+    if DIFF_SUBCOMMANDS.contains(&subcommand.as_str()) {
+        command
+            .args
+            .splice(1..1, NO_DIFF_DRIVERS.iter().map(|flag| (*flag).to_string()));
+    }
+    let remaining = spec.timeout.saturating_sub(listed.duration);
+    command.timeout = remaining;
+    let out = supervise(
+        engine,
+        &command,
+        git_request(&command, crate::git_check::neutral_env(base, &overrides)),
+        cancel,
+    )
+    .await?;
+    Ok(CommandOutput {
+        duration: out.duration + listed.duration,
+        ..out
+    })
+}
+
+/// `git --no-pager <args>` in the spec's directory with `env`.
+fn git_request(spec: &CommandSpec, env: Vec<(OsString, OsString)>) -> SpawnRequest {
+    let args = std::iter::once(OsString::from("--no-pager"))
+        .chain(args(spec))
+        .collect();
+    request(spec, spec.program.clone().into(), args, env)
+}
+
+fn args(spec: &CommandSpec) -> Vec<OsString> {
+    spec.args.iter().map(OsString::from).collect()
+}
+
+fn request(
+    spec: &CommandSpec,
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+) -> SpawnRequest {
+    SpawnRequest {
+        program,
+        args,
+        env,
+        cwd: spec.cwd.clone(),
+        stdin: StdinMode::Null,
+        parent_death_signal: true,
+        inherit_fds: Vec::new(),
+        output: ChildOutputs::Pipes,
+    }
+}
+
+/// Runs `request` as `spec` says (time, output cap) with the engine's kill grace and a run
+/// token of its own.
+async fn supervise(
+    engine: &Engine,
+    spec: &CommandSpec,
+    request: SpawnRequest,
+    cancel: &CancellationToken,
+) -> Result<CommandOutput, CommandError> {
+    let command = BoundedCommand {
+        request,
+        timeout: spec.timeout,
+        kill_grace: engine.config().kill_grace,
+        stdout_limit: spec.output_limit,
+        stderr_limit: spec.output_limit,
+        run_token: Some(format!(
+            "command-{}-{:016x}",
+            std::process::id(),
+            fastrand::u64(..)
+        )),
+    };
+    let started = Instant::now();
+    let (stop, stdout, stderr) = run_until(engine.spawner(), &command, cancel)
+        .await
+        .map_err(|e| match e {
+            BoundedError::Spawn { source, .. } => CommandError::Spawn {
+                program: spec.program.clone(),
+                reason: source.to_string(),
+            },
+            BoundedError::Read { source, .. } | BoundedError::Wait { source, .. } => {
+                io_error(spec, &source)
+            }
+        })?;
+    let end = match stop {
+        Stop::TimedOut => CommandEnd::TimedOut,
+        Stop::Cancelled => CommandEnd::Cancelled,
+        Stop::Exited(exit) => match (exit.code, exit.signal) {
+            (Some(code), _) => CommandEnd::Exited(code),
+            (None, Some(signal)) => CommandEnd::Signalled(signal),
+            (None, None) => {
+                return Err(CommandError::Io {
+                    program: spec.program.clone(),
+                    reason: "it ended with neither an exit code nor a signal".to_string(),
+                });
+            }
+        },
+    };
+    let duration = started.elapsed();
+    tracing::debug!(program = %spec.program, ?end, ?duration, "command finished");
+    Ok(CommandOutput {
+        end,
+        stdout: stream(stdout),
+        stderr: stream(stderr),
+        duration,
+    })
+}
+
+fn stream(captured: Captured) -> CommandStream {
+    CommandStream {
+        text: captured.text(),
+        total_bytes: captured.total,
+    }
+}
+
+fn io_error(spec: &CommandSpec, e: &std::io::Error) -> CommandError {
+    CommandError::Io {
+        program: spec.program.clone(),
+        reason: e.to_string(),
+    }
+}
+
+/// A sandboxed command's private temporary directory (0700), removed when dropped.
+struct PrivateTmp {
+    path: PathBuf,
+}
+
+impl PrivateTmp {
+    fn create() -> std::io::Result<Self> {
+        let path = std::env::temp_dir().join(format!(
+            "corral-command-{}-{:016x}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        crate::sandbox::create_private_dir(&path)?;
+        Ok(PrivateTmp { path })
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
