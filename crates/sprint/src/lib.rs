@@ -13,17 +13,27 @@
 
 mod agent;
 mod diagnostic;
+mod event;
 mod example;
 mod file;
+mod flow;
+mod git;
 mod layout;
 mod names;
 mod order;
 mod parse;
+mod prompt;
 mod state;
 
 pub use agent::{RoleAgent, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict};
 pub use diagnostic::{Diagnostic, Rule};
+pub use event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
 pub use example::EXAMPLE;
+pub use flow::{
+    BLOCKED_PATCH_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, PRE_VERIFY_FILE, REGRESSED_PATCH_FILE,
+    RunOptions, SprintError, SprintRun, run_sprint,
+};
+pub use git::GitError;
 pub use file::{
     Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
     limits, load,
@@ -35,7 +45,8 @@ pub use layout::{
 };
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
 pub use state::{
-    STATE_SCHEMA_VERSION, SprintState, StateError, TaskState, TaskStatus, read_state, write_state,
+    Attribution, RoleUsage, RunProgress, STATE_SCHEMA_VERSION, SprintState, StateError, Step,
+    TaskProgress, TaskState, TaskStatus, read_state, write_state,
 };
 
 /// Validates sprint file text `src` as if read from `path` (briefs are read relative to it).

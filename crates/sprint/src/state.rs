@@ -4,6 +4,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use corral_ports::Usage;
 use serde::{Deserialize, Serialize};
 
 use crate::file::SprintFile;
@@ -16,7 +17,7 @@ pub const STATE_SCHEMA_VERSION: u32 = 1;
 const STATE_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// A sprint's state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SprintState {
     /// [`STATE_SCHEMA_VERSION`] when written.
@@ -33,10 +34,23 @@ pub struct SprintState {
     pub updated_at: String,
     /// Every task, in run order.
     pub tasks: Vec<TaskState>,
+    /// What `corral sprint run` has done once for the whole sprint (absent until it first ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunProgress>,
+}
+
+/// What a sprint run does once, kept so that a rerun does not do it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunProgress {
+    /// The id of the run: the `Corral-Run:` trailer of its commits, kept across reruns.
+    pub run_id: String,
+    /// Whether `setup` ran (and passed).
+    pub setup_done: bool,
 }
 
 /// One task's state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskState {
     /// The task's id.
@@ -53,6 +67,130 @@ pub struct TaskState {
     pub commit: Option<String>,
     /// Why it is blocked or skipped.
     pub reason: Option<String>,
+    /// How its last verified round's check compared with the tree before the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Attribution>,
+    /// What the agents did that they should not have (switched branch, committed), as found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Tokens and cost per role, over every round.
+    #[serde(default, skip_serializing_if = "RoleUsage::is_empty")]
+    pub usage: RoleUsage,
+    /// Where a running task is inside its round (absent unless it is running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<TaskProgress>,
+}
+
+/// Usage per role.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoleUsage {
+    /// The generator's spawns.
+    #[serde(default)]
+    pub generator: Usage,
+    /// The evaluator's spawns.
+    #[serde(default)]
+    pub evaluator: Usage,
+}
+
+impl RoleUsage {
+    /// Whether nothing was reported for either role.
+    pub fn is_empty(&self) -> bool {
+        *self == RoleUsage::default()
+    }
+
+    /// Adds another role usage to this one.
+    pub fn add(&mut self, other: &RoleUsage) {
+        self.generator.add(&other.generator);
+        self.evaluator.add(&other.evaluator);
+    }
+}
+
+/// How the check after a round compares with the check before the task (pre / post).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Attribution {
+    /// Passed before, passes after.
+    Clean,
+    /// Passed before, fails after: the round broke it.
+    Regressed,
+    /// Failed before, passes after: the round fixed it.
+    FixedBaseline,
+    /// Failed before, fails after: the tree was broken already; the agent is not blamed.
+    BaselineBroken,
+}
+
+impl Attribution {
+    /// From the check before the task and after the round.
+    pub fn of(pre_passed: bool, post_passed: bool) -> Self {
+        match (pre_passed, post_passed) {
+            (true, true) => Attribution::Clean,
+            (true, false) => Attribution::Regressed,
+            (false, true) => Attribution::FixedBaseline,
+            (false, false) => Attribution::BaselineBroken,
+        }
+    }
+
+    /// The name in `sprint.json`, events and the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Attribution::Clean => "clean",
+            Attribution::Regressed => "regressed",
+            Attribution::FixedBaseline => "fixed-baseline",
+            Attribution::BaselineBroken => "baseline-broken",
+        }
+    }
+}
+
+/// The next step of a running task's round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// The check and the gates on the tree before the task.
+    PreVerify,
+    /// The generator's spawn.
+    Generate,
+    /// The check and the gates the round's diff calls for, and the attribution.
+    PostVerify,
+    /// The evaluator's spawn.
+    Evaluate,
+    /// The task's commit and its learnings.
+    Commit,
+}
+
+impl Step {
+    /// The step's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::PreVerify => "pre-verify",
+            Step::Generate => "generate",
+            Step::PostVerify => "post-verify",
+            Step::Evaluate => "evaluate",
+            Step::Commit => "commit",
+        }
+    }
+}
+
+/// Where a running task is: enough for a sprint killed at any moment to go on from there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskProgress {
+    /// The commit the task started from: the base of its diff, where a reset goes, and the
+    /// start of the range searched for its commit.
+    pub base: String,
+    /// The next step.
+    pub step: Step,
+    /// Whether the check passed on the tree before the task (`None`: not yet run).
+    pub pre_passed: Option<bool>,
+    /// The gates (by path) that failed on the tree before the task.
+    #[serde(default)]
+    pub pre_failed_gates: Vec<String>,
+    /// What round `round` must address (the critique of the round before).
+    pub critique: Option<String>,
+    /// Rounds that regressed so far (each one reset the tree).
+    pub regressions: u32,
+    /// The generator's session, resumed by the next round.
+    pub generator_session: Option<String>,
 }
 
 /// Where a task stands.
@@ -105,8 +243,13 @@ impl SprintState {
                     attempt: 0,
                     commit: None,
                     reason: None,
+                    attribution: None,
+                    warnings: Vec::new(),
+                    usage: RoleUsage::default(),
+                    progress: None,
                 })
                 .collect(),
+            run: None,
         }
     }
 

@@ -21,6 +21,7 @@
 
 mod clis;
 pub mod fake_api;
+pub mod host_commands;
 pub mod fake_protocol;
 mod host_user;
 pub mod pinned_clis;
@@ -29,6 +30,7 @@ mod pty;
 pub mod recorded;
 pub mod session;
 
+pub use host_commands::HostCommandRunner;
 pub use clis::{install_cli, installed_cli, non_temp_dir, require_cli, workspace_root};
 pub use host_user::{HostUser, PROBE_USER, is_root, unprivileged_user};
 /// The signals [`send_signal`] sends, for crates that may not depend on `nix` themselves.

@@ -1,5 +1,5 @@
 //! The sprint crate's one integration-test binary: the sprint file as a user writes it, the
-//! state on disk.
+//! state on disk, and the flow with fake agents and real git.
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
@@ -10,4 +10,5 @@
 )]
 
 mod file;
+mod flow;
 mod state;

@@ -1,0 +1,235 @@
+//! What a running sprint tells its caller, step by step: [`SprintEvent`] into an
+//! [`EventSink`], for the live view, plain step lines and `--json`.
+
+use std::sync::Arc;
+
+use corral_ports::{NoopObserver, Outcome, ProviderId, RunObserver, Usage};
+use serde::Serialize;
+
+use crate::layout::Role;
+use crate::names::TaskId;
+use crate::state::{Attribution, RoleUsage, Step, TaskStatus};
+
+/// One step of a sprint. Serialised with an `event` tag in kebab-case, fields in camelCase.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum SprintEvent {
+    /// The sprint (re)started.
+    #[serde(rename_all = "camelCase")]
+    SprintStarted {
+        /// Its name.
+        name: String,
+        /// Its branch.
+        branch: String,
+        /// The run's id.
+        run_id: String,
+        /// Whether it continues an earlier run.
+        resumed: bool,
+    },
+    /// Uncommitted changes were kept or stashed on the user's word.
+    #[serde(rename_all = "camelCase")]
+    DirtyTree {
+        /// The paths.
+        paths: Vec<String>,
+        /// `kept` or `stashed`.
+        action: String,
+    },
+    /// The sprint's branch was checked out or created.
+    #[serde(rename_all = "camelCase")]
+    Branch {
+        /// The branch.
+        branch: String,
+        /// Whether it was created now.
+        created: bool,
+    },
+    /// `setup` ran.
+    #[serde(rename_all = "camelCase")]
+    Setup {
+        /// Whether it exited 0.
+        passed: bool,
+    },
+    /// A task began, or continues after a stop.
+    #[serde(rename_all = "camelCase")]
+    TaskStarted {
+        /// The task.
+        task: TaskId,
+        /// Its title.
+        title: String,
+        /// Its round.
+        round: u32,
+        /// The step it continues at.
+        step: Step,
+    },
+    /// The check (and gates) ran.
+    #[serde(rename_all = "camelCase")]
+    Verified {
+        /// The task.
+        task: TaskId,
+        /// Its round (0 before the first).
+        round: u32,
+        /// Before the task or after the round.
+        step: Step,
+        /// Whether the check and every gate run passed.
+        passed: bool,
+        /// The gates that ran, by path.
+        gates: Vec<String>,
+        /// After a round: how it compares with before the task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        attribution: Option<Attribution>,
+    },
+    /// An agent spawn starts.
+    #[serde(rename_all = "camelCase")]
+    SpawnStarted {
+        /// The task.
+        task: TaskId,
+        /// The round.
+        round: u32,
+        /// The role.
+        role: Role,
+        /// Who plays it.
+        provider: ProviderId,
+        /// The model, if set.
+        model: Option<String>,
+        /// Whether it resumes the role's session.
+        resumes: bool,
+    },
+    /// An agent spawn ended, or a validated one was found from an earlier run.
+    #[serde(rename_all = "camelCase")]
+    SpawnFinished {
+        /// The task.
+        task: TaskId,
+        /// The round.
+        round: u32,
+        /// The role.
+        role: Role,
+        /// How the run ended (`None`: not run again, its signals were valid already).
+        outcome: Option<Outcome>,
+        /// Whether its signals satisfied its contract.
+        valid: bool,
+        /// Its usage.
+        usage: Usage,
+    },
+    /// The evaluator judged the round.
+    #[serde(rename_all = "camelCase")]
+    Evaluated {
+        /// The task.
+        task: TaskId,
+        /// The round.
+        round: u32,
+        /// Whether it passed.
+        passed: bool,
+        /// The failed dimensions, by name.
+        failed: Vec<String>,
+    },
+    /// A round's change broke the check: saved as a patch, the tree reset.
+    #[serde(rename_all = "camelCase")]
+    Regressed {
+        /// The task.
+        task: TaskId,
+        /// The round.
+        round: u32,
+        /// The patch.
+        patch: String,
+    },
+    /// An agent did what it must not; the sprint names it.
+    #[serde(rename_all = "camelCase")]
+    Warning {
+        /// The task.
+        task: TaskId,
+        /// What happened.
+        message: String,
+    },
+    /// A task ended.
+    #[serde(rename_all = "camelCase")]
+    TaskFinished {
+        /// The task.
+        task: TaskId,
+        /// Done, blocked or skipped.
+        status: TaskStatus,
+        /// Its commit, when done.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+        /// Why, when blocked or skipped.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The sprint stopped; the last event.
+    #[serde(rename_all = "camelCase")]
+    SprintFinished {
+        /// The summary.
+        summary: SprintSummary,
+    },
+}
+
+/// How a sprint run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SprintEnd {
+    /// Every task is done.
+    Done,
+    /// At least one task is blocked or skipped, and every other one is done.
+    Blocked,
+    /// An agent's rate-limit retries were used up: paused; running again continues.
+    RateLimited,
+    /// Cancelled; running again continues.
+    Cancelled,
+}
+
+impl SprintEnd {
+    /// The exit code of `corral sprint run` (those of `corral run` where they mean the same).
+    pub fn exit_code(self) -> i32 {
+        match self {
+            SprintEnd::Done => 0,
+            SprintEnd::Blocked => 3,
+            SprintEnd::RateLimited => 4,
+            SprintEnd::Cancelled => 130,
+        }
+    }
+}
+
+/// One task in the summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSummary {
+    /// The task.
+    pub id: TaskId,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// Its last round.
+    pub rounds: u32,
+    /// Its commit.
+    pub commit: Option<String>,
+    /// The attribution of its last verified round.
+    pub attribution: Option<Attribution>,
+    /// Why it is blocked or skipped.
+    pub reason: Option<String>,
+    /// What the agents did that they should not have.
+    pub warnings: Vec<String>,
+    /// Tokens and cost per role.
+    pub usage: RoleUsage,
+}
+
+/// The end of a sprint run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SprintSummary {
+    /// How it ended.
+    pub end: SprintEnd,
+    /// The exit code.
+    pub exit_code: i32,
+    /// Every task, in run order.
+    pub tasks: Vec<TaskSummary>,
+    /// Tokens and cost per role over every task.
+    pub usage: RoleUsage,
+}
+
+/// Receives a sprint's events. Implementations must return quickly.
+pub trait EventSink: Send + Sync {
+    /// One step happened.
+    fn event(&self, event: &SprintEvent);
+
+    /// The observer of one spawn, for a live view of its agent's events.
+    fn observer(&self, _task: &TaskId, _round: u32, _role: Role) -> Arc<dyn RunObserver> {
+        Arc::new(NoopObserver)
+    }
+}

@@ -1,0 +1,1431 @@
+//! `corral sprint run`: the flow that takes a sprint's tasks, one by one, through generator
+//! and evaluator rounds gated by its check, and commits each task that passes.
+//!
+//! Every step is written to `sprint.json` (atomically) before the next one starts, and every
+//! spawn's directory is set up before the spawn, so that the sprint killed at any moment and
+//! run again goes on at the same task, round and step: a round whose signals validated is not
+//! run again, the generator's session is resumed when provider, model and cwd match, a round
+//! is counted once, and a commit already made is found by its `Corral-Task:` trailer instead
+//! of being made again.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use corral_contract::{
+    Contract, Evaluation, EvaluationStatus, Signal, read_session_id, read_untrusted_file,
+    render_evaluation_md, validate_signals_file,
+};
+use corral_ports::{
+    CancellationToken, CommandEnd, CommandRunner, CommandSpec, ErrorClass, Outcome, SessionId,
+};
+
+use crate::agent::{RoleAgent, SpawnReport, SpawnRequest, SpawnVerdict};
+use crate::event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
+use crate::file::{Gate, SprintFile, Task};
+use crate::git::{Git, GitError};
+use crate::layout::{
+    EVALUATION_FILE, ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE,
+    SIGNALS_FILE, SprintLayout,
+};
+use crate::prompt::{self, ShownLearning};
+use crate::state::{
+    Attribution, RoleUsage, RunProgress, SprintState, StateError, Step, TaskProgress, TaskStatus, read_state, write_state,
+};
+
+/// The round's diff, in the round's directory.
+pub const DIFF_FILE: &str = "diff.patch";
+/// The check's report after the round, in the round's directory.
+pub const CHECK_FILE: &str = "check.txt";
+/// A regressed round's change, saved before the tree is reset, in the round's directory.
+pub const REGRESSED_PATCH_FILE: &str = "regressed.patch";
+/// A blocked task's change, saved before the tree is reset, in the task's directory.
+pub const BLOCKED_PATCH_FILE: &str = "blocked.patch";
+/// The check's report before the task, in the task's directory.
+pub const PRE_VERIFY_FILE: &str = "pre-verify.txt";
+/// The largest `learnings.ndjson` read, in bytes.
+const LEARNINGS_LIMIT: u64 = 4 * 1024 * 1024;
+/// The most learnings a prompt shows (the latest).
+const LEARNINGS_SHOWN: usize = 50;
+
+/// What to do with uncommitted changes found before the sprint starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirtyTree {
+    /// Refuse, naming the paths (the default).
+    Refuse,
+    /// Go on with them (the first task's commit will include them).
+    Keep,
+    /// Stash them (`git stash push --include-untracked`) and go on.
+    Stash,
+}
+
+/// How a sprint run is asked for.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Uncommitted changes before the start.
+    pub dirty: DirtyTree,
+    /// The id of this run (kept for the sprint's commits unless an earlier run set one).
+    pub run_id: String,
+    /// The time now, RFC 3339.
+    pub now: fn() -> String,
+    /// Variables for git (the committer's identity: `GIT_AUTHOR_NAME` and the like).
+    pub git_env: Vec<(String, String)>,
+}
+
+/// Everything a sprint run works with.
+pub struct SprintRun<'a> {
+    /// The sprint file.
+    pub file: &'a SprintFile,
+    /// The project root: `.corral/sprints/<name>/` is below it, and the agents work in it.
+    pub project_root: &'a Path,
+    /// The agent playing the generator.
+    pub generator: &'a dyn RoleAgent,
+    /// The agent playing the evaluator; `None`: the evaluator is turned off.
+    pub evaluator: Option<&'a dyn RoleAgent>,
+    /// Runs the check, the gates, `setup` and git.
+    pub commands: &'a dyn CommandRunner,
+    /// Receives every step.
+    pub events: &'a dyn EventSink,
+    /// How the run is asked for.
+    pub options: RunOptions,
+    /// Fires to stop the run (it stops at the next step and can be continued).
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for SprintRun<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SprintRun")
+            .field("sprint", &self.file.sprint.name)
+            .field("project_root", &self.project_root)
+            .field("generator", &self.generator.provider())
+            .field("evaluator", &self.evaluator.map(|e| e.provider()))
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a sprint did not run to an end of its own.
+#[derive(Debug, thiserror::Error)]
+pub enum SprintError {
+    /// The tree has uncommitted changes and neither `--keep-dirty` nor `--stash` was given.
+    /// Retryable: yes, once the tree is clean or a flag given.
+    #[error(
+        "the work tree has uncommitted changes: {}\nhint: commit them, or run with --keep-dirty or --stash",
+        paths.join(", ")
+    )]
+    Dirty {
+        /// The paths.
+        paths: Vec<String>,
+    },
+    /// `setup` failed. Retryable: no, not until the setup command is fixed.
+    #[error("setup `{command}` failed ({end}):\n{output}")]
+    SetupFailed {
+        /// The command.
+        command: String,
+        /// How it ended.
+        end: String,
+        /// Its output, cut.
+        output: String,
+    },
+    /// The project is not in a git work tree, or git failed. Retryable: no.
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// A check, gate or setup could not be run at all (no sandbox, say). Retryable: as the
+    /// port's error says.
+    #[error("cannot run `{command}`: {source}")]
+    Command {
+        /// The command.
+        command: String,
+        /// The port's error.
+        source: corral_ports::CommandError,
+    },
+    /// `sprint.json` could not be read or written. Retryable: as its error says.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A file of the sprint's record could not be written. Retryable: yes, once the disk has
+    /// room.
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl SprintError {
+    /// The exit code of `corral sprint run`: 2 for a preflight refusal, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            SprintError::Dirty { .. } | SprintError::SetupFailed { .. } => 2,
+            SprintError::Git(_)
+            | SprintError::Command { .. }
+            | SprintError::State(_)
+            | SprintError::Io { .. } => 1,
+        }
+    }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SprintError + '_ {
+    move |source| SprintError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn write_file(path: &Path, contents: &[u8]) -> Result<(), SprintError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io_error(path))?;
+    }
+    std::fs::write(path, contents).map_err(io_error(path))
+}
+
+/// The check and the gates: passed or not, and what they printed.
+struct Verification {
+    passed: bool,
+    check_passed: bool,
+    gates: Vec<String>,
+    failed_gates: Vec<String>,
+    report: String,
+}
+
+/// Where a task went after a step.
+enum Next {
+    /// On to the step now in its progress.
+    Continue,
+    /// The task ended (done, blocked).
+    Finished,
+    /// The sprint must stop here and can be continued.
+    Pause(SprintEnd),
+}
+
+/// Runs the sprint, or continues it from its `sprint.json`. Returns how it ended; an `Err` is
+/// a refusal before any task ran (exit 2) or a failure of the machinery (exit 1).
+pub async fn run_sprint(run: SprintRun<'_>) -> Result<SprintSummary, SprintError> {
+    let result = match Flow::new(&run).await {
+        Ok(flow) => flow.run().await,
+        Err(e) => Err(e),
+    };
+    match result {
+        // Cancelled in the middle of a git command: stopped, as at any other step.
+        Err(SprintError::Git(GitError::Failed {
+            end: CommandEnd::Cancelled,
+            ..
+        })) => {
+            let layout = SprintLayout::new(run.project_root, &run.file.sprint.name);
+            let state = read_state(&layout.state_file())
+                .unwrap_or_else(|_| SprintState::fresh(run.file, &(run.options.now)()));
+            let summary = summarize(&state, SprintEnd::Cancelled);
+            run.events.event(&SprintEvent::SprintFinished {
+                summary: summary.clone(),
+            });
+            Ok(summary)
+        }
+        other => other,
+    }
+}
+
+struct Flow<'r, 'a> {
+    run: &'r SprintRun<'a>,
+    layout: SprintLayout,
+    git: Git<'r>,
+    work_tree: PathBuf,
+}
+
+impl<'r, 'a> Flow<'r, 'a> {
+    async fn new(run: &'r SprintRun<'a>) -> Result<Self, SprintError> {
+        let mut git = Git {
+            runner: run.commands,
+            cwd: run.project_root.to_path_buf(),
+            cancel: &run.cancel,
+            env: run.options.git_env.clone(),
+        };
+        let work_tree = git.top().await?;
+        git.cwd.clone_from(&work_tree);
+        Ok(Flow {
+            run,
+            layout: SprintLayout::new(run.project_root, &run.file.sprint.name),
+            git,
+            work_tree,
+        })
+    }
+
+    fn file(&self) -> &SprintFile {
+        self.run.file
+    }
+
+    fn now(&self) -> String {
+        (self.run.options.now)()
+    }
+
+    fn emit(&self, event: SprintEvent) {
+        self.run.events.event(&event);
+    }
+
+    fn save(&self, state: &mut SprintState) -> Result<(), SprintError> {
+        state.updated_at = self.now();
+        write_state(&self.layout.state_file(), state)?;
+        Ok(())
+    }
+
+    async fn run(&self) -> Result<SprintSummary, SprintError> {
+        ignore_state_dir(self.run.project_root)?;
+        let mut state = self.load_state()?;
+        let resumed = state.run.is_some();
+        let run_id = state
+            .run
+            .get_or_insert_with(|| RunProgress {
+                run_id: self.run.options.run_id.clone(),
+                setup_done: false,
+            })
+            .run_id
+            .clone();
+        self.emit(SprintEvent::SprintStarted {
+            name: self.file().sprint.name.to_string(),
+            branch: self.file().sprint.branch.clone(),
+            run_id: run_id.clone(),
+            resumed,
+        });
+        self.preflight(&state).await?;
+        self.save(&mut state)?;
+        if !state.run.as_ref().is_some_and(|r| r.setup_done) {
+            self.setup().await?;
+            if let Some(progress) = state.run.as_mut() {
+                progress.setup_done = true;
+            }
+            self.save(&mut state)?;
+        }
+        for i in 0..state.tasks.len() {
+            if self.run.cancel.is_cancelled() {
+                return Ok(self.summary(&state, SprintEnd::Cancelled));
+            }
+            match state.tasks.get(i).map(|t| t.status) {
+                Some(TaskStatus::Pending | TaskStatus::Running) => {}
+                Some(TaskStatus::Done | TaskStatus::Blocked | TaskStatus::Skipped) | None => {
+                    continue;
+                }
+            }
+            if self.skip_if_dependency_failed(&mut state, i)? {
+                continue;
+            }
+            match self.run_task(&mut state, i, &run_id).await? {
+                Next::Pause(end) => return Ok(self.summary(&state, end)),
+                Next::Finished | Next::Continue => {}
+            }
+        }
+        let end = if state.tasks.iter().all(|t| t.status == TaskStatus::Done) {
+            SprintEnd::Done
+        } else {
+            SprintEnd::Blocked
+        };
+        Ok(self.summary(&state, end))
+    }
+
+    /// The state on disk, fitted to the sprint file (a task added to the file since is
+    /// pending; one removed is dropped), or a fresh one.
+    fn load_state(&self) -> Result<SprintState, SprintError> {
+        let fresh = SprintState::fresh(self.file(), &self.now());
+        match read_state(&self.layout.state_file()) {
+            Ok(old) => {
+                let mut state = fresh;
+                state.started_at = old.started_at.clone();
+                state.run = old.run.clone();
+                for task in &mut state.tasks {
+                    if let Some(known) = old.tasks.iter().find(|t| t.id == task.id) {
+                        *task = known.clone();
+                    }
+                }
+                Ok(state)
+            }
+            Err(StateError::Missing { .. }) => Ok(fresh),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn preflight(&self, state: &SprintState) -> Result<(), SprintError> {
+        // A task left running by a stopped sprint left its changes in the tree: they are the
+        // sprint's own, not the user's.
+        let continuing = state.tasks.iter().any(|t| t.status == TaskStatus::Running);
+        let dirty = self.git.dirty_paths().await?;
+        if !dirty.is_empty() && !continuing {
+            match self.run.options.dirty {
+                DirtyTree::Refuse => return Err(SprintError::Dirty { paths: dirty }),
+                DirtyTree::Keep => self.emit(SprintEvent::DirtyTree {
+                    paths: dirty,
+                    action: "kept".to_string(),
+                }),
+                DirtyTree::Stash => {
+                    let message = format!("corral sprint {}", self.file().sprint.name);
+                    self.git
+                        .run(&["stash", "push", "--include-untracked", "--message", &message])
+                        .await?;
+                    self.emit(SprintEvent::DirtyTree {
+                        paths: dirty,
+                        action: "stashed".to_string(),
+                    });
+                }
+            }
+        }
+        let branch = &self.file().sprint.branch;
+        if self.git.branch().await?.as_deref() != Some(branch.as_str()) {
+            let created = !self.git.branch_exists(branch).await?;
+            if created {
+                self.git.run(&["checkout", "--quiet", "-b", branch]).await?;
+            } else {
+                self.git.run(&["checkout", "--quiet", branch]).await?;
+            }
+            self.emit(SprintEvent::Branch {
+                branch: branch.clone(),
+                created,
+            });
+        }
+        Ok(())
+    }
+
+    async fn setup(&self) -> Result<(), SprintError> {
+        let Some(command) = &self.file().sprint.setup else {
+            return Ok(());
+        };
+        let timeout = Duration::from_millis(self.file().sprint.check_timeout_ms);
+        let spec = CommandSpec::shell(command, &self.work_tree, timeout);
+        let out = self
+            .run
+            .commands
+            .run(spec, &self.run.cancel)
+            .await
+            .map_err(|source| SprintError::Command {
+                command: command.clone(),
+                source,
+            })?;
+        self.emit(SprintEvent::Setup {
+            passed: out.success(),
+        });
+        if out.success() {
+            Ok(())
+        } else {
+            Err(SprintError::SetupFailed {
+                command: command.clone(),
+                end: describe_end(out.end),
+                output: prompt::cut(
+                    &format!("{}{}", out.stdout.text, out.stderr.text),
+                    prompt::PROMPT_OUTPUT_LIMIT,
+                )
+                .to_string(),
+            })
+        }
+    }
+
+    fn skip_if_dependency_failed(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+    ) -> Result<bool, SprintError> {
+        let Some(task) = state.tasks.get(i).and_then(|t| self.file().task(&t.id)) else {
+            return Ok(false);
+        };
+        let failed = task.depends_on.iter().find_map(|dep| {
+            state
+                .tasks
+                .iter()
+                .find(|t| &t.id == dep)
+                .filter(|t| matches!(t.status, TaskStatus::Blocked | TaskStatus::Skipped))
+                .map(|t| (dep.clone(), t.status))
+        });
+        let Some((dep, status)) = failed else {
+            return Ok(false);
+        };
+        let reason = format!("it depends on {dep}, which is {}", status.as_str());
+        if let Some(t) = state.tasks.get_mut(i) {
+            t.status = TaskStatus::Skipped;
+            t.reason = Some(reason.clone());
+            t.progress = None;
+        }
+        self.save(state)?;
+        self.emit(SprintEvent::TaskFinished {
+            task: task.id.clone(),
+            status: TaskStatus::Skipped,
+            commit: None,
+            reason: Some(reason),
+        });
+        Ok(true)
+    }
+
+    async fn run_task(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        run_id: &str,
+    ) -> Result<Next, SprintError> {
+        let Some(id) = state.tasks.get(i).map(|t| t.id.clone()) else {
+            return Ok(Next::Finished);
+        };
+        let Some(task) = self.file().task(&id) else {
+            return Ok(Next::Finished);
+        };
+        let head = self.git.head().await?;
+        let Some(t) = state.tasks.get_mut(i) else {
+            return Ok(Next::Finished);
+        };
+        if t.status == TaskStatus::Pending || t.progress.is_none() {
+            t.status = TaskStatus::Running;
+            t.round = 1;
+            t.attempt = 1;
+            t.progress = Some(TaskProgress {
+                base: head,
+                step: Step::PreVerify,
+                pre_passed: None,
+                pre_failed_gates: Vec::new(),
+                critique: None,
+                regressions: 0,
+                generator_session: None,
+            });
+        }
+        let (round, step) = (t.round, t.progress.as_ref().map_or(Step::PreVerify, |p| p.step));
+        self.save(state)?;
+        self.emit(SprintEvent::TaskStarted {
+            task: id.clone(),
+            title: task.title.clone(),
+            round,
+            step,
+        });
+        loop {
+            let Some(step) = state
+                .tasks
+                .get(i)
+                .and_then(|t| t.progress.as_ref())
+                .map(|p| p.step)
+            else {
+                return Ok(Next::Finished);
+            };
+            let next = match step {
+                Step::PreVerify => self.pre_verify(state, i, task).await?,
+                Step::Generate => self.generate(state, i, task, run_id).await?,
+                Step::PostVerify => self.post_verify(state, i, task).await?,
+                Step::Evaluate => self.evaluate(state, i, task, run_id).await?,
+                Step::Commit => self.commit(state, i, task, run_id).await?,
+            };
+            match next {
+                Next::Continue => {}
+                Next::Finished => return Ok(Next::Finished),
+                Next::Pause(end) => return Ok(Next::Pause(end)),
+            }
+        }
+    }
+
+    /// Runs the check and `gates`; `None` when cancelled.
+    async fn verify(&self, gates: &[&Gate]) -> Result<Option<Verification>, SprintError> {
+        let sprint = &self.file().sprint;
+        let mut report = String::new();
+        let mut passed = true;
+        let mut check_passed = true;
+        let mut failed_gates = Vec::new();
+        let mut commands = vec![(None, sprint.check.as_str(), sprint.check_timeout_ms)];
+        commands.extend(
+            gates
+                .iter()
+                .map(|g| (Some(g.path.as_str()), g.command.as_str(), g.timeout_ms)),
+        );
+        for (gate, command, timeout_ms) in commands {
+            let spec =
+                CommandSpec::shell(command, &self.work_tree, Duration::from_millis(timeout_ms));
+            let out = self
+                .run
+                .commands
+                .run(spec, &self.run.cancel)
+                .await
+                .map_err(|source| SprintError::Command {
+                    command: command.to_string(),
+                    source,
+                })?;
+            if out.end == CommandEnd::Cancelled {
+                return Ok(None);
+            }
+            let ok = out.success();
+            passed &= ok;
+            match (gate, ok) {
+                (Some(path), false) => failed_gates.push(path.to_string()),
+                (None, false) => check_passed = false,
+                (_, true) => {}
+            }
+            report.push_str(&format!(
+                "$ {command}\n{}{}[{}]\n",
+                out.stdout.text,
+                out.stderr.text,
+                describe_end(out.end)
+            ));
+        }
+        Ok(Some(Verification {
+            passed,
+            check_passed,
+            gates: gates.iter().map(|g| g.path.clone()).collect(),
+            failed_gates,
+            report,
+        }))
+    }
+
+    async fn pre_verify(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+    ) -> Result<Next, SprintError> {
+        // Every gate, since the round's diff (which picks the gates after it) is not known
+        // yet: the attribution compares each gate with itself.
+        let gates: Vec<&Gate> = self.file().gates.iter().collect();
+        let Some(v) = self.verify(&gates).await? else {
+            return Ok(Next::Pause(SprintEnd::Cancelled));
+        };
+        write_file(
+            &self.layout.task_dir(&task.id).join(PRE_VERIFY_FILE),
+            v.report.as_bytes(),
+        )?;
+        if let Some(p) = progress_mut(state, i) {
+            p.pre_passed = Some(v.check_passed);
+            p.pre_failed_gates.clone_from(&v.failed_gates);
+            p.step = Step::Generate;
+        }
+        self.save(state)?;
+        self.emit(SprintEvent::Verified {
+            task: task.id.clone(),
+            round: 0,
+            step: Step::PreVerify,
+            passed: v.passed,
+            gates: v.gates,
+            attribution: None,
+        });
+        Ok(Next::Continue)
+    }
+
+    async fn generate(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        run_id: &str,
+    ) -> Result<Next, SprintError> {
+        let Some(t) = state.tasks.get(i).cloned() else {
+            return Ok(Next::Finished);
+        };
+        let Some(progress) = t.progress.clone() else {
+            return Ok(Next::Finished);
+        };
+        let agent = self.run.generator;
+        let dir = self.layout.spawn_dir(&task.id, t.round, Role::Generator);
+        let contract = Contract::generator();
+        let signals = if let Ok(valid) = validate_signals_file(&dir.join(SIGNALS_FILE), &contract)
+        {
+            // The round ran to a valid report before the sprint stopped: not run again.
+            self.emit(SprintEvent::SpawnFinished {
+                task: task.id.clone(),
+                round: t.round,
+                role: Role::Generator,
+                outcome: None,
+                valid: true,
+                usage: corral_ports::Usage::default(),
+            });
+            let session = read_session_id(&dir.join(SESSION_ID_FILE)).ok().flatten();
+            if let Some(p) = progress_mut(state, i) {
+                p.generator_session = session.map(|s| s.to_string()).or(p.generator_session.take());
+            }
+            Some(valid.into_signals())
+        } else {
+            let learnings = self.learnings();
+            let brief = prompt::generator_brief(
+                self.file(),
+                task,
+                t.round,
+                &learnings,
+                progress.critique.as_deref(),
+            );
+            let crashed = crash_resumable(&dir, agent, &self.work_tree);
+            let previous = progress
+                .generator_session
+                .as_deref()
+                .and_then(|s| SessionId::new(s).ok())
+                .filter(|_| agent.resumes());
+            let (prompt_text, cold, resume) = match (crashed, previous) {
+                (Some(session), _) => (
+                    prompt::generator_crash_resume(task, t.round),
+                    Some(brief),
+                    Some(session),
+                ),
+                (None, Some(session)) if t.round > 1 => (
+                    prompt::generator_next_round(task, t.round, progress.critique.as_deref()),
+                    Some(brief),
+                    Some(session),
+                ),
+                (None, _) => (brief, None, None),
+            };
+            let report = self
+                .spawn(
+                    state,
+                    i,
+                    Role::Generator,
+                    agent,
+                    SpawnRequest {
+                        role: Role::Generator,
+                        dir: dir.clone(),
+                        work_tree: self.work_tree.clone(),
+                        prompt: prompt_text,
+                        cold_prompt: cold,
+                        resume,
+                        contract,
+                        read_only: false,
+                        run_id: run_id.to_string(),
+                    },
+                )
+                .await?;
+            if let Some(end) = pause_for(&report) {
+                return Ok(Next::Pause(end));
+            }
+            if let Some(p) = progress_mut(state, i) {
+                if let Some(session) = &report.session_id {
+                    p.generator_session = Some(session.to_string());
+                }
+            }
+            match report.verdict {
+                SpawnVerdict::Valid { signals } => Some(signals),
+                SpawnVerdict::Invalid { reason } => {
+                    let critique = format!(
+                        "Round {} ended without a valid report: {reason}",
+                        t.round
+                    );
+                    self.save(state)?;
+                    return self.next_round(state, i, task, critique).await;
+                }
+                SpawnVerdict::NotChecked => {
+                    let why = report
+                        .error
+                        .as_ref()
+                        .map_or_else(|| report.outcome.as_str().to_string(), |e| e.message.clone());
+                    let critique = format!("Round {} ended before a report: {why}", t.round);
+                    self.save(state)?;
+                    return self.next_round(state, i, task, critique).await;
+                }
+            }
+        };
+        if let Some(next) = self.police(state, i, task, Role::Generator).await? {
+            return Ok(next);
+        }
+        let blocked = signals.iter().flatten().find_map(|s| match s {
+            Signal::TaskBlocked(b) => Some(b.reason.clone()),
+            _ => None,
+        });
+        if let Some(reason) = blocked {
+            return self
+                .block(state, i, task, format!("the generator reported it blocked: {reason}"))
+                .await;
+        }
+        if let Some(p) = progress_mut(state, i) {
+            p.step = Step::PostVerify;
+        }
+        self.save(state)?;
+        Ok(Next::Continue)
+    }
+
+    /// Writes `role-meta.json`, runs one spawn, and counts its usage.
+    async fn spawn(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        role: Role,
+        agent: &dyn RoleAgent,
+        request: SpawnRequest,
+    ) -> Result<SpawnReport, SprintError> {
+        let Some(t) = state.tasks.get(i) else {
+            return Err(SprintError::Io {
+                path: request.dir,
+                source: std::io::Error::other("no such task"),
+            });
+        };
+        let (id, round, attempt) = (t.id.clone(), t.round, t.attempt);
+        std::fs::create_dir_all(&request.dir).map_err(io_error(&request.dir))?;
+        // A report that did not validate is not the next spawn's: it would read as its own.
+        let _ = std::fs::remove_file(request.dir.join(SIGNALS_FILE));
+        let meta = RoleMeta {
+            role,
+            provider: agent.provider(),
+            model: agent.model().map(str::to_string),
+            effort: agent.effort(),
+            attempt,
+            round,
+            started_at: self.now(),
+        };
+        let meta_path = request.dir.join(ROLE_META_FILE);
+        let json = serde_json::to_vec_pretty(&meta).map_err(|e| SprintError::Io {
+            path: meta_path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        write_file(&meta_path, &json)?;
+        self.emit(SprintEvent::SpawnStarted {
+            task: id.clone(),
+            round,
+            role,
+            provider: agent.provider(),
+            model: agent.model().map(str::to_string),
+            resumes: request.resume.is_some(),
+        });
+        let observer = self.run.events.observer(&id, round, role);
+        let report = agent
+            .spawn(request, self.run.cancel.clone(), observer)
+            .await;
+        if let Some(t) = state.tasks.get_mut(i) {
+            let mut usage = RoleUsage::default();
+            match role {
+                Role::Generator => usage.generator = report.usage,
+                Role::Evaluator => usage.evaluator = report.usage,
+            }
+            t.usage.add(&usage);
+        }
+        self.save(state)?;
+        self.emit(SprintEvent::SpawnFinished {
+            task: id,
+            round,
+            role,
+            outcome: Some(report.outcome),
+            valid: matches!(report.verdict, SpawnVerdict::Valid { .. }),
+            usage: report.usage,
+        });
+        Ok(report)
+    }
+
+    /// Finds what an agent must not have done: switched the branch (the task is blocked, its
+    /// change saved, the sprint's branch checked out again) or committed (its commits are
+    /// undone, their changes kept for the task's own commit). Either is named in the status.
+    async fn police(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        role: Role,
+    ) -> Result<Option<Next>, SprintError> {
+        let Some(base) = state
+            .tasks
+            .get(i)
+            .and_then(|t| t.progress.as_ref())
+            .map(|p| p.base.clone())
+        else {
+            return Ok(None);
+        };
+        let branch = &self.file().sprint.branch;
+        let now_on = self.git.branch().await?;
+        if now_on.as_deref() != Some(branch.as_str()) {
+            let message = format!(
+                "the {role} switched from {branch} to {}",
+                now_on.as_deref().map_or("a detached HEAD".to_string(), |b| format!("branch {b}"))
+            );
+            self.warn(state, i, task, &message)?;
+            let (patch, _) = self.git.diff_against(&base).await?;
+            write_file(
+                &self.layout.task_dir(&task.id).join(BLOCKED_PATCH_FILE),
+                patch.as_bytes(),
+            )?;
+            self.git
+                .run(&["checkout", "--quiet", "--force", branch])
+                .await?;
+            self.git.reset_to(&base).await?;
+            return Ok(Some(self.finish_blocked(state, i, task, message)?));
+        }
+        let head = self.git.head().await?;
+        if head != base {
+            let message = format!(
+                "the {role} committed on its own ({}); Corral undid the commit and kept its change",
+                short(&head)
+            );
+            self.warn(state, i, task, &message)?;
+            self.git.run(&["reset", "--soft", "--quiet", &base]).await?;
+        }
+        Ok(None)
+    }
+
+    fn warn(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        message: &str,
+    ) -> Result<(), SprintError> {
+        if let Some(t) = state.tasks.get_mut(i) {
+            t.warnings.push(message.to_string());
+        }
+        self.save(state)?;
+        self.emit(SprintEvent::Warning {
+            task: task.id.clone(),
+            message: message.to_string(),
+        });
+        Ok(())
+    }
+
+    async fn post_verify(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+    ) -> Result<Next, SprintError> {
+        let Some(t) = state.tasks.get(i).cloned() else {
+            return Ok(Next::Finished);
+        };
+        let Some(progress) = t.progress.clone() else {
+            return Ok(Next::Finished);
+        };
+        let round_dir = self.layout.round_dir(&task.id, t.round);
+        let (patch, paths) = self.git.diff_against(&progress.base).await?;
+        write_file(&round_dir.join(crate::flow::DIFF_FILE), patch.as_bytes())?;
+        let gates: Vec<&Gate> = self
+            .file()
+            .gates
+            .iter()
+            .filter(|g| paths.iter().any(|p| g.applies_to(p)))
+            .collect();
+        let Some(v) = self.verify(&gates).await? else {
+            return Ok(Next::Pause(SprintEnd::Cancelled));
+        };
+        write_file(&round_dir.join(CHECK_FILE), v.report.as_bytes())?;
+        let pre = progress.pre_passed.unwrap_or(true)
+            && !v
+                .gates
+                .iter()
+                .any(|g| progress.pre_failed_gates.contains(g));
+        let attribution = Attribution::of(pre, v.passed);
+        if let Some(t) = state.tasks.get_mut(i) {
+            t.attribution = Some(attribution);
+        }
+        self.emit(SprintEvent::Verified {
+            task: task.id.clone(),
+            round: t.round,
+            step: Step::PostVerify,
+            passed: v.passed,
+            gates: v.gates,
+            attribution: Some(attribution),
+        });
+        match attribution {
+            Attribution::Regressed => {
+                let saved = round_dir.join(REGRESSED_PATCH_FILE);
+                write_file(&saved, patch.as_bytes())?;
+                self.git.reset_to(&progress.base).await?;
+                self.emit(SprintEvent::Regressed {
+                    task: task.id.clone(),
+                    round: t.round,
+                    patch: saved.display().to_string(),
+                });
+                let attempts = if let Some(t) = state.tasks.get_mut(i) {
+                    t.attempt += 1;
+                    if let Some(p) = t.progress.as_mut() {
+                        p.regressions += 1;
+                    }
+                    t.attempt
+                } else {
+                    0
+                };
+                self.save(state)?;
+                if attempts > self.file().sprint.max_attempts {
+                    return self
+                        .block(
+                            state,
+                            i,
+                            task,
+                            format!(
+                                "round {} broke the check, and its attempts ({}) are used up",
+                                t.round,
+                                self.file().sprint.max_attempts
+                            ),
+                        )
+                        .await;
+                }
+                let critique = format!(
+                    "Your change in round {} made the check fail; it passed before the task. \
+                     Corral saved the change to {} and put the tree back as it was at the \
+                     task's start. The check's output:\n\n```text\n{}\n```",
+                    t.round,
+                    saved.display(),
+                    prompt::cut(&v.report, prompt::PROMPT_OUTPUT_LIMIT).trim_end()
+                );
+                self.next_round(state, i, task, critique).await
+            }
+            Attribution::Clean | Attribution::FixedBaseline | Attribution::BaselineBroken => {
+                if let Some(p) = progress_mut(state, i) {
+                    p.step = if self.run.evaluator.is_some() {
+                        Step::Evaluate
+                    } else {
+                        Step::Commit
+                    };
+                }
+                self.save(state)?;
+                Ok(Next::Continue)
+            }
+        }
+    }
+
+    async fn evaluate(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        run_id: &str,
+    ) -> Result<Next, SprintError> {
+        let Some(t) = state.tasks.get(i).cloned() else {
+            return Ok(Next::Finished);
+        };
+        let Some(agent) = self.run.evaluator else {
+            if let Some(p) = progress_mut(state, i) {
+                p.step = Step::Commit;
+            }
+            self.save(state)?;
+            return Ok(Next::Continue);
+        };
+        let dir = self.layout.spawn_dir(&task.id, t.round, Role::Evaluator);
+        let contract = Contract::evaluator();
+        let evaluation = if let Ok(valid) =
+            validate_signals_file(&dir.join(SIGNALS_FILE), &contract)
+        {
+            self.emit(SprintEvent::SpawnFinished {
+                task: task.id.clone(),
+                round: t.round,
+                role: Role::Evaluator,
+                outcome: None,
+                valid: true,
+                usage: corral_ports::Usage::default(),
+            });
+            valid.evaluation().cloned()
+        } else {
+            let round_dir = self.layout.round_dir(&task.id, t.round);
+            let diff_file = round_dir.join(DIFF_FILE);
+            let diff = read_text(&diff_file);
+            let check = read_text(&round_dir.join(CHECK_FILE));
+            let text = prompt::evaluator_prompt(
+                task,
+                t.round,
+                &self.file().sprint.check,
+                t.attribution.unwrap_or(Attribution::Clean),
+                &check,
+                &diff,
+                &diff_file.display().to_string(),
+            );
+            let report = self
+                .spawn(
+                    state,
+                    i,
+                    Role::Evaluator,
+                    agent,
+                    SpawnRequest {
+                        role: Role::Evaluator,
+                        dir: dir.clone(),
+                        work_tree: self.work_tree.clone(),
+                        prompt: text,
+                        cold_prompt: None,
+                        resume: None,
+                        contract,
+                        read_only: true,
+                        run_id: run_id.to_string(),
+                    },
+                )
+                .await?;
+            if let Some(end) = pause_for(&report) {
+                return Ok(Next::Pause(end));
+            }
+            match report.verdict {
+                SpawnVerdict::Valid { signals } => signals.into_iter().find_map(|s| match s {
+                    Signal::Evaluation(e) => Some(e),
+                    _ => None,
+                }),
+                SpawnVerdict::Invalid { .. } | SpawnVerdict::NotChecked => None,
+            }
+        };
+        if let Some(next) = self.police(state, i, task, Role::Evaluator).await? {
+            return Ok(next);
+        }
+        let Some(evaluation) = evaluation else {
+            let critique = format!(
+                "The review of round {} gave no valid evaluation; make sure the change does \
+                 the whole task and the check passes.",
+                t.round
+            );
+            return self.next_round(state, i, task, critique).await;
+        };
+        write_file(
+            &dir.join(EVALUATION_FILE),
+            render_evaluation_md(&evaluation).as_bytes(),
+        )?;
+        let passed = evaluation.status == EvaluationStatus::Passed;
+        self.emit(SprintEvent::Evaluated {
+            task: task.id.clone(),
+            round: t.round,
+            passed,
+            failed: evaluation
+                .failed_dimensions()
+                .map(|d| d.name.clone())
+                .collect(),
+        });
+        if passed {
+            if let Some(p) = progress_mut(state, i) {
+                p.step = Step::Commit;
+            }
+            self.save(state)?;
+            Ok(Next::Continue)
+        } else {
+            self.next_round(state, i, task, critique_of(&evaluation, t.round))
+                .await
+        }
+    }
+
+    async fn commit(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        run_id: &str,
+    ) -> Result<Next, SprintError> {
+        let Some(t) = state.tasks.get(i).cloned() else {
+            return Ok(Next::Finished);
+        };
+        let Some(progress) = t.progress.clone() else {
+            return Ok(Next::Finished);
+        };
+        let signals = validate_signals_file(
+            &self
+                .layout
+                .spawn_dir(&task.id, t.round, Role::Generator)
+                .join(SIGNALS_FILE),
+            &Contract::generator(),
+        )
+        .map(corral_contract::ValidatedSignals::into_signals)
+        .unwrap_or_default();
+        // A commit made before the sprint stopped is found, not made again.
+        let commit = match self
+            .git
+            .commits_for_task(&progress.base, task.id.as_str())
+            .await?
+            .into_iter()
+            .next()
+        {
+            Some(commit) => commit,
+            None => {
+                self.git.stage_all().await?;
+                let message = commit_message(task, &signals, run_id);
+                self.git
+                    .commit(&message, &self.layout.round_dir(&task.id, t.round))
+                    .await?
+            }
+        };
+        self.append_learnings(task, t.round, &signals)?;
+        if let Some(t) = state.tasks.get_mut(i) {
+            t.status = TaskStatus::Done;
+            t.commit = Some(commit.clone());
+            t.reason = None;
+            t.progress = None;
+        }
+        self.save(state)?;
+        self.emit(SprintEvent::TaskFinished {
+            task: task.id.clone(),
+            status: TaskStatus::Done,
+            commit: Some(commit),
+            reason: None,
+        });
+        Ok(Next::Finished)
+    }
+
+    /// On to the next round with `critique`, or blocked when the rounds are used up.
+    async fn next_round(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        critique: String,
+    ) -> Result<Next, SprintError> {
+        let max = self.file().sprint.max_rounds;
+        let round = state.tasks.get(i).map_or(0, |t| t.round);
+        if round >= max {
+            let last = critique.lines().next().unwrap_or_default().to_string();
+            return self
+                .block(
+                    state,
+                    i,
+                    task,
+                    format!("{max} round(s) without passing; the last: {last}"),
+                )
+                .await;
+        }
+        if let Some(t) = state.tasks.get_mut(i) {
+            t.round += 1;
+            if let Some(p) = t.progress.as_mut() {
+                p.critique = Some(critique);
+                p.step = Step::Generate;
+            }
+        }
+        self.save(state)?;
+        Ok(Next::Continue)
+    }
+
+    /// Blocks the task: its change is saved as a patch and the tree put back as it was at the
+    /// task's start, so that the tasks that do not depend on it start from a clean tree.
+    async fn block(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        reason: String,
+    ) -> Result<Next, SprintError> {
+        if let Some(base) = state
+            .tasks
+            .get(i)
+            .and_then(|t| t.progress.as_ref())
+            .map(|p| p.base.clone())
+        {
+            let (patch, paths) = self.git.diff_against(&base).await?;
+            if !paths.is_empty() {
+                write_file(
+                    &self.layout.task_dir(&task.id).join(BLOCKED_PATCH_FILE),
+                    patch.as_bytes(),
+                )?;
+            }
+            self.git.reset_to(&base).await?;
+        }
+        self.finish_blocked(state, i, task, reason)
+    }
+
+    fn finish_blocked(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        reason: String,
+    ) -> Result<Next, SprintError> {
+        if let Some(t) = state.tasks.get_mut(i) {
+            t.status = TaskStatus::Blocked;
+            t.reason = Some(reason.clone());
+            t.progress = None;
+        }
+        self.save(state)?;
+        self.emit(SprintEvent::TaskFinished {
+            task: task.id.clone(),
+            status: TaskStatus::Blocked,
+            commit: None,
+            reason: Some(reason),
+        });
+        Ok(Next::Finished)
+    }
+
+    /// The learnings of the tasks done so far, the latest [`LEARNINGS_SHOWN`].
+    fn learnings(&self) -> Vec<ShownLearning> {
+        let Ok(bytes) = read_untrusted_file(&self.layout.learnings_file(), LEARNINGS_LIMIT) else {
+            return Vec::new();
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let all: Vec<ShownLearning> = text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|v| {
+                Some(ShownLearning {
+                    task: v.get("task")?.as_str()?.to_string(),
+                    text: v.get("text")?.as_str()?.to_string(),
+                })
+            })
+            .collect();
+        let skip = all.len().saturating_sub(LEARNINGS_SHOWN);
+        all.into_iter().skip(skip).collect()
+    }
+
+    /// Appends the task's learnings to `learnings.ndjson`, unless a stopped run did already.
+    fn append_learnings(
+        &self,
+        task: &Task,
+        round: u32,
+        signals: &[Signal],
+    ) -> Result<(), SprintError> {
+        let path = self.layout.learnings_file();
+        if self
+            .learnings()
+            .iter()
+            .any(|l| l.task == task.id.as_str())
+        {
+            return Ok(());
+        }
+        let mut lines = String::new();
+        for signal in signals {
+            if let Signal::Learning(l) = signal {
+                let line = serde_json::json!({
+                    "task": task.id.as_str(),
+                    "round": round,
+                    "text": l.text,
+                    "context": l.context,
+                    "appliesTo": l.applies_to,
+                    "at": l.timestamp.as_str(),
+                });
+                lines.push_str(&line.to_string());
+                lines.push('\n');
+            }
+        }
+        if lines.is_empty() {
+            return Ok(());
+        }
+        use std::io::Write as _;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(lines.as_bytes()))
+            .map_err(io_error(&path))
+    }
+
+    fn summary(&self, state: &SprintState, end: SprintEnd) -> SprintSummary {
+        let summary = summarize(state, end);
+        self.emit(SprintEvent::SprintFinished {
+            summary: summary.clone(),
+        });
+        summary
+    }
+}
+
+/// The summary of `state`, ended by `end`.
+fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
+    {
+        let mut usage = RoleUsage::default();
+        let tasks = state
+            .tasks
+            .iter()
+            .map(|t| {
+                usage.add(&t.usage);
+                TaskSummary {
+                    id: t.id.clone(),
+                    status: t.status,
+                    rounds: t.round,
+                    commit: t.commit.clone(),
+                    attribution: t.attribution,
+                    reason: t.reason.clone(),
+                    warnings: t.warnings.clone(),
+                    usage: t.usage,
+                }
+            })
+            .collect();
+        SprintSummary {
+            end,
+            exit_code: end.exit_code(),
+            tasks,
+            usage,
+        }
+    }
+}
+
+fn progress_mut(state: &mut SprintState, i: usize) -> Option<&mut TaskProgress> {
+    state.tasks.get_mut(i).and_then(|t| t.progress.as_mut())
+}
+
+/// Whether the sprint must stop after `report`: cancelled, or rate-limit retries used up.
+fn pause_for(report: &SpawnReport) -> Option<SprintEnd> {
+    match (report.outcome, report.error.as_ref().map(|e| e.class)) {
+        (Outcome::Cancelled, _) | (_, Some(ErrorClass::Cancelled)) => Some(SprintEnd::Cancelled),
+        (Outcome::RateLimited, _) => Some(SprintEnd::RateLimited),
+        (
+            Outcome::Succeeded
+            | Outcome::Recovered
+            | Outcome::ModelUnavailable
+            | Outcome::StaleSession
+            | Outcome::Crashed
+            | Outcome::IdleTimeout
+            | Outcome::WallTimeout
+            | Outcome::SpawnFailed
+            | Outcome::NotStarted
+            | Outcome::Refused,
+            _,
+        ) => None,
+    }
+}
+
+/// The session a generator stopped with the sprint left behind, when this agent can resume
+/// it: same provider (role-meta.json), same model and working directory (session.json).
+fn crash_resumable(dir: &Path, agent: &dyn RoleAgent, work_tree: &Path) -> Option<SessionId> {
+    if !agent.resumes() {
+        return None;
+    }
+    let session = read_session_id(&dir.join(SESSION_ID_FILE)).ok().flatten()?;
+    let meta: RoleMeta =
+        serde_json::from_slice(&read_untrusted_file(&dir.join(ROLE_META_FILE), 64 * 1024).ok()?)
+            .ok()?;
+    let record: serde_json::Value = serde_json::from_slice(
+        &read_untrusted_file(&dir.join(SESSION_META_FILE), 64 * 1024).ok()?,
+    )
+    .ok()?;
+    let model = record.get("model").and_then(serde_json::Value::as_str);
+    let cwd = record.get("cwd").and_then(serde_json::Value::as_str)?;
+    let same_cwd = Path::new(cwd) == work_tree
+        || std::fs::canonicalize(cwd).ok() == std::fs::canonicalize(work_tree).ok();
+    (meta.provider == agent.provider() && model == agent.model() && same_cwd).then_some(session)
+}
+
+fn critique_of(evaluation: &Evaluation, round: u32) -> String {
+    let mut out = format!("The review of round {round} failed it:\n");
+    for d in evaluation.failed_dimensions() {
+        out.push_str(&format!(
+            "- {}: {}\n",
+            d.name,
+            d.finding.as_deref().unwrap_or("failed")
+        ));
+    }
+    for c in evaluation.failed_criteria() {
+        out.push_str(&format!(
+            "- criterion {}: {}\n",
+            c.name,
+            c.finding.as_deref().unwrap_or("failed")
+        ));
+    }
+    out
+}
+
+fn commit_message(task: &Task, signals: &[Signal], run_id: &str) -> String {
+    let proposed = signals.iter().find_map(|s| match s {
+        Signal::CommitMessage(m) => Some(m),
+        _ => None,
+    });
+    let mut message = match proposed {
+        Some(m) => match m.body.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+            Some(body) => format!("{}\n\n{body}\n", m.subject.trim()),
+            None => format!("{}\n", m.subject.trim()),
+        },
+        None => format!("{}\n", task.title.trim()),
+    };
+    message.push_str(&format!(
+        "\nCorral-Task: {}\nCorral-Run: {run_id}\n",
+        task.id
+    ));
+    message
+}
+
+fn read_text(path: &Path) -> String {
+    read_untrusted_file(path, 16 * 1024 * 1024)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+fn describe_end(end: CommandEnd) -> String {
+    match end {
+        CommandEnd::Exited(code) => format!("exit {code}"),
+        CommandEnd::Signalled(signal) => format!("signal {signal}"),
+        CommandEnd::TimedOut => "timed out".to_string(),
+        CommandEnd::Cancelled => "cancelled".to_string(),
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// Makes sure git ignores Corral's state (`.corral/`): a `.gitignore` holding `*` in it, as
+/// `corral run` writes for its runs; an existing one is left alone.
+fn ignore_state_dir(project_root: &Path) -> Result<(), SprintError> {
+    let dir = project_root.join(".corral");
+    std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+    let path = dir.join(".gitignore");
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+    {
+        Ok(mut file) => std::io::Write::write_all(
+            &mut file,
+            b"# Written by corral: its run records stay out of git.\n*\n",
+        )
+        .map_err(io_error(&path)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io_error(&path)(e)),
+    }
+}
+

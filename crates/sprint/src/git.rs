@@ -1,0 +1,196 @@
+//! The git the sprint needs, run through the command port ([`Confinement::HostGit`]): the
+//! sprint never starts a process itself, and git runs with the repository's power to run
+//! programs taken away, because the agent could have written the repository's configuration.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use corral_ports::{CancellationToken, CommandOutput, CommandRunner, CommandSpec};
+
+/// Enough for any git command the sprint runs on a work tree of ordinary size.
+const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Kept of a diff; a larger one is cut (the evaluator is told, and the patch file is whole).
+const DIFF_LIMIT: usize = 4 * 1024 * 1024;
+
+/// Why a git command gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// The command could not be run. Retryable: as the port's error says.
+    #[error("git {args}: {source}")]
+    Run {
+        /// The arguments, joined.
+        args: String,
+        /// The port's error.
+        source: corral_ports::CommandError,
+    },
+    /// It ran and failed. Retryable: no, not as the repository stands.
+    #[error("git {args}: {end:?}: {stderr}")]
+    Failed {
+        /// The arguments, joined.
+        args: String,
+        /// How it ended.
+        end: corral_ports::CommandEnd,
+        /// Its stderr, trimmed.
+        stderr: String,
+    },
+}
+
+/// Git in one work tree.
+pub(crate) struct Git<'a> {
+    pub(crate) runner: &'a dyn CommandRunner,
+    pub(crate) cwd: PathBuf,
+    pub(crate) cancel: &'a CancellationToken,
+    /// Variables for every git command (the committer's identity).
+    pub(crate) env: Vec<(String, String)>,
+}
+
+impl Git<'_> {
+    async fn output(&self, args: &[&str], limit: usize) -> Result<CommandOutput, GitError> {
+        let mut spec = CommandSpec::git(args.iter().copied(), &self.cwd, GIT_TIMEOUT);
+        spec.output_limit = limit;
+        spec.env.clone_from(&self.env);
+        self.runner
+            .run(spec, self.cancel)
+            .await
+            .map_err(|source| GitError::Run {
+                args: args.join(" "),
+                source,
+            })
+    }
+
+    /// Runs `git args`; its stdout when it exits 0.
+    pub(crate) async fn run(&self, args: &[&str]) -> Result<String, GitError> {
+        self.run_limited(args, corral_ports::DEFAULT_OUTPUT_LIMIT)
+            .await
+    }
+
+    async fn run_limited(&self, args: &[&str], limit: usize) -> Result<String, GitError> {
+        let out = self.output(args, limit).await?;
+        if out.success() {
+            Ok(out.stdout.text)
+        } else {
+            Err(GitError::Failed {
+                args: args.join(" "),
+                end: out.end,
+                stderr: out.stderr.text.trim().to_string(),
+            })
+        }
+    }
+
+    /// Whether `git args` exits 0.
+    pub(crate) async fn succeeds(&self, args: &[&str]) -> Result<bool, GitError> {
+        Ok(self.output(args, 4096).await?.success())
+    }
+
+    /// The work tree's top directory.
+    pub(crate) async fn top(&self) -> Result<PathBuf, GitError> {
+        Ok(PathBuf::from(
+            self.run(&["rev-parse", "--show-toplevel"]).await?.trim(),
+        ))
+    }
+
+    /// `HEAD`'s commit.
+    pub(crate) async fn head(&self) -> Result<String, GitError> {
+        Ok(self.run(&["rev-parse", "HEAD"]).await?.trim().to_string())
+    }
+
+    /// The branch checked out, `None` on a detached `HEAD`.
+    pub(crate) async fn branch(&self) -> Result<Option<String>, GitError> {
+        let out = self.output(&["symbolic-ref", "--quiet", "--short", "HEAD"], 4096).await?;
+        Ok(out.success().then(|| out.stdout.text.trim().to_string()))
+    }
+
+    /// Whether branch `name` exists.
+    pub(crate) async fn branch_exists(&self, name: &str) -> Result<bool, GitError> {
+        let reference = format!("refs/heads/{name}");
+        self.succeeds(&["rev-parse", "--verify", "--quiet", &reference])
+            .await
+    }
+
+    /// The paths `git status` reports (tracked changes and untracked files; ignored paths,
+    /// Corral's state among them, are not).
+    pub(crate) async fn dirty_paths(&self) -> Result<Vec<String>, GitError> {
+        let out = self
+            .run(&["status", "--porcelain=v1", "-z", "--untracked-files=all"])
+            .await?;
+        let mut paths = Vec::new();
+        let mut entries = out.split('\0').filter(|e| !e.is_empty());
+        while let Some(entry) = entries.next() {
+            let (code, path) = entry.split_at(entry.len().min(3));
+            paths.push(path.to_string());
+            // A rename or copy is followed by the path it came from.
+            if code.starts_with('R') || code.starts_with('C') {
+                entries.next();
+            }
+        }
+        Ok(paths)
+    }
+
+    /// Stages every change of the tree (new files included; ignored ones not).
+    pub(crate) async fn stage_all(&self) -> Result<(), GitError> {
+        self.run(&["add", "--all"]).await.map(drop)
+    }
+
+    /// The staged tree's diff against `base`, as a patch (binary files included), and the
+    /// paths it touches.
+    pub(crate) async fn diff_against(&self, base: &str) -> Result<(String, Vec<String>), GitError> {
+        self.stage_all().await?;
+        let patch = self
+            .run_limited(&["diff", "--cached", "--binary", "--no-color", base], DIFF_LIMIT)
+            .await?;
+        let names = self
+            .run_limited(&["diff", "--cached", "--name-only", "-z", base], DIFF_LIMIT)
+            .await?;
+        let paths = names
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect();
+        Ok((patch, paths))
+    }
+
+    /// Puts the tree and the index back to `base`, removing files that are not ignored.
+    pub(crate) async fn reset_to(&self, base: &str) -> Result<(), GitError> {
+        self.run(&["reset", "--hard", "--quiet", base]).await?;
+        self.run(&["clean", "-fd", "--quiet"]).await.map(drop)
+    }
+
+    /// The commits after `base` whose `Corral-Task:` trailer is `task`, newest first.
+    pub(crate) async fn commits_for_task(
+        &self,
+        base: &str,
+        task: &str,
+    ) -> Result<Vec<String>, GitError> {
+        let range = format!("{base}..HEAD");
+        let out = self
+            .run(&[
+                "log",
+                "--format=%H %(trailers:key=Corral-Task,valueonly,separator=%x2C)%x1e",
+                &range,
+            ])
+            .await?;
+        Ok(out
+            .split('\x1e')
+            .filter_map(|record| record.trim().split_once(' '))
+            .filter(|(_, tasks)| tasks.split(',').any(|t| t.trim() == task))
+            .map(|(commit, _)| commit.to_string())
+            .collect())
+    }
+
+    /// Commits what is staged with `message`, and returns the new commit.
+    pub(crate) async fn commit(&self, message: &str, dir: &Path) -> Result<String, GitError> {
+        // Through a file: a message is no argument (it could start with '-' or be long).
+        let file = dir.join("commit-message.txt");
+        std::fs::write(&file, message).map_err(|e| GitError::Run {
+            args: "commit".to_string(),
+            source: corral_ports::CommandError::Io {
+                program: "git".to_string(),
+                reason: format!("{}: {e}", file.display()),
+            },
+        })?;
+        let file = file.to_string_lossy().into_owned();
+        self.run(&["commit", "--quiet", "--no-verify", "--allow-empty", "--file", &file])
+            .await?;
+        self.head().await
+    }
+}

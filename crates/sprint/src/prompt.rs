@@ -1,0 +1,152 @@
+//! The prompts of a sprint's spawns. The contract section (where and what to write) is not
+//! here: the agent's implementation renders it from the request's contract, as `corral run`
+//! does.
+
+use std::fmt::Write as _;
+
+use crate::file::{SprintFile, Task};
+use crate::state::Attribution;
+
+/// Kept of a diff in the evaluator's prompt; the whole patch is in the round's directory.
+pub(crate) const PROMPT_DIFF_LIMIT: usize = 200 * 1024;
+/// Kept of a check's output in a prompt.
+pub(crate) const PROMPT_OUTPUT_LIMIT: usize = 16 * 1024;
+
+/// One learning of an earlier task, as the generator is shown it.
+pub(crate) struct ShownLearning {
+    pub(crate) task: String,
+    pub(crate) text: String,
+}
+
+const RULES: &str = "Work in the current directory, on the branch that is checked out. Corral \
+commits the task once it passes its check and its review: do not commit, do not switch branches, \
+and do not write outside this directory. When the task is done, report task-complete, with a \
+commit-message signal whose subject says what the change does, and a learning signal for each \
+thing the next tasks should know. If the task cannot be done, report task-blocked with the reason.";
+
+/// The whole brief: what a new session of the generator is given.
+pub(crate) fn generator_brief(
+    file: &SprintFile,
+    task: &Task,
+    round: u32,
+    learnings: &[ShownLearning],
+    critique: Option<&str>,
+) -> String {
+    let mut out = format!(
+        "# Sprint {}, task {}: {}\n\n{}\n",
+        file.sprint.name,
+        task.id,
+        task.title,
+        task.prompt.text().trim_end()
+    );
+    if !learnings.is_empty() {
+        out.push_str("\n## What earlier tasks learned\n\n");
+        for l in learnings {
+            let _ = writeln!(out, "- {} (task {})", one_line(&l.text), l.task);
+        }
+    }
+    if let Some(critique) = critique {
+        let _ = write!(
+            out,
+            "\n## What round {round} must address\n\nAn earlier round of this task did not pass.\n\n{}\n",
+            critique.trim_end()
+        );
+    }
+    let _ = write!(out, "\n## How the round ends\n\n{RULES}\n");
+    out
+}
+
+/// What a resumed generator is told at the start of round `round`.
+pub(crate) fn generator_next_round(task: &Task, round: u32, critique: Option<&str>) -> String {
+    let mut out = format!(
+        "Round {round} of task {}: {}. Your previous round did not pass.\n",
+        task.id, task.title
+    );
+    if let Some(critique) = critique {
+        let _ = write!(
+            out,
+            "\n## What this round must address\n\n{}\n",
+            critique.trim_end()
+        );
+    }
+    let _ = write!(
+        out,
+        "\nReport again for this round, in this round's signals file.\n\n{RULES}\n"
+    );
+    out
+}
+
+/// What a generator resumed after Corral itself was stopped is told.
+pub(crate) fn generator_crash_resume(task: &Task, round: u32) -> String {
+    format!(
+        "Corral was stopped while you worked on round {round} of task {}: {}. Continue where you \
+         stopped: finish the task, then report as asked.\n\n{RULES}\n",
+        task.id, task.title
+    )
+}
+
+/// What the evaluator of round `round` is given.
+pub(crate) fn evaluator_prompt(
+    task: &Task,
+    round: u32,
+    check: &str,
+    attribution: Attribution,
+    check_output: &str,
+    diff: &str,
+    diff_file: &str,
+) -> String {
+    let mut out = format!(
+        "# Review task {}: {} (round {round})\n\nAnother agent changed this repository to do the \
+         task below. Judge the change; do not change any file (the work tree is read-only for \
+         you). Judge every floor dimension (correctness, completeness, safety, consistency, \
+         robustness); a dimension that fails needs a finding that says what is wrong and where, \
+         so that the next round can fix it.\n\n## The task\n\n{}\n",
+        task.id,
+        task.title,
+        task.prompt.text().trim_end()
+    );
+    let verdict = match attribution {
+        Attribution::Clean => "passed, as it did before the task",
+        Attribution::FixedBaseline => "passed; it failed before the task",
+        Attribution::BaselineBroken => {
+            "failed, and it failed before the task as well (the change is not blamed for it)"
+        }
+        Attribution::Regressed => "failed; it passed before the task",
+    };
+    let _ = write!(
+        out,
+        "\n## The check\n\n`{}` {verdict}. Its output:\n\n```text\n{}\n```\n",
+        one_line(check),
+        cut(check_output, PROMPT_OUTPUT_LIMIT).trim_end()
+    );
+    let shown = cut(diff, PROMPT_DIFF_LIMIT);
+    let _ = write!(
+        out,
+        "\n## The change (against the task's start)\n\n```diff\n{}\n```\n",
+        shown.trim_end()
+    );
+    if shown.len() < diff.len() {
+        let _ = writeln!(
+            out,
+            "\nThe diff was cut at {} KiB; the whole patch is {diff_file}.",
+            PROMPT_DIFF_LIMIT / 1024
+        );
+    }
+    out
+}
+
+/// `text` cut to at most `limit` bytes, at a character boundary.
+pub(crate) fn cut(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.get(..end).unwrap_or_default()
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,1063 @@
+//! The sprint's flow with a fake agent per role (it writes files and `signals.json` in the
+//! tree, as a real agent would) and real git and `sh` through the test-support host runner.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use corral_ports::{
+    CancellationToken, CommandRunner, CommandSpec, Effort, ErrorClass, Outcome, ProviderId,
+    RunObserver, SessionId, Usage,
+};
+use corral_sprint::{
+    Attribution, DirtyTree, EventSink, Role, RoleAgent, RunOptions, SpawnFailure, SpawnReport,
+    SpawnRequest, SpawnVerdict, SprintEnd, SprintError, SprintEvent, SprintLayout, SprintState,
+    SprintSummary, TaskId, TaskStatus, read_state, run_sprint,
+};
+use corral_test_support::HostCommandRunner;
+
+const IDENTITY: [(&str, &str); 4] = [
+    ("GIT_AUTHOR_NAME", "Sprint Test"),
+    ("GIT_AUTHOR_EMAIL", "sprint@example.invalid"),
+    ("GIT_COMMITTER_NAME", "Sprint Test"),
+    ("GIT_COMMITTER_EMAIL", "sprint@example.invalid"),
+];
+
+fn runner() -> HostCommandRunner {
+    HostCommandRunner {
+        env: IDENTITY
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect(),
+    }
+}
+
+async fn git(dir: &Path, args: &[&str]) -> String {
+    let out = runner()
+        .run(
+            CommandSpec::git(args.iter().copied(), dir, Duration::from_secs(30)),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(out.success(), "git {args:?}: {}", out.stderr.text);
+    out.stdout.text
+}
+
+/// What a fake spawn does.
+#[derive(Clone, Debug)]
+enum Act {
+    /// Writes these files in the work tree, then reports these signals.
+    Write {
+        files: Vec<(&'static str, &'static str)>,
+        remove: Vec<&'static str>,
+        signals: serde_json::Value,
+    },
+    /// Like `Write`, then never returns (the sprint is killed during the spawn).
+    WriteAndHang {
+        files: Vec<(&'static str, &'static str)>,
+        signals: Option<serde_json::Value>,
+    },
+    /// Rate-limit retries used up.
+    RateLimited,
+    /// Checks out another branch, then completes.
+    SwitchBranch(&'static str),
+    /// Commits its change itself, then completes.
+    CommitsItself(&'static str),
+}
+
+const TS: &str = "2026-12-02T10:00:00Z";
+
+fn complete(subject: Option<&str>, learning: Option<&str>) -> serde_json::Value {
+    let mut signals = vec![serde_json::json!({"type": "task-complete", "timestamp": TS})];
+    if let Some(subject) = subject {
+        signals.push(
+            serde_json::json!({"type": "commit-message", "timestamp": TS, "subject": subject}),
+        );
+    }
+    if let Some(text) = learning {
+        signals.push(serde_json::json!({"type": "learning", "timestamp": TS, "text": text}));
+    }
+    serde_json::json!({"schemaVersion": 1, "signals": signals})
+}
+
+fn blocked(reason: &str) -> serde_json::Value {
+    serde_json::json!({"schemaVersion": 1, "signals": [
+        {"type": "task-blocked", "timestamp": TS, "reason": reason}
+    ]})
+}
+
+fn evaluation(failed: Option<&str>) -> serde_json::Value {
+    let dims: Vec<serde_json::Value> = corral_contract::FLOOR_DIMENSIONS
+        .iter()
+        .map(|name| match (failed, *name) {
+            (Some(finding), "correctness") => {
+                serde_json::json!({"name": name, "passed": false, "finding": finding})
+            }
+            _ => serde_json::json!({"name": name, "passed": true}),
+        })
+        .collect();
+    let status = if failed.is_some() { "failed" } else { "passed" };
+    serde_json::json!({"schemaVersion": 1, "signals": [
+        {"type": "evaluation", "timestamp": TS, "status": status, "dimensions": dims}
+    ]})
+}
+
+fn write(files: &[(&'static str, &'static str)]) -> Act {
+    Act::Write {
+        files: files.to_vec(),
+        remove: Vec::new(),
+        signals: complete(None, None),
+    }
+}
+
+/// One spawn as the fake saw it.
+#[derive(Clone, Debug)]
+struct Seen {
+    task: String,
+    round: u32,
+    request: SpawnRequest,
+}
+
+/// A fake agent: what it does is looked up by task, round and role; unscripted generator
+/// spawns write `<task>.txt` and complete, unscripted evaluator spawns pass.
+struct FakeAgent {
+    provider: ProviderId,
+    model: Option<String>,
+    resumes: bool,
+    script: Mutex<HashMap<(String, u32, Role), Act>>,
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl FakeAgent {
+    fn new(provider: ProviderId) -> Arc<Self> {
+        Arc::new(FakeAgent {
+            provider,
+            model: Some("fake-model".to_string()),
+            resumes: true,
+            script: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn on(&self, task: &str, round: u32, role: Role, act: Act) {
+        self.script
+            .lock()
+            .unwrap()
+            .insert((task.to_string(), round, role), act);
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn seen_for(&self, task: &str, round: u32) -> Vec<Seen> {
+        self.seen()
+            .into_iter()
+            .filter(|s| s.task == task && s.round == round)
+            .collect()
+    }
+}
+
+/// The task and round of a spawn directory `…/implement/<task>/rounds/<N>/<role>`.
+fn task_and_round(dir: &Path) -> (String, u32) {
+    let parts: Vec<String> = dir
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let n = parts.len();
+    (parts[n - 4].clone(), parts[n - 2].parse().unwrap())
+}
+
+fn report(session: &SessionId, verdict: SpawnVerdict) -> SpawnReport {
+    SpawnReport {
+        outcome: Outcome::Succeeded,
+        session_id: Some(session.clone()),
+        verdict,
+        usage: Usage {
+            input: Some(100),
+            output: Some(10),
+            cost_usd: Some(0.01),
+            ..Usage::default()
+        },
+        error: None,
+        attempts: 1,
+    }
+}
+
+fn write_files(tree: &Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let path = tree.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// The session id and `session.json` a real spawn leaves, written as soon as it is known.
+fn persist_session(request: &SpawnRequest, session: &SessionId, model: Option<&str>) {
+    std::fs::create_dir_all(&request.dir).unwrap();
+    std::fs::write(request.dir.join("session-id.txt"), format!("{session}\n")).unwrap();
+    let meta = serde_json::json!({
+        "session_id": session.as_str(), "model": model, "cwd": request.work_tree, "attempt": 1
+    });
+    std::fs::write(request.dir.join("session.json"), meta.to_string()).unwrap();
+}
+
+fn verdict_of(request: &SpawnRequest) -> SpawnVerdict {
+    match corral_contract::validate_signals_file(&request.dir.join("signals.json"), &request.contract)
+    {
+        Ok(valid) => SpawnVerdict::Valid {
+            signals: valid.into_signals(),
+        },
+        Err(e) => SpawnVerdict::Invalid {
+            reason: e.to_string(),
+        },
+    }
+}
+
+#[async_trait]
+impl RoleAgent for FakeAgent {
+    fn provider(&self) -> ProviderId {
+        self.provider
+    }
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+    fn effort(&self) -> Option<Effort> {
+        None
+    }
+    fn resumes(&self) -> bool {
+        self.resumes
+    }
+
+    async fn spawn(
+        &self,
+        request: SpawnRequest,
+        _cancel: CancellationToken,
+        _observer: Arc<dyn RunObserver>,
+    ) -> SpawnReport {
+        let (task, round) = task_and_round(&request.dir);
+        self.seen.lock().unwrap().push(Seen {
+            task: task.clone(),
+            round,
+            request: request.clone(),
+        });
+        // A resumed session keeps its id; a new one is named after where it started.
+        let session = request.resume.clone().unwrap_or_else(|| {
+            SessionId::new(format!("{}-{task}-{round}", request.role)).unwrap()
+        });
+        persist_session(&request, &session, self.model.as_deref());
+        let act = self
+            .script
+            .lock()
+            .unwrap()
+            .get(&(task.clone(), round, request.role))
+            .cloned();
+        let act = act.unwrap_or_else(|| match request.role {
+            Role::Generator => Act::Write {
+                files: Vec::new(),
+                remove: Vec::new(),
+                signals: complete(None, None),
+            },
+            Role::Evaluator => Act::Write {
+                files: Vec::new(),
+                remove: Vec::new(),
+                signals: evaluation(None),
+            },
+        });
+        let tree = request.work_tree.clone();
+        let default_file = format!("{task}.txt");
+        let signals = |value: &serde_json::Value| {
+            std::fs::write(request.dir.join("signals.json"), value.to_string()).unwrap();
+        };
+        match act {
+            Act::Write {
+                files,
+                remove,
+                signals: value,
+            } => {
+                if request.role == Role::Generator {
+                    if files.is_empty() && remove.is_empty() {
+                        write_files(&tree, &[(default_file.as_str(), "done\n")]);
+                    }
+                    write_files(&tree, &files);
+                    for path in remove {
+                        let _ = std::fs::remove_file(tree.join(path));
+                    }
+                }
+                signals(&value);
+            }
+            Act::WriteAndHang {
+                files,
+                signals: value,
+            } => {
+                write_files(&tree, &files);
+                if let Some(value) = value {
+                    signals(&value);
+                }
+                std::future::pending::<()>().await;
+            }
+            Act::RateLimited => {
+                return SpawnReport {
+                    outcome: Outcome::RateLimited,
+                    session_id: Some(session),
+                    verdict: SpawnVerdict::NotChecked,
+                    usage: Usage::default(),
+                    error: Some(SpawnFailure {
+                        class: ErrorClass::Retryable,
+                        message: "rate limited; retries used up".to_string(),
+                    }),
+                    attempts: 3,
+                };
+            }
+            Act::SwitchBranch(branch) => {
+                write_files(&tree, &[(default_file.as_str(), "done\n")]);
+                git(&tree, &["checkout", "--quiet", "-b", branch]).await;
+                signals(&complete(None, None));
+            }
+            Act::CommitsItself(message) => {
+                write_files(&tree, &[(default_file.as_str(), "done\n")]);
+                git(&tree, &["add", "--all"]).await;
+                git(&tree, &["commit", "--quiet", "-m", message]).await;
+                signals(&complete(Some("Add the file"), None));
+            }
+        }
+        report(&session, verdict_of(&request))
+    }
+}
+
+/// Keeps every event; on demand, a copy of `sprint.json` as it was at each one.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<SprintEvent>>,
+    state_file: Mutex<Option<PathBuf>>,
+    states: Mutex<Vec<(SprintEvent, Vec<u8>)>>,
+}
+
+impl EventSink for Recorder {
+    fn event(&self, event: &SprintEvent) {
+        self.events.lock().unwrap().push(event.clone());
+        if let Some(path) = self.state_file.lock().unwrap().as_ref() {
+            if let Ok(bytes) = std::fs::read(path) {
+                self.states.lock().unwrap().push((event.clone(), bytes));
+            }
+        }
+    }
+}
+
+struct Project {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+const SPRINT_HEAD: &str = r#"
+[sprint]
+name = "s"
+check = "test ! -e BROKEN"
+max_rounds = 3
+max_attempts = 2
+
+[roles.generator]
+provider = "claude"
+
+[roles.evaluator]
+provider = "codex"
+"#;
+
+async fn project(tasks: &str) -> Project {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    git(&root, &["init", "--quiet", "--initial-branch=main"]).await;
+    std::fs::write(root.join("README"), "project\n").unwrap();
+    std::fs::write(
+        root.join("corral-sprint.toml"),
+        format!("{SPRINT_HEAD}\n{tasks}"),
+    )
+    .unwrap();
+    git(&root, &["add", "--all"]).await;
+    git(&root, &["commit", "--quiet", "-m", "start"]).await;
+    Project { _dir: dir, root }
+}
+
+const THREE_TASKS: &str = r#"
+[[tasks]]
+id = "a"
+title = "Task a"
+prompt = "Write a.txt."
+
+[[tasks]]
+id = "b"
+title = "Task b"
+prompt = "Write b.txt."
+
+[[tasks]]
+id = "c"
+title = "Task c"
+prompt = "Write c.txt."
+"#;
+
+fn now() -> String {
+    "2026-12-02T12:00:00.000Z".to_string()
+}
+
+async fn run(
+    p: &Project,
+    generator: &FakeAgent,
+    evaluator: Option<&FakeAgent>,
+    sink: &Recorder,
+    dirty: DirtyTree,
+    cancel: CancellationToken,
+) -> Result<SprintSummary, SprintError> {
+    let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
+    let commands = runner();
+    let run = corral_sprint::SprintRun {
+        file: &file,
+        project_root: &p.root,
+        generator,
+        evaluator: evaluator.map(|e| e as &dyn RoleAgent),
+        commands: &commands,
+        events: sink,
+        options: RunOptions {
+            dirty,
+            run_id: "run-1".to_string(),
+            now,
+            git_env: IDENTITY
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+        },
+        cancel,
+    };
+    run_sprint(run).await
+}
+
+async fn run_plain(
+    p: &Project,
+    generator: &FakeAgent,
+    evaluator: Option<&FakeAgent>,
+) -> Result<SprintSummary, SprintError> {
+    run(
+        p,
+        generator,
+        evaluator,
+        &Recorder::default(),
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+    )
+    .await
+}
+
+fn state(p: &Project) -> SprintState {
+    read_state(&layout(p).state_file()).unwrap()
+}
+
+fn layout(p: &Project) -> SprintLayout {
+    SprintLayout::new(&p.root, &corral_sprint::SprintName::new("s").unwrap())
+}
+
+fn task_state(p: &Project, id: &str) -> corral_sprint::TaskState {
+    state(p)
+        .tasks
+        .into_iter()
+        .find(|t| t.id.as_str() == id)
+        .unwrap()
+}
+
+/// The sprint branch's commits after `start`, oldest first: (subject, Corral-Task trailer).
+async fn commits(p: &Project) -> Vec<(String, String)> {
+    let out = git(
+        &p.root,
+        &[
+            "log",
+            "--reverse",
+            "--format=%s%x1f%(trailers:key=Corral-Task,valueonly,separator=%x2C)%x1f%(trailers:key=Corral-Run,valueonly,separator=%x2C)%x1e",
+            "main..corral/s",
+        ],
+    )
+    .await;
+    out.split('\x1e')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let mut parts = l.split('\x1f').map(str::trim);
+            let subject = parts.next().unwrap().to_string();
+            let task = parts.next().unwrap().to_string();
+            assert_eq!(parts.next(), Some("run-1"), "every commit names the run");
+            (subject, task)
+        })
+        .collect()
+}
+
+async fn status_porcelain(p: &Project) -> String {
+    git(&p.root, &["status", "--porcelain"]).await
+}
+
+#[tokio::test]
+async fn three_tasks_pass_first_time_after_a_regression_and_after_a_failed_review() {
+    let p = project(THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::Write {
+            files: vec![("a.txt", "a\n")],
+            remove: Vec::new(),
+            signals: complete(Some("Add a.txt"), Some("The check forbids a BROKEN file")),
+        },
+    );
+    // b breaks the check in round 1, and fixes it in round 2.
+    generator.on("b", 1, Role::Generator, write(&[("b.txt", "b\n"), ("BROKEN", "x")]));
+    generator.on("b", 2, Role::Generator, write(&[("b.txt", "b fixed\n")]));
+    // c's first round is turned down by the review.
+    evaluator.on(
+        "c",
+        1,
+        Role::Evaluator,
+        Act::Write {
+            files: Vec::new(),
+            remove: Vec::new(),
+            signals: evaluation(Some("c.txt lacks its final newline in src/c")),
+        },
+    );
+    let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(summary.exit_code, 0);
+
+    assert_eq!(
+        commits(&p).await,
+        [
+            ("Add a.txt".to_string(), "a".to_string()),
+            ("Task b".to_string(), "b".to_string()),
+            ("Task c".to_string(), "c".to_string()),
+        ],
+        "one commit per task, the agent's subject or the title, with trailers"
+    );
+    assert_eq!(status_porcelain(&p).await, "", "everything committed");
+    assert!(!p.root.join("BROKEN").exists());
+    assert_eq!(
+        git(&p.root, &["show", "corral/s:b.txt"]).await,
+        "b fixed\n"
+    );
+
+    let rounds: Vec<(String, u32, Option<Attribution>)> = state(&p)
+        .tasks
+        .iter()
+        .map(|t| (t.id.to_string(), t.round, t.attribution))
+        .collect();
+    assert_eq!(
+        rounds,
+        [
+            ("a".into(), 1, Some(Attribution::Clean)),
+            ("b".into(), 2, Some(Attribution::Clean)),
+            ("c".into(), 2, Some(Attribution::Clean)),
+        ]
+    );
+
+    // b: round 1's change is saved and the tree was reset; round 2 resumes round 1's session
+    // with the check's output as its critique, and the full brief as the cold prompt.
+    let l = layout(&p);
+    let b = TaskId::new("b").unwrap();
+    let saved = std::fs::read_to_string(l.round_dir(&b, 1).join("regressed.patch")).unwrap();
+    assert!(saved.contains("BROKEN"), "{saved}");
+    let b2 = generator.seen_for("b", 2);
+    assert_eq!(b2.len(), 1);
+    let r = &b2[0].request;
+    assert_eq!(r.resume.as_ref().map(SessionId::as_str), Some("generator-b-1"));
+    assert!(r.prompt.contains("made the check fail"), "{}", r.prompt);
+    assert!(r.prompt.contains("regressed.patch"), "{}", r.prompt);
+    assert!(r.cold_prompt.as_deref().unwrap().contains("Write b.txt."));
+    assert_eq!(task_state(&p, "b").attempt, 2, "the regression used an attempt");
+
+    // c: round 2's prompt carries the review's finding; the generator resumes its own
+    // session, never the evaluator's.
+    let c2 = generator.seen_for("c", 2);
+    assert_eq!(c2.len(), 1);
+    let r = &c2[0].request;
+    assert!(r.prompt.contains("c.txt lacks its final newline in src/c"), "{}", r.prompt);
+    assert_eq!(r.resume.as_ref().map(SessionId::as_str), Some("generator-c-1"));
+    let c = TaskId::new("c").unwrap();
+    let md = std::fs::read_to_string(
+        l.spawn_dir(&c, 1, Role::Evaluator).join("evaluation.md"),
+    )
+    .unwrap();
+    assert!(md.contains("c.txt lacks its final newline"), "{md}");
+
+    // The evaluator runs read-only, with the task, the diff and the check's output, in a new
+    // session each time.
+    for seen in evaluator.seen() {
+        assert!(seen.request.read_only);
+        assert!(seen.request.resume.is_none());
+        assert!(seen.request.prompt.contains(&format!("Write {}.txt.", seen.task)));
+        assert!(seen.request.prompt.contains(&format!("+++ b/{}.txt", seen.task)));
+        assert!(seen.request.prompt.contains("test ! -e BROKEN"));
+    }
+    assert_eq!(evaluator.seen().len(), 4, "a, b, c twice");
+
+    // Learnings are kept and shown to the next tasks.
+    let learnings = std::fs::read_to_string(l.learnings_file()).unwrap();
+    assert_eq!(learnings.lines().count(), 1);
+    assert!(learnings.contains("\"task\":\"a\""));
+    let b1 = &generator.seen_for("b", 1)[0].request;
+    assert!(b1.prompt.contains("The check forbids a BROKEN file"), "{}", b1.prompt);
+
+    // role-meta.json before each spawn.
+    let meta: corral_sprint::RoleMeta = serde_json::from_slice(
+        &std::fs::read(l.spawn_dir(&c, 2, Role::Evaluator).join("role-meta.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!((meta.role, meta.provider, meta.round), (Role::Evaluator, ProviderId::Codex, 2));
+
+    // Usage per role: 5 generator spawns, 4 evaluator spawns of 100 input tokens each.
+    assert_eq!(summary.usage.generator.input, Some(500));
+    assert_eq!(summary.usage.evaluator.input, Some(400));
+}
+
+#[tokio::test]
+async fn a_blocked_task_skips_its_dependents_and_the_others_go_on() {
+    let p = project(
+        r#"
+[[tasks]]
+id = "a"
+title = "Task a"
+prompt = "Do a."
+
+[[tasks]]
+id = "b"
+title = "Task b"
+prompt = "Do b."
+depends_on = ["a"]
+
+[[tasks]]
+id = "c"
+title = "Task c"
+prompt = "Do c."
+"#,
+    )
+    .await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::Write {
+            files: vec![("half-done.txt", "x")],
+            remove: Vec::new(),
+            signals: blocked("the API it needs does not exist"),
+        },
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Blocked);
+    assert_eq!(summary.exit_code, 3);
+    let statuses: Vec<(String, TaskStatus)> = summary
+        .tasks
+        .iter()
+        .map(|t| (t.id.to_string(), t.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("a".into(), TaskStatus::Blocked),
+            ("b".into(), TaskStatus::Skipped),
+            ("c".into(), TaskStatus::Done),
+        ]
+    );
+    assert!(
+        summary.tasks[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("the API it needs does not exist")
+    );
+    assert!(summary.tasks[1].reason.as_deref().unwrap().contains("depends on a"));
+    assert!(generator.seen_for("b", 1).is_empty(), "a skipped task never runs");
+    // a's half-done change is saved, and c started from a clean tree.
+    assert!(!p.root.join("half-done.txt").exists());
+    let a = TaskId::new("a").unwrap();
+    let patch = std::fs::read_to_string(layout(&p).task_dir(&a).join("blocked.patch")).unwrap();
+    assert!(patch.contains("half-done.txt"));
+    assert_eq!(commits(&p).await, [("Task c".to_string(), "c".to_string())]);
+}
+
+#[tokio::test]
+async fn a_broken_baseline_is_not_blamed_on_the_agent() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    std::fs::write(p.root.join("BROKEN"), "already\n").unwrap();
+    git(&p.root, &["add", "--all"]).await;
+    git(&p.root, &["commit", "--quiet", "-m", "broken"]).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(summary.tasks[0].attribution, Some(Attribution::BaselineBroken));
+    assert_eq!(summary.tasks[0].rounds, 1);
+    let prompt = &evaluator.seen()[0].request.prompt;
+    assert!(prompt.contains("not blamed"), "{prompt}");
+}
+
+#[tokio::test]
+async fn a_fixed_baseline_is_credited() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    std::fs::write(p.root.join("BROKEN"), "already\n").unwrap();
+    git(&p.root, &["add", "--all"]).await;
+    git(&p.root, &["commit", "--quiet", "-m", "broken"]).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::Write {
+            files: vec![("a.txt", "a")],
+            remove: vec!["BROKEN"],
+            signals: complete(None, None),
+        },
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.tasks[0].attribution, Some(Attribution::FixedBaseline));
+    assert_eq!(summary.end, SprintEnd::Done);
+}
+
+#[tokio::test]
+async fn regressing_again_after_the_retry_blocks_the_task() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, write(&[("BROKEN", "1")]));
+    generator.on("a", 2, Role::Generator, write(&[("BROKEN", "2")]));
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Blocked);
+    let reason = summary.tasks[0].reason.as_deref().unwrap();
+    assert!(reason.contains("attempts (2) are used up"), "{reason}");
+    assert!(generator.seen_for("a", 3).is_empty());
+    assert!(!p.root.join("BROKEN").exists(), "the tree is reset");
+    assert!(commits(&p).await.is_empty());
+}
+
+#[tokio::test]
+async fn failing_review_every_round_blocks_after_max_rounds() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    for round in 1..=3 {
+        evaluator.on(
+            "a",
+            round,
+            Role::Evaluator,
+            Act::Write {
+                files: Vec::new(),
+                remove: Vec::new(),
+                signals: evaluation(Some("still wrong")),
+            },
+        );
+    }
+    let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Blocked);
+    assert_eq!(summary.tasks[0].rounds, 3);
+    assert!(summary.tasks[0].reason.as_deref().unwrap().contains("3 round(s)"));
+    assert_eq!(generator.seen().len(), 3);
+}
+
+/// Runs the sprint until `stop` is seen (by polling), then drops the future: what `kill -9`
+/// leaves, as far as the sprint's files go.
+async fn run_until_dropped(
+    p: &Project,
+    generator: &FakeAgent,
+    evaluator: Option<&FakeAgent>,
+    stop: impl Fn() -> bool,
+) {
+    let sink = Recorder::default();
+    let fut = run(
+        p,
+        generator,
+        evaluator,
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+    );
+    tokio::pin!(fut);
+    loop {
+        tokio::select! {
+            r = &mut fut => panic!("the sprint ended before the crash point: {r:?}"),
+            () = tokio::time::sleep(Duration::from_millis(20)) => {
+                if stop() { return; }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn killed_during_a_generator_round_it_resumes_the_same_session_and_round() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::WriteAndHang {
+            files: vec![("a.txt", "half\n")],
+            signals: None,
+        },
+    );
+    run_until_dropped(&p, &generator, Some(&evaluator), || {
+        !generator.seen().is_empty()
+    })
+    .await;
+    assert_eq!(task_state(&p, "a").status, TaskStatus::Running);
+
+    // Running again: the tree is dirty with the task's own change (no refusal), the same
+    // round continues in the same session with the crash-resume prompt.
+    let again = FakeAgent::new(ProviderId::Claude);
+    let summary = run_plain(&p, &again, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let seen = again.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].round, 1, "no round counted twice");
+    let r = &seen[0].request;
+    assert_eq!(r.resume.as_ref().map(SessionId::as_str), Some("generator-a-1"));
+    assert!(r.prompt.contains("Corral was stopped"), "{}", r.prompt);
+    assert!(r.cold_prompt.as_deref().unwrap().contains("Write a.txt."));
+    assert_eq!(summary.tasks[0].rounds, 1);
+    assert_eq!(commits(&p).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_crash_resume_with_another_model_starts_cold_with_the_brief() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::WriteAndHang {
+            files: vec![("a.txt", "half\n")],
+            signals: None,
+        },
+    );
+    run_until_dropped(&p, &generator, None, || !generator.seen().is_empty()).await;
+    let mut other = FakeAgent::new(ProviderId::Claude);
+    Arc::get_mut(&mut other).unwrap().model = Some("another-model".to_string());
+    let summary = run_plain(&p, &other, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let r = &other.seen()[0].request;
+    assert!(r.resume.is_none());
+    assert!(r.prompt.contains("Write a.txt."));
+}
+
+#[tokio::test]
+async fn killed_during_the_review_a_validated_round_is_not_run_again() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    evaluator.on(
+        "a",
+        1,
+        Role::Evaluator,
+        Act::WriteAndHang {
+            files: Vec::new(),
+            signals: Some(evaluation(None)),
+        },
+    );
+    run_until_dropped(&p, &generator, Some(&evaluator), || {
+        !evaluator.seen().is_empty()
+    })
+    .await;
+    let generator2 = FakeAgent::new(ProviderId::Claude);
+    let evaluator2 = FakeAgent::new(ProviderId::Codex);
+    let summary = run_plain(&p, &generator2, Some(&evaluator2)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert!(generator2.seen().is_empty(), "the generator's valid round is kept");
+    assert!(evaluator2.seen().is_empty(), "the evaluation written before the kill counts");
+    assert_eq!(commits(&p).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_stop_at_any_recorded_step_then_a_rerun_commits_each_task_once() {
+    // Every state the sprint wrote, one at a time, stands for a kill right after it was
+    // written; the run after it must end the same, without a second commit. The git side is
+    // rebuilt for each from the recorded HEAD and tree.
+    let p = project(THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    evaluator.on(
+        "b",
+        1,
+        Role::Evaluator,
+        Act::Write {
+            files: Vec::new(),
+            remove: Vec::new(),
+            signals: evaluation(Some("missing docs")),
+        },
+    );
+    let sink = Recorder::default();
+    *sink.state_file.lock().unwrap() = Some(layout(&p).state_file());
+    run(
+        &p,
+        &generator,
+        Some(&evaluator),
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let final_commits = commits(&p).await;
+    assert_eq!(final_commits.len(), 3);
+    // A kill after the commit and before the state said so: the state says "commit" still.
+    let states = sink.states.lock().unwrap().clone();
+    let at_commit: Vec<&Vec<u8>> = states
+        .iter()
+        .filter(|(e, _)| matches!(e, SprintEvent::Evaluated { passed: true, .. }))
+        .map(|(_, s)| s)
+        .collect();
+    assert_eq!(at_commit.len(), 3);
+    for saved in at_commit {
+        std::fs::write(layout(&p).state_file(), saved).unwrap();
+        let g = FakeAgent::new(ProviderId::Claude);
+        let e = FakeAgent::new(ProviderId::Codex);
+        let summary = run_plain(&p, &g, Some(&e)).await.unwrap();
+        assert_eq!(summary.end, SprintEnd::Done);
+        assert_eq!(commits(&p).await, final_commits, "no commit made twice");
+    }
+}
+
+#[tokio::test]
+async fn rate_limits_used_up_pause_with_exit_4_and_a_rerun_finishes() {
+    let p = project(THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("b", 1, Role::Generator, Act::RateLimited);
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::RateLimited);
+    assert_eq!(summary.exit_code, 4);
+    assert_eq!(task_state(&p, "a").status, TaskStatus::Done);
+    assert_eq!(task_state(&p, "b").status, TaskStatus::Running);
+    assert_eq!(task_state(&p, "c").status, TaskStatus::Pending);
+
+    let again = FakeAgent::new(ProviderId::Claude);
+    let summary = run_plain(&p, &again, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(task_state(&p, "b").round, 1, "the paused round is not counted twice");
+    assert_eq!(
+        again.seen().iter().map(|s| s.task.as_str()).collect::<Vec<_>>(),
+        ["b", "c"]
+    );
+    assert_eq!(commits(&p).await.len(), 3);
+}
+
+#[tokio::test]
+async fn cancelling_stops_with_130_and_a_rerun_continues() {
+    let p = project(THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let summary = run(
+        &p,
+        &generator,
+        None,
+        &Recorder::default(),
+        DirtyTree::Refuse,
+        cancel,
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::Cancelled);
+    assert_eq!(summary.exit_code, 130);
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+}
+
+#[tokio::test]
+async fn an_agent_switching_branch_is_named_and_its_task_blocked() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, Act::SwitchBranch("elsewhere"));
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Blocked);
+    let a = &summary.tasks[0];
+    assert_eq!(a.status, TaskStatus::Blocked);
+    let reason = a.reason.as_deref().unwrap();
+    assert!(reason.contains("switched from corral/s to branch elsewhere"), "{reason}");
+    assert_eq!(a.warnings.len(), 1);
+    assert_eq!(
+        git(&p.root, &["symbolic-ref", "--short", "HEAD"]).await.trim(),
+        "corral/s",
+        "the sprint's branch is checked out again"
+    );
+    assert_eq!(summary.tasks[1].status, TaskStatus::Done, "b does not depend on a");
+    assert_eq!(commits(&p).await, [("Task b".to_string(), "b".to_string())]);
+}
+
+#[tokio::test]
+async fn an_agent_committing_itself_is_named_and_one_commit_made() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, Act::CommitsItself("agent's own commit"));
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert!(summary.tasks[0].warnings[0].contains("committed on its own"));
+    assert_eq!(commits(&p).await, [("Add the file".to_string(), "a".to_string())]);
+}
+
+#[tokio::test]
+async fn a_dirty_tree_is_refused_with_its_paths_unless_kept_or_stashed() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    std::fs::write(p.root.join("README"), "edited\n").unwrap();
+    std::fs::write(p.root.join("notes.txt"), "mine\n").unwrap();
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let err = run_plain(&p, &generator, None).await.unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    let SprintError::Dirty { paths } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(paths, &["README".to_string(), "notes.txt".to_string()]);
+    assert!(err.to_string().contains("--stash"));
+    assert!(generator.seen().is_empty());
+
+    let summary = run(
+        &p,
+        &generator,
+        None,
+        &Recorder::default(),
+        DirtyTree::Stash,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(std::fs::read_to_string(p.root.join("README")).unwrap(), "project\n");
+    assert!(git(&p.root, &["stash", "list"]).await.contains("corral sprint s"));
+}
+
+#[tokio::test]
+async fn setup_runs_once_and_a_failing_setup_refuses() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let file = p.root.join("corral-sprint.toml");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "max_rounds = 3",
+        "max_rounds = 3\nsetup = \"echo ran >> .corral/setup-count\"",
+    );
+    std::fs::write(&file, text).unwrap();
+    git(&p.root, &["commit", "--quiet", "-am", "setup"]).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, Act::RateLimited);
+    run_plain(&p, &generator, None).await.unwrap();
+    let again = FakeAgent::new(ProviderId::Claude);
+    run_plain(&p, &again, None).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.root.join(".corral/setup-count")).unwrap(),
+        "ran\n"
+    );
+
+    let q = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let file = q.root.join("corral-sprint.toml");
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("max_rounds = 3", "max_rounds = 3\nsetup = \"echo no >&2; exit 3\"");
+    std::fs::write(&file, text).unwrap();
+    git(&q.root, &["commit", "--quiet", "-am", "setup"]).await;
+    let err = run_plain(&q, &generator, None).await.unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("exit 3"), "{err}");
+}
