@@ -29,7 +29,8 @@ use crate::layout::{
 };
 use crate::prompt::{self, ShownLearning};
 use crate::state::{
-    Attribution, RoleUsage, RunProgress, SprintState, StateError, Step, TaskProgress, TaskStatus, read_state, write_state,
+    Attribution, RoleUsage, RunProgress, SprintState, StateError, Step, TaskProgress, TaskStatus,
+    read_state, write_state,
 };
 
 /// The round's diff, in the round's directory.
@@ -356,7 +357,13 @@ impl<'r, 'a> Flow<'r, 'a> {
                 DirtyTree::Stash => {
                     let message = format!("corral sprint {}", self.file().sprint.name);
                     self.git
-                        .run(&["stash", "push", "--include-untracked", "--message", &message])
+                        .run(&[
+                            "stash",
+                            "push",
+                            "--include-untracked",
+                            "--message",
+                            &message,
+                        ])
                         .await?;
                     self.emit(SprintEvent::DirtyTree {
                         paths: dirty,
@@ -465,7 +472,8 @@ impl<'r, 'a> Flow<'r, 'a> {
         let Some(t) = state.tasks.get_mut(i) else {
             return Ok(Next::Finished);
         };
-        if t.status == TaskStatus::Pending || t.progress.is_none() {
+        let fresh = t.status == TaskStatus::Pending || t.progress.is_none();
+        if fresh {
             t.status = TaskStatus::Running;
             t.round = 1;
             t.attempt = 1;
@@ -476,10 +484,35 @@ impl<'r, 'a> Flow<'r, 'a> {
                 pre_failed_gates: Vec::new(),
                 critique: None,
                 regressions: 0,
+                reset_pending: false,
                 generator_session: None,
             });
         }
-        let (round, step) = (t.round, t.progress.as_ref().map_or(Step::PreVerify, |p| p.step));
+        let (round, step) = (
+            t.round,
+            t.progress.as_ref().map_or(Step::PreVerify, |p| p.step),
+        );
+        let reset = t
+            .progress
+            .as_ref()
+            .filter(|p| p.reset_pending)
+            .map(|p| p.base.clone());
+        if fresh {
+            // What an earlier sprint of the same name left for this task is not this run's:
+            // a report found there would read as a round already done.
+            let dir = self.layout.task_dir(&task.id);
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error(&dir)(e)),
+            }
+        }
+        if let Some(base) = reset {
+            self.git.reset_to(&base).await?;
+            if let Some(p) = progress_mut(state, i) {
+                p.reset_pending = false;
+            }
+        }
         self.save(state)?;
         self.emit(SprintEvent::TaskStarted {
             task: id.clone(),
@@ -611,8 +644,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         let agent = self.run.generator;
         let dir = self.layout.spawn_dir(&task.id, t.round, Role::Generator);
         let contract = Contract::generator();
-        let signals = if let Ok(valid) = validate_signals_file(&dir.join(SIGNALS_FILE), &contract)
-        {
+        let signals = if let Ok(valid) = validate_signals_file(&dir.join(SIGNALS_FILE), &contract) {
             // The round ran to a valid report before the sprint stopped: not run again.
             self.emit(SprintEvent::SpawnFinished {
                 task: task.id.clone(),
@@ -624,7 +656,9 @@ impl<'r, 'a> Flow<'r, 'a> {
             });
             let session = read_session_id(&dir.join(SESSION_ID_FILE)).ok().flatten();
             if let Some(p) = progress_mut(state, i) {
-                p.generator_session = session.map(|s| s.to_string()).or(p.generator_session.take());
+                p.generator_session = session
+                    .map(|s| s.to_string())
+                    .or(p.generator_session.take());
             }
             Some(valid.into_signals())
         } else {
@@ -677,26 +711,22 @@ impl<'r, 'a> Flow<'r, 'a> {
             if let Some(end) = pause_for(&report) {
                 return Ok(Next::Pause(end));
             }
-            if let Some(p) = progress_mut(state, i) {
-                if let Some(session) = &report.session_id {
-                    p.generator_session = Some(session.to_string());
-                }
+            if let (Some(p), Some(session)) = (progress_mut(state, i), &report.session_id) {
+                p.generator_session = Some(session.to_string());
             }
             match report.verdict {
                 SpawnVerdict::Valid { signals } => Some(signals),
                 SpawnVerdict::Invalid { reason } => {
-                    let critique = format!(
-                        "Round {} ended without a valid report: {reason}",
-                        t.round
-                    );
+                    let critique =
+                        format!("Round {} ended without a valid report: {reason}", t.round);
                     self.save(state)?;
                     return self.next_round(state, i, task, critique).await;
                 }
                 SpawnVerdict::NotChecked => {
-                    let why = report
-                        .error
-                        .as_ref()
-                        .map_or_else(|| report.outcome.as_str().to_string(), |e| e.message.clone());
+                    let why = report.error.as_ref().map_or_else(
+                        || report.outcome.as_str().to_string(),
+                        |e| e.message.clone(),
+                    );
                     let critique = format!("Round {} ended before a report: {why}", t.round);
                     self.save(state)?;
                     return self.next_round(state, i, task, critique).await;
@@ -706,13 +736,21 @@ impl<'r, 'a> Flow<'r, 'a> {
         if let Some(next) = self.police(state, i, task, Role::Generator).await? {
             return Ok(next);
         }
-        let blocked = signals.iter().flatten().find_map(|s| match s {
-            Signal::TaskBlocked(b) => Some(b.reason.clone()),
-            _ => None,
+        let blocked = signals.iter().flatten().find_map(|s| {
+            if let Signal::TaskBlocked(b) = s {
+                Some(b.reason.clone())
+            } else {
+                None
+            }
         });
         if let Some(reason) = blocked {
             return self
-                .block(state, i, task, format!("the generator reported it blocked: {reason}"))
+                .block(
+                    state,
+                    i,
+                    task,
+                    format!("the generator reported it blocked: {reason}"),
+                )
                 .await;
         }
         if let Some(p) = progress_mut(state, i) {
@@ -811,7 +849,9 @@ impl<'r, 'a> Flow<'r, 'a> {
         if now_on.as_deref() != Some(branch.as_str()) {
             let message = format!(
                 "the {role} switched from {branch} to {}",
-                now_on.as_deref().map_or("a detached HEAD".to_string(), |b| format!("branch {b}"))
+                now_on
+                    .as_deref()
+                    .map_or("a detached HEAD".to_string(), |b| format!("branch {b}"))
             );
             self.warn(state, i, task, &message)?;
             let (patch, _) = self.git.diff_against(&base).await?;
@@ -901,12 +941,6 @@ impl<'r, 'a> Flow<'r, 'a> {
             Attribution::Regressed => {
                 let saved = round_dir.join(REGRESSED_PATCH_FILE);
                 write_file(&saved, patch.as_bytes())?;
-                self.git.reset_to(&progress.base).await?;
-                self.emit(SprintEvent::Regressed {
-                    task: task.id.clone(),
-                    round: t.round,
-                    patch: saved.display().to_string(),
-                });
                 let attempts = if let Some(t) = state.tasks.get_mut(i) {
                     t.attempt += 1;
                     if let Some(p) = t.progress.as_mut() {
@@ -916,8 +950,8 @@ impl<'r, 'a> Flow<'r, 'a> {
                 } else {
                     0
                 };
-                self.save(state)?;
                 if attempts > self.file().sprint.max_attempts {
+                    // Blocking saves the change and resets the tree itself.
                     return self
                         .block(
                             state,
@@ -939,7 +973,24 @@ impl<'r, 'a> Flow<'r, 'a> {
                     saved.display(),
                     prompt::cut(&v.report, prompt::PROMPT_OUTPUT_LIMIT).trim_end()
                 );
-                self.next_round(state, i, task, critique).await
+                // The next round and the reset it needs are written down before the reset is
+                // done: a kill in between resets on the next run, instead of judging the
+                // broken tree again or counting the round twice.
+                if let Some(p) = progress_mut(state, i) {
+                    p.reset_pending = true;
+                }
+                let next = self.next_round(state, i, task, critique).await?;
+                self.emit(SprintEvent::Regressed {
+                    task: task.id.clone(),
+                    round: t.round,
+                    patch: saved.display().to_string(),
+                });
+                if let Some(p) = progress_mut(state, i).filter(|p| p.reset_pending) {
+                    p.reset_pending = false;
+                    self.git.reset_to(&progress.base).await?;
+                    self.save(state)?;
+                }
+                Ok(next)
             }
             Attribution::Clean | Attribution::FixedBaseline | Attribution::BaselineBroken => {
                 if let Some(p) = progress_mut(state, i) {
@@ -974,62 +1025,64 @@ impl<'r, 'a> Flow<'r, 'a> {
         };
         let dir = self.layout.spawn_dir(&task.id, t.round, Role::Evaluator);
         let contract = Contract::evaluator();
-        let evaluation = if let Ok(valid) =
-            validate_signals_file(&dir.join(SIGNALS_FILE), &contract)
-        {
-            self.emit(SprintEvent::SpawnFinished {
-                task: task.id.clone(),
-                round: t.round,
-                role: Role::Evaluator,
-                outcome: None,
-                valid: true,
-                usage: corral_ports::Usage::default(),
-            });
-            valid.evaluation().cloned()
-        } else {
-            let round_dir = self.layout.round_dir(&task.id, t.round);
-            let diff_file = round_dir.join(DIFF_FILE);
-            let diff = read_text(&diff_file);
-            let check = read_text(&round_dir.join(CHECK_FILE));
-            let text = prompt::evaluator_prompt(
-                task,
-                t.round,
-                &self.file().sprint.check,
-                t.attribution.unwrap_or(Attribution::Clean),
-                &check,
-                &diff,
-                &diff_file.display().to_string(),
-            );
-            let report = self
-                .spawn(
-                    state,
-                    i,
-                    Role::Evaluator,
-                    agent,
-                    SpawnRequest {
-                        role: Role::Evaluator,
-                        dir: dir.clone(),
-                        work_tree: self.work_tree.clone(),
-                        prompt: text,
-                        cold_prompt: None,
-                        resume: None,
-                        contract,
-                        read_only: true,
-                        run_id: run_id.to_string(),
-                    },
-                )
-                .await?;
-            if let Some(end) = pause_for(&report) {
-                return Ok(Next::Pause(end));
-            }
-            match report.verdict {
-                SpawnVerdict::Valid { signals } => signals.into_iter().find_map(|s| match s {
-                    Signal::Evaluation(e) => Some(e),
-                    _ => None,
-                }),
-                SpawnVerdict::Invalid { .. } | SpawnVerdict::NotChecked => None,
-            }
-        };
+        let evaluation =
+            if let Ok(valid) = validate_signals_file(&dir.join(SIGNALS_FILE), &contract) {
+                self.emit(SprintEvent::SpawnFinished {
+                    task: task.id.clone(),
+                    round: t.round,
+                    role: Role::Evaluator,
+                    outcome: None,
+                    valid: true,
+                    usage: corral_ports::Usage::default(),
+                });
+                valid.evaluation().cloned()
+            } else {
+                let round_dir = self.layout.round_dir(&task.id, t.round);
+                let diff_file = round_dir.join(DIFF_FILE);
+                let diff = read_text(&diff_file);
+                let check = read_text(&round_dir.join(CHECK_FILE));
+                let text = prompt::evaluator_prompt(
+                    task,
+                    t.round,
+                    &self.file().sprint.check,
+                    t.attribution.unwrap_or(Attribution::Clean),
+                    &check,
+                    &diff,
+                    &diff_file.display().to_string(),
+                );
+                let report = self
+                    .spawn(
+                        state,
+                        i,
+                        Role::Evaluator,
+                        agent,
+                        SpawnRequest {
+                            role: Role::Evaluator,
+                            dir: dir.clone(),
+                            work_tree: self.work_tree.clone(),
+                            prompt: text,
+                            cold_prompt: None,
+                            resume: None,
+                            contract,
+                            read_only: true,
+                            run_id: run_id.to_string(),
+                        },
+                    )
+                    .await?;
+                if let Some(end) = pause_for(&report) {
+                    return Ok(Next::Pause(end));
+                }
+                match report.verdict {
+                    SpawnVerdict::Valid { signals } => signals.into_iter().find_map(|s| {
+                        if let Signal::Evaluation(e) = s {
+                            Some(e)
+                        } else {
+                            None
+                        }
+                    }),
+                    SpawnVerdict::Invalid { .. } | SpawnVerdict::NotChecked => None,
+                }
+            };
         if let Some(next) = self.police(state, i, task, Role::Evaluator).await? {
             return Ok(next);
         }
@@ -1232,11 +1285,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         signals: &[Signal],
     ) -> Result<(), SprintError> {
         let path = self.layout.learnings_file();
-        if self
-            .learnings()
-            .iter()
-            .any(|l| l.task == task.id.as_str())
-        {
+        if self.learnings().iter().any(|l| l.task == task.id.as_str()) {
             return Ok(());
         }
         let mut lines = String::new();
@@ -1340,10 +1389,9 @@ fn crash_resumable(dir: &Path, agent: &dyn RoleAgent, work_tree: &Path) -> Optio
     let meta: RoleMeta =
         serde_json::from_slice(&read_untrusted_file(&dir.join(ROLE_META_FILE), 64 * 1024).ok()?)
             .ok()?;
-    let record: serde_json::Value = serde_json::from_slice(
-        &read_untrusted_file(&dir.join(SESSION_META_FILE), 64 * 1024).ok()?,
-    )
-    .ok()?;
+    let record: serde_json::Value =
+        serde_json::from_slice(&read_untrusted_file(&dir.join(SESSION_META_FILE), 64 * 1024).ok()?)
+            .ok()?;
     let model = record.get("model").and_then(serde_json::Value::as_str);
     let cwd = record.get("cwd").and_then(serde_json::Value::as_str)?;
     let same_cwd = Path::new(cwd) == work_tree
@@ -1371,9 +1419,12 @@ fn critique_of(evaluation: &Evaluation, round: u32) -> String {
 }
 
 fn commit_message(task: &Task, signals: &[Signal], run_id: &str) -> String {
-    let proposed = signals.iter().find_map(|s| match s {
-        Signal::CommitMessage(m) => Some(m),
-        _ => None,
+    let proposed = signals.iter().find_map(|s| {
+        if let Signal::CommitMessage(m) = s {
+            Some(m)
+        } else {
+            None
+        }
     });
     let mut message = match proposed {
         Some(m) => match m.body.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
@@ -1428,4 +1479,3 @@ fn ignore_state_dir(project_root: &Path) -> Result<(), SprintError> {
         Err(e) => Err(io_error(&path)(e)),
     }
 }
-

@@ -96,7 +96,9 @@ impl Git<'_> {
 
     /// The branch checked out, `None` on a detached `HEAD`.
     pub(crate) async fn branch(&self) -> Result<Option<String>, GitError> {
-        let out = self.output(&["symbolic-ref", "--quiet", "--short", "HEAD"], 4096).await?;
+        let out = self
+            .output(&["symbolic-ref", "--quiet", "--short", "HEAD"], 4096)
+            .await?;
         Ok(out.success().then(|| out.stdout.text.trim().to_string()))
     }
 
@@ -136,7 +138,10 @@ impl Git<'_> {
     pub(crate) async fn diff_against(&self, base: &str) -> Result<(String, Vec<String>), GitError> {
         self.stage_all().await?;
         let patch = self
-            .run_limited(&["diff", "--cached", "--binary", "--no-color", base], DIFF_LIMIT)
+            .run_limited(
+                &["diff", "--cached", "--binary", "--no-color", base],
+                DIFF_LIMIT,
+            )
             .await?;
         let names = self
             .run_limited(&["diff", "--cached", "--name-only", "-z", base], DIFF_LIMIT)
@@ -189,8 +194,15 @@ impl Git<'_> {
             },
         })?;
         let file = file.to_string_lossy().into_owned();
-        self.run(&["commit", "--quiet", "--no-verify", "--allow-empty", "--file", &file])
-            .await?;
+        self.run(&[
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--allow-empty",
+            "--file",
+            &file,
+        ])
+        .await?;
         self.head().await
     }
 }

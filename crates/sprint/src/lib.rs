@@ -29,15 +29,15 @@ pub use agent::{RoleAgent, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict
 pub use diagnostic::{Diagnostic, Rule};
 pub use event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
 pub use example::EXAMPLE;
+pub use file::{
+    Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
+    limits, load,
+};
 pub use flow::{
     BLOCKED_PATCH_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, PRE_VERIFY_FILE, REGRESSED_PATCH_FILE,
     RunOptions, SprintError, SprintRun, run_sprint,
 };
 pub use git::GitError;
-pub use file::{
-    Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
-    limits, load,
-};
 pub use layout::{
     EVALUATION_FILE, EVENTS_FILE, IMPLEMENT_DIR, LEARNINGS_FILE, PROMPT_FILE, ROLE_META_FILE,
     ROUNDS_DIR, RUN_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE, SIGNALS_FILE,

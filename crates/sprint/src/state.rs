@@ -189,6 +189,9 @@ pub struct TaskProgress {
     pub critique: Option<String>,
     /// Rounds that regressed so far (each one reset the tree).
     pub regressions: u32,
+    /// A regressed round's reset is decided and may not be done yet.
+    #[serde(default)]
+    pub reset_pending: bool,
     /// The generator's session, resumed by the next round.
     pub generator_session: Option<String>,
 }

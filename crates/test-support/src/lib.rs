@@ -21,8 +21,8 @@
 
 mod clis;
 pub mod fake_api;
-pub mod host_commands;
 pub mod fake_protocol;
+pub mod host_commands;
 mod host_user;
 pub mod pinned_clis;
 pub mod probe;
@@ -30,8 +30,8 @@ mod pty;
 pub mod recorded;
 pub mod session;
 
-pub use host_commands::HostCommandRunner;
 pub use clis::{install_cli, installed_cli, non_temp_dir, require_cli, workspace_root};
+pub use host_commands::HostCommandRunner;
 pub use host_user::{HostUser, PROBE_USER, is_root, unprivileged_user};
 /// The signals [`send_signal`] sends, for crates that may not depend on `nix` themselves.
 pub use nix::sys::signal::Signal;

@@ -206,8 +206,10 @@ fn persist_session(request: &SpawnRequest, session: &SessionId, model: Option<&s
 }
 
 fn verdict_of(request: &SpawnRequest) -> SpawnVerdict {
-    match corral_contract::validate_signals_file(&request.dir.join("signals.json"), &request.contract)
-    {
+    match corral_contract::validate_signals_file(
+        &request.dir.join("signals.json"),
+        &request.contract,
+    ) {
         Ok(valid) => SpawnVerdict::Valid {
             signals: valid.into_signals(),
         },
@@ -245,9 +247,10 @@ impl RoleAgent for FakeAgent {
             request: request.clone(),
         });
         // A resumed session keeps its id; a new one is named after where it started.
-        let session = request.resume.clone().unwrap_or_else(|| {
-            SessionId::new(format!("{}-{task}-{round}", request.role)).unwrap()
-        });
+        let session = request
+            .resume
+            .clone()
+            .unwrap_or_else(|| SessionId::new(format!("{}-{task}-{round}", request.role)).unwrap());
         persist_session(&request, &session, self.model.as_deref());
         let act = self
             .script
@@ -339,10 +342,9 @@ struct Recorder {
 impl EventSink for Recorder {
     fn event(&self, event: &SprintEvent) {
         self.events.lock().unwrap().push(event.clone());
-        if let Some(path) = self.state_file.lock().unwrap().as_ref() {
-            if let Ok(bytes) = std::fs::read(path) {
-                self.states.lock().unwrap().push((event.clone(), bytes));
-            }
+        let path = self.state_file.lock().unwrap().clone();
+        if let Some(bytes) = path.and_then(|p| std::fs::read(p).ok()) {
+            self.states.lock().unwrap().push((event.clone(), bytes));
         }
     }
 }
@@ -510,7 +512,12 @@ async fn three_tasks_pass_first_time_after_a_regression_and_after_a_failed_revie
         },
     );
     // b breaks the check in round 1, and fixes it in round 2.
-    generator.on("b", 1, Role::Generator, write(&[("b.txt", "b\n"), ("BROKEN", "x")]));
+    generator.on(
+        "b",
+        1,
+        Role::Generator,
+        write(&[("b.txt", "b\n"), ("BROKEN", "x")]),
+    );
     generator.on("b", 2, Role::Generator, write(&[("b.txt", "b fixed\n")]));
     // c's first round is turned down by the review.
     evaluator.on(
@@ -538,10 +545,7 @@ async fn three_tasks_pass_first_time_after_a_regression_and_after_a_failed_revie
     );
     assert_eq!(status_porcelain(&p).await, "", "everything committed");
     assert!(!p.root.join("BROKEN").exists());
-    assert_eq!(
-        git(&p.root, &["show", "corral/s:b.txt"]).await,
-        "b fixed\n"
-    );
+    assert_eq!(git(&p.root, &["show", "corral/s:b.txt"]).await, "b fixed\n");
 
     let rounds: Vec<(String, u32, Option<Attribution>)> = state(&p)
         .tasks
@@ -566,24 +570,36 @@ async fn three_tasks_pass_first_time_after_a_regression_and_after_a_failed_revie
     let b2 = generator.seen_for("b", 2);
     assert_eq!(b2.len(), 1);
     let r = &b2[0].request;
-    assert_eq!(r.resume.as_ref().map(SessionId::as_str), Some("generator-b-1"));
+    assert_eq!(
+        r.resume.as_ref().map(SessionId::as_str),
+        Some("generator-b-1")
+    );
     assert!(r.prompt.contains("made the check fail"), "{}", r.prompt);
     assert!(r.prompt.contains("regressed.patch"), "{}", r.prompt);
     assert!(r.cold_prompt.as_deref().unwrap().contains("Write b.txt."));
-    assert_eq!(task_state(&p, "b").attempt, 2, "the regression used an attempt");
+    assert_eq!(
+        task_state(&p, "b").attempt,
+        2,
+        "the regression used an attempt"
+    );
 
     // c: round 2's prompt carries the review's finding; the generator resumes its own
     // session, never the evaluator's.
     let c2 = generator.seen_for("c", 2);
     assert_eq!(c2.len(), 1);
     let r = &c2[0].request;
-    assert!(r.prompt.contains("c.txt lacks its final newline in src/c"), "{}", r.prompt);
-    assert_eq!(r.resume.as_ref().map(SessionId::as_str), Some("generator-c-1"));
+    assert!(
+        r.prompt.contains("c.txt lacks its final newline in src/c"),
+        "{}",
+        r.prompt
+    );
+    assert_eq!(
+        r.resume.as_ref().map(SessionId::as_str),
+        Some("generator-c-1")
+    );
     let c = TaskId::new("c").unwrap();
-    let md = std::fs::read_to_string(
-        l.spawn_dir(&c, 1, Role::Evaluator).join("evaluation.md"),
-    )
-    .unwrap();
+    let md =
+        std::fs::read_to_string(l.spawn_dir(&c, 1, Role::Evaluator).join("evaluation.md")).unwrap();
     assert!(md.contains("c.txt lacks its final newline"), "{md}");
 
     // The evaluator runs read-only, with the task, the diff and the check's output, in a new
@@ -591,8 +607,16 @@ async fn three_tasks_pass_first_time_after_a_regression_and_after_a_failed_revie
     for seen in evaluator.seen() {
         assert!(seen.request.read_only);
         assert!(seen.request.resume.is_none());
-        assert!(seen.request.prompt.contains(&format!("Write {}.txt.", seen.task)));
-        assert!(seen.request.prompt.contains(&format!("+++ b/{}.txt", seen.task)));
+        assert!(
+            seen.request
+                .prompt
+                .contains(&format!("Write {}.txt.", seen.task))
+        );
+        assert!(
+            seen.request
+                .prompt
+                .contains(&format!("+++ b/{}.txt", seen.task))
+        );
         assert!(seen.request.prompt.contains("test ! -e BROKEN"));
     }
     assert_eq!(evaluator.seen().len(), 4, "a, b, c twice");
@@ -602,14 +626,21 @@ async fn three_tasks_pass_first_time_after_a_regression_and_after_a_failed_revie
     assert_eq!(learnings.lines().count(), 1);
     assert!(learnings.contains("\"task\":\"a\""));
     let b1 = &generator.seen_for("b", 1)[0].request;
-    assert!(b1.prompt.contains("The check forbids a BROKEN file"), "{}", b1.prompt);
+    assert!(
+        b1.prompt.contains("The check forbids a BROKEN file"),
+        "{}",
+        b1.prompt
+    );
 
     // role-meta.json before each spawn.
     let meta: corral_sprint::RoleMeta = serde_json::from_slice(
         &std::fs::read(l.spawn_dir(&c, 2, Role::Evaluator).join("role-meta.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!((meta.role, meta.provider, meta.round), (Role::Evaluator, ProviderId::Codex, 2));
+    assert_eq!(
+        (meta.role, meta.provider, meta.round),
+        (Role::Evaluator, ProviderId::Codex, 2)
+    );
 
     // Usage per role: 5 generator spawns, 4 evaluator spawns of 100 input tokens each.
     assert_eq!(summary.usage.generator.input, Some(500));
@@ -672,8 +703,17 @@ prompt = "Do c."
             .unwrap()
             .contains("the API it needs does not exist")
     );
-    assert!(summary.tasks[1].reason.as_deref().unwrap().contains("depends on a"));
-    assert!(generator.seen_for("b", 1).is_empty(), "a skipped task never runs");
+    assert!(
+        summary.tasks[1]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("depends on a")
+    );
+    assert!(
+        generator.seen_for("b", 1).is_empty(),
+        "a skipped task never runs"
+    );
     // a's half-done change is saved, and c started from a clean tree.
     assert!(!p.root.join("half-done.txt").exists());
     let a = TaskId::new("a").unwrap();
@@ -692,7 +732,10 @@ async fn a_broken_baseline_is_not_blamed_on_the_agent() {
     let evaluator = FakeAgent::new(ProviderId::Codex);
     let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
     assert_eq!(summary.end, SprintEnd::Done);
-    assert_eq!(summary.tasks[0].attribution, Some(Attribution::BaselineBroken));
+    assert_eq!(
+        summary.tasks[0].attribution,
+        Some(Attribution::BaselineBroken)
+    );
     assert_eq!(summary.tasks[0].rounds, 1);
     let prompt = &evaluator.seen()[0].request.prompt;
     assert!(prompt.contains("not blamed"), "{prompt}");
@@ -716,7 +759,10 @@ async fn a_fixed_baseline_is_credited() {
         },
     );
     let summary = run_plain(&p, &generator, None).await.unwrap();
-    assert_eq!(summary.tasks[0].attribution, Some(Attribution::FixedBaseline));
+    assert_eq!(
+        summary.tasks[0].attribution,
+        Some(Attribution::FixedBaseline)
+    );
     assert_eq!(summary.end, SprintEnd::Done);
 }
 
@@ -755,7 +801,13 @@ async fn failing_review_every_round_blocks_after_max_rounds() {
     let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
     assert_eq!(summary.end, SprintEnd::Blocked);
     assert_eq!(summary.tasks[0].rounds, 3);
-    assert!(summary.tasks[0].reason.as_deref().unwrap().contains("3 round(s)"));
+    assert!(
+        summary.tasks[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("3 round(s)")
+    );
     assert_eq!(generator.seen().len(), 3);
 }
 
@@ -816,7 +868,10 @@ async fn killed_during_a_generator_round_it_resumes_the_same_session_and_round()
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].round, 1, "no round counted twice");
     let r = &seen[0].request;
-    assert_eq!(r.resume.as_ref().map(SessionId::as_str), Some("generator-a-1"));
+    assert_eq!(
+        r.resume.as_ref().map(SessionId::as_str),
+        Some("generator-a-1")
+    );
     assert!(r.prompt.contains("Corral was stopped"), "{}", r.prompt);
     assert!(r.cold_prompt.as_deref().unwrap().contains("Write a.txt."));
     assert_eq!(summary.tasks[0].rounds, 1);
@@ -868,8 +923,14 @@ async fn killed_during_the_review_a_validated_round_is_not_run_again() {
     let evaluator2 = FakeAgent::new(ProviderId::Codex);
     let summary = run_plain(&p, &generator2, Some(&evaluator2)).await.unwrap();
     assert_eq!(summary.end, SprintEnd::Done);
-    assert!(generator2.seen().is_empty(), "the generator's valid round is kept");
-    assert!(evaluator2.seen().is_empty(), "the evaluation written before the kill counts");
+    assert!(
+        generator2.seen().is_empty(),
+        "the generator's valid round is kept"
+    );
+    assert!(
+        evaluator2.seen().is_empty(),
+        "the evaluation written before the kill counts"
+    );
     assert_eq!(commits(&p).await.len(), 1);
 }
 
@@ -938,9 +999,17 @@ async fn rate_limits_used_up_pause_with_exit_4_and_a_rerun_finishes() {
     let again = FakeAgent::new(ProviderId::Claude);
     let summary = run_plain(&p, &again, None).await.unwrap();
     assert_eq!(summary.end, SprintEnd::Done);
-    assert_eq!(task_state(&p, "b").round, 1, "the paused round is not counted twice");
     assert_eq!(
-        again.seen().iter().map(|s| s.task.as_str()).collect::<Vec<_>>(),
+        task_state(&p, "b").round,
+        1,
+        "the paused round is not counted twice"
+    );
+    assert_eq!(
+        again
+            .seen()
+            .iter()
+            .map(|s| s.task.as_str())
+            .collect::<Vec<_>>(),
         ["b", "c"]
     );
     assert_eq!(commits(&p).await.len(), 3);
@@ -978,14 +1047,23 @@ async fn an_agent_switching_branch_is_named_and_its_task_blocked() {
     let a = &summary.tasks[0];
     assert_eq!(a.status, TaskStatus::Blocked);
     let reason = a.reason.as_deref().unwrap();
-    assert!(reason.contains("switched from corral/s to branch elsewhere"), "{reason}");
+    assert!(
+        reason.contains("switched from corral/s to branch elsewhere"),
+        "{reason}"
+    );
     assert_eq!(a.warnings.len(), 1);
     assert_eq!(
-        git(&p.root, &["symbolic-ref", "--short", "HEAD"]).await.trim(),
+        git(&p.root, &["symbolic-ref", "--short", "HEAD"])
+            .await
+            .trim(),
         "corral/s",
         "the sprint's branch is checked out again"
     );
-    assert_eq!(summary.tasks[1].status, TaskStatus::Done, "b does not depend on a");
+    assert_eq!(
+        summary.tasks[1].status,
+        TaskStatus::Done,
+        "b does not depend on a"
+    );
     assert_eq!(commits(&p).await, [("Task b".to_string(), "b".to_string())]);
 }
 
@@ -993,11 +1071,19 @@ async fn an_agent_switching_branch_is_named_and_its_task_blocked() {
 async fn an_agent_committing_itself_is_named_and_one_commit_made() {
     let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
     let generator = FakeAgent::new(ProviderId::Claude);
-    generator.on("a", 1, Role::Generator, Act::CommitsItself("agent's own commit"));
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::CommitsItself("agent's own commit"),
+    );
     let summary = run_plain(&p, &generator, None).await.unwrap();
     assert_eq!(summary.end, SprintEnd::Done);
     assert!(summary.tasks[0].warnings[0].contains("committed on its own"));
-    assert_eq!(commits(&p).await, [("Add the file".to_string(), "a".to_string())]);
+    assert_eq!(
+        commits(&p).await,
+        [("Add the file".to_string(), "a".to_string())]
+    );
 }
 
 #[tokio::test]
@@ -1026,8 +1112,15 @@ async fn a_dirty_tree_is_refused_with_its_paths_unless_kept_or_stashed() {
     .await
     .unwrap();
     assert_eq!(summary.end, SprintEnd::Done);
-    assert_eq!(std::fs::read_to_string(p.root.join("README")).unwrap(), "project\n");
-    assert!(git(&p.root, &["stash", "list"]).await.contains("corral sprint s"));
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("README")).unwrap(),
+        "project\n"
+    );
+    assert!(
+        git(&p.root, &["stash", "list"])
+            .await
+            .contains("corral sprint s")
+    );
 }
 
 #[tokio::test]
@@ -1052,12 +1145,92 @@ async fn setup_runs_once_and_a_failing_setup_refuses() {
 
     let q = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
     let file = q.root.join("corral-sprint.toml");
-    let text = std::fs::read_to_string(&file)
-        .unwrap()
-        .replace("max_rounds = 3", "max_rounds = 3\nsetup = \"echo no >&2; exit 3\"");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "max_rounds = 3",
+        "max_rounds = 3\nsetup = \"echo no >&2; exit 3\"",
+    );
     std::fs::write(&file, text).unwrap();
     git(&q.root, &["commit", "--quiet", "-am", "setup"]).await;
     let err = run_plain(&q, &generator, None).await.unwrap_err();
     assert_eq!(err.exit_code(), 2);
     assert!(err.to_string().contains("exit 3"), "{err}");
+}
+
+#[tokio::test]
+async fn a_provider_without_resume_starts_each_round_cold_with_the_brief_and_critique() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let mut generator = FakeAgent::new(ProviderId::Grok);
+    Arc::get_mut(&mut generator).unwrap().resumes = false;
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    evaluator.on(
+        "a",
+        1,
+        Role::Evaluator,
+        Act::Write {
+            files: Vec::new(),
+            remove: Vec::new(),
+            signals: evaluation(Some("the file is empty-ish")),
+        },
+    );
+    let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let r = &generator.seen_for("a", 2)[0].request;
+    assert!(r.resume.is_none());
+    assert!(r.prompt.contains("Write a.txt."), "{}", r.prompt);
+    assert!(r.prompt.contains("the file is empty-ish"), "{}", r.prompt);
+}
+
+#[tokio::test]
+async fn leftovers_of_an_earlier_sprint_of_the_same_name_are_not_taken_for_done_rounds() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    run_plain(&p, &generator, None).await.unwrap();
+    // The user starts over: the state goes, the round directories stay; the tree goes back.
+    std::fs::remove_file(layout(&p).state_file()).unwrap();
+    git(&p.root, &["checkout", "--quiet", "main"]).await;
+    git(&p.root, &["branch", "--quiet", "-D", "corral/s"]).await;
+    let again = FakeAgent::new(ProviderId::Claude);
+    let summary = run_plain(&p, &again, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(again.seen().len(), 1, "round 1 runs again");
+    assert_eq!(commits(&p).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_kill_between_a_regression_and_its_reset_resets_on_the_next_run() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, write(&[("BROKEN", "1")]));
+    let sink = Recorder::default();
+    *sink.state_file.lock().unwrap() = Some(layout(&p).state_file());
+    run(
+        &p,
+        &generator,
+        None,
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    // The state written just before the reset (the one with reset pending): put it back, and
+    // the broken file with it, as a kill at that moment leaves them.
+    let states = sink.states.lock().unwrap().clone();
+    let pending = states
+        .iter()
+        .map(|(_, bytes)| bytes)
+        .find(|bytes| String::from_utf8_lossy(bytes).contains("\"resetPending\": true"))
+        .expect("a state with the reset pending")
+        .clone();
+    let after: Vec<String> = commits(&p).await.into_iter().map(|(s, _)| s).collect();
+    git(&p.root, &["reset", "--quiet", "--hard", "HEAD~1"]).await;
+    std::fs::write(p.root.join("BROKEN"), "1").unwrap();
+    std::fs::write(layout(&p).state_file(), pending).unwrap();
+    let again = FakeAgent::new(ProviderId::Claude);
+    let summary = run_plain(&p, &again, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert!(!p.root.join("BROKEN").exists());
+    assert_eq!(summary.tasks[0].rounds, 2);
+    let now: Vec<String> = commits(&p).await.into_iter().map(|(s, _)| s).collect();
+    assert_eq!(now, after);
 }
