@@ -5,7 +5,7 @@
 //! the role's model and effort, using the same library call for one spawn that `corral run`
 //! uses. The sprint itself never learns which CLI ran, nor how.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -62,6 +62,21 @@ pub enum SpawnVerdict {
     /// No check was made: the run ended before there was anything to check (it could not
     /// start, it was cancelled, its rate-limit retries ran out).
     NotChecked,
+}
+
+impl SpawnVerdict {
+    /// The verdict on the `signals.json` at `path` against `contract`: what an implementation
+    /// reports once its run, corrective retries included, has ended.
+    pub fn of_signals_file(path: &Path, contract: &Contract) -> SpawnVerdict {
+        match corral_contract::validate_signals_file(path, contract) {
+            Ok(valid) => SpawnVerdict::Valid {
+                signals: valid.into_signals(),
+            },
+            Err(e) => SpawnVerdict::Invalid {
+                reason: e.to_string(),
+            },
+        }
+    }
 }
 
 /// Why a spawn did not end well, in the terms a caller acts on.

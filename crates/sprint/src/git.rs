@@ -1,4 +1,4 @@
-//! The git the sprint needs, run through the command port ([`Confinement::HostGit`]): the
+//! The git the sprint needs, run through the command port ([`corral_ports::Confinement::HostGit`]): the
 //! sprint never starts a process itself, and git runs with the repository's power to run
 //! programs taken away, because the agent could have written the repository's configuration.
 

@@ -206,17 +206,7 @@ fn persist_session(request: &SpawnRequest, session: &SessionId, model: Option<&s
 }
 
 fn verdict_of(request: &SpawnRequest) -> SpawnVerdict {
-    match corral_contract::validate_signals_file(
-        &request.dir.join("signals.json"),
-        &request.contract,
-    ) {
-        Ok(valid) => SpawnVerdict::Valid {
-            signals: valid.into_signals(),
-        },
-        Err(e) => SpawnVerdict::Invalid {
-            reason: e.to_string(),
-        },
-    }
+    SpawnVerdict::of_signals_file(&request.dir.join("signals.json"), &request.contract)
 }
 
 #[async_trait]
