@@ -14,6 +14,7 @@ use crate::adapter::{ChildEnv, CommandSpec};
 use crate::argv::{ArgvPlatform, WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes};
 use crate::egress::{AllowList, EgressGate, EgressNote, EgressProxy};
 use crate::env::{EnvPolicy, ResolvedEnv};
+use crate::inside::{InsideProbe, REPORT_TIMEOUT, Targets};
 use crate::log::Record;
 use crate::process_group::RUN_TOKEN_VAR;
 use crate::run::RunScope;
@@ -35,6 +36,9 @@ pub(crate) struct Launch {
     /// Under bubblewrap: the seccomp program's descriptor (see `seccomp`), kept open until the
     /// spawn returned.
     pub seccomp: Option<std::os::fd::OwnedFd>,
+    /// Under bubblewrap: the probe that checks the sandbox from inside before the CLI runs
+    /// (see `inside`).
+    pub probe: Option<InsideProbe>,
 }
 
 /// A started CLI, and the way out of its sandbox when its egress is confined.
@@ -106,8 +110,8 @@ pub(crate) fn launch(
                 .map_err(|e| scope.io_error(&scope.session.output_dir, &e))?,
         ),
     };
-    let (program, mut args) = match plan.backend {
-        SandboxBackend::Native => (spec.program.clone(), spec.args.clone()),
+    let (program, mut args, probe) = match plan.backend {
+        SandboxBackend::Native => (spec.program.clone(), spec.args.clone(), None),
         SandboxBackend::Bubblewrap => wrap_in_bubblewrap(
             scope,
             spec,
@@ -121,6 +125,7 @@ pub(crate) fn launch(
         .as_ref()
         .map(|(gate, _, _)| gate.child_fds())
         .unwrap_or_default();
+    inherit_fds.extend(probe.iter().flat_map(InsideProbe::child_fds));
     if let Some(fd) = &seccomp {
         use std::os::fd::AsRawFd;
         inherit_fds.push(fd.as_raw_fd());
@@ -159,11 +164,13 @@ pub(crate) fn launch(
         argv_bytes,
         egress: egress.map(|(gate, allow, _)| (gate, allow)),
         seccomp,
+        probe,
     })
 }
 
 /// bubblewrap's program and arguments around the CLI's: the CLI's state paths prepared, the
-/// run's private `TMPDIR` created and set, the CLI resolved on the child's `PATH`.
+/// run's private `TMPDIR` created and set, the CLI resolved on the child's `PATH`, the probe
+/// that checks the sandbox from inside put before it.
 fn wrap_in_bubblewrap(
     scope: &RunScope<'_>,
     spec: &CommandSpec,
@@ -171,7 +178,7 @@ fn wrap_in_bubblewrap(
     env: &ResolvedEnv,
     env_os: &mut Vec<(OsString, OsString)>,
     egress: Option<(&EgressGate, crate::egress::ProxyHonour)>,
-) -> Result<(PathBuf, Vec<OsString>), ProviderError> {
+) -> Result<(PathBuf, Vec<OsString>, Option<InsideProbe>), ProviderError> {
     let config = scope.config();
     let session = &scope.session;
     let var = |name: &str| {
@@ -227,9 +234,26 @@ fn wrap_in_bubblewrap(
             reason: "not found on the child's PATH".to_string(),
         }
     })?;
+    let mut writable: Vec<&Path> = Vec::new();
+    if session.permissions.edit_files {
+        writable.push(&session.cwd);
+    }
+    writable.push(&session.output_dir);
+    writable.extend(session.extra_roots.iter().map(PathBuf::as_path));
+    writable.extend(state.iter().map(PathBuf::as_path));
+    let probe = InsideProbe::prepare(&Targets {
+        writable,
+        read_only_cwd: (!session.permissions.edit_files).then_some(session.cwd.as_path()),
+        hidden_home: match config.sandbox.home {
+            crate::sandbox::HomePolicy::Isolated => home.as_deref(),
+            crate::sandbox::HomePolicy::Host => None,
+        },
+    })
+    .map_err(|e| scope.io_error(&session.output_dir, &e))?;
+    args.extend(probe.argv());
     args.push(resolved.into_os_string());
     args.extend(spec.args.iter().cloned());
-    Ok((config.sandbox.bwrap.clone(), args))
+    Ok((config.sandbox.bwrap.clone(), args, Some(probe)))
 }
 
 /// Where `program` is: as given when it names a path, else the first executable on `path`.
@@ -298,13 +322,114 @@ pub(crate) async fn spawn(
     scope.log.flush();
     // bubblewrap holds its own copy of the seccomp program's descriptor now.
     drop(launch.seccomp);
-    let egress = match launch.egress {
-        Some((gate, allow)) => {
-            Some(open_egress(scope, attempt, gate, allow, child.as_mut()).await?)
+    let mut probe = launch.probe;
+    if let Some(probe) = probe.as_mut() {
+        probe.spawned();
+    }
+    // The probe cannot report before bubblewrap releases it, after the way out is open; a
+    // report that comes first says that what was spawned is not holding the CLI as bubblewrap
+    // does, so it is judged at once instead of waiting for a status that never comes.
+    let (egress, early) = match (launch.egress, probe.as_mut()) {
+        (Some((gate, allow)), Some(waiting)) => {
+            tokio::select! {
+                opened = open_egress(scope, attempt, gate, allow, child.as_mut()) => (Some(opened?), None),
+                report = waiting.read_report() => (None, Some(report)),
+            }
         }
-        None => None,
+        (Some((gate, allow)), None) => (
+            Some(open_egress(scope, attempt, gate, allow, child.as_mut()).await?),
+            None,
+        ),
+        (None, _) => (None, None),
     };
+    if let Some(mut probe) = probe {
+        let proxy_netns = egress.as_ref().and_then(|e| e.proxy.sandbox_netns);
+        let report = match early {
+            Some(report) => report,
+            None => tokio::time::timeout(REPORT_TIMEOUT, probe.read_report())
+                .await
+                .unwrap_or_else(|_| Err(format!("no report within {REPORT_TIMEOUT:?}"))),
+        };
+        check_inside(scope, attempt, probe, report, proxy_netns, child.as_mut()).await?;
+    }
     Ok(Spawned { child, egress })
+}
+
+/// Judges the probe's report: the attestation keeps only what it confirmed, and records what it
+/// saw. When something asked for did not hold, the sandbox is killed before its CLI ran and the
+/// run refuses, unless the user consented to run degraded; otherwise the probe executes the CLI.
+async fn check_inside(
+    scope: &mut RunScope<'_>,
+    attempt: u32,
+    probe: InsideProbe,
+    report: Result<String, String>,
+    proxy_netns: Option<u64>,
+    child: &mut dyn SpawnedChild,
+) -> Result<(), ProviderError> {
+    let requested = scope
+        .attestation
+        .as_ref()
+        .map(|a| a.requested.clone())
+        .unwrap_or_default();
+    let (check, unconfirmed) = probe.judge(report, &requested, proxy_netns);
+    let consent = scope.config().sandbox.allow_degraded_native;
+    if let Some(attestation) = scope.attestation.as_mut() {
+        attestation
+            .enforced
+            .retain(|g| !unconfirmed.iter().any(|u| u.guarantee == *g));
+        for u in &unconfirmed {
+            if !attestation
+                .not_enforced
+                .iter()
+                .any(|n| n.guarantee == u.guarantee)
+            {
+                attestation.not_enforced.push(u.clone());
+            }
+        }
+        if attestation.checked_inside.is_none() || !unconfirmed.is_empty() {
+            attestation.checked_inside = Some(check.clone());
+        }
+        if !unconfirmed.is_empty() && consent {
+            attestation.consent = Some("allow_degraded_native".to_string());
+        }
+    }
+    scope.log.record(
+        attempt,
+        &Record::SandboxChecked {
+            seen: &check,
+            not_confirmed: &unconfirmed,
+        },
+    );
+    scope.log.flush();
+    if !unconfirmed.is_empty() && !consent {
+        let _ = crate::process_group::signal_group(child.pid(), nix::sys::signal::Signal::SIGKILL);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), child.wait()).await;
+        let err = ProviderError::Unsandboxed {
+            provider: scope.provider,
+            backend: SandboxBackend::Bubblewrap,
+            reason:
+                "checked from inside before the CLI ran, the sandbox did not hold; it was stopped"
+                    .to_string(),
+            unenforced: unconfirmed,
+            hint: format!(
+                "make sure sandbox.bwrap ({}) is bubblewrap itself and can make user namespaces here, or pass --allow-degraded-native (setting sandbox.allow_degraded_native = true) to run without these guarantees",
+                scope.config().sandbox.bwrap.display()
+            ),
+        };
+        scope.log.record(
+            attempt,
+            &Record::Classified {
+                class: "unsandboxed",
+                detail: err.to_string(),
+            },
+        );
+        scope.log.flush();
+        return Err(err);
+    }
+    if let Err(e) = probe.release() {
+        tracing::warn!(error = %e, "the sandbox probe could not be released");
+    }
+    Ok(())
 }
 
 /// Opens a confined sandbox's way out and records it; when it cannot be opened, the sandbox is

@@ -34,6 +34,7 @@ mod framing;
 mod git_check;
 mod headless;
 mod host;
+mod inside;
 mod interactive;
 mod launch;
 mod log;

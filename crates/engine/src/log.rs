@@ -56,6 +56,14 @@ pub enum Record<'a> {
     },
     /// What the sandbox enforces for this run.
     Attestation(&'a corral_ports::Attestation),
+    /// What the probe inside the sandbox saw before the CLI ran (see `inside`), and each
+    /// guarantee it did not confirm (no longer counted as enforced).
+    SandboxChecked {
+        /// Capability sets, flags, namespaces, the writes tried and where they went.
+        seen: &'a corral_ports::InsideCheck,
+        /// The guarantees asked for that the check did not confirm, each with what was seen.
+        not_confirmed: &'a [corral_ports::Unenforced],
+    },
     /// The git-cleanliness check after the run: changes outside the paths the run could write.
     StrayWrites {
         /// The repository checked.

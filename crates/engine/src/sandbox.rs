@@ -342,6 +342,7 @@ pub fn plan(
             consent,
             stray_writes: Vec::new(),
             read_only_links: Vec::new(),
+            checked_inside: None,
         },
         read_only_links: Vec::new(),
     })

@@ -1,5 +1,6 @@
 //! What a run's sandbox promised and kept: the attestation recorded with every run.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -122,4 +123,58 @@ pub struct Attestation {
     /// that is (outside the sandbox too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_links: Vec<String>,
+    /// What the check inside the sandbox saw when the CLI was about to start (the first
+    /// attempt's, or the first that did not hold); `None` when no check ran (the native
+    /// backend). A guarantee this check did not confirm is never in `enforced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_inside: Option<InsideCheck>,
+}
+
+/// Whether a namespace seen inside the sandbox is the supervisor's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamespaceSeen {
+    /// A namespace of the sandbox's own (its inode differs from the supervisor's).
+    Own,
+    /// The supervisor's own namespace: no isolation there.
+    Supervisors,
+}
+
+/// A write the check inside the sandbox tried where the CLI must not write, and where it went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteProbe {
+    /// The file it tried to create.
+    pub path: String,
+    /// Whether the file then existed on the host: the write was not confined.
+    pub landed: bool,
+}
+
+/// What a probe run by the engine inside the sandbox, before the CLI, saw of it: its own
+/// capability sets and flags, its namespaces against the supervisor's, and where a write
+/// outside the writable paths went. Checked on the host afterwards where it can be (the write).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InsideCheck {
+    /// `CapInh`, `CapPrm`, `CapEff`, `CapBnd`, `CapAmb`, `NoNewPrivs` and `Seccomp` as
+    /// `/proc/self/status` gave them inside.
+    #[serde(default)]
+    pub status: BTreeMap<String, String>,
+    /// `user`, `mnt`, `pid`, `ipc`, `net`: the sandbox's own, or the supervisor's; a
+    /// namespace the probe could not read is absent.
+    #[serde(default)]
+    pub namespaces: BTreeMap<String, NamespaceSeen>,
+    /// A file created outside every writable path (in a fresh directory of the host's
+    /// `/tmp`), when such a place exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_outside: Option<WriteProbe>,
+    /// A file created in the working directory, when it must be read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_work_tree: Option<WriteProbe>,
+    /// With the home hidden: an entry of the host's home directory, and whether it was visible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_entry_visible: Option<(String, bool)>,
+    /// Microseconds from the spawn to the probe's report.
+    pub elapsed_us: u64,
+    /// Why the probe reported nothing, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

@@ -23,7 +23,9 @@ pub mod run_dir;
 mod session;
 mod usage;
 
-pub use attestation::{Attestation, Guarantee, SandboxBackend, Unenforced};
+pub use attestation::{
+    Attestation, Guarantee, InsideCheck, NamespaceSeen, SandboxBackend, Unenforced, WriteProbe,
+};
 pub use capabilities::{Capabilities, CostReporting, Gate, PromptChannel, SessionIdTiming};
 pub use command::{
     CommandEnd, CommandError, CommandOutput, CommandRunner, CommandSpec, CommandStream,

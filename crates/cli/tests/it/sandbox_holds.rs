@@ -323,3 +323,118 @@ fn a_seccomp_filter_refuses_ptrace_io_uring_and_clone3() {
     }
     assert_eq!(value(&seen, "nested-user-namespace"), "done", "{seen:?}");
 }
+
+/// Issue 16 item 6: the sandbox is checked from inside before the CLI runs, and `run.json`
+/// records what was seen. Issue 10 item 3's impostor (a `sandbox.bwrap` that drops every option
+/// and executes the command) left the attestation saying bubblewrap, writes-confined: now the
+/// check sees the supervisor's namespaces, root's capabilities and a write that landed on the
+/// host, so the run refuses before the agent ran; with consent it runs and attests nothing.
+#[test]
+fn the_sandbox_is_checked_from_inside_and_an_impostor_bubblewrap_attests_nothing() {
+    let env = Env::new();
+    let dir = run_agent(&env, "true");
+    let attestation = &record(&dir)["attestation"];
+    let seen = &attestation["checked_inside"];
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(seen["status"][set], "0000000000000000", "{set}: {seen}");
+    }
+    assert_eq!(seen["status"]["NoNewPrivs"], "1", "{seen}");
+    assert_eq!(seen["status"]["Seccomp"], "2", "{seen}");
+    for ns in ["user", "mnt", "pid", "ipc", "net"] {
+        assert_eq!(seen["namespaces"][ns], "own", "{ns}: {seen}");
+    }
+    assert_eq!(seen["write_outside"]["landed"], false, "{seen}");
+    let outside = seen["write_outside"]["path"].as_str().unwrap();
+    assert!(
+        !Path::new(outside).parent().unwrap().exists(),
+        "the probe's directory outside is left behind: {outside}"
+    );
+    for g in ["writes-confined", "tree-contained", "egress-confined"] {
+        assert!(
+            attestation["enforced"]
+                .as_array()
+                .unwrap()
+                .contains(&g.into()),
+            "{g}: {attestation}"
+        );
+    }
+    assert_eq!(kinds(&log(&dir), "sandbox_checked").len(), 1);
+
+    // The impostor.
+    let impostor = env.write(
+        "impostor/bwrap",
+        "#!/bin/sh\nwhile [ \"$#\" -gt 0 ] && [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n",
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&impostor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ran = env.dir.path().join("the-agent-ran");
+    let agent = FakeClaude::new(
+        &env,
+        &format!(
+            "touch '{}'\nprintf '%s' '{GOOD_SIGNALS}' > \"$SIGNALS\"",
+            ran.display()
+        ),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let run = |consent: bool| {
+        let mut cmd = env.corral();
+        cmd.env(name, &path)
+            .env("CORRAL_SANDBOX__BWRAP", &impostor)
+            .args(["run", "--json"]);
+        if consent {
+            cmd.arg("--allow-degraded-native");
+        }
+        cmd.arg("do the task").output().unwrap()
+    };
+    let refused = run(false);
+    let text = transcript(&env, &refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("writes-confined") && text.contains("checked from inside"),
+        "{text}"
+    );
+    assert!(!ran.exists(), "the agent ran under the impostor: {text}");
+    let dir = run_dir(&summary(&refused.stdout));
+    let records = log(&dir);
+    let checked = kinds(&records, "sandbox_checked");
+    assert_eq!(checked.len(), 1, "{text}");
+    assert_eq!(checked[0]["seen"]["namespaces"]["user"], "supervisors");
+    assert_eq!(checked[0]["seen"]["write_outside"]["landed"], true);
+    let recorded = &record(&dir)["attestation"];
+    assert!(
+        recorded.is_null()
+            || !recorded["enforced"]
+                .as_array()
+                .unwrap()
+                .contains(&"writes-confined".into()),
+        "{recorded}"
+    );
+
+    // With consent: it runs, and nothing it asked for is attested.
+    let degraded = run(true);
+    let text = transcript(&env, &degraded);
+    assert_eq!(degraded.status.code(), Some(0), "{text}");
+    assert!(ran.exists(), "{text}");
+    let attestation = &record(&run_dir(&summary(&degraded.stdout)))["attestation"];
+    assert_eq!(
+        attestation["enforced"],
+        serde_json::json!([]),
+        "{attestation}"
+    );
+    let unenforced: Vec<&str> = attestation["not_enforced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["guarantee"].as_str().unwrap())
+        .collect();
+    for g in ["writes-confined", "tree-contained", "egress-confined"] {
+        assert!(unenforced.contains(&g), "{g}: {attestation}");
+    }
+    assert_eq!(attestation["consent"], "allow_degraded_native");
+    assert_eq!(
+        attestation["checked_inside"]["namespaces"]["mnt"],
+        "supervisors"
+    );
+}
