@@ -328,12 +328,20 @@ pub(crate) async fn spawn(
     }
     // The probe cannot report before bubblewrap releases it, after the way out is open; a
     // report that comes first says that what was spawned is not holding the CLI as bubblewrap
-    // does, so it is judged at once instead of waiting for a status that never comes.
+    // does, so it is judged at once instead of waiting for a status that never comes. A sandbox
+    // that ended before either (its report pipe closed) is left to the way out's own error,
+    // which says why.
     let (egress, early) = match (launch.egress, probe.as_mut()) {
         (Some((gate, allow)), Some(waiting)) => {
+            let opening = open_egress(scope, attempt, gate, allow, child.as_mut());
+            tokio::pin!(opening);
             tokio::select! {
-                opened = open_egress(scope, attempt, gate, allow, child.as_mut()) => (Some(opened?), None),
-                report = waiting.read_report() => (None, Some(report)),
+                biased;
+                opened = &mut opening => (Some(opened?), None),
+                report = waiting.read_report() => match report {
+                    Ok(text) => (None, Some(Ok(text))),
+                    Err(_) => (Some(opening.await?), None),
+                },
             }
         }
         (Some((gate, allow)), None) => (
