@@ -441,18 +441,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             return Ok(false);
         };
         let reason = format!("it depends on {dep}, which is {}", status.as_str());
-        if let Some(t) = state.tasks.get_mut(i) {
-            t.status = TaskStatus::Skipped;
-            t.reason = Some(reason.clone());
-            t.progress = None;
-        }
-        self.save(state)?;
-        self.emit(SprintEvent::TaskFinished {
-            task: task.id.clone(),
-            status: TaskStatus::Skipped,
-            commit: None,
-            reason: Some(reason),
-        });
+        self.end_without_commit(state, i, task, TaskStatus::Skipped, reason)?;
         Ok(true)
     }
 
@@ -1235,6 +1224,30 @@ impl<'r, 'a> Flow<'r, 'a> {
         self.finish_blocked(state, i, task, reason)
     }
 
+    /// Ends task `i` as `status` (blocked or skipped) for `reason`: recorded, saved, told.
+    fn end_without_commit(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        status: TaskStatus,
+        reason: String,
+    ) -> Result<(), SprintError> {
+        if let Some(t) = state.tasks.get_mut(i) {
+            t.status = status;
+            t.reason = Some(reason.clone());
+            t.progress = None;
+        }
+        self.save(state)?;
+        self.emit(SprintEvent::TaskFinished {
+            task: task.id.clone(),
+            status,
+            commit: None,
+            reason: Some(reason),
+        });
+        Ok(())
+    }
+
     fn finish_blocked(
         &self,
         state: &mut SprintState,
@@ -1242,18 +1255,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         task: &Task,
         reason: String,
     ) -> Result<Next, SprintError> {
-        if let Some(t) = state.tasks.get_mut(i) {
-            t.status = TaskStatus::Blocked;
-            t.reason = Some(reason.clone());
-            t.progress = None;
-        }
-        self.save(state)?;
-        self.emit(SprintEvent::TaskFinished {
-            task: task.id.clone(),
-            status: TaskStatus::Blocked,
-            commit: None,
-            reason: Some(reason),
-        });
+        self.end_without_commit(state, i, task, TaskStatus::Blocked, reason)?;
         Ok(Next::Finished)
     }
 
