@@ -7,11 +7,8 @@ use corral_test_support::fake_api::{Scenario, Step};
 
 use crate::providers::{CLAUDE, VALID_SIGNALS, World};
 
-#[test]
-fn a_terminal_shows_the_status_line_tool_calls_tokens_and_the_summary() {
-    let world = World::new(&CLAUDE, |_| {
-        Scenario::script([Step::write_signals(VALID_SIGNALS), Step::text("All done.")])
-    });
+/// `corral run` of the task on a pseudo-terminal of `columns` × `rows`, as a person runs it.
+fn corral_on_pty(world: &World, columns: u16, rows: u16) -> corral_test_support::Screen {
     let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -20,7 +17,15 @@ fn a_terminal_shows_the_status_line_tool_calls_tokens_and_the_summary() {
         .envs(world.vars().iter().map(|(k, v)| (k, v)))
         .current_dir(world.env.project())
         .args(["run", "--provider", "claude", "do the task"]);
-    let screen = corral_test_support::run_on_pty(cmd, Duration::from_secs(120)).unwrap();
+    corral_test_support::run_on_pty_sized(cmd, columns, rows, Duration::from_secs(120)).unwrap()
+}
+
+#[test]
+fn a_terminal_shows_the_status_line_tool_calls_tokens_and_the_summary() {
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::script([Step::write_signals(VALID_SIGNALS), Step::text("All done.")])
+    });
+    let screen = corral_on_pty(&world, 120, 50);
     let out = &screen.output;
     assert!(screen.status.success(), "{out}");
     assert!(out.contains("▶ claude"), "no status line: {out:?}");
@@ -64,17 +69,7 @@ fn narrow_terminal_run(columns: u16) -> (String, String) {
             Step::text("All done."),
         ])
     });
-    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", world.env.home())
-        .env("TERM", "xterm")
-        .envs(world.vars().iter().map(|(k, v)| (k, v)))
-        .current_dir(world.env.project())
-        .args(["run", "--provider", "claude", "do the task"]);
-    let screen =
-        corral_test_support::run_on_pty_sized(cmd, columns, ROWS, Duration::from_secs(120))
-            .unwrap();
+    let screen = corral_on_pty(&world, columns, ROWS);
     assert!(screen.status.success(), "{}", screen.output);
     // What a person sees once the run is over: the terminal's rows, as a VT100 draws them.
     let mut terminal = vt100::Parser::new(ROWS, columns, 0);
