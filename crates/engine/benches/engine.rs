@@ -368,6 +368,23 @@ async fn timed_run(side: Side, engine: &Engine, fake: &Path, scratch: &Scratch, 
     start.elapsed().as_secs_f64()
 }
 
+/// CPU seconds (user + system) spent so far by this process and the children it reaped: on a
+/// shared machine the work a run costs, which its wall time only shows when a core is free.
+fn cpu_secs() -> f64 {
+    let secs = |who| {
+        // SAFETY: `getrusage` only writes the struct it is given.
+        #[allow(unsafe_code)]
+        let usage = unsafe {
+            let mut usage = std::mem::zeroed::<libc::rusage>();
+            libc::getrusage(who, &mut usage);
+            usage
+        };
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        tv(usage.ru_utime) + tv(usage.ru_stime)
+    };
+    secs(libc::RUSAGE_SELF) + secs(libc::RUSAGE_CHILDREN)
+}
+
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
@@ -851,6 +868,7 @@ impl Bench {
             with(OutputCapture::Files, RawStreamRetention::Compress),
         ];
         let mut walls: [Vec<f64>; 3] = Default::default();
+        let mut cpus: [Vec<f64>; 3] = Default::default();
         for i in 0..self.opts.reps {
             // Each side first, middle and last in turn, and the order reversed every other
             // repetition, so that drift on a shared machine hits all three alike.
@@ -861,6 +879,7 @@ impl Bench {
             }
             for side in order {
                 let scratch = Scratch::new();
+                let cpu = cpu_secs();
                 let wall = self.rt.block_on(timed_run(
                     Side::Engine,
                     &sides[side],
@@ -868,15 +887,20 @@ impl Bench {
                     &scratch,
                     &job,
                 ));
+                cpus[side].push(cpu_secs() - cpu);
                 walls[side].push(wall);
             }
             eprintln!(
-                "  capture rep {}/{}: pipes {:.0} ms, files {:.0} ms, files + gzip {:.0} ms",
+                "  capture rep {}/{}: pipes {:.0} ms ({:.0} ms CPU), files {:.0} ms ({:.0} ms CPU), \
+                 files + gzip {:.0} ms ({:.0} ms CPU)",
                 i + 1,
                 self.opts.reps,
                 walls[0][i] * 1e3,
+                cpus[0][i] * 1e3,
                 walls[1][i] * 1e3,
-                walls[2][i] * 1e3
+                cpus[1][i] * 1e3,
+                walls[2][i] * 1e3,
+                cpus[2][i] * 1e3
             );
         }
         let [pipes, files, gzip] = walls.each_ref().map(|w| median(w));
@@ -903,11 +927,39 @@ impl Bench {
             )
             .judged("(reported: the retention's cost)", ""),
         );
+        let [cpu_pipes, cpu_files, cpu_gzip] = cpus.each_ref().map(|c| median(c));
+        self.report.row(
+            Row::new(
+                "   … CPU of the run and its CLI (files, pipes)",
+                "CPU ms per run (median)",
+            )
+            .values(
+                format!("{:.0}", cpu_files * 1e3),
+                format!("{:.0}", cpu_pipes * 1e3),
+                format!("{:.2}×", cpu_files / cpu_pipes),
+            )
+            .judged("(reported: the work, whatever the load)", ""),
+        );
+        self.report.row(
+            Row::new("   … CPU, files + gzip", "CPU ms per run (median)")
+                .values(
+                    format!("{:.0}", cpu_gzip * 1e3),
+                    format!("{:.0}", cpu_pipes * 1e3),
+                    format!("{:.2}×", cpu_gzip / cpu_pipes),
+                )
+                .judged("(reported)", ""),
+        );
         self.report.detail(format!(
             "capture walls (s): pipes {}; files {}; files + gzip {}",
             fmt_list(&walls[0], 3),
             fmt_list(&walls[1], 3),
             fmt_list(&walls[2], 3)
+        ));
+        self.report.detail(format!(
+            "capture CPU (s): pipes {}; files {}; files + gzip {}",
+            fmt_list(&cpus[0], 3),
+            fmt_list(&cpus[1], 3),
+            fmt_list(&cpus[2], 3)
         ));
     }
 
