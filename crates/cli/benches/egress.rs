@@ -1,9 +1,10 @@
 //! `cargo bench -p corral-cli --bench egress`: what the default sandbox's allow-list proxy costs
 //! the path users take, the `corral` binary running the real Claude Code against the fake model
-//! API on 127.0.0.1, against the same runs with `--network host`, side by side in one run.
+//! API on 127.0.0.1, against the same runs with `--network host` and with no sandbox at all
+//! (`--sandbox native`), side by side in one run.
 //!
-//! Both sides are `corral run --provider claude --no-contract --json` under bubblewrap, started
-//! alternately (ABBA) so that load from other processes hits both; every figure is read from the
+//! Every side is `corral run --provider claude --no-contract --json`, the first two under
+//! bubblewrap, started in rotating order so that load from other processes hits all three; every figure is read from the
 //! run's own `events.jsonl` (monotonic, microsecond stamps) or from the fake API's arrival times:
 //!
 //! - **start**: from the `spawn` record to Claude's first stdout line (its `system/init`, printed
@@ -12,9 +13,9 @@
 //! - **streamed reply**: a reply of many SSE events (one per word), from the model request's
 //!   arrival at the fake API to Claude's terminal `result` line, per run.
 //!
-//! Each target is judged on the median of the paired differences (allow-list − host of the two
-//! runs of one ABBA pair). `docs/benchmarks.md` has the targets and the last figures. Run without
-//! `--bench` (as `cargo test --all-targets` does), it makes one short pair and checks both ran.
+//! Each target is judged on the median of the paired differences (allow-list − host of the runs
+//! of one round); the whole sandbox's cost (allow-list − native) is reported the same way. `docs/benchmarks.md` has the targets and the last figures. Run without
+//! `--bench` (as `cargo test --all-targets` does), it makes one short round and checks every side ran.
 
 // Bench code: a failed run should stop the bench loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -31,15 +32,36 @@ const STREAM_WORDS: usize = 20_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
+    /// The default sandbox: bubblewrap, egress through the allow-list proxy.
     Allowlist,
+    /// Bubblewrap on the host network.
     Host,
+    /// No sandbox: `--sandbox native` on the host network.
+    Native,
 }
 
 impl Side {
-    fn network(self) -> &'static str {
+    const ALL: [Side; 3] = [Side::Allowlist, Side::Host, Side::Native];
+
+    fn args(self) -> &'static [&'static str] {
         match self {
-            Side::Allowlist => "allowlist",
-            Side::Host => "host",
+            Side::Allowlist => &["--network", "allowlist"],
+            Side::Host => &["--network", "host"],
+            Side::Native => &[
+                "--sandbox",
+                "native",
+                "--allow-degraded-native",
+                "--network",
+                "host",
+            ],
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Side::Allowlist => 0,
+            Side::Host => 1,
+            Side::Native => 2,
         }
     }
 }
@@ -96,7 +118,8 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
         .env("CORRAL_PROVIDERS__CLAUDE__COMMAND", claude)
         .current_dir(&project)
         .args(["run", "--provider", "claude", "--no-contract", "--json"])
-        .args(["--network", side.network(), "say ok"])
+        .args(side.args())
+        .arg("say ok")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -181,31 +204,29 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     s[((s.len() - 1) as f64 * q).round() as usize]
 }
 
-/// `pairs` ABBA pairs of runs answering with `reply()`.
-fn pairs(
+/// `rounds` rounds of one run per side answering with `reply()`: each side first, middle and last
+/// in turn, the order reversed every other round, so that drift on a shared machine hits all
+/// three alike. Indexed by [`Side::index`].
+fn rounds(
     corral: &Path,
     claude: &Path,
-    pairs: usize,
+    rounds: usize,
     reply: impl Fn() -> Step,
-) -> Vec<(Sample, Sample)> {
-    (0..pairs)
+) -> Vec<[Sample; 3]> {
+    (0..rounds)
         .map(|i| {
-            let order = if i % 2 == 0 {
-                [Side::Allowlist, Side::Host]
-            } else {
-                [Side::Host, Side::Allowlist]
-            };
-            let mut allow = Sample::default();
-            let mut host = Sample::default();
+            let mut order = Side::ALL;
+            order.rotate_left(i % 3);
+            if i % 2 == 1 {
+                order.reverse();
+            }
+            let mut round = [Sample::default(); 3];
             for side in order {
                 let sample = run_once(corral, claude, side, reply());
                 eprintln!("  {side:?}: {sample:?}");
-                match side {
-                    Side::Allowlist => allow = sample,
-                    Side::Host => host = sample,
-                }
+                round[side.index()] = sample;
             }
-            (allow, host)
+            round
         })
         .collect()
 }
@@ -227,28 +248,37 @@ fn main() -> ExitCode {
     let corral = PathBuf::from(env!("CARGO_BIN_EXE_corral"));
     let claude = corral_test_support::require_cli("claude");
     if !benching {
-        let p = pairs(&corral, &claude, 1, || Step::text("ok"));
+        let p = rounds(&corral, &claude, 1, || Step::text("ok"));
         eprintln!("egress bench smoke: {p:?}");
         return ExitCode::SUCCESS;
     }
-    let (short_pairs, stream_pairs) = if quick { (4, 2) } else { (12, 6) };
-    eprintln!("start: {short_pairs} ABBA pairs of a one-word reply");
-    let short = pairs(&corral, &claude, short_pairs, || Step::text("ok"));
+    let (short_rounds, stream_rounds) = if quick { (4, 2) } else { (12, 6) };
+    eprintln!("start: {short_rounds} rotating rounds of a one-word reply");
+    let short = rounds(&corral, &claude, short_rounds, || Step::text("ok"));
     let words: String = (0..STREAM_WORDS).map(|i| format!("w{i} ")).collect();
-    eprintln!("streamed reply: {stream_pairs} ABBA pairs of {STREAM_WORDS} SSE events");
-    let stream = pairs(&corral, &claude, stream_pairs, || Step::SlowChunks {
+    eprintln!("streamed reply: {stream_rounds} rotating rounds of {STREAM_WORDS} SSE events");
+    let stream = rounds(&corral, &claude, stream_rounds, || Step::SlowChunks {
         text: words.clone(),
         delay_ms: 0,
     });
 
     let mut rows = Vec::new();
-    let diff = |p: &[(Sample, Sample)], f: fn(&Sample) -> f64| -> Vec<f64> {
-        p.iter().map(|(a, h)| f(a) - f(h)).collect()
+    // The allow-list side against bubblewrap on the host network (the proxy's cost).
+    let diff = |p: &[[Sample; 3]], f: fn(&Sample) -> f64| -> Vec<f64> {
+        p.iter().map(|r| f(&r[0]) - f(&r[1])).collect()
     };
-    let side = |p: &[(Sample, Sample)], f: fn(&Sample) -> f64, allow: bool| -> Vec<f64> {
+    let side = |p: &[[Sample; 3]], f: fn(&Sample) -> f64, allow: bool| -> Vec<f64> {
         p.iter()
-            .map(|(a, h)| if allow { f(a) } else { f(h) })
+            .map(|r| if allow { f(&r[0]) } else { f(&r[1]) })
             .collect()
+    };
+    // The default sandbox against no sandbox at all (the whole sandbox's cost).
+    let over_native = |p: &[[Sample; 3]], f: fn(&Sample) -> f64| -> (f64, Vec<f64>) {
+        let native: Vec<f64> = p.iter().map(|r| f(&r[2])).collect();
+        (
+            median(&native),
+            p.iter().map(|r| f(&r[0]) - f(&r[2])).collect(),
+        )
     };
     let start_d = diff(&short, |s| s.start_ms);
     let start_delta = median(&start_d);
@@ -258,14 +288,28 @@ fn main() -> ExitCode {
         host: Some(median(&side(&short, |s| s.start_ms, false))),
         delta: Some(start_delta),
         spread: format!(
-            "pairs' Δ {:+.1} … {:+.1}",
+            "rounds' Δ {:+.1} … {:+.1}",
             quantile(&start_d, 0.25),
             quantile(&start_d, 0.75)
         ),
         target: "Δ ≤ 10 ms",
         result: if start_delta <= 10.0 { "PASS" } else { "MISS" },
     });
-    let setups: Vec<f64> = short.iter().filter_map(|(a, _)| a.setup_ms).collect();
+    let (start_native, start_nd) = over_native(&short, |s| s.start_ms);
+    rows.push(Row {
+        metric: "spawn → Claude's first line: allowlist − native, ms".into(),
+        allow: median(&side(&short, |s| s.start_ms, true)),
+        host: Some(start_native),
+        delta: Some(median(&start_nd)),
+        spread: format!(
+            "rounds' Δ {:+.1} … {:+.1}",
+            quantile(&start_nd, 0.25),
+            quantile(&start_nd, 0.75)
+        ),
+        target: "(reported: the whole sandbox; native in the host column)",
+        result: "",
+    });
+    let setups: Vec<f64> = short.iter().filter_map(|r| r[0].setup_ms).collect();
     rows.push(Row {
         metric: "spawn → CLI released (egress setup), ms".into(),
         allow: median(&setups),
@@ -279,7 +323,7 @@ fn main() -> ExitCode {
         target: "(reported)",
         result: "",
     });
-    let opens: Vec<f64> = short.iter().filter_map(|(a, _)| a.open_ms).collect();
+    let opens: Vec<f64> = short.iter().filter_map(|r| r[0].open_ms).collect();
     rows.push(Row {
         metric: "  of which bubblewrap's report → CLI released (the proxy opened), ms".into(),
         allow: median(&opens),
@@ -300,11 +344,25 @@ fn main() -> ExitCode {
         host: Some(median(&side(&short, |s| s.run_ms, false))),
         delta: Some(median(&run_d)),
         spread: format!(
-            "pairs' Δ {:+.1} … {:+.1}",
+            "rounds' Δ {:+.1} … {:+.1}",
             quantile(&run_d, 0.25),
             quantile(&run_d, 0.75)
         ),
         target: "(reported)",
+        result: "",
+    });
+    let (run_native, run_nd) = over_native(&short, |s| s.run_ms);
+    rows.push(Row {
+        metric: "whole `corral run`, one-word reply: allowlist − native, ms".into(),
+        allow: median(&side(&short, |s| s.run_ms, true)),
+        host: Some(run_native),
+        delta: Some(median(&run_nd)),
+        spread: format!(
+            "rounds' Δ {:+.1} … {:+.1}",
+            quantile(&run_nd, 0.25),
+            quantile(&run_nd, 0.75)
+        ),
+        target: "(reported: native in the host column)",
         result: "",
     });
     let reply_d = diff(&stream, |s| s.reply_ms);
@@ -317,16 +375,30 @@ fn main() -> ExitCode {
         host: Some(reply_host),
         delta: Some(reply_delta),
         spread: format!(
-            "pairs' Δ {:+.1} … {:+.1}",
+            "rounds' Δ {:+.1} … {:+.1}",
             quantile(&reply_d, 0.25),
             quantile(&reply_d, 0.75)
         ),
         target: "|Δ| ≤ max(2 ms, 2 % of host)",
         result: if not_measurable { "PASS" } else { "MISS" },
     });
+    let (reply_native, reply_nd) = over_native(&stream, |s| s.reply_ms);
+    rows.push(Row {
+        metric: format!("request → result, {STREAM_WORDS}-event reply: allowlist − native, ms"),
+        allow: median(&side(&stream, |s| s.reply_ms, true)),
+        host: Some(reply_native),
+        delta: Some(median(&reply_nd)),
+        spread: format!(
+            "rounds' Δ {:+.1} … {:+.1}",
+            quantile(&reply_nd, 0.25),
+            quantile(&reply_nd, 0.75)
+        ),
+        target: "(reported: native in the host column)",
+        result: "",
+    });
 
     let mut report = String::from(
-        "| Metric | allowlist | host | Δ (median of pairs) | spread | Target | Result |\n|---|---|---|---|---|---|---|\n",
+        "| Metric | allowlist | host (or native) | Δ (median of rounds) | spread | Target | Result |\n|---|---|---|---|---|---|---|\n",
     );
     for r in &rows {
         report.push_str(&format!(
