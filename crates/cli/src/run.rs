@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use corral_compose::{
-    Contract, ContractRun, Journal, RunRecord, SignalsError, SignalsVerdict, Supervisor,
-    engine_config, headless_provider, now, render_contract_section, run_with_contract,
+    Contract, ContractPolicy, ContractRun, Journal, RunRecord, SignalsError, SignalsVerdict,
+    Supervisor, engine_config, headless_provider, now, render_contract_section, run_with_contract,
 };
 use corral_ports::run_dir::{PROMPT_FILE, SIGNALS_FILE};
 use corral_ports::{
@@ -466,8 +466,10 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         run_with_contract(
             &*provider,
             first,
-            contract,
-            corrective,
+            ContractPolicy {
+                contract,
+                corrective_retries: corrective,
+            },
             observer,
             &on_corrective,
         )
@@ -489,7 +491,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         &record,
         &run_dir,
         ending.exit,
-        ending.run.error.as_ref(),
+        ending.run.result.as_ref().err(),
         &ending.run.verdict,
         written.err(),
     );
@@ -574,16 +576,16 @@ struct Ending {
 
 impl Ending {
     fn new(run: ContractRun) -> Self {
-        let exit = match (&run.error, &run.verdict) {
-            (Some(err), _) => Exit::for_error(err),
-            (None, SignalsVerdict::Invalid(_)) => Exit::SignalsInvalid,
+        let exit = match (&run.result, &run.verdict) {
+            (Err(err), _) => Exit::for_error(err),
+            (Ok(_), SignalsVerdict::Invalid(_)) => Exit::SignalsInvalid,
             (
-                None,
+                Ok(_),
                 SignalsVerdict::Valid {
                     blocked: Some(_), ..
                 },
             ) => Exit::Blocked,
-            (None, SignalsVerdict::Valid { blocked: None, .. } | SignalsVerdict::NotChecked) => {
+            (Ok(_), SignalsVerdict::Valid { blocked: None, .. } | SignalsVerdict::NotChecked) => {
                 Exit::Success
             }
         };
@@ -599,36 +601,18 @@ fn finish_record(
     cwd: &Path,
     started: Instant,
 ) -> std::io::Result<()> {
-    let session_id = ending
-        .run
-        .output
-        .as_ref()
-        .and_then(|o| o.session_id.clone())
-        .or_else(|| {
-            ending
-                .run
-                .error
-                .as_ref()
-                .and_then(|e| e.session_id().cloned())
-        });
-    let outcome = match (&ending.run.output, &ending.run.error) {
-        (Some(out), _) => out.outcome.to_string(),
-        (None, Some(err)) => err.outcome().to_string(),
-        (None, None) => "unknown".into(),
+    let (session_id, outcome, attestation) = match &ending.run.result {
+        Ok(out) => (
+            out.session_id.clone(),
+            out.outcome.to_string(),
+            out.attestation.clone(),
+        ),
+        Err(err) => (
+            err.session_id().cloned(),
+            err.outcome().to_string(),
+            err.evidence().and_then(|e| e.attestation.clone()),
+        ),
     };
-    let attestation = ending
-        .run
-        .output
-        .as_ref()
-        .and_then(|o| o.attestation.clone())
-        .or_else(|| {
-            ending
-                .run
-                .error
-                .as_ref()
-                .and_then(|e| e.evidence())
-                .and_then(|e| e.attestation.clone())
-        });
     journal.update(|record| {
         record.finished_at = Some(now());
         record.outcome = outcome;
@@ -642,11 +626,12 @@ fn finish_record(
         record.provider_runs = ending.run.provider_runs;
         record.usage = ending.run.usage;
         record.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-        record.error = ending.run.error.as_ref().map(|e| e.to_string());
+        record.error = ending.run.result.as_ref().err().map(|e| e.to_string());
         record.result = ending
             .run
-            .output
+            .result
             .as_ref()
+            .ok()
             .and_then(|o| o.final_text.clone());
         record.attestation = attestation;
         match &ending.run.verdict {

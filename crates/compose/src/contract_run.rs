@@ -31,13 +31,20 @@ pub enum SignalsVerdict {
     Invalid(SignalsError),
 }
 
+/// How the signals of one task are held to a contract.
+#[derive(Debug, Clone, Copy)]
+pub struct ContractPolicy<'a> {
+    /// The contract `signals.json` is checked against; `None`: not checked.
+    pub contract: Option<&'a Contract>,
+    /// How many times a session may be resumed with the corrective message.
+    pub corrective_retries: u32,
+}
+
 /// What every provider run of one task came to.
 #[derive(Debug)]
 pub struct ContractRun {
-    /// The last provider run's output, when it succeeded.
-    pub output: Option<ProviderOutput>,
-    /// The last provider run's error, when it failed (then `output` is `None`).
-    pub error: Option<ProviderError>,
+    /// The last provider run: its output, or the error it ended in.
+    pub result: Result<ProviderOutput, ProviderError>,
     /// The signals check of the last successful provider run.
     pub verdict: SignalsVerdict,
     /// Attempts over every provider run.
@@ -48,9 +55,9 @@ pub struct ContractRun {
     pub usage: Usage,
 }
 
-/// Runs `first` through `provider`, then checks `signals.json` against `contract` (`None`: not
-/// checked) and, while `corrective_retries` are left and a session was captured, resumes that
-/// session with the corrective message. `on_corrective` hears each error a corrective retry is
+/// Runs `first` through `provider`, then checks `signals.json` against the policy's contract
+/// (`None`: not checked) and, while corrective retries are left and a session was captured,
+/// resumes that session with the corrective message. `on_corrective` hears each error a corrective retry is
 /// sent for, before it is sent.
 ///
 /// The provider runs are one task run (see [`AiSession::task`]; a `task` in `first` is kept as
@@ -59,8 +66,7 @@ pub struct ContractRun {
 pub async fn run_with_contract(
     provider: &dyn HeadlessAiProvider,
     first: AiSession,
-    contract: Option<&Contract>,
-    corrective_retries: u32,
+    policy: ContractPolicy<'_>,
     observer: Arc<dyn RunObserver>,
     on_corrective: &(dyn Fn(&SignalsError) + Send + Sync),
 ) -> ContractRun {
@@ -73,8 +79,7 @@ pub async fn run_with_contract(
         provider,
         &mut session,
         task,
-        contract,
-        corrective_retries,
+        policy,
         observer,
         on_corrective,
     )
@@ -86,10 +91,9 @@ pub async fn run_with_contract(
 /// Writes the task's one `run_finished`; a log that cannot be written is a warning, and the
 /// run's result stands.
 fn finish_task_log(session: &AiSession, task: TaskRun, run: &ContractRun) {
-    let (outcome, session_id, signals_present) = match (&run.output, &run.error) {
-        (Some(out), _) => (out.outcome, out.session_id.as_ref(), out.signals_present),
-        (None, Some(err)) => (err.outcome(), err.session_id(), false),
-        (None, None) => (corral_ports::Outcome::Crashed, None, false),
+    let (outcome, session_id, signals_present) = match &run.result {
+        Ok(out) => (out.outcome, out.session_id.as_ref(), out.signals_present),
+        Err(err) => (err.outcome(), err.session_id(), false),
     };
     let end = corral_engine::RunEnd {
         outcome,
@@ -109,42 +113,47 @@ async fn provider_runs(
     provider: &dyn HeadlessAiProvider,
     session: &mut AiSession,
     task: TaskRun,
-    contract: Option<&Contract>,
-    corrective_retries: u32,
+    policy: ContractPolicy<'_>,
     observer: Arc<dyn RunObserver>,
     on_corrective: &(dyn Fn(&SignalsError) + Send + Sync),
 ) -> ContractRun {
-    let mut corrective_left = corrective_retries;
-    let mut run = ContractRun {
-        output: None,
-        error: None,
-        verdict: SignalsVerdict::NotChecked,
-        attempts: 0,
-        provider_runs: 0,
-        usage: Usage::default(),
+    let mut corrective_left = policy.corrective_retries;
+    let mut attempts = 0;
+    let mut provider_runs = 0;
+    let mut usage = Usage::default();
+    let finished = |result: Result<ProviderOutput, ProviderError>,
+                    verdict: SignalsVerdict,
+                    attempts: u32,
+                    provider_runs: u32,
+                    usage: Usage| ContractRun {
+        result,
+        verdict,
+        attempts,
+        provider_runs,
+        usage,
     };
     loop {
-        run.provider_runs += 1;
+        provider_runs += 1;
         session.task = Some(TaskRun {
-            attempts_before: task.attempts_before + run.attempts,
+            attempts_before: task.attempts_before + attempts,
             ..task
         });
         let out = match provider.run(session.clone(), Arc::clone(&observer)).await {
             Ok(out) => out,
             Err(err) => {
                 if let Some(ev) = err.evidence() {
-                    run.usage.add(&ev.usage);
-                    run.attempts += ev.attempts;
+                    usage.add(&ev.usage);
+                    attempts += ev.attempts;
                 }
-                run.error = Some(err);
-                return run;
+                let verdict = SignalsVerdict::NotChecked;
+                return finished(Err(err), verdict, attempts, provider_runs, usage);
             }
         };
-        run.usage.add(&out.usage);
-        run.attempts += out.attempts;
-        let Some(contract) = contract else {
-            run.output = Some(out);
-            return run;
+        usage.add(&out.usage);
+        attempts += out.attempts;
+        let Some(contract) = policy.contract else {
+            let verdict = SignalsVerdict::NotChecked;
+            return finished(Ok(out), verdict, attempts, provider_runs, usage);
         };
         match check_signals(&session.signals_file, contract) {
             SignalsVerdict::Invalid(e)
@@ -163,9 +172,7 @@ async fn provider_runs(
             verdict @ (SignalsVerdict::Invalid(_)
             | SignalsVerdict::Valid { .. }
             | SignalsVerdict::NotChecked) => {
-                run.output = Some(out);
-                run.verdict = verdict;
-                return run;
+                return finished(Ok(out), verdict, attempts, provider_runs, usage);
             }
         }
     }

@@ -22,7 +22,7 @@ mod run_record;
 mod settings;
 mod trust;
 
-pub use contract_run::{ContractRun, SignalsVerdict, run_with_contract};
+pub use contract_run::{ContractPolicy, ContractRun, SignalsVerdict, run_with_contract};
 /// What the binary needs of the signals contract, through the composition root: the contract a
 /// run asks for, the prompt section that states it, and the error a check reports.
 pub use corral_contract::{Contract, SignalsError, render_contract_section};

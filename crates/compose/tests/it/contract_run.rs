@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use corral_compose::{Contract, SignalsError, SignalsVerdict, run_with_contract};
+use corral_compose::{Contract, ContractPolicy, SignalsError, SignalsVerdict, run_with_contract};
 use corral_ports::{
     AiSession, HeadlessAiProvider, NoopObserver, Outcome, ProviderError, ProviderId,
     ProviderOutput, RunEvidence, RunObserver, SessionId, Usage,
@@ -112,8 +112,10 @@ async fn play(
     let run = run_with_contract(
         &provider,
         first_session(dir.path()),
-        contract,
-        corrective,
+        ContractPolicy {
+            contract,
+            corrective_retries: corrective,
+        },
         Arc::new(NoopObserver),
         &on_corrective,
     )
@@ -146,7 +148,7 @@ async fn bad_signals_are_corrected_on_the_captured_session() {
         Some(20),
         "usage adds up over the provider runs"
     );
-    assert!(run.error.is_none());
+    assert!(run.result.is_ok());
     match &run.verdict {
         SignalsVerdict::Valid { kinds, blocked } => {
             assert_eq!(kinds, &["task-complete"]);
@@ -193,7 +195,7 @@ async fn signals_still_bad_when_the_retries_run_out_are_reported_invalid() {
     .await;
     assert_eq!(seen.len(), 2);
     assert_eq!(heard.len(), 1);
-    assert!(run.output.is_some());
+    assert!(run.result.is_ok());
     assert!(
         matches!(run.verdict, SignalsVerdict::Invalid(_)),
         "{:?}",
@@ -265,7 +267,9 @@ async fn a_failed_run_keeps_its_error_and_what_it_paid() {
         "the failed run's attempts come from its evidence"
     );
     assert_eq!(run.usage.input, Some(17));
-    assert!(matches!(run.error, Some(ProviderError::Crashed { .. })));
-    assert!(run.output.is_none(), "the error is what the task came to");
+    assert!(
+        matches!(run.result, Err(ProviderError::Crashed { .. })),
+        "the error is what the task came to"
+    );
     assert!(matches!(run.verdict, SignalsVerdict::NotChecked));
 }
