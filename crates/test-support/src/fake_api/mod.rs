@@ -36,7 +36,7 @@
 //!
 //! A sprint (`corral sprint run`) has two roles and several sessions: [`Scenario::by_role`] and
 //! [`Scenario::with_round`] give the generator and the evaluator their own scripts, told apart by
-//! the `signals.json` path the request names (`…/rounds/<N>/<role>/signals.json`, see
+//! the spawn directory a path in the request lies in (`…/rounds/<N>/<role>/signals.json`, see
 //! [`SpawnKey`]); each request records its spawn ([`RecordedRequest::spawn`]) and the earlier
 //! spawns its conversation re-sends ([`RecordedRequest::earlier_spawns`]), so a test can show a
 //! resumed generator sending round 1's history in round 2.
@@ -416,7 +416,7 @@ fn absolute_paths_ending<'a>(text: &'a str, file_name: &'a str) -> impl Iterator
 /// so a test that scripted too few steps fails fast.
 ///
 /// A sprint's spawns get their own scripts ([`Scenario::by_role`], [`Scenario::with_round`]): a
-/// request whose text names a sprint spawn's `signals.json` ([`SpawnKey::find`]) is answered from
+/// request whose text names a path in a sprint spawn's directory ([`SpawnKey::find`]) is answered from
 /// the most specific [`SpawnScript`] matching it that has steps left (a task's round before a
 /// task before a whole role; among equals, the first added), and only when none has, from `steps`
 /// and `then`. Requests naming no spawn take `steps` and `then` alone.
@@ -526,9 +526,10 @@ impl Role {
     }
 }
 
-/// Which spawn of a `corral sprint` a request belongs to, read from the absolute path of the
-/// `signals.json` its contract section names: `…/implement/<task>/rounds/<round>/<role>/signals.json`
-/// (the sprint's per-spawn layout, `crates/sprint/src/layout.rs`).
+/// Which spawn of a `corral sprint` a request belongs to, read from a path in that spawn's
+/// directory the request names, `…/implement/<task>/rounds/<round>/<role>/` (the sprint's
+/// per-spawn layout, `crates/sprint/src/layout.rs`): the `signals.json` of its contract section,
+/// or the prompt file a pointer-file CLI reads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SpawnKey {
     /// Generator or evaluator.
@@ -549,20 +550,37 @@ impl SpawnKey {
         }
     }
 
-    /// Every spawn whose `signals.json` `text` names, in order of appearance, each once.
+    /// Every spawn a path in `text` lies in (`…/implement/<task>/rounds/<round>/<role>/<file>`:
+    /// the `signals.json` a contract section names, or the `prompt.md` a CLI given its prompt
+    /// through a pointer file is told to read), in order of appearance, each once.
     pub fn find(text: &str) -> Vec<SpawnKey> {
+        const ROUNDS: &str = "/rounds/";
+        let task_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
         let mut keys: Vec<SpawnKey> = Vec::new();
-        for path in absolute_paths_ending(text, "/signals.json") {
-            let parts: Vec<&str> = path.rsplit('/').take(6).collect();
-            let [_, role, round, rounds, task, implement] = parts[..] else {
+        for (at, _) in text.match_indices(ROUNDS) {
+            let before = &text[..at];
+            let Some(slash) = before.rfind('/') else {
                 continue;
             };
-            let (Some(role), Ok(round)) = (Role::parse(role), round.parse::<u32>()) else {
-                continue;
-            };
-            if rounds != "rounds" || implement != "implement" || task.is_empty() {
+            let task = &before[slash + 1..];
+            if task.is_empty() || !task.chars().all(task_char) {
                 continue;
             }
+            if !before[..slash].ends_with("/implement") {
+                continue;
+            }
+            let mut parts = text[at + ROUNDS.len()..].splitn(3, '/');
+            let (Some(round), Some(role), Some(_file)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (Some(role), true) = (Role::parse(role), round.chars().all(|c| c.is_ascii_digit()))
+            else {
+                continue;
+            };
+            let Ok(round) = round.parse::<u32>() else {
+                continue;
+            };
             let key = SpawnKey::new(role, task, round);
             if !keys.contains(&key) {
                 keys.push(key);
@@ -663,8 +681,8 @@ pub struct RecordedRequest {
     pub auth: Option<String>,
     /// Headers of interest (client identity, betas, retry bookkeeping, encodings), lower-case names.
     pub headers: BTreeMap<String, String>,
-    /// The sprint spawn the request belongs to: the spawn whose `signals.json` the last user text
-    /// names (the latest prompt), else the last one the whole request names ([`SpawnKey::find`]).
+    /// The sprint spawn the request belongs to: the last spawn the last user text names a path of
+    /// (the latest prompt), else the last one the whole request names ([`SpawnKey::find`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawn: Option<SpawnKey>,
     /// The other sprint spawns the conversation names, in order: a resumed generator re-sends its

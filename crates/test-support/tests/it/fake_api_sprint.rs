@@ -1,6 +1,7 @@
 //! The fake model API's scripts for a sprint's spawns, over raw HTTP/1.1: the generator's and the
 //! evaluator's requests take their own scripts whatever order they arrive in (told apart by the
-//! `…/rounds/<N>/<role>/signals.json` path the request names), a round's script before its role's
+//! spawn directory a path in the request lies in: `…/rounds/<N>/<role>/signals.json`, or the prompt
+//! file a pointer-file CLI reads), a round's script before its role's
 //! before the shared one, a resumed generator's request records the earlier round it re-sends, the
 //! session header, and the write steps resolving to the current round's path.
 
@@ -222,7 +223,9 @@ fn only_paths_in_the_sprint_layout_name_a_spawn() {
         "{} and again {} then {}; not /w/x/rounds/1/generator/signals.json, not \
          {SPRINT}/implement/t1/rounds/one/generator/signals.json, not \
          {SPRINT}/implement/t1/rounds/1/critic/signals.json, not relative \
-         implement/t1/rounds/1/generator/signals.json",
+         implement/t1/rounds/1/generator/signals.json, not a directory alone \
+         {SPRINT}/implement/t4/rounds/1/generator; and a pointer file \
+         {SPRINT}/implement/t5/rounds/2/generator/prompt.md",
         signals("t1", 1, Role::Generator),
         signals("t1", 1, Role::Generator),
         signals("t-3", 10, Role::Evaluator),
@@ -231,7 +234,8 @@ fn only_paths_in_the_sprint_layout_name_a_spawn() {
         SpawnKey::find(&text),
         [
             SpawnKey::new(Role::Generator, "t1", 1),
-            SpawnKey::new(Role::Evaluator, "t-3", 10)
+            SpawnKey::new(Role::Evaluator, "t-3", 10),
+            SpawnKey::new(Role::Generator, "t5", 2)
         ]
     );
 }
