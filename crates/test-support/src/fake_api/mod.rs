@@ -34,6 +34,13 @@
 //! file-writing tool and gets a shell here-document through `exec_command`
 //! ([`Step::ShellWriteToNamedPath`]).
 //!
+//! A sprint (`corral sprint run`) has two roles and several sessions: [`Scenario::by_role`] and
+//! [`Scenario::with_round`] give the generator and the evaluator their own scripts, told apart by
+//! the spawn directory a path in the request lies in (`…/rounds/<N>/<role>/signals.json`, see
+//! [`SpawnKey`]); each request records its spawn ([`RecordedRequest::spawn`]) and the earlier
+//! spawns its conversation re-sends ([`RecordedRequest::earlier_spawns`]), so a test can show a
+//! resumed generator sending round 1's history in round 2.
+//!
 //! The server runs on its own thread with its own single-threaded tokio runtime, so it works from plain
 //! `#[test]`s and from async tests alike. Dropping the [`FakeApi`] stops it and drops every open
 //! connection, including hung and stalled ones.
@@ -385,13 +392,20 @@ pub fn bulk_text(bytes: usize) -> String {
 
 /// The first absolute path in `text` that ends with `file_name`.
 fn named_path(text: &str, file_name: &str) -> Option<String> {
+    absolute_paths_ending(text, file_name)
+        .next()
+        .map(str::to_owned)
+}
+
+/// Every absolute path in `text` that ends with `file_name`, in order.
+fn absolute_paths_ending<'a>(text: &'a str, file_name: &'a str) -> impl Iterator<Item = &'a str> {
     let stop =
         |c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\'' | '(' | ')' | '<' | '>' | ',');
-    text.match_indices(file_name).find_map(|(at, _)| {
+    text.match_indices(file_name).filter_map(move |(at, _)| {
         let end = at + file_name.len();
         let start = text[..end].rfind(stop).map_or(0, |i| i + 1);
         let candidate = &text[start..end];
-        candidate.starts_with('/').then(|| candidate.to_string())
+        candidate.starts_with('/').then_some(candidate)
     })
 }
 
@@ -400,12 +414,20 @@ fn named_path(text: &str, file_name: &str) -> Option<String> {
 /// When the script is used up, every further request gets `then` (for instance "429 forever"); without
 /// it, an exhausted scenario answers HTTP 400 `fake_api: scenario exhausted`, which CLIs do not retry,
 /// so a test that scripted too few steps fails fast.
+///
+/// A sprint's spawns get their own scripts ([`Scenario::by_role`], [`Scenario::with_round`]): a
+/// request whose text names a path in a sprint spawn's directory ([`SpawnKey::find`]) is answered from
+/// the most specific [`SpawnScript`] matching it that has steps left (a task's round before a
+/// task before a whole role; among equals, the first added), and only when none has, from `steps`
+/// and `then`. Requests naming no spawn take `steps` and `then` alone.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Scenario {
     /// The scripted steps, consumed one per model request.
     pub steps: Vec<Step>,
     /// The step repeated for every request after the script.
     pub then: Option<Step>,
+    /// The scripts of a sprint's spawns, by role and optionally task and round.
+    pub spawns: Vec<SpawnScript>,
 }
 
 impl Scenario {
@@ -413,16 +435,186 @@ impl Scenario {
     pub fn script(steps: impl IntoIterator<Item = Step>) -> Self {
         Self {
             steps: steps.into_iter().collect(),
-            then: None,
+            ..Self::default()
         }
     }
 
     /// `step` for every request.
     pub fn forever(step: Step) -> Self {
         Self {
-            steps: Vec::new(),
             then: Some(step),
+            ..Self::default()
         }
+    }
+
+    /// A sprint's scenario: the generator's requests (whatever the task and round) take
+    /// `generator` in order, the evaluator's take `evaluator`; each role's script is its own, so
+    /// the order in which the roles ask does not matter.
+    pub fn by_role(
+        generator: impl IntoIterator<Item = Step>,
+        evaluator: impl IntoIterator<Item = Step>,
+    ) -> Self {
+        Self::default()
+            .with_role(Role::Generator, generator)
+            .with_role(Role::Evaluator, evaluator)
+    }
+
+    /// Adds a script for every spawn of `role`.
+    #[must_use]
+    pub fn with_role(mut self, role: Role, steps: impl IntoIterator<Item = Step>) -> Self {
+        self.spawns.push(SpawnScript {
+            role,
+            task: None,
+            round: None,
+            steps: steps.into_iter().collect(),
+        });
+        self
+    }
+
+    /// Adds a script for the spawn of `role` in round `round` of task `task` (used before any
+    /// role-wide script). A crash-resumed spawn of the same round asks the same script again.
+    #[must_use]
+    pub fn with_round(
+        mut self,
+        role: Role,
+        task: impl Into<String>,
+        round: u32,
+        steps: impl IntoIterator<Item = Step>,
+    ) -> Self {
+        self.spawns.push(SpawnScript {
+            role,
+            task: Some(task.into()),
+            round: Some(round),
+            steps: steps.into_iter().collect(),
+        });
+        self
+    }
+
+    /// Sets the step repeated after every script is used up.
+    #[must_use]
+    pub fn then(mut self, step: Step) -> Self {
+        self.then = Some(step);
+        self
+    }
+}
+
+/// The role of a sprint spawn (the directory name in its path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The spawn that changes the repository (`…/generator/signals.json`).
+    Generator,
+    /// The spawn that reviews the change (`…/evaluator/signals.json`).
+    Evaluator,
+}
+
+impl Role {
+    /// The directory name: `generator` or `evaluator`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Generator => "generator",
+            Self::Evaluator => "evaluator",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        match name {
+            "generator" => Some(Self::Generator),
+            "evaluator" => Some(Self::Evaluator),
+            _ => None,
+        }
+    }
+}
+
+/// Which spawn of a `corral sprint` a request belongs to, read from a path in that spawn's
+/// directory the request names, `…/implement/<task>/rounds/<round>/<role>/` (the sprint's
+/// per-spawn layout, `crates/sprint/src/layout.rs`): the `signals.json` of its contract section,
+/// or the prompt file a pointer-file CLI reads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SpawnKey {
+    /// Generator or evaluator.
+    pub role: Role,
+    /// The task's id.
+    pub task: String,
+    /// The round, from 1.
+    pub round: u32,
+}
+
+impl SpawnKey {
+    /// A key.
+    pub fn new(role: Role, task: impl Into<String>, round: u32) -> Self {
+        Self {
+            role,
+            task: task.into(),
+            round,
+        }
+    }
+
+    /// Every spawn a path in `text` lies in (`…/implement/<task>/rounds/<round>/<role>/<file>`:
+    /// the `signals.json` a contract section names, or the `prompt.md` a CLI given its prompt
+    /// through a pointer file is told to read), in order of appearance, each once.
+    pub fn find(text: &str) -> Vec<SpawnKey> {
+        const ROUNDS: &str = "/rounds/";
+        let task_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        let mut keys: Vec<SpawnKey> = Vec::new();
+        for (at, _) in text.match_indices(ROUNDS) {
+            let before = &text[..at];
+            let Some(slash) = before.rfind('/') else {
+                continue;
+            };
+            let task = &before[slash + 1..];
+            if task.is_empty() || !task.chars().all(task_char) {
+                continue;
+            }
+            if !before[..slash].ends_with("/implement") {
+                continue;
+            }
+            let mut parts = text[at + ROUNDS.len()..].splitn(3, '/');
+            let (Some(round), Some(role), Some(_file)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (Some(role), true) = (Role::parse(role), round.chars().all(|c| c.is_ascii_digit()))
+            else {
+                continue;
+            };
+            let Ok(round) = round.parse::<u32>() else {
+                continue;
+            };
+            let key = SpawnKey::new(role, task, round);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
+    }
+}
+
+/// The steps for the requests of some spawns of a sprint: those of `role`, and when given, of task
+/// `task` and round `round` only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpawnScript {
+    /// The role whose requests this script answers.
+    pub role: Role,
+    /// Only this task's spawns, when set.
+    pub task: Option<String>,
+    /// Only this round's spawns, when set.
+    pub round: Option<u32>,
+    /// The steps, consumed one per model request of a matching spawn.
+    pub steps: Vec<Step>,
+}
+
+impl SpawnScript {
+    /// Whether this script answers the spawn `key`.
+    pub fn matches(&self, key: &SpawnKey) -> bool {
+        self.role == key.role
+            && self.task.as_ref().is_none_or(|t| *t == key.task)
+            && self.round.is_none_or(|r| r == key.round)
+    }
+
+    /// How specific the script is: 2 for a task's round, 1 for a task, 0 for a whole role.
+    pub(crate) fn specificity(&self) -> u8 {
+        u8::from(self.task.is_some()) + u8::from(self.round.is_some())
     }
 }
 
@@ -489,6 +681,30 @@ pub struct RecordedRequest {
     pub auth: Option<String>,
     /// Headers of interest (client identity, betas, retry bookkeeping, encodings), lower-case names.
     pub headers: BTreeMap<String, String>,
+    /// The sprint spawn the request belongs to: the last spawn the last user text names a path of
+    /// (the latest prompt), else the last one the whole request names ([`SpawnKey::find`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawn: Option<SpawnKey>,
+    /// The other sprint spawns the conversation names, in order: a resumed generator re-sends its
+    /// history, so round 2's requests name round 1's spawn here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_spawns: Vec<SpawnKey>,
+}
+
+impl RecordedRequest {
+    /// The CLI's session id, from the header it sends one in (`x-claude-code-session-id` for
+    /// Claude Code; `session-id`, `x-session-id` or `thread-id` for others), when it sends one.
+    pub fn session_id(&self) -> Option<&str> {
+        [
+            "x-claude-code-session-id",
+            "session-id",
+            "x-session-id",
+            "thread-id",
+        ]
+        .iter()
+        .find_map(|name| self.headers.get(*name))
+        .map(String::as_str)
+    }
 }
 
 /// A running fake model API. Dropping it shuts the server down and closes every connection.
@@ -551,7 +767,16 @@ impl FakeApi {
             .collect()
     }
 
-    /// How many scripted steps are still unused (the repeated `then` step is not counted).
+    /// The model requests of the sprint spawn `key`, in arrival order.
+    pub fn spawn_requests(&self, key: &SpawnKey) -> Vec<RecordedRequest> {
+        self.model_requests()
+            .into_iter()
+            .filter(|r| r.spawn.as_ref() == Some(key))
+            .collect()
+    }
+
+    /// How many scripted steps are still unused, spawn scripts included (the repeated `then` step
+    /// is not counted).
     pub fn steps_left(&self) -> usize {
         self.state.steps_left()
     }

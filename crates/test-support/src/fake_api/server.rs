@@ -29,8 +29,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::wire::{BodyEnd, Reply, Summary};
 use super::{
-    Endpoint, FakeApi, RecordedRequest, Scenario, Step, anthropic, chat, endpoint_consumes_step,
-    responses,
+    Endpoint, FakeApi, RecordedRequest, Scenario, SpawnKey, SpawnScript, Step, anthropic, chat,
+    endpoint_consumes_step, responses,
 };
 
 /// Request headers worth recording (values kept verbatim; credentials are never recorded).
@@ -78,6 +78,8 @@ pub struct State {
 struct Script {
     steps: VecDeque<Step>,
     then: Option<Step>,
+    /// The spawn scripts, each with its steps left.
+    spawns: Vec<(SpawnScript, VecDeque<Step>)>,
 }
 
 /// Locks `mutex`, ignoring poisoning (a panicking test thread must not break the server).
@@ -95,12 +97,31 @@ impl State {
     }
 
     pub fn steps_left(&self) -> usize {
-        lock(&self.script).steps.len()
+        let script = lock(&self.script);
+        script.steps.len() + script.spawns.iter().map(|(_, s)| s.len()).sum::<usize>()
     }
 
-    /// The next step: the script's next one, else the repeated one, else `None` (exhausted).
-    fn next_step(&self) -> Option<Step> {
+    /// The next step for a request of `spawn` (if it names one): the most specific matching spawn
+    /// script's next one, else the shared script's next one, else the repeated one, else `None`
+    /// (exhausted).
+    fn next_step(&self, spawn: Option<&SpawnKey>) -> Option<Step> {
         let mut script = lock(&self.script);
+        if let Some(key) = spawn {
+            let best = script
+                .spawns
+                .iter_mut()
+                .filter(|(spec, left)| !left.is_empty() && spec.matches(key))
+                .fold(None::<(u8, &mut VecDeque<Step>)>, |best, (spec, left)| {
+                    let rank = spec.specificity();
+                    match best {
+                        Some((top, _)) if top >= rank => best,
+                        Some(_) | None => Some((rank, left)),
+                    }
+                });
+            if let Some(step) = best.and_then(|(_, left)| left.pop_front()) {
+                return Some(step);
+            }
+        }
         match script.steps.pop_front() {
             Some(step) => Some(step),
             None => script.then.clone(),
@@ -143,6 +164,14 @@ pub fn start(scenario: Scenario, log_file: Option<File>) -> io::Result<FakeApi> 
         script: Mutex::new(Script {
             steps: scenario.steps.into(),
             then: scenario.then,
+            spawns: scenario
+                .spawns
+                .into_iter()
+                .map(|spec| {
+                    let steps = spec.steps.iter().cloned().collect();
+                    (spec, steps)
+                })
+                .collect(),
         }),
         log: Mutex::new(Vec::new()),
         log_file: log_file.map(Mutex::new),
@@ -325,14 +354,24 @@ async fn handle(
         Ok(summary) => refine(endpoint, summary),
         Err(_) => endpoint,
     };
+    // The last user message names the path on a first turn; after a resume it may be a short
+    // continuation, and (like a real model) the fake then reads the whole request.
+    let whole = match (&body, wire) {
+        (Ok(bytes), Some(_)) => Some(json_strings(bytes)),
+        (Ok(_) | Err(_), _) => None,
+    };
+    let (spawn, earlier_spawns) = spawns_named(
+        summary
+            .as_ref()
+            .ok()
+            .and_then(|s| s.last_user_text.as_deref()),
+        whole.as_deref(),
+    );
     let (step, reply) = match (&summary, wire) {
         (Err(why), Some(wire)) => (None, wire.bad_request(why, seq)),
         (Ok(summary), Some(wire)) if endpoint_consumes_step(endpoint) => {
-            // The last user message names the path on a first turn; after a resume it may be a
-            // short continuation, and (like a real model) the fake then reads the whole request.
-            let whole = body.as_ref().ok().map(|b| json_strings(b));
             let step = state
-                .next_step()
+                .next_step(spawn.as_ref())
                 .map(|s| s.resolve_from([summary.last_user_text.as_deref(), whole.as_deref()]));
             let kind = step.as_ref().map_or("exhausted", Step::kind);
             (
@@ -362,6 +401,8 @@ async fn handle(
         status: None,
         auth,
         headers,
+        spawn,
+        earlier_spawns,
     });
     state.finish(index, reply.status());
     Ok(carry_out(reply).await)
@@ -508,6 +549,20 @@ impl Body for ChannelBody {
             .poll_recv(cx)
             .map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
     }
+}
+
+/// The sprint spawn a request belongs to (the last one its latest user text names, else the last
+/// one the whole request names) and the other spawns it names, in order.
+fn spawns_named(
+    last_user_text: Option<&str>,
+    whole: Option<&str>,
+) -> (Option<SpawnKey>, Vec<SpawnKey>) {
+    let mut all = whole.map(SpawnKey::find).unwrap_or_default();
+    let current = last_user_text
+        .and_then(|text| SpawnKey::find(text).pop())
+        .or_else(|| all.last().cloned());
+    all.retain(|key| Some(key) != current.as_ref());
+    (current, all)
 }
 
 /// Every string value in a JSON body, one per line: what a model reads of the conversation.

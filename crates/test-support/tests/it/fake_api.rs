@@ -173,6 +173,8 @@ fn recorded_message(seq: u64, stream: bool, step: &str, status: Option<u16>) -> 
             ("anthropic-version".to_owned(), "2023-06-01".to_owned()),
             ("content-type".to_owned(), "application/json".to_owned()),
         ]),
+        spawn: None,
+        earlier_spawns: Vec::new(),
     }
 }
 
@@ -455,6 +457,7 @@ fn an_exhausted_script_answers_400_and_a_repeated_step_answers_forever() {
     let api = FakeApi::start(Scenario {
         steps: vec![Step::text("first")],
         then: Some(Step::rate_limited(1)),
+        spawns: Vec::new(),
     })
     .unwrap();
     let mut client = Client::connect(api.addr());
