@@ -373,3 +373,67 @@ fn a_cli_the_agent_planted_on_path_is_not_run_on_the_host() {
         assert!(!marker.exists(), "{args:?} ran the planted CLI on the host");
     }
 }
+
+/// Issue 10 item 8: an agent that links `signals.json` to a file of the user's out of the run
+/// directory had it read as the user, and the errors (its size, its unknown keys) told the agent
+/// about the file. Now a link out is not read, and nothing of the target reaches the output; a
+/// link to a file within the run directory is read as before.
+#[test]
+fn a_signals_json_linked_out_of_the_run_directory_is_not_read() {
+    let env = Env::new();
+    let secret = env.write(
+        "private/secret.json",
+        "{\"schema_version\": 1, \"signals\": [], \"the_users_secret_key_name\": 1}",
+    );
+    let agent = FakeClaude::new(
+        &env,
+        &format!(
+            r#"rm -f "$SIGNALS"; ln -s '{}' "$SIGNALS""#,
+            secret.display()
+        ),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "do the task"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let text = transcript(&env, &out);
+    assert_eq!(out.status.code(), Some(7), "{text}");
+    assert!(
+        text.contains("is a link out of its directory, not a regular file"),
+        "{text}"
+    );
+    assert!(!text.contains("the_users_secret_key_name"), "{text}");
+    let dir = only_run_dir(&env.project()).unwrap();
+    for entry in log(&dir) {
+        assert!(
+            !entry.to_string().contains("the_users_secret_key_name"),
+            "{entry}"
+        );
+    }
+
+    // A link to a file in the run directory is read.
+    let env = Env::new();
+    let agent = FakeClaude::new(
+        &env,
+        &format!(
+            r#"d=$(dirname "$SIGNALS"); printf '%s' '{GOOD_SIGNALS}' > "$d/real.json"; rm -f "$SIGNALS"; ln -s real.json "$SIGNALS""#
+        ),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "do the task"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+}
