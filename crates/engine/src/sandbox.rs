@@ -341,11 +341,79 @@ pub fn plan(
             not_enforced,
             consent,
             stray_writes: Vec::new(),
+            stray_check: corral_ports::StrayCheck::NotChecked,
+            stray_check_why: Some("the run ended before the check".to_string()),
             read_only_links: Vec::new(),
             checked_inside: None,
         },
         read_only_links: Vec::new(),
     })
+}
+
+/// Why `tree`, a writable tree of a run, is too wide for writes to be confined: the whole
+/// filesystem, the user's `home`, or a directory that holds the home. Writable, any of them lets
+/// the agent change the user's shell start-up files, the CLIs' configuration and every project,
+/// so "writes confined" would say nothing. `None` when it is narrower. Paths are compared
+/// resolved (`/home/u/..` is `/home`).
+pub fn too_wide_work_tree(tree: &Path, home: Option<&Path>) -> Option<String> {
+    let tree = std::fs::canonicalize(tree).unwrap_or_else(|_| tree.to_path_buf());
+    if tree.parent().is_none() {
+        return Some(format!(
+            "{} is the whole filesystem; writable, it confines no write",
+            tree.display()
+        ));
+    }
+    let home = home.map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()))?;
+    if home == tree {
+        Some(format!(
+            "{} is the home directory; writable, it holds every project, the shell's start-up files and the CLIs' configuration",
+            tree.display()
+        ))
+    } else if home.starts_with(&tree) {
+        Some(format!(
+            "{} holds the home directory {}; writable, it holds every project, the shell's start-up files and the CLIs' configuration",
+            tree.display(),
+            home.display()
+        ))
+    } else {
+        None
+    }
+}
+
+/// Applies [`too_wide_work_tree`] to a plan: a writable tree too wide makes writes-confined
+/// unenforced, which refuses without consent (`allow_degraded_native`) and with it is recorded
+/// as not enforced, with the reason and the consent.
+pub fn confine_trees(
+    config: &SandboxConfig,
+    mut plan: SandboxPlan,
+    trees: &[&Path],
+    home: Option<&Path>,
+) -> Result<SandboxPlan, Refusal> {
+    let Some(why) = trees.iter().find_map(|t| too_wide_work_tree(t, home)) else {
+        return Ok(plan);
+    };
+    let attestation = &mut plan.attestation;
+    if !attestation.enforced.contains(&Guarantee::WritesConfined) {
+        return Ok(plan);
+    }
+    let unenforced = Unenforced {
+        guarantee: Guarantee::WritesConfined,
+        why: format!("the work tree is too wide: {why}"),
+    };
+    if !config.allow_degraded_native {
+        return Err(Refusal {
+            backend: plan.backend,
+            reason: format!("the work tree is too wide to confine writes: {why}"),
+            unenforced: vec![unenforced],
+            hint: "run in a project directory (--cwd PATH), or pass --allow-degraded-native (setting sandbox.allow_degraded_native = true) to run with writes unconfined".to_string(),
+        });
+    }
+    attestation
+        .enforced
+        .retain(|g| *g != Guarantee::WritesConfined);
+    attestation.not_enforced.push(unenforced);
+    attestation.consent = Some("allow_degraded_native".to_string());
+    Ok(plan)
 }
 
 /// The run's private temporary directory, inside the run directory.
@@ -939,5 +1007,83 @@ mod tests {
                 .any(|w| w[0] == "--bind" && w[1] == cwd.to_str().unwrap()),
             "read-only repo: {ro:?}"
         );
+    }
+
+    /// Issue 10 item 8: `--cwd /` made everything writable while the attestation said
+    /// writes-confined. The root, the home and every directory holding the home are too wide;
+    /// a project inside the home, or a directory beside it, is not. Too wide refuses without
+    /// consent and, with it, runs with writes-confined recorded as not enforced.
+    #[test]
+    fn the_root_the_home_and_its_ancestors_are_too_wide_to_be_a_work_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("users/me");
+        let project = home.join("src/project");
+        let beside = dir.path().join("users/other");
+        for p in [&project, &beside] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        let wide = [
+            PathBuf::from("/"),
+            home.clone(),
+            home.join("src/.."),
+            dir.path().join("users"),
+            dir.path().to_path_buf(),
+        ];
+        for tree in &wide {
+            assert!(
+                too_wide_work_tree(tree, Some(&home)).is_some(),
+                "{}",
+                tree.display()
+            );
+        }
+        assert!(too_wide_work_tree(Path::new("/"), None).is_some());
+        for tree in [&project, &beside] {
+            assert_eq!(
+                too_wide_work_tree(tree, Some(&home)),
+                None,
+                "{}",
+                tree.display()
+            );
+        }
+        let planned = || plan(&SandboxConfig::default(), &perms(true), |_| Ok(())).unwrap();
+        let refusal = confine_trees(
+            &SandboxConfig::default(),
+            planned(),
+            &[Path::new("/")],
+            Some(&home),
+        )
+        .unwrap_err();
+        assert_eq!(refusal.backend, SandboxBackend::Bubblewrap);
+        assert_eq!(refusal.unenforced[0].guarantee, Guarantee::WritesConfined);
+        assert!(refusal.reason.contains("whole filesystem"), "{refusal:?}");
+        assert!(
+            refusal.hint.contains("--allow-degraded-native"),
+            "{refusal:?}"
+        );
+        let consent = SandboxConfig {
+            allow_degraded_native: true,
+            ..SandboxConfig::default()
+        };
+        let degraded = confine_trees(&consent, planned(), &[home.as_path()], Some(&home)).unwrap();
+        let attestation = &degraded.attestation;
+        assert!(!attestation.enforced.contains(&Guarantee::WritesConfined));
+        assert!(attestation.enforced.contains(&Guarantee::TreeContained));
+        assert_eq!(
+            attestation.not_enforced[0].guarantee,
+            Guarantee::WritesConfined
+        );
+        assert!(attestation.not_enforced[0].why.contains("home directory"));
+        assert_eq!(
+            attestation.consent.as_deref(),
+            Some("allow_degraded_native")
+        );
+        let narrow = confine_trees(
+            &SandboxConfig::default(),
+            planned(),
+            &[project.as_path()],
+            Some(&home),
+        )
+        .unwrap();
+        assert_eq!(narrow, planned());
     }
 }
