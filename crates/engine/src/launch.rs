@@ -200,7 +200,8 @@ fn wrap_in_bubblewrap(
         protected.extend(crate::sandbox::git_paths(root));
     }
     protected.extend(read_only_links.iter().cloned());
-    crate::sandbox::prepare_protected(&protected);
+    let made = crate::sandbox::prepare_protected(&protected);
+    scope.placeholders_made(made);
     let tmp = crate::sandbox::private_tmp(&session.output_dir);
     crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
     env_os.retain(|(k, _)| k != "TMPDIR");

@@ -69,6 +69,9 @@ pub(crate) struct RunScope<'a> {
     git: Option<GitSnapshot>,
     /// Why there is no snapshot, when there is none: the stray-write check will not run.
     git_missing: String,
+    /// The protected paths' placeholders made for this run's sandboxes, removed at the end
+    /// when untouched (see `sandbox::remove_placeholders`).
+    placeholders: std::sync::Mutex<Vec<crate::sandbox::Placeholder>>,
     finished: Option<Finished>,
 }
 
@@ -114,8 +117,16 @@ impl<'a> RunScope<'a> {
             signals_before,
             git: None,
             git_missing: "the run ended before the git work tree was noted".to_string(),
+            placeholders: std::sync::Mutex::default(),
             finished: None,
         })
+    }
+
+    /// Notes placeholders made for an attempt's sandbox.
+    pub fn placeholders_made(&self, made: Vec<crate::sandbox::Placeholder>) {
+        if let Ok(mut all) = self.placeholders.lock() {
+            all.extend(made);
+        }
     }
 
     /// The attempt number of the records before this run's first attempt: 0, or the attempts
@@ -323,6 +334,14 @@ impl<'a> RunScope<'a> {
             }),
             (None, Ok(_)) => None,
         };
+        // Every sandbox of the run is gone by now: what Corral made to bind read-only goes
+        // too, when the run left it as it was.
+        let placeholders = self
+            .placeholders
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default();
+        crate::sandbox::remove_placeholders(&placeholders);
         let strays = self
             .stray_writes(finished.as_ref().map_or(0, |f| f.attempts))
             .await;

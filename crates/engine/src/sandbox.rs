@@ -660,22 +660,39 @@ fn read_small(path: &Path) -> Option<String> {
     Some(text)
 }
 
+/// A protected path that [`prepare_protected`] created, to remove after the run if it is still
+/// as it was made ([`remove_placeholders`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder {
+    /// Where.
+    pub path: PathBuf,
+    /// Its device and inode when made: another file put there is never removed.
+    pub id: (u64, u64),
+    /// What a file was made with (`None` for a directory).
+    pub contents: Option<&'static [u8]>,
+}
+
 /// Makes every protected path exist, so that bubblewrap can bind it read-only and the agent
 /// cannot create it: a missing directory (no extension) is created empty, a missing file empty
 /// (`{}` for JSON, so the CLI still parses it). Only where the parent directory exists (the
-/// state directories are created first, [`prepare_state`]); a placeholder is left on the host
-/// after the run, as empty as it was made.
-pub fn prepare_protected(protected: &[PathBuf]) {
+/// state directories are created first, [`prepare_state`]). Returns what it created, for
+/// [`remove_placeholders`] after the run.
+pub fn prepare_protected(protected: &[PathBuf]) -> Vec<Placeholder> {
+    use std::os::unix::fs::MetadataExt;
+    let mut made = Vec::new();
     for path in protected {
         if std::fs::symlink_metadata(path).is_ok() || !path.parent().is_some_and(Path::is_dir) {
             continue;
         }
-        match path.extension().and_then(|e| e.to_str()) {
+        let contents = match path.extension().and_then(|e| e.to_str()) {
             None => {
-                let _ = std::fs::create_dir(path);
+                if std::fs::create_dir(path).is_err() {
+                    continue;
+                }
+                None
             }
             Some(ext) => {
-                let placeholder: &[u8] = match ext {
+                let placeholder: &'static [u8] = match ext {
                     "json" | "jsonc" => b"{}\n",
                     _ => b"",
                 };
@@ -683,11 +700,52 @@ pub fn prepare_protected(protected: &[PathBuf]) {
                     .write(true)
                     .create_new(true)
                     .open(path);
-                if let Ok(mut file) = created {
-                    use std::io::Write;
-                    let _ = file.write_all(placeholder);
-                }
+                let Ok(mut file) = created else {
+                    continue;
+                };
+                use std::io::Write;
+                let _ = file.write_all(placeholder);
+                Some(placeholder)
             }
+        };
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            made.push(Placeholder {
+                path: path.clone(),
+                id: (meta.dev(), meta.ino()),
+                contents,
+            });
+        }
+    }
+    made
+}
+
+/// Removes the placeholders [`prepare_protected`] made that are still untouched: the same
+/// inode, an empty directory or a file with exactly what it was made with. Called once the
+/// sandbox is gone (a bind of it in a live sandbox would otherwise be detached). What the run
+/// changed, or put there instead, stays. Later placeholders first, so a directory emptied of
+/// its own placeholders goes too.
+pub fn remove_placeholders(placeholders: &[Placeholder]) {
+    use std::os::unix::fs::MetadataExt;
+    for placeholder in placeholders.iter().rev() {
+        let Ok(meta) = std::fs::symlink_metadata(&placeholder.path) else {
+            continue;
+        };
+        if (meta.dev(), meta.ino()) != placeholder.id {
+            continue;
+        }
+        match placeholder.contents {
+            // `rmdir` removes only an empty directory.
+            None if meta.is_dir() => {
+                let _ = std::fs::remove_dir(&placeholder.path);
+            }
+            Some(contents)
+                if meta.is_file()
+                    && meta.len() == contents.len() as u64
+                    && read_small(&placeholder.path).is_some_and(|t| t.as_bytes() == contents) =>
+            {
+                let _ = std::fs::remove_file(&placeholder.path);
+            }
+            None | Some(_) => {}
         }
     }
 }
@@ -1085,5 +1143,47 @@ mod tests {
         )
         .unwrap();
         assert_eq!(narrow, planned());
+    }
+
+    /// Issue 10 item 8: the placeholders of missing protected paths were left on the host
+    /// after the run (an empty `.git` in a tree that is no repository, `{}` settings files).
+    /// Now the untouched ones are removed; one the run changed, or replaced, stays.
+    #[test]
+    fn untouched_placeholders_are_removed_after_the_run_and_changed_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::write(tree.join("kept.json"), "mine\n").unwrap();
+        let protected: Vec<PathBuf> = [
+            ".git",
+            "settings.json",
+            "notes.md",
+            "hooks",
+            "changed.json",
+            "filled",
+            "replaced.md",
+            "kept.json",
+        ]
+        .iter()
+        .map(|p| tree.join(p))
+        .collect();
+        let made = prepare_protected(&protected);
+        assert_eq!(made.len(), 7, "{made:?}");
+        std::fs::write(tree.join("changed.json"), "{\"x\": 1}\n").unwrap();
+        std::fs::write(tree.join("filled/a"), "").unwrap();
+        // Another empty file renamed over it: another inode, so not Corral's.
+        std::fs::write(tree.join("other.md"), "").unwrap();
+        std::fs::rename(tree.join("other.md"), tree.join("replaced.md")).unwrap();
+        remove_placeholders(&made);
+        let mut left: Vec<String> = std::fs::read_dir(&tree)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["changed.json", "filled", "kept.json", "replaced.md"]);
+        assert_eq!(
+            std::fs::read_to_string(tree.join("kept.json")).unwrap(),
+            "mine\n"
+        );
     }
 }

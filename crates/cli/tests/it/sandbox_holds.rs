@@ -567,3 +567,65 @@ fn a_work_tree_that_is_the_whole_filesystem_or_holds_the_home_is_refused() {
     );
     assert_eq!(attestation["consent"], "allow_degraded_native");
 }
+
+/// Every path under `root` but Corral's own `.corral`, sorted.
+fn tree(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if entry.file_name() == ".corral" {
+                continue;
+            }
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(path.clone());
+            }
+            out.push(path.strip_prefix(root).unwrap().display().to_string());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 10 item 8: the placeholders made so that a missing protected path could be bound
+/// read-only (an empty `.git` in a tree that is no repository, `{}` for Claude Code's
+/// `settings.json`, empty `CLAUDE.md` and `hooks/`) stayed on the host after the run. Now the
+/// untouched ones are removed: the tree, the home's CLI configuration and `git status` are as
+/// they were.
+#[test]
+fn a_run_leaves_no_placeholder_behind() {
+    let env = Env::new();
+    let project = env.project();
+    env.write("project/README", "readme\n");
+    let before = tree(&project);
+    run_agent(&env, "true");
+    assert_eq!(tree(&project), before, "the work tree changed");
+    let claude = env.home().join(".claude");
+    for rel in [
+        "settings.json",
+        "CLAUDE.md",
+        "hooks",
+        "commands",
+        "agents",
+        "skills",
+    ] {
+        assert!(!exists(&claude.join(rel)), "{rel} left in ~/.claude");
+    }
+
+    // In a repository: `git status` as it was.
+    git(&project, &["init", "-q"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    let status = || {
+        let out = corral_test_support::command(Path::new("git"))
+            .current_dir(&project)
+            .args(["status", "--porcelain", "--ignored"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let before = (status(), tree(&project));
+    run_agent(&env, "true");
+    assert_eq!((status(), tree(&project)), before);
+}
