@@ -437,3 +437,77 @@ fn a_signals_json_linked_out_of_the_run_directory_is_not_read() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
 }
+
+/// Issue 10 item 2, end to end: with the native backend (consented), where `.git` is writable,
+/// the agent plants a program behind a clean filter (`.git/config` plus `.gitattributes`, and a
+/// tracked file touched so git must re-read it), a `filter.process`, `core.fsmonitor`, a
+/// `core.hooksPath` and hooks. Corral's own git check after the run must run none of them; a
+/// plain `git status` afterwards (the control) shows that the plant works.
+#[test]
+fn the_agents_git_configuration_does_not_run_in_corrals_own_git_check() {
+    let env = Env::new();
+    let project = env.project();
+    env.write("project/README", "readme\n");
+    git(&project, &["init", "-q"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    let marker = env.dir.path().join("payload-ran");
+    let payload = env.write(
+        "payload.sh",
+        &format!("#!/bin/sh\necho \"$0 $*\" >> '{}'\ncat\n", marker.display()),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&payload, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let p = payload.display();
+    let agent = FakeClaude::new(
+        &env,
+        &format!(
+            r#"printf '%s' '{GOOD_SIGNALS}' > "$SIGNALS"
+printf '[core]\n\tfsmonitor = {p}\n\thooksPath = .git/agent-hooks\n[filter "x"]\n\tclean = {p}\n\tprocess = {p}\n\trequired = true\n' >> .git/config
+printf '* filter=x\n' > .gitattributes
+mkdir -p .git/agent-hooks
+for h in .git/hooks/post-index-change .git/agent-hooks/post-index-change .git/hooks/pre-commit; do cp '{p}' "$h"; chmod +x "$h"; done
+sleep 1; touch README"#
+        ),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args([
+            "run",
+            "--json",
+            "--sandbox",
+            "native",
+            "--allow-degraded-native",
+            "do the task",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+    let summary = summary(&out.stdout);
+    assert_eq!(summary["stray_check"], "checked", "{summary}");
+    assert!(
+        std::fs::read_to_string(project.join(".git/config"))
+            .unwrap()
+            .contains("fsmonitor"),
+        "the agent's plant did not land"
+    );
+    assert!(
+        !marker.exists(),
+        "Corral's git check ran the agent's program: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+    // The control: the user's own `git status` obeys it.
+    let _ = corral_test_support::command(std::path::Path::new("git"))
+        .current_dir(&project)
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(
+        marker.exists(),
+        "the plant never runs, so the test proves nothing"
+    );
+}
