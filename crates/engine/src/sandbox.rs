@@ -416,6 +416,26 @@ pub fn confine_trees(
     Ok(plan)
 }
 
+/// Corral's own record of a run in its run directory, which the agent must not delete or forge:
+/// the execution log, the caller's `run.json`, the prompt as sent, the session files and the raw
+/// stream files.
+pub fn record_paths(output_dir: &Path) -> Vec<PathBuf> {
+    use corral_ports::run_dir::{
+        EVENTS_FILE, PROMPT_FILE, RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE,
+    };
+    [
+        EVENTS_FILE,
+        RUN_FILE,
+        PROMPT_FILE,
+        SESSION_ID_FILE,
+        SESSION_META_FILE,
+        crate::streams::RAW_STREAMS_DIR,
+    ]
+    .iter()
+    .map(|name| output_dir.join(name))
+    .collect()
+}
+
 /// The run's private temporary directory, inside the run directory.
 pub fn private_tmp(output_dir: &Path) -> PathBuf {
     output_dir.join("tmp")

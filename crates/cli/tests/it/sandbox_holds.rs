@@ -629,3 +629,49 @@ fn a_run_leaves_no_placeholder_behind() {
     run_agent(&env, "true");
     assert_eq!((status(), tree(&project)), before);
 }
+
+/// Issue 10 item 8: the run directory's record was writable by the agent, which could delete
+/// the execution log or forge `run.json`. Now every record file there at the start (the log,
+/// `run.json`, the prompt, the stream files) is read-only to it and cannot be renamed or removed,
+/// while `signals.json` stays writable (the run succeeds on it); afterwards the record is whole.
+#[test]
+fn the_agent_cannot_forge_or_delete_corrals_record_of_the_run() {
+    let env = Env::new();
+    let probe = env.project().join("probe.txt");
+    let mut acts = String::from(TRY);
+    acts.push_str("\n{\n");
+    for name in ["events.jsonl", "run.json", "prompt.md", "raw"] {
+        acts.push_str(&format!(
+            "  t 'delete-{name}' rm -rf \"$RUN_DIR/{name}\"\n  t 'rename-{name}' mv \"$RUN_DIR/{name}\" \"$RUN_DIR/{name}.away\"\n  t 'overwrite-{name}' sh -c 'echo forged > \"$RUN_DIR/{name}\"'\n"
+        ));
+    }
+    acts.push_str("  t raw-file sh -c 'for f in \"$RUN_DIR\"/raw/*; do echo forged > \"$f\" || exit 1; done; ls \"$RUN_DIR\"/raw/* >/dev/null'\n");
+    acts.push_str("} > probe.txt 2>&1");
+    let dir = run_agent(&env, &acts);
+    let seen = report(&probe);
+    for (act, result) in &seen {
+        assert_eq!(result, "refused", "{act}: {seen:?}");
+    }
+    assert!(seen.len() >= 13, "{seen:?}");
+    // The record is whole: the log from run_started to run_finished, run.json parsed.
+    let records = log(&dir);
+    assert_eq!(
+        records.first().unwrap()["kind"],
+        "run_started",
+        "{records:?}"
+    );
+    assert_eq!(
+        records.last().unwrap()["kind"],
+        "run_finished",
+        "{records:?}"
+    );
+    assert_eq!(record(&dir)["outcome"], "succeeded");
+    assert!(
+        std::fs::read_to_string(dir.join("prompt.md"))
+            .unwrap()
+            .contains("do the task")
+    );
+    for name in ["events.jsonl", "run.json", "prompt.md", "raw"] {
+        assert!(!exists(&dir.join(format!("{name}.away"))), "{name} renamed");
+    }
+}
