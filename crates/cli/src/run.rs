@@ -695,6 +695,18 @@ fn print_summary(
         .attestation
         .as_ref()
         .map_or(&[], |a| a.stray_writes.as_slice());
+    // An empty list says "clean" only when the check ran.
+    let not_checked: Option<String> = match &record.attestation {
+        Some(a) => match a.stray_check {
+            corral_ports::StrayCheck::Checked => None,
+            corral_ports::StrayCheck::NotChecked => Some(
+                a.stray_check_why
+                    .clone()
+                    .unwrap_or_else(|| "not recorded".to_string()),
+            ),
+        },
+        None => Some("no sandbox was planned".to_string()),
+    };
     let record_error = record_error.map(|e| format!("cannot write run.json: {e}"));
     if renderer.style() == Style::Json {
         renderer.json(&serde_json::json!({
@@ -712,7 +724,9 @@ fn print_summary(
             "result": record.result,
             "resume_command": record.resume_command,
             "cold_fallback_from": record.cold_fallback_from,
-            "stray_writes": strays,
+            "stray_writes": if not_checked.is_some() { None } else { Some(strays) },
+            "stray_check": if not_checked.is_some() { "not-checked" } else { "checked" },
+            "stray_check_why": not_checked,
             "record_error": record_error,
         }));
         return;
@@ -758,6 +772,11 @@ fn print_summary(
     outln!("attempts  {}", record.attempts);
     for stray in strays {
         outln!("stray     {}", crate::term::one_line(stray));
+    }
+    if let Some(why) = &not_checked
+        && record.attestation.is_some()
+    {
+        outln!("strays    not checked: {}", crate::term::one_line(why));
     }
     outln!("run dir   {}", run_dir.display());
     if let Some(e) = &record_error {

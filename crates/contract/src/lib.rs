@@ -59,5 +59,8 @@ pub use signal::{
     Note, PrContent, Signal, SignalKind, TaskBlocked, TaskComplete, TaskVerified, VerifyGates,
 };
 pub use timestamp::{Timestamp, TimestampError, check_rfc3339};
-pub use untrusted::{UntrustedFileError, read_untrusted_file};
+pub use untrusted::{
+    LINK_OUT_OF_DIRECTORY, UntrustedFileError, read_untrusted_file,
+    read_untrusted_file_within_directory,
+};
 pub use validate::{ValidatedSignals, validate_signals_file, validate_signals_str};

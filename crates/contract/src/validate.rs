@@ -25,7 +25,7 @@ use crate::error::{Issue, IssueStage, SignalsError};
 use crate::evaluation::Evaluation;
 use crate::migrate::{MIGRATIONS, Migration, MigrationError, Root, migrate};
 use crate::signal::{Signal, SignalKind};
-use crate::untrusted::{UntrustedFileError, read_untrusted_file};
+use crate::untrusted::{UntrustedFileError, read_untrusted_file_within_directory};
 
 /// A `signals.json` that passed every stage: current version, every signal valid and accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,14 +130,16 @@ pub fn validate_signals_str(
 fn read_capped(path: &Path) -> Result<Vec<u8>, SignalsError> {
     // The agent controls what is at the path: a FIFO or a link to a terminal must not hang the
     // supervisor, nor a link to `/dev/zero` fill its memory.
-    read_untrusted_file(path, SIGNALS_FILE_MAX_BYTES).map_err(|error| match error {
-        UntrustedFileError::Missing { file } => SignalsError::Missing { file },
-        UntrustedFileError::NotRegular { file, kind } => SignalsError::NotAFile { file, kind },
-        UntrustedFileError::TooLarge { file, size, limit } => {
-            SignalsError::TooLarge { file, size, limit }
-        }
-        UntrustedFileError::Io { file, source } => SignalsError::Unreadable { file, source },
-    })
+    read_untrusted_file_within_directory(path, SIGNALS_FILE_MAX_BYTES).map_err(
+        |error| match error {
+            UntrustedFileError::Missing { file } => SignalsError::Missing { file },
+            UntrustedFileError::NotRegular { file, kind } => SignalsError::NotAFile { file, kind },
+            UntrustedFileError::TooLarge { file, size, limit } => {
+                SignalsError::TooLarge { file, size, limit }
+            }
+            UntrustedFileError::Io { file, source } => SignalsError::Unreadable { file, source },
+        },
+    )
 }
 
 /// Every stage after reading, with the migration chain and target version as parameters so the

@@ -133,7 +133,7 @@ async fn sandboxed(
             // elsewhere stay read-only inside the writable tree.
             let mut protected = crate::sandbox::git_paths(&spec.cwd);
             protected.extend(crate::sandbox::multi_link_files(&[spec.cwd.as_path()]));
-            crate::sandbox::prepare_protected(&protected);
+            let placeholders = crate::sandbox::prepare_protected(&protected);
             let seccomp = crate::seccomp::program_fd().map_err(|e| io_error(spec, &e))?;
             let mut wrapped: Vec<OsString> = {
                 use std::os::fd::AsRawFd;
@@ -163,6 +163,7 @@ async fn sandboxed(
             // only now, after it ended.
             drop(seccomp);
             drop(tmp);
+            crate::sandbox::remove_placeholders(&placeholders);
             out
         }
     }

@@ -200,7 +200,26 @@ fn wrap_in_bubblewrap(
         protected.extend(crate::sandbox::git_paths(root));
     }
     protected.extend(read_only_links.iter().cloned());
-    crate::sandbox::prepare_protected(&protected);
+    let made = crate::sandbox::prepare_protected(&protected);
+    // The stream files are made after the spawn, in `raw/`: made now, it can be bound.
+    if matches!(config.capture, crate::streams::OutputCapture::Files) {
+        let raw = session.output_dir.join(crate::streams::RAW_STREAMS_DIR);
+        if let Err(e) = fs::create_dir(&raw)
+            && e.kind() != std::io::ErrorKind::AlreadyExists
+        {
+            return Err(scope.io_error(&raw, &e));
+        }
+    }
+    // Corral's own record in the run directory, read-only to the agent (a bind mount point
+    // can be neither unlinked nor renamed either): only what exists, so no placeholder stands
+    // in for a file Corral writes later; `signals.json`, its temporary files and `tmp/` stay
+    // writable.
+    protected.extend(
+        crate::sandbox::record_paths(&session.output_dir)
+            .into_iter()
+            .filter(|p| fs::symlink_metadata(p).is_ok()),
+    );
+    scope.placeholders_made(made);
     let tmp = crate::sandbox::private_tmp(&session.output_dir);
     crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
     env_os.retain(|(k, _)| k != "TMPDIR");

@@ -12,7 +12,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use corral_ports::{AiSession, Attestation, Outcome, ProviderError, ProviderId, SessionId, Usage};
+use corral_ports::{
+    AiSession, Attestation, Outcome, ProviderError, ProviderId, SessionId, StrayCheck, Usage,
+};
 
 use crate::adapter::CliAdapter;
 use crate::config::EngineConfig;
@@ -65,6 +67,11 @@ pub(crate) struct RunScope<'a> {
     run_id: String,
     signals_before: Option<FileStamp>,
     git: Option<GitSnapshot>,
+    /// Why there is no snapshot, when there is none: the stray-write check will not run.
+    git_missing: String,
+    /// The protected paths' placeholders made for this run's sandboxes, removed at the end
+    /// when untouched (see `sandbox::remove_placeholders`).
+    placeholders: std::sync::Mutex<Vec<crate::sandbox::Placeholder>>,
     finished: Option<Finished>,
 }
 
@@ -109,8 +116,17 @@ impl<'a> RunScope<'a> {
             run_id,
             signals_before,
             git: None,
+            git_missing: "the run ended before the git work tree was noted".to_string(),
+            placeholders: std::sync::Mutex::default(),
             finished: None,
         })
+    }
+
+    /// Notes placeholders made for an attempt's sandbox.
+    pub fn placeholders_made(&self, made: Vec<crate::sandbox::Placeholder>) {
+        if let Ok(mut all) = self.placeholders.lock() {
+            all.extend(made);
+        }
     }
 
     /// The attempt number of the records before this run's first attempt: 0, or the attempts
@@ -138,9 +154,13 @@ impl<'a> RunScope<'a> {
         }
         let git = GitProgram::with_parts("git", self.engine.spawner_arc(), config.ambient());
         self.git = match git.snapshot(&self.session.cwd, GIT_TIMEOUT).await {
-            Ok(snapshot) => snapshot,
+            Ok(snapshot) => {
+                self.git_missing = "the working directory is not in a git work tree".to_string();
+                snapshot
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "git-cleanliness check unavailable");
+                self.git_missing = format!("git is unavailable: {e}");
                 None
             }
         };
@@ -222,7 +242,37 @@ impl<'a> RunScope<'a> {
                 return Err(self.refuse("unsandboxed", err));
             }
         };
-        let mut plan = plan;
+        // A work tree that is the whole filesystem or holds the home confines nothing.
+        let mut trees: Vec<&std::path::Path> = self
+            .session
+            .extra_roots
+            .iter()
+            .map(|p| p.as_path())
+            .collect();
+        if self.session.permissions.edit_files {
+            trees.push(&self.session.cwd);
+        }
+        let home = self
+            .config()
+            .ambient()
+            .into_iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| PathBuf::from(v));
+        let confined =
+            crate::sandbox::confine_trees(&self.config().sandbox, plan, &trees, home.as_deref());
+        let mut plan = match confined {
+            Ok(plan) => plan,
+            Err(refusal) => {
+                let err = ProviderError::Unsandboxed {
+                    provider: self.provider,
+                    backend: refusal.backend,
+                    reason: refusal.reason,
+                    unenforced: refusal.unenforced,
+                    hint: refusal.hint,
+                };
+                return Err(self.refuse("unsandboxed", err));
+            }
+        };
         if plan.backend == corral_ports::SandboxBackend::Bubblewrap {
             let mut roots: Vec<&std::path::Path> = self
                 .session
@@ -284,16 +334,33 @@ impl<'a> RunScope<'a> {
             }),
             (None, Ok(_)) => None,
         };
+        // Every sandbox of the run is gone by now: what Corral made to bind read-only goes
+        // too, when the run left it as it was.
+        let placeholders = self
+            .placeholders
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default();
+        crate::sandbox::remove_placeholders(&placeholders);
         let strays = self
             .stray_writes(finished.as_ref().map_or(0, |f| f.attempts))
             .await;
-        if let Some(strays) = strays {
-            let attestation = match &mut result {
-                Ok(out) => attestation_of(out),
-                Err(e) => e.evidence_mut().and_then(|ev| ev.attestation.as_mut()),
-            };
-            if let Some(attestation) = attestation {
-                attestation.stray_writes = strays;
+        let attestation = match &mut result {
+            Ok(out) => attestation_of(out),
+            Err(e) => e.evidence_mut().and_then(|ev| ev.attestation.as_mut()),
+        };
+        if let Some(attestation) = attestation {
+            match strays {
+                Ok(strays) => {
+                    attestation.stray_writes = strays;
+                    attestation.stray_check = StrayCheck::Checked;
+                    attestation.stray_check_why = None;
+                }
+                Err(why) => {
+                    attestation.stray_writes = Vec::new();
+                    attestation.stray_check = StrayCheck::NotChecked;
+                    attestation.stray_check_why = Some(why);
+                }
             }
         }
         let succeeded = finished
@@ -339,36 +406,43 @@ impl<'a> RunScope<'a> {
     }
 
     /// The changes outside the allowed paths since [`RunScope::begin`], recorded in the log;
-    /// `None` outside a git work tree.
-    async fn stray_writes(&mut self, attempt: u32) -> Option<Vec<String>> {
-        let snapshot = self.git.as_ref()?;
+    /// `Err` says why they were not checked (outside a git work tree, git failed): never an
+    /// empty list, which would read as a clean tree.
+    async fn stray_writes(&mut self, attempt: u32) -> Result<Vec<String>, String> {
+        let Some(snapshot) = self.git.as_ref() else {
+            return Err(self.git_missing.clone());
+        };
         let mut allowed: Vec<PathBuf> = vec![self.session.output_dir.clone()];
         if self.session.permissions.edit_files {
             allowed.push(self.session.cwd.clone());
         }
         allowed.extend(self.session.extra_roots.iter().cloned());
-        let (found, error) = match snapshot.changes_since(GIT_TIMEOUT).await {
-            Ok(changes) => (
-                strays(&changes, &allowed)
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>(),
-                None,
-            ),
-            Err(e) => (Vec::new(), Some(e.to_string())),
-        };
+        let (found, error): (Vec<String>, Option<String>) =
+            match snapshot.changes_since(GIT_TIMEOUT).await {
+                Ok(changes) => (
+                    strays(&changes, &allowed)
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>(),
+                    None,
+                ),
+                Err(e) => (Vec::new(), Some(e.to_string())),
+            };
         self.log.record(
             attempt,
             &Record::StrayWrites {
                 repo: snapshot.root(),
                 strays: &found,
-                error,
+                error: error.clone(),
             },
         );
         if !found.is_empty() {
             tracing::warn!(count = found.len(), "writes outside the allowed paths");
         }
-        Some(found)
+        match error {
+            Some(e) => Err(format!("the git-cleanliness check failed: {e}")),
+            None => Ok(found),
+        }
     }
 
     fn write_finished(&mut self, finished: &Finished) {

@@ -341,11 +341,99 @@ pub fn plan(
             not_enforced,
             consent,
             stray_writes: Vec::new(),
+            stray_check: corral_ports::StrayCheck::NotChecked,
+            stray_check_why: Some("the run ended before the check".to_string()),
             read_only_links: Vec::new(),
             checked_inside: None,
         },
         read_only_links: Vec::new(),
     })
+}
+
+/// Why `tree`, a writable tree of a run, is too wide for writes to be confined: the whole
+/// filesystem, the user's `home`, or a directory that holds the home. Writable, any of them lets
+/// the agent change the user's shell start-up files, the CLIs' configuration and every project,
+/// so "writes confined" would say nothing. `None` when it is narrower. Paths are compared
+/// resolved (`/home/u/..` is `/home`).
+pub fn too_wide_work_tree(tree: &Path, home: Option<&Path>) -> Option<String> {
+    let tree = std::fs::canonicalize(tree).unwrap_or_else(|_| tree.to_path_buf());
+    if tree.parent().is_none() {
+        return Some(format!(
+            "{} is the whole filesystem; writable, it confines no write",
+            tree.display()
+        ));
+    }
+    let home = home.map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()))?;
+    if home == tree {
+        Some(format!(
+            "{} is the home directory; writable, it holds every project, the shell's start-up files and the CLIs' configuration",
+            tree.display()
+        ))
+    } else if home.starts_with(&tree) {
+        Some(format!(
+            "{} holds the home directory {}; writable, it holds every project, the shell's start-up files and the CLIs' configuration",
+            tree.display(),
+            home.display()
+        ))
+    } else {
+        None
+    }
+}
+
+/// Applies [`too_wide_work_tree`] to a plan: a writable tree too wide makes writes-confined
+/// unenforced, which refuses without consent (`allow_degraded_native`) and with it is recorded
+/// as not enforced, with the reason and the consent.
+pub fn confine_trees(
+    config: &SandboxConfig,
+    mut plan: SandboxPlan,
+    trees: &[&Path],
+    home: Option<&Path>,
+) -> Result<SandboxPlan, Refusal> {
+    let Some(why) = trees.iter().find_map(|t| too_wide_work_tree(t, home)) else {
+        return Ok(plan);
+    };
+    let attestation = &mut plan.attestation;
+    if !attestation.enforced.contains(&Guarantee::WritesConfined) {
+        return Ok(plan);
+    }
+    let unenforced = Unenforced {
+        guarantee: Guarantee::WritesConfined,
+        why: format!("the work tree is too wide: {why}"),
+    };
+    if !config.allow_degraded_native {
+        return Err(Refusal {
+            backend: plan.backend,
+            reason: format!("the work tree is too wide to confine writes: {why}"),
+            unenforced: vec![unenforced],
+            hint: "run in a project directory (--cwd PATH), or pass --allow-degraded-native (setting sandbox.allow_degraded_native = true) to run with writes unconfined".to_string(),
+        });
+    }
+    attestation
+        .enforced
+        .retain(|g| *g != Guarantee::WritesConfined);
+    attestation.not_enforced.push(unenforced);
+    attestation.consent = Some("allow_degraded_native".to_string());
+    Ok(plan)
+}
+
+/// Corral's own record of a run in its run directory, which the agent must not delete or forge:
+/// the execution log, the caller's `run.json`, the prompt as sent, the session files and the raw
+/// stream files.
+pub fn record_paths(output_dir: &Path) -> Vec<PathBuf> {
+    use corral_ports::run_dir::{
+        EVENTS_FILE, PROMPT_FILE, RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE,
+    };
+    [
+        EVENTS_FILE,
+        RUN_FILE,
+        PROMPT_FILE,
+        SESSION_ID_FILE,
+        SESSION_META_FILE,
+        crate::streams::RAW_STREAMS_DIR,
+    ]
+    .iter()
+    .map(|name| output_dir.join(name))
+    .collect()
 }
 
 /// The run's private temporary directory, inside the run directory.
@@ -592,22 +680,39 @@ fn read_small(path: &Path) -> Option<String> {
     Some(text)
 }
 
+/// A protected path that [`prepare_protected`] created, to remove after the run if it is still
+/// as it was made ([`remove_placeholders`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder {
+    /// Where.
+    pub path: PathBuf,
+    /// Its device and inode when made: another file put there is never removed.
+    pub id: (u64, u64),
+    /// What a file was made with (`None` for a directory).
+    pub contents: Option<&'static [u8]>,
+}
+
 /// Makes every protected path exist, so that bubblewrap can bind it read-only and the agent
 /// cannot create it: a missing directory (no extension) is created empty, a missing file empty
 /// (`{}` for JSON, so the CLI still parses it). Only where the parent directory exists (the
-/// state directories are created first, [`prepare_state`]); a placeholder is left on the host
-/// after the run, as empty as it was made.
-pub fn prepare_protected(protected: &[PathBuf]) {
+/// state directories are created first, [`prepare_state`]). Returns what it created, for
+/// [`remove_placeholders`] after the run.
+pub fn prepare_protected(protected: &[PathBuf]) -> Vec<Placeholder> {
+    use std::os::unix::fs::MetadataExt;
+    let mut made = Vec::new();
     for path in protected {
         if std::fs::symlink_metadata(path).is_ok() || !path.parent().is_some_and(Path::is_dir) {
             continue;
         }
-        match path.extension().and_then(|e| e.to_str()) {
+        let contents = match path.extension().and_then(|e| e.to_str()) {
             None => {
-                let _ = std::fs::create_dir(path);
+                if std::fs::create_dir(path).is_err() {
+                    continue;
+                }
+                None
             }
             Some(ext) => {
-                let placeholder: &[u8] = match ext {
+                let placeholder: &'static [u8] = match ext {
                     "json" | "jsonc" => b"{}\n",
                     _ => b"",
                 };
@@ -615,11 +720,52 @@ pub fn prepare_protected(protected: &[PathBuf]) {
                     .write(true)
                     .create_new(true)
                     .open(path);
-                if let Ok(mut file) = created {
-                    use std::io::Write;
-                    let _ = file.write_all(placeholder);
-                }
+                let Ok(mut file) = created else {
+                    continue;
+                };
+                use std::io::Write;
+                let _ = file.write_all(placeholder);
+                Some(placeholder)
             }
+        };
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            made.push(Placeholder {
+                path: path.clone(),
+                id: (meta.dev(), meta.ino()),
+                contents,
+            });
+        }
+    }
+    made
+}
+
+/// Removes the placeholders [`prepare_protected`] made that are still untouched: the same
+/// inode, an empty directory or a file with exactly what it was made with. Called once the
+/// sandbox is gone (a bind of it in a live sandbox would otherwise be detached). What the run
+/// changed, or put there instead, stays. Later placeholders first, so a directory emptied of
+/// its own placeholders goes too.
+pub fn remove_placeholders(placeholders: &[Placeholder]) {
+    use std::os::unix::fs::MetadataExt;
+    for placeholder in placeholders.iter().rev() {
+        let Ok(meta) = std::fs::symlink_metadata(&placeholder.path) else {
+            continue;
+        };
+        if (meta.dev(), meta.ino()) != placeholder.id {
+            continue;
+        }
+        match placeholder.contents {
+            // `rmdir` removes only an empty directory.
+            None if meta.is_dir() => {
+                let _ = std::fs::remove_dir(&placeholder.path);
+            }
+            Some(contents)
+                if meta.is_file()
+                    && meta.len() == contents.len() as u64
+                    && read_small(&placeholder.path).is_some_and(|t| t.as_bytes() == contents) =>
+            {
+                let _ = std::fs::remove_file(&placeholder.path);
+            }
+            None | Some(_) => {}
         }
     }
 }
@@ -938,6 +1084,126 @@ mod tests {
             !ro.windows(2)
                 .any(|w| w[0] == "--bind" && w[1] == cwd.to_str().unwrap()),
             "read-only repo: {ro:?}"
+        );
+    }
+
+    /// Issue 10 item 8: `--cwd /` made everything writable while the attestation said
+    /// writes-confined. The root, the home and every directory holding the home are too wide;
+    /// a project inside the home, or a directory beside it, is not. Too wide refuses without
+    /// consent and, with it, runs with writes-confined recorded as not enforced.
+    #[test]
+    fn the_root_the_home_and_its_ancestors_are_too_wide_to_be_a_work_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("users/me");
+        let project = home.join("src/project");
+        let beside = dir.path().join("users/other");
+        for p in [&project, &beside] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        let wide = [
+            PathBuf::from("/"),
+            home.clone(),
+            home.join("src/.."),
+            dir.path().join("users"),
+            dir.path().to_path_buf(),
+        ];
+        for tree in &wide {
+            assert!(
+                too_wide_work_tree(tree, Some(&home)).is_some(),
+                "{}",
+                tree.display()
+            );
+        }
+        assert!(too_wide_work_tree(Path::new("/"), None).is_some());
+        for tree in [&project, &beside] {
+            assert_eq!(
+                too_wide_work_tree(tree, Some(&home)),
+                None,
+                "{}",
+                tree.display()
+            );
+        }
+        let planned = || plan(&SandboxConfig::default(), &perms(true), |_| Ok(())).unwrap();
+        let refusal = confine_trees(
+            &SandboxConfig::default(),
+            planned(),
+            &[Path::new("/")],
+            Some(&home),
+        )
+        .unwrap_err();
+        assert_eq!(refusal.backend, SandboxBackend::Bubblewrap);
+        assert_eq!(refusal.unenforced[0].guarantee, Guarantee::WritesConfined);
+        assert!(refusal.reason.contains("whole filesystem"), "{refusal:?}");
+        assert!(
+            refusal.hint.contains("--allow-degraded-native"),
+            "{refusal:?}"
+        );
+        let consent = SandboxConfig {
+            allow_degraded_native: true,
+            ..SandboxConfig::default()
+        };
+        let degraded = confine_trees(&consent, planned(), &[home.as_path()], Some(&home)).unwrap();
+        let attestation = &degraded.attestation;
+        assert!(!attestation.enforced.contains(&Guarantee::WritesConfined));
+        assert!(attestation.enforced.contains(&Guarantee::TreeContained));
+        assert_eq!(
+            attestation.not_enforced[0].guarantee,
+            Guarantee::WritesConfined
+        );
+        assert!(attestation.not_enforced[0].why.contains("home directory"));
+        assert_eq!(
+            attestation.consent.as_deref(),
+            Some("allow_degraded_native")
+        );
+        let narrow = confine_trees(
+            &SandboxConfig::default(),
+            planned(),
+            &[project.as_path()],
+            Some(&home),
+        )
+        .unwrap();
+        assert_eq!(narrow, planned());
+    }
+
+    /// Issue 10 item 8: the placeholders of missing protected paths were left on the host
+    /// after the run (an empty `.git` in a tree that is no repository, `{}` settings files).
+    /// Now the untouched ones are removed; one the run changed, or replaced, stays.
+    #[test]
+    fn untouched_placeholders_are_removed_after_the_run_and_changed_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::write(tree.join("kept.json"), "mine\n").unwrap();
+        let protected: Vec<PathBuf> = [
+            ".git",
+            "settings.json",
+            "notes.md",
+            "hooks",
+            "changed.json",
+            "filled",
+            "replaced.md",
+            "kept.json",
+        ]
+        .iter()
+        .map(|p| tree.join(p))
+        .collect();
+        let made = prepare_protected(&protected);
+        assert_eq!(made.len(), 7, "{made:?}");
+        std::fs::write(tree.join("changed.json"), "{\"x\": 1}\n").unwrap();
+        std::fs::write(tree.join("filled/a"), "").unwrap();
+        // Another empty file renamed over it: another inode, so not Corral's.
+        std::fs::write(tree.join("other.md"), "").unwrap();
+        std::fs::rename(tree.join("other.md"), tree.join("replaced.md")).unwrap();
+        remove_placeholders(&made);
+        let mut left: Vec<String> = std::fs::read_dir(&tree)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["changed.json", "filled", "kept.json", "replaced.md"]);
+        assert_eq!(
+            std::fs::read_to_string(tree.join("kept.json")).unwrap(),
+            "mine\n"
         );
     }
 }

@@ -116,8 +116,17 @@ pub struct Attestation {
     /// Why running with unenforced guarantees was allowed, when it was.
     pub consent: Option<String>,
     /// Writes outside the allowed paths that the git-cleanliness check found after the run.
+    /// Empty both when the check found nothing and when it did not run: [`Attestation::stray_check`]
+    /// says which.
     #[serde(default)]
     pub stray_writes: Vec<String>,
+    /// Whether the git-cleanliness check ran after the run; a record without it (an older one)
+    /// reads as not checked, never as clean.
+    #[serde(default)]
+    pub stray_check: StrayCheck,
+    /// Why the check did not run (not a git work tree, git unavailable, the check failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stray_check_why: Option<String>,
     /// Regular files in the writable trees that had more than one link at the start, bound
     /// read-only: a write through one would land in every other name of the file, wherever
     /// that is (outside the sandbox too).
@@ -128,6 +137,27 @@ pub struct Attestation {
     /// backend). A guarantee this check did not confirm is never in `enforced`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked_inside: Option<InsideCheck>,
+}
+
+/// Whether the git-cleanliness check (the stray writes) ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StrayCheck {
+    /// It ran: `stray_writes` is everything it found, empty when the tree was clean.
+    Checked,
+    /// It did not run (or not to the end): an empty `stray_writes` says nothing.
+    #[default]
+    NotChecked,
+}
+
+impl StrayCheck {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StrayCheck::Checked => "checked",
+            StrayCheck::NotChecked => "not-checked",
+        }
+    }
 }
 
 /// Whether a namespace seen inside the sandbox is the supervisor's.

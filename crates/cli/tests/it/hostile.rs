@@ -373,3 +373,141 @@ fn a_cli_the_agent_planted_on_path_is_not_run_on_the_host() {
         assert!(!marker.exists(), "{args:?} ran the planted CLI on the host");
     }
 }
+
+/// Issue 10 item 8: an agent that links `signals.json` to a file of the user's out of the run
+/// directory had it read as the user, and the errors (its size, its unknown keys) told the agent
+/// about the file. Now a link out is not read, and nothing of the target reaches the output; a
+/// link to a file within the run directory is read as before.
+#[test]
+fn a_signals_json_linked_out_of_the_run_directory_is_not_read() {
+    let env = Env::new();
+    let secret = env.write(
+        "private/secret.json",
+        "{\"schema_version\": 1, \"signals\": [], \"the_users_secret_key_name\": 1}",
+    );
+    let agent = FakeClaude::new(
+        &env,
+        &format!(
+            r#"rm -f "$SIGNALS"; ln -s '{}' "$SIGNALS""#,
+            secret.display()
+        ),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "do the task"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let text = transcript(&env, &out);
+    assert_eq!(out.status.code(), Some(7), "{text}");
+    assert!(
+        text.contains("is a link out of its directory, not a regular file"),
+        "{text}"
+    );
+    assert!(!text.contains("the_users_secret_key_name"), "{text}");
+    let dir = only_run_dir(&env.project()).unwrap();
+    for entry in log(&dir) {
+        assert!(
+            !entry.to_string().contains("the_users_secret_key_name"),
+            "{entry}"
+        );
+    }
+
+    // A link to a file in the run directory is read.
+    let env = Env::new();
+    let agent = FakeClaude::new(
+        &env,
+        &format!(
+            r#"d=$(dirname "$SIGNALS"); printf '%s' '{GOOD_SIGNALS}' > "$d/real.json"; rm -f "$SIGNALS"; ln -s real.json "$SIGNALS""#
+        ),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "do the task"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+}
+
+/// Issue 10 item 2, end to end: with the native backend (consented), where `.git` is writable,
+/// the agent plants a program behind a clean filter (`.git/config` plus `.gitattributes`, and a
+/// tracked file touched so git must re-read it), a `filter.process`, `core.fsmonitor`, a
+/// `core.hooksPath` and hooks. Corral's own git check after the run must run none of them; a
+/// plain `git status` afterwards (the control) shows that the plant works.
+#[test]
+fn the_agents_git_configuration_does_not_run_in_corrals_own_git_check() {
+    let env = Env::new();
+    let project = env.project();
+    env.write("project/README", "readme\n");
+    git(&project, &["init", "-q"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    let marker = env.dir.path().join("payload-ran");
+    let payload = env.write(
+        "payload.sh",
+        &format!("#!/bin/sh\necho \"$0 $*\" >> '{}'\ncat\n", marker.display()),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&payload, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let p = payload.display();
+    let agent = FakeClaude::new(
+        &env,
+        &format!(
+            r#"printf '%s' '{GOOD_SIGNALS}' > "$SIGNALS"
+printf '[core]\n\tfsmonitor = {p}\n\thooksPath = .git/agent-hooks\n[filter "x"]\n\tclean = {p}\n\tprocess = {p}\n\trequired = true\n' >> .git/config
+printf '* filter=x\n' > .gitattributes
+mkdir -p .git/agent-hooks
+for h in .git/hooks/post-index-change .git/agent-hooks/post-index-change .git/hooks/pre-commit; do cp '{p}' "$h"; chmod +x "$h"; done
+sleep 1; touch README"#
+        ),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args([
+            "run",
+            "--json",
+            "--sandbox",
+            "native",
+            "--allow-degraded-native",
+            "do the task",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+    let summary = summary(&out.stdout);
+    assert_eq!(summary["stray_check"], "checked", "{summary}");
+    assert!(
+        std::fs::read_to_string(project.join(".git/config"))
+            .unwrap()
+            .contains("fsmonitor"),
+        "the agent's plant did not land"
+    );
+    assert!(
+        !marker.exists(),
+        "Corral's git check ran the agent's program: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+    // The control: the user's own `git status` obeys it.
+    let _ = corral_test_support::command(std::path::Path::new("git"))
+        .current_dir(&project)
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(
+        marker.exists(),
+        "the plant never runs, so the test proves nothing"
+    );
+}

@@ -438,3 +438,240 @@ fn the_sandbox_is_checked_from_inside_and_an_impostor_bubblewrap_attests_nothing
         "supervisors"
     );
 }
+
+/// Issue 10 item 8: outside a git repository the stray-write check is skipped, yet the
+/// attestation read `stray_writes: []`, which says "clean". Now "not checked" is recorded as
+/// such, with why, in `run.json`, the JSON summary and the plain one; in a repository the same
+/// run reads checked.
+#[test]
+fn outside_a_git_repository_the_stray_check_reads_not_checked() {
+    let env = Env::new();
+    let agent = FakeClaude::new(
+        &env,
+        &format!("printf '%s' '{GOOD_SIGNALS}' > \"$SIGNALS\""),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let run = |json: bool| {
+        let mut cmd = env.corral();
+        cmd.env(name, &path).arg("run");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.arg("do the task").output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+        out
+    };
+    let out = run(true);
+    let summary = summary(&out.stdout);
+    assert_eq!(summary["stray_check"], "not-checked", "{summary}");
+    assert_eq!(
+        summary["stray_writes"],
+        serde_json::Value::Null,
+        "{summary}"
+    );
+    assert!(
+        summary["stray_check_why"]
+            .as_str()
+            .is_some_and(|w| w.contains("not in a git work tree")),
+        "{summary}"
+    );
+    let attestation = &record(&run_dir(&summary))["attestation"];
+    assert_eq!(attestation["stray_check"], "not-checked", "{attestation}");
+    let plain = env.clean(&run(false).stdout);
+    assert!(
+        plain.contains("strays    not checked: the working directory is not in a git work tree"),
+        "{plain}"
+    );
+
+    // In a repository: checked, and clean.
+    env.write("project/README", "readme\n");
+    git(&env.project(), &["init", "-q"]);
+    git(&env.project(), &["add", "-A"]);
+    git(&env.project(), &["commit", "-q", "-m", "init"]);
+    let summary = crate::support::summary(&run(true).stdout);
+    assert_eq!(summary["stray_check"], "checked", "{summary}");
+    assert_eq!(summary["stray_writes"], serde_json::json!([]), "{summary}");
+    assert_eq!(
+        record(&run_dir(&summary))["attestation"]["stray_check"],
+        "checked"
+    );
+}
+
+/// Issue 10 item 8: `--cwd /` bound the whole filesystem writable while the attestation said
+/// writes-confined; the home, or a directory holding it, is as wide in effect. Now each is
+/// refused (exit 2, naming the path and why) before the agent runs; with consent the run goes
+/// ahead with writes-confined recorded as not enforced.
+#[test]
+fn a_work_tree_that_is_the_whole_filesystem_or_holds_the_home_is_refused() {
+    let env = Env::new();
+    // In the home, which every one of the trees below holds: the agent would write it if it ran.
+    let ran = env.home().join("the-agent-ran");
+    let agent = FakeClaude::new(
+        &env,
+        &format!(
+            "touch '{}'\nprintf '%s' '{GOOD_SIGNALS}' > \"$SIGNALS\"",
+            ran.display()
+        ),
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let runs = env.dir.path().join("runs");
+    let run = |cwd: &Path, consent: bool| {
+        let mut cmd = env.corral();
+        cmd.env(name, &path)
+            .env("CORRAL_RUN__RUNS_DIR", &runs)
+            .args(["run", "--json", "--cwd"])
+            .arg(cwd);
+        if consent {
+            cmd.arg("--allow-degraded-native");
+        }
+        let out = cmd.arg("do the task").output().unwrap();
+        (out.status.code(), transcript(&env, &out), out.stdout)
+    };
+    for (cwd, why) in [
+        (Path::new("/").to_path_buf(), "is the whole filesystem"),
+        (env.home(), "is the home directory"),
+        (env.dir.path().to_path_buf(), "holds the home directory"),
+    ] {
+        let (code, text, _) = run(&cwd, false);
+        assert_eq!(code, Some(2), "{}: {text}", cwd.display());
+        assert!(
+            text.contains(&format!(
+                "{} {why}",
+                env.clean(cwd.display().to_string().as_bytes())
+            )) && text.contains("writes-confined"),
+            "{}: {text}",
+            cwd.display()
+        );
+        assert!(!ran.exists(), "{}: the agent ran: {text}", cwd.display());
+    }
+    let (code, text, stdout) = run(&env.home(), true);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(ran.exists(), "{text}");
+    let attestation = &record(&run_dir(&summary(&stdout)))["attestation"];
+    assert!(
+        !attestation["enforced"]
+            .as_array()
+            .unwrap()
+            .contains(&"writes-confined".into()),
+        "{attestation}"
+    );
+    let unenforced = &attestation["not_enforced"][0];
+    assert_eq!(unenforced["guarantee"], "writes-confined", "{attestation}");
+    assert!(
+        unenforced["why"].as_str().unwrap().contains("too wide"),
+        "{attestation}"
+    );
+    assert_eq!(attestation["consent"], "allow_degraded_native");
+}
+
+/// Every path under `root` but Corral's own `.corral`, sorted.
+fn tree(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            if entry.file_name() == ".corral" {
+                continue;
+            }
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(path.clone());
+            }
+            out.push(path.strip_prefix(root).unwrap().display().to_string());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 10 item 8: the placeholders made so that a missing protected path could be bound
+/// read-only (an empty `.git` in a tree that is no repository, `{}` for Claude Code's
+/// `settings.json`, empty `CLAUDE.md` and `hooks/`) stayed on the host after the run. Now the
+/// untouched ones are removed: the tree, the home's CLI configuration and `git status` are as
+/// they were.
+#[test]
+fn a_run_leaves_no_placeholder_behind() {
+    let env = Env::new();
+    let project = env.project();
+    env.write("project/README", "readme\n");
+    let before = tree(&project);
+    run_agent(&env, "true");
+    assert_eq!(tree(&project), before, "the work tree changed");
+    let claude = env.home().join(".claude");
+    for rel in [
+        "settings.json",
+        "CLAUDE.md",
+        "hooks",
+        "commands",
+        "agents",
+        "skills",
+    ] {
+        assert!(!exists(&claude.join(rel)), "{rel} left in ~/.claude");
+    }
+
+    // In a repository: `git status` as it was.
+    git(&project, &["init", "-q"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    let status = || {
+        let out = corral_test_support::command(Path::new("git"))
+            .current_dir(&project)
+            .args(["status", "--porcelain", "--ignored"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let before = (status(), tree(&project));
+    run_agent(&env, "true");
+    assert_eq!((status(), tree(&project)), before);
+}
+
+/// Issue 10 item 8: the run directory's record was writable by the agent, which could delete
+/// the execution log or forge `run.json`. Now every record file there at the start (the log,
+/// `run.json`, the prompt, the stream files) is read-only to it and cannot be renamed or removed,
+/// while `signals.json` stays writable (the run succeeds on it); afterwards the record is whole.
+#[test]
+fn the_agent_cannot_forge_or_delete_corrals_record_of_the_run() {
+    let env = Env::new();
+    let probe = env.project().join("probe.txt");
+    let mut acts = String::from(TRY);
+    acts.push_str("\n{\n");
+    for name in ["events.jsonl", "run.json", "prompt.md", "raw"] {
+        acts.push_str(&format!(
+            "  t 'delete-{name}' rm -rf \"$RUN_DIR/{name}\"\n  t 'rename-{name}' mv \"$RUN_DIR/{name}\" \"$RUN_DIR/{name}.away\"\n  t 'overwrite-{name}' sh -c 'echo forged > \"$RUN_DIR/{name}\"'\n"
+        ));
+    }
+    acts.push_str("  t raw-file sh -c 'for f in \"$RUN_DIR\"/raw/*; do echo forged > \"$f\" || exit 1; done; ls \"$RUN_DIR\"/raw/* >/dev/null'\n");
+    acts.push_str("} > probe.txt 2>&1");
+    let dir = run_agent(&env, &acts);
+    let seen = report(&probe);
+    for (act, result) in &seen {
+        assert_eq!(result, "refused", "{act}: {seen:?}");
+    }
+    assert!(seen.len() >= 13, "{seen:?}");
+    // The record is whole: the log from run_started to run_finished, run.json parsed.
+    let records = log(&dir);
+    assert_eq!(
+        records.first().unwrap()["kind"],
+        "run_started",
+        "{records:?}"
+    );
+    assert_eq!(
+        records.last().unwrap()["kind"],
+        "run_finished",
+        "{records:?}"
+    );
+    assert_eq!(record(&dir)["outcome"], "succeeded");
+    assert!(
+        std::fs::read_to_string(dir.join("prompt.md"))
+            .unwrap()
+            .contains("do the task")
+    );
+    for name in ["events.jsonl", "run.json", "prompt.md", "raw"] {
+        assert!(!exists(&dir.join(format!("{name}.away"))), "{name} renamed");
+    }
+}
