@@ -3,7 +3,7 @@
 //! conformance cases every provider's CLI must pass, Claude Code's own contract, and giant
 //! replies and writes that must lose nothing (`lossless.rs`); and the sandbox's probe suite, as
 //! root and as an unprivileged user (`probes.rs`); and `corral sprint run` through the real CLIs
-//! (`sprint_cases.rs`, ignored until the command exists).
+//! (`sprint_cases.rs`, which assert the command is still missing until it exists).
 
 // Test code: a failed expectation should panic loudly.
 #![allow(

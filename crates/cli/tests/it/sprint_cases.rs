@@ -6,9 +6,13 @@
 //! another branch, rate-limit retries used up then a rerun, and a one-task sprint with each
 //! provider as the generator.
 //!
-//! Every case is `#[ignore]`d until `corral sprint run` exists on this branch (it is being written
-//! on wip/spawn); they are written against its fixed interface (exit codes 0 done, 2 bad file or
-//! preflight, 3 blocked, 4 rate-limited, 130 cancelled; state under `.corral/sprints/<name>/`).
+//! `corral sprint run` does not exist on this branch yet (it is being written on wip/spawn). The
+//! cases are written against its fixed interface (exit codes 0 done, 2 bad file or preflight, 3
+//! blocked, 4 rate-limited, 130 cancelled; state under `.corral/sprints/<name>/`); until it
+//! lands, each asserts the current behaviour instead ([`sprint_run_exists`]: the command is
+//! refused as unknown) and stops there, so the moment it lands they run in full. Where the
+//! interface does not fix a detail (status strings, file names), the assertion is a guess to
+//! check then.
 //! The fake tells the generator's requests from the evaluator's by the spawn directory their
 //! paths lie in (`Scenario::with_round`).
 
@@ -243,6 +247,24 @@ fn key(role: Role, task: &str, round: u32) -> SpawnKey {
     SpawnKey::new(role, task, round)
 }
 
+/// Whether `corral sprint run` exists. Until it does, this asserts what the binary does today:
+/// `sprint run` is refused as an unknown subcommand with exit 2 (the current, wrong behaviour);
+/// the cases then stop. Any other answer fails.
+fn sprint_run_exists() -> bool {
+    let env = Env::new();
+    let out = env
+        .corral()
+        .args(["sprint", "run", "--help"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => true,
+        Some(2) if err.contains("unrecognized subcommand 'run'") => false,
+        _ => panic!("`corral sprint run --help`: {}", transcript(&env, &out)),
+    }
+}
+
 /// The task statuses sprint.json recorded, by id.
 fn task_statuses(world: &World) -> Vec<(String, String)> {
     state(world)["tasks"]
@@ -259,8 +281,10 @@ fn task_statuses(world: &World) -> Vec<(String, String)> {
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn three_tasks_a_pass_a_regression_fixed_on_the_resumed_session_and_a_critique() {
+    if !sprint_run_exists() {
+        return;
+    }
     let world = World::new(&CLAUDE, |project| {
         let g = |t: &str, r: u32, body: &str, subject: &str| {
             spawn_steps(
@@ -381,8 +405,10 @@ fn three_tasks_a_pass_a_regression_fixed_on_the_resumed_session_and_a_critique()
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn a_blocked_task_skips_its_dependents_and_the_others_go_on() {
+    if !sprint_run_exists() {
+        return;
+    }
     let world = World::new(&CLAUDE, |project| {
         Scenario::default()
             .with_round(
@@ -450,8 +476,10 @@ fn a_blocked_task_skips_its_dependents_and_the_others_go_on() {
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn a_regression_with_no_attempt_left_blocks_with_the_patch_saved_and_the_tree_reset() {
+    if !sprint_run_exists() {
+        return;
+    }
     let world = World::new(&CLAUDE, |project| {
         Scenario::default().with_round(
             Role::Generator,
@@ -493,8 +521,10 @@ fn a_regression_with_no_attempt_left_blocks_with_the_patch_saved_and_the_tree_re
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn a_check_broken_before_the_task_is_not_blamed_on_the_agent() {
+    if !sprint_run_exists() {
+        return;
+    }
     let world = World::new(&CLAUDE, |project| {
         Scenario::default().with_round(
             Role::Generator,
@@ -609,14 +639,18 @@ fn killed_during(role: Role) {
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn kill_9_during_a_generator_round_then_a_rerun_resumes_the_session() {
+    if !sprint_run_exists() {
+        return;
+    }
     killed_during(Role::Generator);
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn kill_9_during_an_evaluator_round_then_a_rerun_finishes_with_one_commit() {
+    if !sprint_run_exists() {
+        return;
+    }
     killed_during(Role::Evaluator);
 }
 
@@ -638,8 +672,10 @@ fn claude_vars(world: &World) -> Vec<(String, String)> {
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn the_generator_on_claude_and_the_evaluator_on_codex() {
+    if !sprint_run_exists() {
+        return;
+    }
     let world = World::new(&CODEX, |project| {
         Scenario::default()
             .with_round(
@@ -712,8 +748,10 @@ fn the_generator_on_claude_and_the_evaluator_on_codex() {
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
+    if !sprint_run_exists() {
+        return;
+    }
     let world = World::new(&CLAUDE, |project| {
         let mut steps = vec![Step::tool_use(
             "Bash",
@@ -740,8 +778,10 @@ fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn rate_limit_retries_used_up_pause_with_exit_4_and_a_rerun_finishes() {
+    if !sprint_run_exists() {
+        return;
+    }
     let world = World::new(&CLAUDE, |project| {
         let mut g = vec![Step::rate_limited(1); CLAUDE.requests_per_failed_call];
         g.extend(spawn_steps(
@@ -824,31 +864,41 @@ fn one_task_with(cli: &'static Cli) {
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn one_task_with_claude_as_the_generator() {
+    if !sprint_run_exists() {
+        return;
+    }
     one_task_with(&CLAUDE);
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn one_task_with_codex_as_the_generator() {
+    if !sprint_run_exists() {
+        return;
+    }
     one_task_with(&CODEX);
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn one_task_with_copilot_as_the_generator() {
+    if !sprint_run_exists() {
+        return;
+    }
     one_task_with(&COPILOT);
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn one_task_with_opencode_as_the_generator() {
+    if !sprint_run_exists() {
+        return;
+    }
     one_task_with(&OPENCODE);
 }
 
 #[test]
-#[ignore = "needs `corral sprint run` (wip/spawn)"]
 fn one_task_with_grok_as_the_generator() {
+    if !sprint_run_exists() {
+        return;
+    }
     one_task_with(&GROK);
 }
