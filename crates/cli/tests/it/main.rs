@@ -2,7 +2,8 @@
 //! completions, with insta snapshots of what a person sees; and the real-CLI suites: the
 //! conformance cases every provider's CLI must pass, Claude Code's own contract, and giant
 //! replies and writes that must lose nothing (`lossless.rs`); and the sandbox's probe suite, as
-//! root and as an unprivileged user (`probes.rs`).
+//! root and as an unprivileged user (`probes.rs`); and `corral sprint run` through the real CLIs
+//! (`sprint_cases.rs`, which assert the command is still missing until it exists).
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
@@ -28,3 +29,4 @@ mod probes;
 mod resume;
 mod sandbox_holds;
 mod sprint;
+mod sprint_cases;
