@@ -44,7 +44,10 @@ pub fn main() -> ExitCode {
             return Exit::Internal.into();
         }
     };
-    match runtime.block_on(args::dispatch(cli)) {
+    let result = runtime.block_on(args::dispatch(cli));
+    // Whatever the renderer still holds back is written before the program ends.
+    term::flush();
+    match result {
         Ok(exit) => exit.into(),
         Err(err) => {
             term::errln!("error: {err:#}");

@@ -198,7 +198,10 @@ impl Renderer {
         match self.style {
             Style::Json | Style::Quiet => {}
             Style::Plain => {
-                term::errln!("[{:>7.1}s] {text}", self.started.elapsed().as_secs_f64());
+                term::err_soon(format_args!(
+                    "[{:>7.1}s] {text}",
+                    self.started.elapsed().as_secs_f64()
+                ));
             }
             Style::Live => {
                 if let Some(status) = &self.status {
@@ -214,7 +217,7 @@ impl Renderer {
         if self.style == Style::Json
             && let Ok(line) = term::json(value)
         {
-            term::outln!("{line}");
+            term::out_soon(format_args!("{line}"));
         }
     }
 
@@ -230,8 +233,9 @@ impl Renderer {
         status.set_message(term::one_line(&text));
     }
 
-    /// Clears the status line before the summary.
+    /// Clears the status line before the summary, and writes the event lines still held back.
     pub fn finish(&self) {
+        term::flush();
         if let Some(status) = &self.status {
             status.finish_and_clear();
         }

@@ -14,11 +14,18 @@
 //!
 //! `println!` panics when stdout is closed (`corral run … | head -1`), which would lose the run's
 //! exit code and skip the cleanup; [`out`] and [`err`] drop what cannot be written instead.
+//!
+//! The run renderer's event lines go through [`out_soon`] and [`err_soon`]: they are held back
+//! for at most 10 ms (or 64 KiB) and written together, one write for a batch of events instead
+//! of one per event. Any other line, and [`flush`] at the end of `main`, writes what is held
+//! first, so nothing is reordered on a stream or lost at exit.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
 /// Set once stdout refused a write (closed pipe): nothing more is sent there.
 static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
@@ -69,12 +76,87 @@ pub fn one_line(text: &str) -> String {
         .collect()
 }
 
-fn write_to(stream: &mut dyn Write, gone: &AtomicBool, text: &str) {
+/// At most this much output is held back before it is written at once.
+const HOLD_MAX: usize = 64 * 1024;
+/// Held output is written at the latest this long after its first line was held.
+const HOLD_FOR: Duration = Duration::from_millis(10);
+
+/// Output the run renderer holds back so that a flood of events costs one write per batch, not
+/// one per line. Every line written now ([`out`], [`err`], [`flush`]) first writes what is held,
+/// so the order on each stream is kept.
+#[derive(Debug)]
+struct Held {
+    out: Vec<u8>,
+    err: Vec<u8>,
+}
+
+impl Held {
+    fn is_empty(&self) -> bool {
+        self.out.is_empty() && self.err.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.out.len() + self.err.len()
+    }
+
+    /// Writes what is held to the two streams, stdout first.
+    fn drain(&mut self, out: &mut dyn Write, err: &mut dyn Write) {
+        if !self.out.is_empty() {
+            write_to(out, &STDOUT_GONE, &self.out);
+            self.out.clear();
+        }
+        if !self.err.is_empty() {
+            write_to(err, &STDERR_GONE, &self.err);
+            self.err.clear();
+        }
+    }
+}
+
+static HELD: Mutex<Held> = Mutex::new(Held {
+    out: Vec::new(),
+    err: Vec::new(),
+});
+/// Wakes the flusher when the first line is held.
+static WAKE: Condvar = Condvar::new();
+/// Whether the flusher thread runs; without it nothing is held.
+static FLUSHER: OnceLock<bool> = OnceLock::new();
+
+fn held() -> MutexGuard<'static, Held> {
+    HELD.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn drain_to_std(held: &mut Held) {
+    held.drain(&mut io::stdout().lock(), &mut io::stderr().lock());
+}
+
+/// The thread that writes held output at most [`HOLD_FOR`] after it was held, so a live reader
+/// (`corral run --json | consumer`) sees every event promptly even when no more follow.
+fn flusher_runs() -> bool {
+    *FLUSHER.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("corral-term-flush".into())
+            .spawn(|| {
+                loop {
+                    let mut guard = held();
+                    while guard.is_empty() {
+                        guard = WAKE.wait(guard).unwrap_or_else(PoisonError::into_inner);
+                    }
+                    drop(guard);
+                    std::thread::sleep(HOLD_FOR);
+                    drain_to_std(&mut held());
+                }
+            })
+            .is_ok()
+    })
+}
+
+/// Writes `bytes` to `stream` and flushes it; a refusal (closed pipe) is remembered in `gone`.
+fn write_to(stream: &mut dyn Write, gone: &AtomicBool, bytes: &[u8]) {
     if gone.load(Ordering::Relaxed) {
         return;
     }
     if stream
-        .write_all(text.as_bytes())
+        .write_all(bytes)
         .and_then(|()| stream.flush())
         .is_err()
     {
@@ -82,16 +164,56 @@ fn write_to(stream: &mut dyn Write, gone: &AtomicBool, text: &str) {
     }
 }
 
+/// Which stream a line goes to.
+#[derive(Debug, Clone, Copy)]
+enum Stream {
+    Out,
+    Err,
+}
+
+fn line(stream: Stream, args: fmt::Arguments<'_>, hold: bool) {
+    let text = format!("{}\n", sanitize(&args.to_string()));
+    let mut held = held();
+    let was_empty = held.is_empty();
+    match stream {
+        Stream::Out => held.out.extend_from_slice(text.as_bytes()),
+        Stream::Err => held.err.extend_from_slice(text.as_bytes()),
+    }
+    if hold && held.len() < HOLD_MAX && flusher_runs() {
+        if was_empty {
+            WAKE.notify_one();
+        }
+        return;
+    }
+    drain_to_std(&mut held);
+}
+
+/// Writes what [`out_soon`] and [`err_soon`] hold back. Called before the program ends; every
+/// [`out`] and [`err`] does it too.
+pub fn flush() {
+    drain_to_std(&mut held());
+}
+
 /// Writes one sanitized line to stdout; a closed stdout is remembered, not fatal.
 pub fn out(args: fmt::Arguments<'_>) {
-    let text = format!("{}\n", sanitize(&args.to_string()));
-    write_to(&mut io::stdout().lock(), &STDOUT_GONE, &text);
+    line(Stream::Out, args, false);
 }
 
 /// Writes one sanitized line to stderr; a closed stderr is remembered, not fatal.
 pub fn err(args: fmt::Arguments<'_>) {
-    let text = format!("{}\n", sanitize(&args.to_string()));
-    write_to(&mut io::stderr().lock(), &STDERR_GONE, &text);
+    line(Stream::Err, args, false);
+}
+
+/// As [`out`], but the line may be held back for up to 10 ms (or 64 KiB) and written with the
+/// lines that follow it: the run renderer's event lines, where one write per event would cost
+/// more than the rest of the path.
+pub fn out_soon(args: fmt::Arguments<'_>) {
+    line(Stream::Out, args, true);
+}
+
+/// As [`err`], held back as [`out_soon`] is.
+pub fn err_soon(args: fmt::Arguments<'_>) {
+    line(Stream::Err, args, true);
 }
 
 /// Prints a sanitized line on stdout (see [`out`]).
@@ -191,6 +313,53 @@ mod tests {
     /// What issue 10 saw an agent print: title, clipboard, clear screen, cursor report, `\r`.
     const HOSTILE: &str =
         "a\x1b]0;owned\x07b\x1b]52;c;Y3VybA==\x07c\x1b[2Jd\x1b[6ne\rf\u{9b}6ng\u{202e}h\u{7f}";
+
+    /// A writer that counts the writes it is asked for.
+    #[derive(Default)]
+    struct Counting {
+        bytes: Vec<u8>,
+        writes: usize,
+    }
+
+    impl Write for Counting {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.writes += 1;
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn held_lines_leave_in_one_write_each_stream_in_order() {
+        let mut held = Held {
+            out: Vec::new(),
+            err: Vec::new(),
+        };
+        let mut want_out = Vec::new();
+        for i in 0..200 {
+            let line = format!("{{\"n\":{i}}}\n");
+            held.out.extend_from_slice(line.as_bytes());
+            want_out.extend_from_slice(line.as_bytes());
+        }
+        held.err
+            .extend_from_slice(b"[    0.1s] one\n[    0.2s] two\n");
+        assert!(held.len() < HOLD_MAX);
+        let (mut out, mut err) = (Counting::default(), Counting::default());
+        held.drain(&mut out, &mut err);
+        assert_eq!((out.writes, err.writes), (1, 1));
+        assert_eq!(out.bytes, want_out);
+        assert_eq!(err.bytes, b"[    0.1s] one\n[    0.2s] two\n");
+        assert!(held.is_empty());
+        held.drain(&mut out, &mut err);
+        assert_eq!(
+            (out.writes, err.writes),
+            (1, 1),
+            "nothing held, nothing written"
+        );
+    }
 
     #[test]
     fn controls_become_visible_and_inert() {
