@@ -414,6 +414,8 @@ fn print_new_lines(
     loop {
         let n = file.read(&mut chunk)?;
         if n == 0 {
+            // The log has nothing more for now: what was read is shown before waiting.
+            crate::term::flush();
             return Ok(());
         }
         *offset += n as u64;
@@ -425,7 +427,7 @@ fn print_new_lines(
                 *last_kind = serde_json::from_str::<serde_json::Value>(&line)
                     .ok()
                     .and_then(|v| v["kind"].as_str().map(str::to_owned));
-                outln!("{}", one_line(&describe(&line)));
+                crate::term::out_soon(format_args!("{}", one_line(&describe(&line))));
             } else {
                 outln!("(a log line of {} bytes was skipped)", partial.len());
             }
