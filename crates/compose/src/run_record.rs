@@ -282,7 +282,15 @@ pub fn read_record(dir: &Path) -> Result<RunRecord, RunRecordError> {
             source,
         }
     })?;
-    serde_json::from_slice(&bytes).map_err(|source| RunRecordError::Malformed { path, source })
+    serde_json::from_slice(&bytes).or_else(|source| {
+        // Cut short by a crash in the middle of an in-place write: the copy written first is
+        // whole (it exists only while bound read-only into a sandbox, so the agent cannot
+        // plant it; see `corral_engine::write_record_file`).
+        read_untrusted_file(&corral_engine::record_copy(&path), RECORD_MAX_BYTES)
+            .ok()
+            .and_then(|copy| serde_json::from_slice(&copy).ok())
+            .ok_or(RunRecordError::Malformed { path, source })
+    })
 }
 
 /// Now, as RFC 3339.

@@ -58,13 +58,71 @@ pub struct SessionMeta {
     pub attempt: u32,
 }
 
-/// Writes `contents` to `path` atomically (see [`write_atomic`]), and tries once more when the
-/// first try failed on a full disk (after freeing the run directory's reserve, see
-/// [`crate::log::release_reserve`]) or because the directory is gone (after recreating it): the
-/// files of a run's record are the last thing to lose.
+/// The copy beside a record file (`.NAME.next`) that [`write_record_file`] writes first when it
+/// writes the file in place, so that a write cut short leaves one whole version: the file's
+/// old one, or the new one in the copy. Corral makes it before a sandbox starts and binds it
+/// read-only there with the file, so the agent cannot plant one; it is emptied after each
+/// write and removed with the sandbox.
+pub fn record_copy(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.next"))
+}
+
+/// Serialises the in-place writes: two of them at once to one file would mix.
+static IN_PLACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `path` opened for writing when it is a plain file with one link, without following a
+/// symbolic link or blocking on a FIFO; `None` otherwise (missing, a link, a device, a FIFO, a
+/// hard link that may have another name elsewhere).
+fn open_plain(path: &Path) -> Option<fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    (meta.is_file() && meta.nlink() == 1).then_some(file)
+}
+
+/// Writes a record file in place, keeping its inode, when it and its [`record_copy`] are both
+/// there as plain files; `None` (nothing written) otherwise. A rename over a file that is a
+/// bind mount point in a live sandbox's namespace would detach that bind and leave the agent a
+/// writable file in its place; writing through the open file leaves the bind as it is. The new
+/// version goes to the copy first (forced to disk), then over the file (forced to disk), then
+/// the copy is emptied: a reader that finds the file cut short takes the copy.
+fn write_in_place(path: &Path, contents: &[u8]) -> Option<io::Result<()>> {
+    use std::os::unix::fs::FileExt;
+    let _guard = match IN_PLACE.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let copy = open_plain(&record_copy(path))?;
+    let file = open_plain(path)?;
+    let len = contents.len() as u64;
+    Some((|| {
+        copy.set_len(0)?;
+        copy.write_all_at(contents, 0)?;
+        copy.sync_data()?;
+        file.write_all_at(contents, 0)?;
+        file.set_len(len)?;
+        file.sync_data()?;
+        copy.set_len(0)
+    })())
+}
+
+/// Writes a file of a run's record: in place when Corral bound it read-only into a sandbox
+/// (its [`record_copy`] is there, see [`write_in_place`]), else atomically (see
+/// [`write_atomic`]). Tries once more when the first try failed on a full disk (after freeing
+/// the run directory's reserve, see [`crate::log::release_reserve`]) or because the directory
+/// is gone (after recreating it): the files of a run's record are the last thing to lose.
 pub fn write_record_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    match write_atomic(path, contents) {
+    let written = write_in_place(path, contents).unwrap_or_else(|| write_atomic(path, contents));
+    match written {
         Err(e) if e.kind() == io::ErrorKind::StorageFull && crate::log::release_reserve(dir) => {
             write_record_file(path, contents)
         }

@@ -200,7 +200,7 @@ fn wrap_in_bubblewrap(
         protected.extend(crate::sandbox::git_paths(root));
     }
     protected.extend(read_only_links.iter().cloned());
-    let made = crate::sandbox::prepare_protected(&protected);
+    let mut made = crate::sandbox::prepare_protected(&protected);
     // The stream files are made after the spawn, in `raw/`: made now, it can be bound.
     if matches!(config.capture, crate::streams::OutputCapture::Files) {
         let raw = session.output_dir.join(crate::streams::RAW_STREAMS_DIR);
@@ -211,11 +211,18 @@ fn wrap_in_bubblewrap(
         }
     }
     // Corral's own record in the run directory, read-only to the agent (a bind mount point
-    // can be neither unlinked nor renamed either): only what exists, so no placeholder stands
-    // in for a file Corral writes later; `signals.json`, its temporary files and `tmp/` stay
-    // writable.
+    // can be neither unlinked nor renamed either). What does not exist yet is made now, as a
+    // placeholder, so that the agent cannot create it first and it is bound too: the session
+    // files, written once the id is known, and the copies whose presence makes Corral write
+    // the files it rewrites in place (a rename over a bind mount point would detach it in the
+    // sandbox, see `files::write_record_file`). Untouched placeholders go with the sandbox.
+    // `signals.json`, its temporary files and `tmp/` stay writable.
+    let record = crate::sandbox::record_paths(&session.output_dir);
+    let raw = session.output_dir.join(crate::streams::RAW_STREAMS_DIR);
+    let missing: Vec<PathBuf> = record.iter().filter(|p| **p != raw).cloned().collect();
+    made.extend(crate::sandbox::prepare_protected(&missing));
     protected.extend(
-        crate::sandbox::record_paths(&session.output_dir)
+        record
             .into_iter()
             .filter(|p| fs::symlink_metadata(p).is_ok()),
     );

@@ -75,7 +75,7 @@ pub use egress::{
 pub use engine::{Engine, SupervisedProvider};
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};
 pub use files::{
-    PromptPointer, SessionMeta, mint_session_uuid, persist_session, write_atomic,
+    PromptPointer, SessionMeta, mint_session_uuid, persist_session, record_copy, write_atomic,
     write_prompt_pointer, write_record_file,
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};

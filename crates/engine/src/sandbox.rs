@@ -418,12 +418,14 @@ pub fn confine_trees(
 
 /// Corral's own record of a run in its run directory, which the agent must not delete or forge:
 /// the execution log, the caller's `run.json`, the prompt as sent, the session files and the raw
-/// stream files.
+/// stream files; and, for each file Corral rewrites while the CLI runs (`run.json` and the
+/// session files), the copy it writes first ([`crate::files::record_copy`]), whose presence
+/// makes [`crate::files::write_record_file`] write in place.
 pub fn record_paths(output_dir: &Path) -> Vec<PathBuf> {
     use corral_ports::run_dir::{
         EVENTS_FILE, PROMPT_FILE, RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE,
     };
-    [
+    let mut paths: Vec<PathBuf> = [
         EVENTS_FILE,
         RUN_FILE,
         PROMPT_FILE,
@@ -433,7 +435,13 @@ pub fn record_paths(output_dir: &Path) -> Vec<PathBuf> {
     ]
     .iter()
     .map(|name| output_dir.join(name))
-    .collect()
+    .collect();
+    paths.extend(
+        [RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE]
+            .iter()
+            .map(|name| crate::files::record_copy(&output_dir.join(name))),
+    );
+    paths
 }
 
 /// The run's private temporary directory, inside the run directory.

@@ -675,3 +675,86 @@ fn the_agent_cannot_forge_or_delete_corrals_record_of_the_run() {
         assert!(!exists(&dir.join(format!("{name}.away"))), "{name} renamed");
     }
 }
+
+/// Issue 10 item 8, the rename case: Corral replaced `run.json` (when the session id is seen)
+/// and wrote `session-id.txt`/`session.json` atomically during the run, and a rename over a file
+/// that is a mount point in another namespace detaches that bind there: from then on the agent
+/// saw plain files in its writable run directory and could forge them. Now the files Corral
+/// rewrites during a run keep their inode (written in place) and stay bound read-only: the
+/// agent waits until Corral has written the session id into them, then every write, delete and
+/// rename is refused, and afterwards the record on the host is Corral's.
+#[test]
+fn the_agent_cannot_forge_the_record_after_corral_rewrote_it() {
+    let env = Env::new();
+    let probe = env.project().join("probe.txt");
+    let mut acts = String::from(TRY);
+    // Corral writes the session id into run.json and the session files once it reads the
+    // init line: wait for that (at most 20 s), then try.
+    acts.push_str(&format!(
+        "\nn=0; until grep -q '{FAKE_SESSION}' \"$RUN_DIR/run.json\" 2>/dev/null && grep -q '{FAKE_SESSION}' \"$RUN_DIR/session-id.txt\" 2>/dev/null && grep -q '{FAKE_SESSION}' \"$RUN_DIR/session.json\" 2>/dev/null; do n=$((n+1)); [ $n -gt 200 ] && break; sleep 0.1; done\n{{\n  echo \"waited=$n\"\n"
+    ));
+    for name in ["run.json", "session-id.txt", "session.json"] {
+        acts.push_str(&format!(
+            "  t 'overwrite-{name}' sh -c 'echo forged > \"$RUN_DIR/{name}\"'\n  t 'append-{name}' sh -c 'echo forged >> \"$RUN_DIR/{name}\"'\n  t 'rename-{name}' mv \"$RUN_DIR/{name}\" \"$RUN_DIR/{name}.away\"\n  t 'delete-{name}' rm -f \"$RUN_DIR/{name}\"\n  t 'replace-{name}' sh -c 'echo forged > \"$RUN_DIR/x.tmp\" && mv -f \"$RUN_DIR/x.tmp\" \"$RUN_DIR/{name}\"'\n"
+        ));
+    }
+    // Nor can it plant the copies Corral writes first, from which a reader would recover a
+    // record that was cut short.
+    for name in [
+        ".run.json.next",
+        ".session-id.txt.next",
+        ".session.json.next",
+    ] {
+        acts.push_str(&format!(
+            "  t 'plant-{name}' sh -c 'echo forged > \"$RUN_DIR/{name}\"'\n"
+        ));
+    }
+    acts.push_str("  t signals-stays-writable sh -c 'echo {} > \"$RUN_DIR/signals.json\"'\n");
+    acts.push_str(&format!(
+        "}} > probe.txt 2>&1\nprintf '%s\\n' '{}'\nprintf '%s' '{GOOD_SIGNALS}' > \"$SIGNALS\"",
+        FakeClaude::result("done", 0.001)
+    ));
+    let agent = FakeClaude::new(&env, "", &[FakeClaude::init("fake")], &acts);
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "--json", "do the task"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+    let dir = run_dir(&summary(&out.stdout));
+    let seen = report(&probe);
+    let waited: u32 = value(&seen, "waited").parse().unwrap();
+    assert!(waited <= 200, "Corral never wrote the session id: {seen:?}");
+    for (act, result) in &seen {
+        match act.as_str() {
+            "waited" => {}
+            "signals-stays-writable" => assert_eq!(result, "done", "{seen:?}"),
+            _ => assert_eq!(result, "refused", "{act}: {seen:?}"),
+        }
+    }
+    assert!(seen.len() >= 20, "{seen:?}");
+    // The record on the host is Corral's.
+    assert_eq!(
+        std::fs::read_to_string(dir.join("session-id.txt")).unwrap(),
+        format!("{FAKE_SESSION}\n")
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("session.json")).unwrap()).unwrap();
+    assert_eq!(meta["session_id"], FAKE_SESSION, "{meta}");
+    let run = record(&dir);
+    assert_eq!(run["outcome"], "succeeded", "{run}");
+    assert_eq!(run["session_id"], FAKE_SESSION, "{run}");
+    for name in ["run.json", "session-id.txt", "session.json"] {
+        assert!(!exists(&dir.join(format!("{name}.away"))), "{name} renamed");
+    }
+    // What Corral made to bind is gone with the sandbox.
+    for name in [
+        ".run.json.next",
+        ".session-id.txt.next",
+        ".session.json.next",
+    ] {
+        assert!(!exists(&dir.join(name)), "{name} left behind");
+    }
+}
