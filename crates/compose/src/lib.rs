@@ -33,7 +33,7 @@ pub use corral_contract::{Contract, SignalsError, render_contract_section};
 /// `corral doctor`).
 pub use corral_engine::{
     BackendChoice, EngineConfig, HOST_CWD, HostProgramError, bubblewrap_usable, host_program,
-    kill_child_groups, write_record_file,
+    kill_child_groups, record_copy, write_record_file,
 };
 pub use factory::{
     CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, command_runner,

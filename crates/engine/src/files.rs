@@ -250,6 +250,62 @@ mod tests {
         assert!(leftovers.is_empty());
     }
 
+    fn inode(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        fs::symlink_metadata(path).unwrap().ino()
+    }
+
+    /// A record file bound into a live sandbox must keep its inode (a rename over the bind
+    /// mount point would detach it there): with its copy beside it, it is written in place,
+    /// shorter or longer, and the copy is emptied again.
+    #[test]
+    fn a_record_file_with_its_copy_is_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        fs::write(&path, "{\"old\": \"a longer first version\"}\n").unwrap();
+        fs::write(record_copy(&path), "").unwrap();
+        assert_eq!(record_copy(&path), dir.path().join(".run.json.next"));
+        let before = (inode(&path), inode(&record_copy(&path)));
+        write_record_file(&path, b"{\"new\": 1}\n").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "{\"new\": 1}\n");
+        write_record_file(&path, &b"x".repeat(20_000)).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"x".repeat(20_000));
+        assert_eq!((inode(&path), inode(&record_copy(&path))), before);
+        assert_eq!(fs::read(record_copy(&path)).unwrap(), b"");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "no temporary file"
+        );
+    }
+
+    /// Without the copy (no sandbox binds it), or when the file is not a plain file of one link
+    /// (a symbolic or hard link the agent put there under the native backend), the file is
+    /// replaced by a rename: nothing is written through to where a link points.
+    #[test]
+    fn without_its_copy_or_over_a_link_a_record_file_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session-id.txt");
+        fs::write(&path, "old\n").unwrap();
+        let before = inode(&path);
+        write_record_file(&path, b"new\n").unwrap();
+        assert_ne!(inode(&path), before);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new\n");
+
+        fs::write(record_copy(&path), "").unwrap();
+        let outside = dir.path().join("outside");
+        fs::write(&outside, "mine\n").unwrap();
+        fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&outside, &path).unwrap();
+        write_record_file(&path, b"id\n").unwrap();
+        assert!(fs::symlink_metadata(&path).unwrap().is_file());
+        fs::remove_file(&path).unwrap();
+        fs::hard_link(&outside, &path).unwrap();
+        write_record_file(&path, b"id\n").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "id\n");
+        assert_eq!(fs::read_to_string(&outside).unwrap(), "mine\n");
+    }
+
     #[test]
     fn a_session_record_without_a_model_reads_as_the_cli_default() {
         let old = r#"{"session_id":"abc-123","provider":"claude","cwd":"/work","cli_version":null,"attempt":1}"#;

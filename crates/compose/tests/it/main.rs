@@ -12,5 +12,6 @@
 mod contract_run;
 mod factory;
 mod layering;
+mod run_record;
 mod schema;
 mod trust;
