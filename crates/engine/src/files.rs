@@ -265,10 +265,20 @@ mod tests {
         fs::write(&path, "{\"old\": \"a longer first version\"}\n").unwrap();
         fs::write(record_copy(&path), "").unwrap();
         assert_eq!(record_copy(&path), dir.path().join(".run.json.next"));
+        // What a bind of the file sees: the inode opened before the writes (held open, so its
+        // number cannot be reused by a replacement).
+        let bound = fs::File::open(&path).unwrap();
+        let seen = || {
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(&mut &bound, &mut text).unwrap();
+            std::io::Seek::rewind(&mut &bound).unwrap();
+            text
+        };
         let before = (inode(&path), inode(&record_copy(&path)));
         write_record_file(&path, b"{\"new\": 1}\n").unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "{\"new\": 1}\n");
+        assert_eq!(seen(), b"{\"new\": 1}\n");
         write_record_file(&path, &b"x".repeat(20_000)).unwrap();
+        assert_eq!(seen(), b"x".repeat(20_000));
         assert_eq!(fs::read(&path).unwrap(), b"x".repeat(20_000));
         assert_eq!((inode(&path), inode(&record_copy(&path))), before);
         assert_eq!(fs::read(record_copy(&path)).unwrap(), b"");
@@ -287,10 +297,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("session-id.txt");
         fs::write(&path, "old\n").unwrap();
-        let before = inode(&path);
+        let old = fs::File::open(&path).unwrap();
         write_record_file(&path, b"new\n").unwrap();
-        assert_ne!(inode(&path), before);
         assert_eq!(fs::read_to_string(&path).unwrap(), "new\n");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut &old, &mut text).unwrap();
+        assert_eq!(text, "old\n", "replaced, not written in place");
 
         fs::write(record_copy(&path), "").unwrap();
         let outside = dir.path().join("outside");
