@@ -59,10 +59,10 @@ pub struct SessionMeta {
 }
 
 /// The copy beside a record file (`.NAME.next`) that [`write_record_file`] writes first when it
-/// writes the file in place, so that a write cut short leaves one whole version: the file's
-/// old one, or the new one in the copy. Corral makes it before a sandbox starts and binds it
-/// read-only there with the file, so the agent cannot plant one; it is emptied after each
-/// write and removed with the sandbox.
+/// writes the file in place, so that a write cut short (or a reader racing it) always finds one
+/// whole version: the file's old one, or the new one in the copy, which keeps it until the next
+/// write. Corral makes it before a sandbox starts and binds it read-only there with the file, so
+/// the agent cannot plant one; it is removed when the run's last sandbox is gone.
 pub fn record_copy(path: &Path) -> PathBuf {
     let name = path
         .file_name()
@@ -92,8 +92,8 @@ fn open_plain(path: &Path) -> Option<fs::File> {
 /// there as plain files; `None` (nothing written) otherwise. A rename over a file that is a
 /// bind mount point in a live sandbox's namespace would detach that bind and leave the agent a
 /// writable file in its place; writing through the open file leaves the bind as it is. The new
-/// version goes to the copy first (forced to disk), then over the file (forced to disk), then
-/// the copy is emptied: a reader that finds the file cut short takes the copy.
+/// version goes to the copy first (forced to disk), then over the file (forced to disk): a
+/// reader that finds the file cut short takes the copy.
 fn write_in_place(path: &Path, contents: &[u8]) -> Option<io::Result<()>> {
     use std::os::unix::fs::FileExt;
     let _guard = match IN_PLACE.lock() {
@@ -104,13 +104,12 @@ fn write_in_place(path: &Path, contents: &[u8]) -> Option<io::Result<()>> {
     let file = open_plain(path)?;
     let len = contents.len() as u64;
     Some((|| {
-        copy.set_len(0)?;
         copy.write_all_at(contents, 0)?;
+        copy.set_len(len)?;
         copy.sync_data()?;
         file.write_all_at(contents, 0)?;
         file.set_len(len)?;
-        file.sync_data()?;
-        copy.set_len(0)
+        file.sync_data()
     })())
 }
 
@@ -257,7 +256,7 @@ mod tests {
 
     /// A record file bound into a live sandbox must keep its inode (a rename over the bind
     /// mount point would detach it there): with its copy beside it, it is written in place,
-    /// shorter or longer, and the copy is emptied again.
+    /// shorter or longer, the copy holding the same.
     #[test]
     fn a_record_file_with_its_copy_is_written_in_place() {
         let dir = tempfile::tempdir().unwrap();
@@ -281,7 +280,7 @@ mod tests {
         assert_eq!(seen(), b"x".repeat(20_000));
         assert_eq!(fs::read(&path).unwrap(), b"x".repeat(20_000));
         assert_eq!((inode(&path), inode(&record_copy(&path))), before);
-        assert_eq!(fs::read(record_copy(&path)).unwrap(), b"");
+        assert_eq!(fs::read(record_copy(&path)).unwrap(), b"x".repeat(20_000));
         assert_eq!(
             fs::read_dir(dir.path()).unwrap().count(),
             2,

@@ -342,6 +342,13 @@ impl<'a> RunScope<'a> {
             .map(|mut p| std::mem::take(&mut *p))
             .unwrap_or_default();
         crate::sandbox::remove_placeholders(&placeholders);
+        // The copies of the record files written in place while a sandbox had them bound:
+        // with no sandbox left, the next writes are renames again.
+        for copy in crate::sandbox::record_copies(&self.session.output_dir) {
+            if fs::symlink_metadata(&copy).is_ok_and(|m| m.is_file()) {
+                let _ = fs::remove_file(&copy);
+            }
+        }
         let strays = self
             .stray_writes(finished.as_ref().map_or(0, |f| f.attempts))
             .await;

@@ -436,12 +436,18 @@ pub fn record_paths(output_dir: &Path) -> Vec<PathBuf> {
     .iter()
     .map(|name| output_dir.join(name))
     .collect();
-    paths.extend(
-        [RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE]
-            .iter()
-            .map(|name| crate::files::record_copy(&output_dir.join(name))),
-    );
+    paths.extend(record_copies(output_dir));
     paths
+}
+
+/// The copies beside the record files Corral rewrites while the CLI runs (`run.json` and the
+/// session files): see [`crate::files::record_copy`].
+pub fn record_copies(output_dir: &Path) -> Vec<PathBuf> {
+    use corral_ports::run_dir::{RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE};
+    [RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE]
+        .iter()
+        .map(|name| crate::files::record_copy(&output_dir.join(name)))
+        .collect()
 }
 
 /// The run's private temporary directory, inside the run directory.
