@@ -1,0 +1,175 @@
+//! The sprint's agent seam implemented over a provider: [`role_agent`] builds the
+//! [`corral_sprint::RoleAgent`] that plays one sprint role (a provider with the role's model and
+//! effort), each spawn being the one-task run `corral run` makes (ADR 0005).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use corral_contract::render_contract_section;
+use corral_ports::{
+    AiSession, CancellationToken, Effort, ErrorClass, HeadlessAiProvider, Permissions,
+    ProviderError, ProviderId, RunObserver,
+};
+use corral_sprint::{
+    RoleAgent, RoleSettings, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict,
+};
+
+use crate::contract_run::{ContractPolicy, run_with_contract};
+use crate::factory::{ComposeError, capabilities, headless_provider};
+use crate::settings::Settings;
+use corral_engine::EngineConfig;
+
+/// The agent that plays a sprint role: `role`'s provider, built from `settings` on an engine
+/// configured by `config` (usually [`crate::engine_config`]), with the role's model (else the
+/// provider's configured one) and effort. Read-only spawns run on a second engine that never
+/// falls back to a sandbox that cannot keep the work tree read-only.
+pub fn role_agent(
+    role: &RoleSettings,
+    settings: &Settings,
+    config: EngineConfig,
+) -> Result<Arc<dyn RoleAgent>, ComposeError> {
+    let id = role.provider;
+    let mut strict = config.clone();
+    strict.sandbox.allow_degraded_native = false;
+    let writable = headless_provider(id, settings, config)?;
+    let read_only = headless_provider(id, settings, strict)?;
+    let model = role
+        .model
+        .clone()
+        .or_else(|| settings.providers.get(id).model.clone());
+    Ok(Arc::new(ComposedRoleAgent {
+        id,
+        model,
+        effort: role.effort,
+        resumes: capabilities(id).resume,
+        corrective_retries: settings.retry.corrective_retries,
+        writable,
+        read_only,
+    }))
+}
+
+/// [`RoleAgent`] over a provider built by the factory.
+struct ComposedRoleAgent {
+    id: ProviderId,
+    model: Option<String>,
+    effort: Option<Effort>,
+    resumes: bool,
+    corrective_retries: u32,
+    /// Runs writable spawns.
+    writable: Arc<dyn HeadlessAiProvider>,
+    /// Runs read-only spawns: never on a sandbox that cannot enforce it.
+    read_only: Arc<dyn HeadlessAiProvider>,
+}
+
+#[async_trait]
+impl RoleAgent for ComposedRoleAgent {
+    fn provider(&self) -> ProviderId {
+        self.id
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    fn effort(&self) -> Option<Effort> {
+        self.effort
+    }
+
+    fn resumes(&self) -> bool {
+        self.resumes
+    }
+
+    async fn spawn(
+        &self,
+        request: SpawnRequest,
+        cancel: CancellationToken,
+        observer: Arc<dyn RunObserver>,
+    ) -> SpawnReport {
+        let signals_file = request.dir.join(corral_ports::run_dir::SIGNALS_FILE);
+        let section = render_contract_section(&request.contract, &signals_file);
+        let with_contract = |p: &str| format!("{}\n\n{section}", p.trim_end());
+        let permissions = Permissions {
+            edit_files: !request.read_only,
+            ..Permissions::default()
+        };
+        let session = AiSession {
+            prompt: Arc::from(with_contract(&request.prompt).as_str()),
+            cold_prompt: request
+                .cold_prompt
+                .as_deref()
+                .map(|p| Arc::from(with_contract(p).as_str())),
+            cwd: request.work_tree.clone(),
+            extra_roots: Vec::new(),
+            model: self.model.clone(),
+            effort: self.effort,
+            permissions,
+            resume: request.resume.clone(),
+            cancel,
+            signals_file: signals_file.clone(),
+            output_dir: request.dir.clone(),
+            max_budget_usd: None,
+            max_turns: None,
+            cold_fallback: true,
+            task: None,
+        };
+        let provider = if request.read_only {
+            &self.read_only
+        } else {
+            &self.writable
+        };
+        let run = run_with_contract(
+            &**provider,
+            session,
+            ContractPolicy {
+                contract: Some(&request.contract),
+                corrective_retries: self.corrective_retries,
+            },
+            observer,
+            &|_| {},
+        )
+        .await;
+        let (outcome, session_id, error) = match &run.result {
+            Ok(out) => (out.outcome, out.session_id.clone(), None),
+            Err(err) => (err.outcome(), err.session_id().cloned(), Some(failure(err))),
+        };
+        let verdict = match &run.result {
+            Ok(_) => SpawnVerdict::of_signals_file(&signals_file, &request.contract),
+            Err(_) => SpawnVerdict::NotChecked,
+        };
+        SpawnReport {
+            outcome,
+            session_id,
+            verdict,
+            usage: run.usage,
+            error,
+            attempts: run.attempts,
+        }
+    }
+}
+
+/// The sprint's terms for a provider error: rate-limit retries exhausted can pass (the sprint
+/// pauses), a cancelled run was asked for, and nothing else helps by waiting.
+fn failure(err: &ProviderError) -> SpawnFailure {
+    let class = match err {
+        ProviderError::RateLimited { .. } => ErrorClass::Retryable,
+        ProviderError::Cancelled { .. } => ErrorClass::Cancelled,
+        ProviderError::Crashed { .. }
+        | ProviderError::IdleTimeout { .. }
+        | ProviderError::WallTimeout { .. }
+        | ProviderError::VersionProbeTimedOut { .. }
+        | ProviderError::CliNotFound { .. }
+        | ProviderError::SpawnFailed { .. }
+        | ProviderError::ArgvTooLong { .. }
+        | ProviderError::VersionMismatch { .. }
+        | ProviderError::InvalidSession { .. }
+        | ProviderError::ModelUnavailable { .. }
+        | ProviderError::Refused { .. }
+        | ProviderError::Unsandboxed { .. }
+        | ProviderError::StaleSession { .. }
+        | ProviderError::Io { .. } => ErrorClass::Permanent,
+    };
+    SpawnFailure {
+        class,
+        message: err.to_string(),
+    }
+}
