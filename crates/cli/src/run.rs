@@ -76,9 +76,21 @@ const ENDING_SIGNALS: [(SignalKind, &str); 3] = [
     (SignalKind::hangup(), "SIGHUP"),
 ];
 
+/// Listens for the ending signals (`corral sprint run` ends on the same ones as `corral run`).
+pub(crate) fn ending_signal_streams() -> Vec<(tokio::signal::unix::Signal, &'static str)> {
+    let mut streams = Vec::new();
+    for (kind, name) in ENDING_SIGNALS {
+        match signal(kind) {
+            Ok(stream) => streams.push((stream, name)),
+            Err(e) => tracing::warn!(signal = name, error = %e, "cannot listen for the signal"),
+        }
+    }
+    streams
+}
+
 /// Waits for the next of the ending signals and names it; never returns when none could be
 /// listened to.
-async fn next_ending_signal(
+pub(crate) async fn next_ending_signal(
     streams: &mut [(tokio::signal::unix::Signal, &'static str)],
 ) -> &'static str {
     if streams.is_empty() {
@@ -120,13 +132,7 @@ fn install_signal_handlers(
     journal: Arc<Journal>,
     started: Instant,
 ) {
-    let mut streams = Vec::new();
-    for (kind, name) in ENDING_SIGNALS {
-        match signal(kind) {
-            Ok(stream) => streams.push((stream, name)),
-            Err(e) => tracing::warn!(signal = name, error = %e, "cannot listen for the signal"),
-        }
-    }
+    let mut streams = ending_signal_streams();
     tokio::spawn(async move {
         let first = next_ending_signal(&mut streams).await;
         renderer.line(&format!(
