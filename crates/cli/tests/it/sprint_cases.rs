@@ -6,13 +6,8 @@
 //! another branch, rate-limit retries used up then a rerun, and a one-task sprint with each
 //! provider as the generator.
 //!
-//! `corral sprint run` does not exist on this branch yet (it is being written on wip/spawn). The
-//! cases are written against its fixed interface (exit codes 0 done, 2 bad file or preflight, 3
-//! blocked, 4 rate-limited, 130 cancelled; state under `.corral/sprints/<name>/`); until it
-//! lands, each asserts the current behaviour instead ([`sprint_run_exists`]: the command is
-//! refused as unknown) and stops there, so the moment it lands they run in full. Where the
-//! interface does not fix a detail (status strings, file names), the assertion is a guess to
-//! check then.
+//! The cases hold the command to its fixed interface (exit codes 0 done, 2 bad file or
+//! preflight, 3 blocked, 4 rate-limited, 130 cancelled; state under `.corral/sprints/<name>/`).
 //! The fake tells the generator's requests from the evaluator's by the spawn directory their
 //! paths lie in (`Scenario::with_round`).
 
@@ -247,24 +242,6 @@ fn key(role: Role, task: &str, round: u32) -> SpawnKey {
     SpawnKey::new(role, task, round)
 }
 
-/// Whether `corral sprint run` exists. Until it does, this asserts what the binary does today:
-/// `sprint run` is refused as an unknown subcommand with exit 2 (the current, wrong behaviour);
-/// the cases then stop. Any other answer fails.
-fn sprint_run_exists() -> bool {
-    let env = Env::new();
-    let out = env
-        .corral()
-        .args(["sprint", "run", "--help"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    match out.status.code() {
-        Some(0) => true,
-        Some(2) if err.contains("unrecognized subcommand 'run'") => false,
-        _ => panic!("`corral sprint run --help`: {}", transcript(&env, &out)),
-    }
-}
-
 /// The task statuses sprint.json recorded, by id.
 fn task_statuses(world: &World) -> Vec<(String, String)> {
     state(world)["tasks"]
@@ -282,9 +259,6 @@ fn task_statuses(world: &World) -> Vec<(String, String)> {
 
 #[test]
 fn three_tasks_a_pass_a_regression_fixed_on_the_resumed_session_and_a_critique() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         let g = |t: &str, r: u32, body: &str, subject: &str| {
             spawn_steps(
@@ -406,9 +380,6 @@ fn three_tasks_a_pass_a_regression_fixed_on_the_resumed_session_and_a_critique()
 
 #[test]
 fn a_blocked_task_skips_its_dependents_and_the_others_go_on() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         Scenario::default()
             .with_round(
@@ -477,9 +448,6 @@ fn a_blocked_task_skips_its_dependents_and_the_others_go_on() {
 
 #[test]
 fn a_regression_with_no_attempt_left_blocks_with_the_patch_saved_and_the_tree_reset() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         Scenario::default().with_round(
             Role::Generator,
@@ -522,9 +490,6 @@ fn a_regression_with_no_attempt_left_blocks_with_the_patch_saved_and_the_tree_re
 
 #[test]
 fn a_check_broken_before_the_task_is_not_blamed_on_the_agent() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         Scenario::default().with_round(
             Role::Generator,
@@ -640,17 +605,11 @@ fn killed_during(role: Role) {
 
 #[test]
 fn kill_9_during_a_generator_round_then_a_rerun_resumes_the_session() {
-    if !sprint_run_exists() {
-        return;
-    }
     killed_during(Role::Generator);
 }
 
 #[test]
 fn kill_9_during_an_evaluator_round_then_a_rerun_finishes_with_one_commit() {
-    if !sprint_run_exists() {
-        return;
-    }
     killed_during(Role::Evaluator);
 }
 
@@ -673,9 +632,6 @@ fn claude_vars(world: &World) -> Vec<(String, String)> {
 
 #[test]
 fn the_generator_on_claude_and_the_evaluator_on_codex() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CODEX, |project| {
         Scenario::default()
             .with_round(
@@ -749,9 +705,6 @@ fn the_generator_on_claude_and_the_evaluator_on_codex() {
 
 #[test]
 fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         let mut steps = vec![Step::tool_use(
             "Bash",
@@ -779,9 +732,6 @@ fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
 
 #[test]
 fn rate_limit_retries_used_up_pause_with_exit_4_and_a_rerun_finishes() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         let mut g = vec![Step::rate_limited(1); CLAUDE.requests_per_failed_call];
         g.extend(spawn_steps(
@@ -865,40 +815,25 @@ fn one_task_with(cli: &'static Cli) {
 
 #[test]
 fn one_task_with_claude_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&CLAUDE);
 }
 
 #[test]
 fn one_task_with_codex_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&CODEX);
 }
 
 #[test]
 fn one_task_with_copilot_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&COPILOT);
 }
 
 #[test]
 fn one_task_with_opencode_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&OPENCODE);
 }
 
 #[test]
 fn one_task_with_grok_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&GROK);
 }
