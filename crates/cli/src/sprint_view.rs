@@ -87,7 +87,7 @@ impl Steps {
             } => {
                 self.task_started.insert(task.clone(), now);
                 self.last.insert(task.clone(), now);
-                let at = if *round == 0 && *step == Step::PreVerify {
+                let at = if *step == Step::PreVerify {
                     String::new()
                 } else {
                     format!(" (continues at round {round}, {})", step.as_str())

@@ -723,11 +723,32 @@ fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
         &world,
         &sprint_file(&world.project(), &[task("t1")], CHECK, &CLAUDE, None, 2),
     );
-    let out = sprint_run(&world, &[]);
+    // The sandbox keeps the repository's `.git` read-only, so a sandboxed agent cannot switch
+    // branches at all: natively (degraded, on the user's word) it can, and the sprint must see it.
+    let native = [
+        ("CORRAL_SANDBOX__BACKEND".to_owned(), "native".to_owned()),
+        (
+            "CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE".to_owned(),
+            "true".to_owned(),
+        ),
+    ];
+    let out = sprint_run(&world, &native);
     let text = transcript(&world.env, &out);
-    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.status.code(), Some(3), "the task is blocked: {text}");
     let s = status(&world).to_string();
-    assert!(s.contains("elsewhere") || s.contains("branch"), "{s}");
+    assert!(s.contains("switched") && s.contains("elsewhere"), "{s}");
+    let head = corral_test_support::command(Path::new("git"))
+        .current_dir(world.project())
+        .args(["branch", "--show-current"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&head.stdout).trim(),
+        format!("corral/{NAME}"),
+        "the sprint's branch is checked out again"
+    );
+    assert!(sprint_commits(&world).is_empty());
+    assert!(exists(&sprint_dir(&world).join("implement/t1/blocked.patch")));
 }
 
 #[test]
