@@ -748,7 +748,9 @@ fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
         "the sprint's branch is checked out again"
     );
     assert!(sprint_commits(&world).is_empty());
-    assert!(exists(&sprint_dir(&world).join("implement/t1/blocked.patch")));
+    assert!(exists(
+        &sprint_dir(&world).join("implement/t1/blocked.patch")
+    ));
 }
 
 #[test]
