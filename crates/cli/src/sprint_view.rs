@@ -635,24 +635,14 @@ mod tests {
         }
     }
 
-    /// A two-task sprint: t1 regresses in round 1 and passes in round 2; t2 is blocked (its
-    /// reason, written by an agent, holds control sequences), each event with its time.
-    fn events() -> Vec<(u64, SprintEvent)> {
-        let (t1, t2) = (id("t1"), id("t2"));
-        let gen_started = |task: &TaskId, round, resumes| SprintEvent::SpawnStarted {
-            task: task.clone(),
-            round,
-            role: Role::Generator,
-            provider: ProviderId::Claude,
-            model: None,
-            resumes,
-        };
-        let summary = SprintSummary {
+    /// How the sprint of [`events`] ended.
+    fn summary() -> SprintSummary {
+        SprintSummary {
             end: SprintEnd::Blocked,
             exit_code: 3,
             tasks: vec![
                 TaskSummary {
-                    id: t1.clone(),
+                    id: id("t1"),
                     status: TaskStatus::Done,
                     rounds: 2,
                     commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
@@ -665,7 +655,7 @@ mod tests {
                     },
                 },
                 TaskSummary {
-                    id: t2.clone(),
+                    id: id("t2"),
                     status: TaskStatus::Blocked,
                     rounds: 1,
                     commit: None,
@@ -679,7 +669,22 @@ mod tests {
                 generator: usage(2400, 300, 0.02),
                 evaluator: usage(1200, 100, 0.01),
             },
+        }
+    }
+
+    /// A two-task sprint: t1 regresses in round 1 and passes in round 2; t2 is blocked (its
+    /// reason, written by an agent, holds control sequences), each event with its time.
+    fn events() -> Vec<(u64, SprintEvent)> {
+        let t1 = id("t1");
+        let gen_started = |task: &TaskId, round, resumes| SprintEvent::SpawnStarted {
+            task: task.clone(),
+            round,
+            role: Role::Generator,
+            provider: ProviderId::Claude,
+            model: None,
+            resumes,
         };
+        let summary = summary();
         vec![
             (
                 0,
@@ -811,6 +816,24 @@ mod tests {
                     reason: None,
                 },
             ),
+        ]
+        .into_iter()
+        .chain(t2_events(summary))
+        .collect()
+    }
+
+    /// The blocked task's events and the end.
+    fn t2_events(summary: SprintSummary) -> Vec<(u64, SprintEvent)> {
+        let t2 = id("t2");
+        let gen_started = |task: &TaskId, round, resumes| SprintEvent::SpawnStarted {
+            task: task.clone(),
+            round,
+            role: Role::Generator,
+            provider: ProviderId::Claude,
+            model: None,
+            resumes,
+        };
+        vec![
             (
                 95_500,
                 SprintEvent::TaskStarted {
