@@ -22,6 +22,7 @@ mod layers;
 mod role_agent;
 mod run_record;
 mod settings;
+mod spawn;
 mod trust;
 
 pub use contract_run::{ContractPolicy, ContractRun, SignalsVerdict, run_with_contract};
@@ -55,6 +56,7 @@ pub use settings::{
     EnvSettings, ProviderSettings, ProvidersSettings, RetrySettings, RunSettings, SandboxSettings,
     Settings, settings_json_schema,
 };
+pub use spawn::{NoHooks, Spawn, SpawnEnd, SpawnHooks, SpawnPlan, resume_command};
 pub use trust::{
     KEYS as TRUST_TABLE, ProjectMay, TRUST_STORE_FILE, UntrustedKey, Who, who_may_set,
 };
