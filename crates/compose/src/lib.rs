@@ -11,7 +11,7 @@
 //! and git go through. It also owns the run directory and its record
 //! (`run.json`), which every caller writes alike, and the corrective-retry policy: a task run
 //! until the agent's `signals.json` satisfies the contract ([`run_with_contract`]); and it builds
-//! the agents that play a sprint's roles ([`role_agent`], ADR 0005).
+//! the agents that play a sprint's roles ([`role_agent()`], ADR 0005).
 //!
 //! This is the only crate that reads settings and the only one that names every provider. It
 //! knows nothing about the terminal: rendering belongs to the CLI.

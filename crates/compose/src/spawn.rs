@@ -6,7 +6,7 @@
 //! task through [`run_with_contract`] with the policy's corrective retries, writes the session id
 //! into `run.json` the moment the agent reports it (the provider itself writes
 //! `session-id.txt` then, and `events.jsonl` as it goes) and `run.json` again at the end. A
-//! record that cannot be written is reported through [`SpawnHooks::warning`]; it never ends
+//! record that cannot be written is reported through [`SpawnHooks::record_failed`]; it never ends
 //! the run.
 
 use std::io;
