@@ -328,3 +328,35 @@ printf '%s' '{GOOD_SIGNALS}' > "$SIGNALS""#
     assert!(!argv.contains("--resume"), "{argv}");
     assert_eq!(scratch.record()["cold_fallback_from"], GONE);
 }
+
+#[test]
+fn a_role_agent_plays_its_role_s_provider_model_and_effort() {
+    let mut settings = Settings::default();
+    settings.providers.codex.model = Some("configured-model".to_string());
+    for id in ProviderId::ALL {
+        let role = RoleSettings {
+            provider: id,
+            model: None,
+            effort: Some(corral_ports::Effort::High),
+        };
+        let agent = role_agent(&role, &settings, engine_config(&settings)).unwrap();
+        assert_eq!(agent.provider(), id);
+        assert_eq!(agent.effort(), Some(corral_ports::Effort::High));
+        // Resume follows the capability table: Grok cannot resume headless.
+        assert_eq!(agent.resumes(), id != ProviderId::Grok, "{id}");
+        let expected = (id == ProviderId::Codex).then_some("configured-model");
+        assert_eq!(
+            agent.model(),
+            expected,
+            "{id}: the provider's configured model"
+        );
+    }
+    let role = RoleSettings {
+        provider: ProviderId::Codex,
+        model: Some("role-model".to_string()),
+        effort: None,
+    };
+    let agent = role_agent(&role, &settings, engine_config(&settings)).unwrap();
+    assert_eq!(agent.model(), Some("role-model"), "the role's model wins");
+    assert_eq!(agent.effort(), None);
+}
