@@ -2,22 +2,23 @@
 //! [`corral_sprint::RoleAgent`] that plays one sprint role (a provider with the role's model and
 //! effort), each spawn being the one-task run `corral run` makes (ADR 0005).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use corral_contract::render_contract_section;
+use corral_engine::EngineConfig;
 use corral_ports::{
-    AiSession, CancellationToken, Effort, ErrorClass, HeadlessAiProvider, Permissions,
+    AiSession, CancellationToken, Effort, ErrorClass, Guarantee, HeadlessAiProvider, Permissions,
     ProviderError, ProviderId, RunObserver,
 };
 use corral_sprint::{
     RoleAgent, RoleSettings, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict,
 };
 
-use crate::contract_run::{ContractPolicy, run_with_contract};
+use crate::contract_run::{ContractRun, SignalsVerdict};
 use crate::factory::{ComposeError, capabilities, headless_provider};
 use crate::settings::Settings;
-use corral_engine::EngineConfig;
+use crate::spawn::{Spawn, SpawnHooks, SpawnPlan};
 
 /// The agent that plays a sprint role: `role`'s provider, built from `settings` on an engine
 /// configured by `config` (usually [`crate::engine_config`]), with the role's model (else the
@@ -86,64 +87,99 @@ impl RoleAgent for ComposedRoleAgent {
         observer: Arc<dyn RunObserver>,
     ) -> SpawnReport {
         let signals_file = request.dir.join(corral_ports::run_dir::SIGNALS_FILE);
-        let section = render_contract_section(&request.contract, &signals_file);
-        let with_contract = |p: &str| format!("{}\n\n{section}", p.trim_end());
-        let permissions = Permissions {
-            edit_files: !request.read_only,
-            ..Permissions::default()
-        };
         let session = AiSession {
-            prompt: Arc::from(with_contract(&request.prompt).as_str()),
-            cold_prompt: request
-                .cold_prompt
-                .as_deref()
-                .map(|p| Arc::from(with_contract(p).as_str())),
+            prompt: Arc::from(request.prompt.as_str()),
+            cold_prompt: request.cold_prompt.as_deref().map(Arc::from),
             cwd: request.work_tree.clone(),
             extra_roots: Vec::new(),
             model: self.model.clone(),
             effort: self.effort,
-            permissions,
+            permissions: Permissions {
+                edit_files: !request.read_only,
+                ..Permissions::default()
+            },
             resume: request.resume.clone(),
             cancel,
             signals_file: signals_file.clone(),
             output_dir: request.dir.clone(),
             max_budget_usd: None,
             max_turns: None,
+            // A session that is gone gets the cold prompt in a new one (the provider's one
+            // cold retry), as `corral run --resume` does.
             cold_fallback: true,
             task: None,
+        };
+        let plan = SpawnPlan {
+            run_id: request.run_id.clone(),
+            provider: self.id,
+            session,
+            contract: Some(request.contract.clone()),
+            corrective_retries: self.corrective_retries,
         };
         let provider = if request.read_only {
             &self.read_only
         } else {
             &self.writable
         };
-        let run = run_with_contract(
-            &**provider,
-            session,
-            ContractPolicy {
-                contract: Some(&request.contract),
-                corrective_retries: self.corrective_retries,
-            },
-            observer,
-            &|_| {},
-        )
-        .await;
-        let (outcome, session_id, error) = match &run.result {
-            Ok(out) => (out.outcome, out.session_id.clone(), None),
-            Err(err) => (err.outcome(), err.session_id().cloned(), Some(failure(err))),
-        };
-        let verdict = match &run.result {
-            Ok(_) => SpawnVerdict::of_signals_file(&signals_file, &request.contract),
-            Err(_) => SpawnVerdict::NotChecked,
-        };
-        SpawnReport {
-            outcome,
-            session_id,
-            verdict,
-            usage: run.usage,
-            error,
-            attempts: run.attempts,
+        let end = Spawn::begin(plan, Arc::new(LoggedHooks))
+            .run(&**provider, observer, |_| None)
+            .await;
+        report(&end.run, &signals_file, &request)
+    }
+}
+
+/// What a spawn's provider runs come to, in the sprint's terms.
+fn report(run: &ContractRun, signals_file: &Path, request: &SpawnRequest) -> SpawnReport {
+    let (outcome, session_id, mut error, attestation) = match &run.result {
+        Ok(out) => (
+            out.outcome,
+            out.session_id.clone(),
+            None,
+            out.attestation.as_ref(),
+        ),
+        Err(err) => (
+            err.outcome(),
+            err.session_id().cloned(),
+            Some(failure(err)),
+            err.evidence().and_then(|e| e.attestation.as_ref()),
+        ),
+    };
+    // The read-only engine refuses where the work tree cannot be kept read-only; a run whose
+    // attestation still does not say so is not trusted as read-only.
+    if request.read_only
+        && error.is_none()
+        && !attestation.is_some_and(|a| a.enforced.contains(&Guarantee::RepoReadOnly))
+    {
+        error = Some(SpawnFailure {
+            class: ErrorClass::Permanent,
+            message: "the sandbox did not attest the work tree read-only".to_string(),
+        });
+    }
+    let verdict = match &run.verdict {
+        SignalsVerdict::NotChecked => SpawnVerdict::NotChecked,
+        SignalsVerdict::Valid { .. } => {
+            SpawnVerdict::of_signals_file(signals_file, &request.contract)
         }
+        SignalsVerdict::Invalid(e) => SpawnVerdict::Invalid {
+            reason: e.to_string(),
+        },
+    };
+    SpawnReport {
+        outcome,
+        session_id,
+        verdict,
+        usage: run.usage,
+        error,
+        attempts: run.attempts,
+    }
+}
+
+/// A spawn's record failures go to the log: the sprint's own record says how it ended.
+struct LoggedHooks;
+
+impl SpawnHooks for LoggedHooks {
+    fn record_failed(&self, what: &str, error: &std::io::Error) {
+        tracing::warn!(file = what, %error, "cannot write a spawn's record");
     }
 }
 

@@ -12,5 +12,6 @@
 mod contract_run;
 mod factory;
 mod layering;
+mod role_agent;
 mod schema;
 mod trust;
