@@ -569,6 +569,19 @@ fn killed_during(role: Role) {
         world.api.requests()
     );
     let spawn_dir = sprint_dir(&world).join(format!("implement/t1/rounds/1/{}", role.as_str()));
+    // Claude Code names its session on its first line, and asks the model right after: the kill
+    // comes once Corral has recorded the session (session-id.txt, and session.json with its model
+    // and directory, which a crash resume must match). Killed before that, a rerun cannot know
+    // the session and rightly starts the round cold.
+    assert!(
+        wait_until(Duration::from_secs(60), || exists(
+            &spawn_dir.join("session-id.txt")
+        ) && exists(
+            &spawn_dir.join("session.json")
+        )),
+        "the session was never recorded in {}",
+        spawn_dir.display()
+    );
     let orphans = spawned_pids(&spawn_dir);
     corral_test_support::send_signal(child.id(), Signal::SIGKILL);
     child.wait().unwrap();
