@@ -3,8 +3,8 @@
 //! evaluation whose critique reaches round 2), a blocked task, a regression that uses up its
 //! attempts, a baseline-broken check, `kill -9` during a generator and during an evaluator round
 //! then a rerun, the generator on Claude Code with the evaluator on Codex, an agent that checks out
-//! another branch, rate-limit retries used up then a rerun, and a one-task sprint with each
-//! provider as the generator.
+//! another branch, rate-limit retries used up then a rerun, a one-task sprint with each
+//! provider as the generator, and the live view on a terminal.
 //!
 //! The cases hold the command to its fixed interface (exit codes 0 done, 2 bad file or
 //! preflight, 3 blocked, 4 rate-limited, 130 cancelled; state under `.corral/sprints/<name>/`).
@@ -872,4 +872,61 @@ fn one_task_with_opencode_as_the_generator() {
 #[test]
 fn one_task_with_grok_as_the_generator() {
     one_task_with(&GROK);
+}
+
+#[test]
+fn a_terminal_shows_a_status_line_per_running_task_over_the_finished_steps() {
+    const ROWS: u16 = 60;
+    const COLUMNS: u16 = 120;
+    let world = World::new(&CLAUDE, |project| {
+        let mut steps = vec![Step::tool_use(
+            "Bash",
+            json!({"command": "sleep 2", "description": "wait a little"}),
+        )];
+        steps.extend(spawn_steps(
+            &CLAUDE,
+            project,
+            &key(Role::Generator, "t1", 1),
+            &[("t1.txt", "ok")],
+            &complete("Write t1"),
+        ));
+        Scenario::default().with_round(Role::Generator, "t1", 1, steps)
+    });
+    repository(
+        &world,
+        &sprint_file(&world.project(), &[task("t1")], CHECK, &CLAUDE, None, 2),
+    );
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .env("TERM", "xterm")
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .current_dir(world.project())
+        .args(["sprint", "run"]);
+    let screen = corral_test_support::run_on_pty_sized(cmd, COLUMNS, ROWS, RUN_CAP * 2).unwrap();
+    let raw = &screen.output;
+    assert!(screen.status.success(), "{raw}");
+    // While the generator ran: its task's status line, with the role, the provider and what
+    // the agent did.
+    assert!(
+        raw.contains("▶ t1  round 1  generator  claude"),
+        "no status line: {raw:?}"
+    );
+    assert!(raw.contains("Bash sleep 2"), "the activity: {raw:?}");
+    // What is left on the screen: the finished steps and the summary, no status row.
+    let mut terminal = vt100::Parser::new(ROWS, COLUMNS, 0);
+    terminal.process(raw.as_bytes());
+    let rows = terminal.screen().contents();
+    assert!(
+        !rows.lines().any(|row| row.contains('▶')),
+        "a stale status row:\n{rows}"
+    );
+    for line in [
+        "t1  round 1  generator   succeeded, signals valid",
+        "t1  done, commit ",
+        "sprint it: done; 1 of 1 tasks done (exit 0)",
+    ] {
+        assert!(rows.contains(line), "{line:?} missing in\n{rows}");
+    }
 }
