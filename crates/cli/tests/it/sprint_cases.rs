@@ -520,10 +520,11 @@ fn a_check_broken_before_the_task_is_not_blamed_on_the_agent() {
     );
 }
 
-/// Kills `corral sprint run` with SIGKILL once `(role, t1, 1)` has asked the model (its first
-/// step hangs), reaps the orphaned CLI, reruns, and checks the round resumed its session and one
-/// commit was made.
-fn killed_during(role: Role) {
+/// Sends `signal` to `corral sprint run` once `(role, t1, 1)` has asked the model (its first
+/// step hangs): SIGKILL, then reaps the orphaned CLI; SIGINT (Ctrl-C), and checks the sprint
+/// stopped as cancelled (exit 130). Then reruns, and checks the round resumed its session and
+/// one commit was made.
+fn killed_during(role: Role, signal: Signal) {
     let world = World::new(&CLAUDE, |project| {
         let mut g = spawn_steps(
             &CLAUDE,
@@ -583,10 +584,17 @@ fn killed_during(role: Role) {
         spawn_dir.display()
     );
     let orphans = spawned_pids(&spawn_dir);
-    corral_test_support::send_signal(child.id(), Signal::SIGKILL);
-    child.wait().unwrap();
-    for pid in orphans {
-        corral_test_support::send_signal(pid, Signal::SIGKILL);
+    corral_test_support::send_signal(child.id(), signal);
+    let code = child.wait().unwrap().code();
+    if signal == Signal::SIGKILL {
+        for pid in orphans {
+            corral_test_support::send_signal(pid, Signal::SIGKILL);
+        }
+    } else {
+        // Cancelled: the CLI's tree ended by corral, the sprint stopped at this step.
+        assert_eq!(code, Some(130), "Ctrl-C ends the sprint as cancelled");
+        let s = state(&world);
+        assert_eq!(s["tasks"][0]["status"], "running", "{s}");
     }
     let first_session = world.api.spawn_requests(&hung)[0]
         .session_id()
@@ -618,12 +626,17 @@ fn killed_during(role: Role) {
 
 #[test]
 fn kill_9_during_a_generator_round_then_a_rerun_resumes_the_session() {
-    killed_during(Role::Generator);
+    killed_during(Role::Generator, Signal::SIGKILL);
 }
 
 #[test]
 fn kill_9_during_an_evaluator_round_then_a_rerun_finishes_with_one_commit() {
-    killed_during(Role::Evaluator);
+    killed_during(Role::Evaluator, Signal::SIGKILL);
+}
+
+#[test]
+fn ctrl_c_during_a_generator_round_exits_130_and_a_rerun_resumes_the_session() {
+    killed_during(Role::Generator, Signal::SIGINT);
 }
 
 /// Claude Code's variables added to a world built for another CLI, so that one sprint can use
