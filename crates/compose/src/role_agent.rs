@@ -33,7 +33,7 @@ pub fn role_agent(
     let mut strict = config.clone();
     strict.sandbox.allow_degraded_native = false;
     let writable = headless_provider(id, settings, config)?;
-    let read_only = headless_provider(id, settings, strict)?;
+    let read_only = headless_provider(id, &read_only_settings(id, settings), strict)?;
     let model = role
         .model
         .clone()
@@ -47,6 +47,29 @@ pub fn role_agent(
         writable,
         read_only,
     }))
+}
+
+/// The settings a read-only spawn's provider is built from. Corral's sandbox is what keeps the
+/// work tree read-only (the strict engine refuses where it cannot, and a run not attested
+/// `repo-read-only` is a failure); Codex's own `read-only` sandbox would close the spawn's
+/// `signals.json` as well, so that no Codex evaluator could ever report (and with its
+/// `workspace-write` sandbox, tried, a Codex evaluator in the work tree Corral mounted read-only
+/// still wrote no `signals.json`). Unless the user chose Codex's sandbox
+/// (`providers.codex.sandbox`), a read-only Codex spawn runs without Codex's own sandbox
+/// (`danger-full-access`) inside Corral's, which alone decides what it may write: the spawn's
+/// directory (its `signals.json`), not the work tree.
+fn read_only_settings(id: ProviderId, settings: &Settings) -> Settings {
+    let mut settings = settings.clone();
+    match id {
+        ProviderId::Codex => {
+            let codex = &mut settings.providers.codex;
+            if codex.sandbox.is_none() {
+                codex.sandbox = Some("danger-full-access".to_string());
+            }
+        }
+        ProviderId::Claude | ProviderId::Copilot | ProviderId::Opencode | ProviderId::Grok => {}
+    }
+    settings
 }
 
 /// [`RoleAgent`] over a provider built by the factory.
@@ -207,5 +230,34 @@ fn failure(err: &ProviderError) -> SpawnFailure {
     SpawnFailure {
         class,
         message: err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_only_codex_spawn_leaves_the_confinement_to_corrals_sandbox() {
+        let settings = Settings::default();
+        let ro = read_only_settings(ProviderId::Codex, &settings);
+        assert_eq!(
+            ro.providers.codex.sandbox.as_deref(),
+            Some("danger-full-access")
+        );
+        // The user's own choice stands.
+        let mut chosen = Settings::default();
+        chosen.providers.codex.sandbox = Some("read-only".to_string());
+        let ro = read_only_settings(ProviderId::Codex, &chosen);
+        assert_eq!(ro.providers.codex.sandbox.as_deref(), Some("read-only"));
+        // The other providers' settings are not touched.
+        for id in [
+            ProviderId::Claude,
+            ProviderId::Copilot,
+            ProviderId::Opencode,
+            ProviderId::Grok,
+        ] {
+            assert_eq!(read_only_settings(id, &settings), settings, "{id}");
+        }
     }
 }
