@@ -583,6 +583,21 @@ fn killed_during(role: Role, signal: Signal) {
         "the session was never recorded in {}",
         spawn_dir.display()
     );
+    // And once Claude Code has kept the session it would resume (its transcript under
+    // `~/.claude/projects/`): killed before it wrote one, there is no session to resume, and the
+    // rerun's resume rightly falls back to the full brief in a new session.
+    let session = std::fs::read_to_string(spawn_dir.join("session-id.txt")).unwrap();
+    let transcript_name = format!("{}.jsonl", session.trim());
+    let projects = world.env.home().join(".claude/projects");
+    assert!(
+        wait_until(Duration::from_secs(60), || has_file_named(
+            &projects,
+            &transcript_name
+        )),
+        "Claude Code never kept session {} under {}",
+        session.trim(),
+        projects.display()
+    );
     let orphans = spawned_pids(&spawn_dir);
     corral_test_support::send_signal(child.id(), signal);
     let code = child.wait().unwrap().code();
@@ -622,6 +637,17 @@ fn killed_during(role: Role, signal: Signal) {
     }
     // No round counted twice.
     assert!(!exists(&sprint_dir(&world).join("implement/t1/rounds/2")));
+}
+
+/// Whether a file called `name` is in `dir` or one level below it.
+fn has_file_named(dir: &Path, name: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let path = e.path();
+        e.file_name() == name || (path.is_dir() && path.join(name).is_file())
+    })
 }
 
 #[test]
