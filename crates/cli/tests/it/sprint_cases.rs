@@ -969,3 +969,59 @@ fn a_terminal_shows_a_status_line_per_running_task_over_the_finished_steps() {
         assert!(rows.contains(line), "{line:?} missing in\n{rows}");
     }
 }
+
+#[test]
+fn the_commits_carry_the_identity_of_the_users_global_git_config() {
+    let world = World::new(&CLAUDE, |project| {
+        Scenario::default().with_round(
+            Role::Generator,
+            "t1",
+            1,
+            spawn_steps(
+                &CLAUDE,
+                project,
+                &key(Role::Generator, "t1", 1),
+                &[("t1.txt", "ok")],
+                &complete("Write t1"),
+            ),
+        )
+    });
+    // No identity in the repository: only the user's ~/.gitconfig has one, which the
+    // supervised git (global config neutralised) cannot read by itself.
+    let project = world.project();
+    std::fs::write(
+        project.join("corral-sprint.toml"),
+        sprint_file(&project, &[task("t1")], CHECK, &CLAUDE, None, 2),
+    )
+    .unwrap();
+    std::fs::write(project.join(".gitignore"), ".corral/\n").unwrap();
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "start"]);
+    std::fs::write(
+        world.env.home().join(".gitconfig"),
+        "[user]\n\tname = Global Person\n\temail = global@example.invalid\n",
+    )
+    .unwrap();
+    let out = sprint_run(&world, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let author = corral_test_support::command(Path::new("git"))
+        .current_dir(&project)
+        .args([
+            "log",
+            "-1",
+            "--format=%an <%ae> / %cn <%ce>",
+            &format!("corral/{NAME}"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&author.stdout).trim(),
+        "Global Person <global@example.invalid> / Global Person <global@example.invalid>"
+    );
+}
