@@ -4,7 +4,8 @@
 //! attempts, a baseline-broken check, `kill -9` during a generator and during an evaluator round
 //! then a rerun, the generator on Claude Code with the evaluator on Codex, an agent that checks out
 //! another branch, rate-limit retries used up then a rerun, a one-task sprint with each
-//! provider as the generator, and the live view on a terminal.
+//! provider as the generator, Ctrl-C then a rerun, the commit identity from the user's git config,
+//! and the live view on a terminal.
 //!
 //! The cases hold the command to its fixed interface (exit codes 0 done, 2 bad file or
 //! preflight, 3 blocked, 4 rate-limited, 130 cancelled; state under `.corral/sprints/<name>/`).
