@@ -1,8 +1,9 @@
 //! `cargo xtask demo`: the offline demo. It makes sure the pinned Claude Code CLI (and bubblewrap,
 //! where it can be had) is there, starts Corral's fake model API on 127.0.0.1, and runs
 //! `corral run` end to end in a scratch project, so a new user sees the live view, a rate limit
-//! survived by resuming the session, the validated `signals.json`, and the run directory, without
-//! an account or any network but the package registries.
+//! survived by resuming the session, the validated `signals.json`, and the run directory; then a
+//! two-task `corral sprint run` in a second project (one task needs a second round) and its
+//! `corral sprint status`, without an account or any network but the package registries.
 //!
 //! The demo is a list of named steps ([`STEPS`]), each printing its name and time; the first that
 //! fails stops the demo with one message and a `hint:` line. A new step is one variant of
@@ -34,6 +35,11 @@ enum Step {
     Run,
     /// hello.txt written and signals.json validated; the run directory shown.
     Check,
+    /// `corral sprint run`: a two-task sprint in a second scratch project, one task needing a
+    /// second round, against a second fake API playing the `sprint` scenario.
+    Sprint,
+    /// `corral sprint status`, and the sprint's commits.
+    SprintStatus,
 }
 
 /// The demo, in order.
@@ -43,6 +49,8 @@ const STEPS: &[Step] = &[
     Step::FakeApi,
     Step::Run,
     Step::Check,
+    Step::Sprint,
+    Step::SprintStatus,
 ];
 
 impl Step {
@@ -53,6 +61,8 @@ impl Step {
             Self::FakeApi => "fake-api",
             Self::Run => "run",
             Self::Check => "check",
+            Self::Sprint => "sprint",
+            Self::SprintStatus => "sprint-status",
         }
     }
 
@@ -63,6 +73,8 @@ impl Step {
             Self::FakeApi => demo.start_api(),
             Self::Run => demo.run_corral(),
             Self::Check => demo.check(),
+            Self::Sprint => demo.sprint(),
+            Self::SprintStatus => demo.sprint_status(),
         }
     }
 
@@ -84,6 +96,15 @@ impl Step {
                 "corral's output above says what failed; the run's record (events.jsonl, run.json) \
                  and the fake API's requests are under {}",
                 shell::relative(&demo.root, &demo.dir)
+            )),
+            Self::Sprint | Self::SprintStatus => Some(format!(
+                "corral's output above says what failed; the sprint's state and every spawn's \
+                 record are under {}, the fake API's requests in {}",
+                shell::relative(
+                    &demo.root,
+                    &demo.sprint_project().join(".corral/sprints/demo")
+                ),
+                shell::relative(&demo.root, &demo.dir.join("sprint-api-requests.jsonl"))
             )),
         }
     }
@@ -194,9 +215,18 @@ impl Demo {
         )
         .context("could not make the scratch project a git repository (is git installed?)")?;
         println!("    scenario: a 429, then hello.txt, then signals.json, then done");
+        let (api, url) = self.spawn_api("demo", "api-requests.jsonl")?;
+        println!("    listening on {url}");
+        self.url = url;
+        self.api = Some(api);
+        Ok(())
+    }
+
+    /// `corral-fake-api --scenario <scenario>`, logging to `<dir>/<log>`, and its URL.
+    fn spawn_api(&self, scenario: &str, log: &str) -> anyhow::Result<(FakeApiProcess, String)> {
         let mut child = Command::new(self.fake_api_bin())
-            .args(["--scenario", "demo", "--log"])
-            .arg(self.dir.join("api-requests.jsonl"))
+            .args(["--scenario", scenario, "--log"])
+            .arg(self.dir.join(log))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -212,25 +242,46 @@ impl Demo {
             drop(api);
             bail!("corral-fake-api did not say where it listens: {first:?}");
         };
-        println!("    listening on {url}");
-        self.url = url.to_owned();
-        self.api = Some(api);
-        Ok(())
+        Ok((api, url.to_owned()))
     }
 
-    fn run_corral(&mut self) -> anyhow::Result<()> {
-        let project = self.project();
+    /// `corral` in `dir` with the demo's environment only: the pinned CLIs on `PATH`, the demo's
+    /// HOME, Claude Code pointed at the fake API at `url`.
+    fn corral(&self, dir: &Path, url: &str) -> Command {
         let bin_dir = self.root.join(".cache/clis/node_modules/.bin");
         let path = format!(
             "{}:{}",
             bin_dir.display(),
             std::env::var("PATH").unwrap_or_default()
         );
+        let mut cmd = Command::new(self.corral_bin());
+        cmd.current_dir(dir)
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", self.home())
+            .env(
+                "TERM",
+                std::env::var("TERM").unwrap_or_else(|_| "dumb".into()),
+            )
+            .env("ANTHROPIC_API_KEY", "sk-demo-offline")
+            .env("ANTHROPIC_BASE_URL", url)
+            .env("DISABLE_TELEMETRY", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+        if prereq::is_root() {
+            // Claude Code refuses bypassPermissions as root unless told the machine is a sandbox;
+            // the demo's scratch project and fake API are exactly that.
+            cmd.env("IS_SANDBOX", "1");
+        }
+        cmd
+    }
+
+    fn run_corral(&mut self) -> anyhow::Result<()> {
+        let project = self.project();
         let prompt = format!(
             "Create the file {} containing a one-line greeting.",
             project.join("hello.txt").display()
         );
-        let mut run = Command::new(self.corral_bin());
+        let mut run = self.corral(&project, &self.url);
         run.args(["run", "--provider", "claude"]);
         match &self.degraded {
             Some(why) => {
@@ -244,26 +295,9 @@ impl Demo {
             }
             None => println!("    sandbox: bubblewrap"),
         }
+        // A short first backoff so the demo does not wait a minute after its rate limit.
         run.arg(&prompt)
-            .current_dir(&project)
-            .env_clear()
-            .env("PATH", &path)
-            .env("HOME", self.home())
-            .env(
-                "TERM",
-                std::env::var("TERM").unwrap_or_else(|_| "dumb".into()),
-            )
-            .env("ANTHROPIC_API_KEY", "sk-demo-offline")
-            .env("ANTHROPIC_BASE_URL", &self.url)
-            .env("DISABLE_TELEMETRY", "1")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            // A short first backoff so the demo does not wait a minute after its rate limit.
             .env("CORRAL_RETRY__BACKOFF_INITIAL_MS", "1000");
-        if prereq::is_root() {
-            // Claude Code refuses bypassPermissions as root unless told the machine is a sandbox;
-            // the demo's scratch project and fake API are exactly that.
-            run.env("IS_SANDBOX", "1");
-        }
         println!("    corral run --provider claude {prompt:?}\n");
         let status = run.status().context("could not start corral")?;
         if !status.success() {
@@ -343,6 +377,116 @@ impl Demo {
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("could not read {}", path.display()))?;
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+    }
+
+    fn sprint_project(&self) -> PathBuf {
+        self.dir.join("sprint-project")
+    }
+
+    /// The sprint file of the demo: two tasks, the second after the first, and a check that
+    /// rejects a TODO left in a file.
+    fn sprint_file(&self, evaluator: bool) -> String {
+        let project = self.sprint_project();
+        let evaluator = if evaluator {
+            "[roles.evaluator]\nprovider = \"claude\"\n"
+        } else {
+            "# No evaluator: bubblewrap is not usable here, and a read-only review needs it.\n\
+             [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
+        };
+        format!(
+            "[sprint]\nname = \"demo\"\ncheck = \"! grep -q TODO *.txt\"\ncheck_timeout_ms = 60000\n\
+             max_rounds = 3\nmax_attempts = 2\n\n[roles.generator]\nprovider = \"claude\"\n\n\
+             {evaluator}\n\
+             [[tasks]]\nid = \"greet\"\ntitle = \"Add a greeting\"\n\
+             prompt = \"Write a one-line greeting to {}.\"\n\n\
+             [[tasks]]\nid = \"farewell\"\ntitle = \"Add a farewell\"\n\
+             prompt = \"Write a one-line farewell to {}.\"\ndepends_on = [\"greet\"]\n",
+            project.join("hello.txt").display(),
+            project.join("bye.txt").display(),
+        )
+    }
+
+    fn sprint(&mut self) -> anyhow::Result<()> {
+        let project = self.sprint_project();
+        std::fs::create_dir_all(&project)
+            .with_context(|| format!("could not create {}", project.display()))?;
+        let evaluator = self.degraded.is_none();
+        std::fs::write(
+            project.join("corral-sprint.toml"),
+            self.sprint_file(evaluator),
+        )
+        .context("could not write the demo's corral-sprint.toml")?;
+        let git = |args: &[&str]| {
+            shell::run(
+                Command::new("git")
+                    .args(args)
+                    .current_dir(&project)
+                    .env("GIT_CONFIG_GLOBAL", "/dev/null"),
+            )
+        };
+        git(&["init", "-q", "-b", "main"])
+            .context("could not make the sprint project a git repository (is git installed?)")?;
+        git(&["config", "user.name", "Corral demo"])?;
+        git(&["config", "user.email", "demo@corral.invalid"])?;
+        git(&["add", "-A"])?;
+        git(&["commit", "-q", "-m", "The demo's sprint file"])?;
+        println!(
+            "    sprint: greet passes in round 1; farewell leaves a TODO that the check rejects, \
+             and round 2 (the same session, told the check's output) fixes it"
+        );
+        let (api, url) = self.spawn_api("sprint", "sprint-api-requests.jsonl")?;
+        let mut run = self.corral(&project, &url);
+        run.args(["sprint", "run"]);
+        match &self.degraded {
+            Some(_) => {
+                println!(
+                    "    sandbox: DEGRADED by consent, as above; the evaluator is off (a read-only \
+                     review needs bubblewrap)"
+                );
+                run.env("CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE", "true");
+            }
+            None => println!("    sandbox: bubblewrap; the evaluator reviews read-only"),
+        }
+        println!("    corral sprint run\n");
+        let status = run.status().context("could not start corral")?;
+        drop(api);
+        if !status.success() {
+            bail!("corral sprint run exited with {status}");
+        }
+        Ok(())
+    }
+
+    fn sprint_status(&mut self) -> anyhow::Result<()> {
+        let project = self.sprint_project();
+        println!("    corral sprint status\n");
+        let status = self
+            .corral(&project, "http://127.0.0.1:9")
+            .args(["sprint", "status"])
+            .status()
+            .context("could not start corral")?;
+        if !status.success() {
+            bail!("corral sprint status exited with {status}");
+        }
+        let log = Command::new("git")
+            .args([
+                "log",
+                "--format=%h %s%n%(trailers:key=Corral-Task)",
+                "main..corral/demo",
+            ])
+            .current_dir(&project)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .context("could not run git log")?;
+        let log = String::from_utf8_lossy(&log.stdout);
+        println!("\n    the sprint's commits on corral/demo (newest first):");
+        for line in log.lines().filter(|l| !l.trim().is_empty()) {
+            println!("      {line}");
+        }
+        let commits = log.matches("Corral-Task:").count();
+        if commits != 2 {
+            bail!("the sprint made {commits} commits, not one per task (2)");
+        }
+        Ok(())
     }
 
     fn stop_api(&mut self) {

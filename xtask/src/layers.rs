@@ -186,7 +186,8 @@ pub const LAYERS: &[Layer] = &[
         name: "corral-grok",
         rules: PROVIDER,
     },
-    // The composition root: the only crate that names every provider.
+    // The composition root: the only crate that names every provider. It implements the
+    // sprint's agent seam over them (ADR 0005).
     Layer {
         name: "corral-compose",
         rules: Rules::Root {
@@ -194,6 +195,7 @@ pub const LAYERS: &[Layer] = &[
                 any("corral-ports"),
                 any("corral-engine"),
                 any("corral-contract"),
+                any("corral-sprint"),
                 dev("corral-test-support"),
             ],
             external: Externals::Any,

@@ -204,6 +204,28 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        dir: "provider-uses-sprint",
+        violation: "corral-claude -> corral-sprint (normal dep): a provider reaching the sprint, whose agents only the composition root builds",
+        plant: Plant::Dependency {
+            manifest: "crates/providers/claude/Cargo.toml",
+            line: "corral-sprint.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-claude",
+                    "error[banned]: crate 'corral-sprint",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-claude -> corral-sprint (normal dep) is not allowed"],
+            ),
+        ],
+    },
+    Case {
         dir: "engine-uses-test-support",
         violation: "corral-engine -> corral-test-support (normal dep)",
         plant: Plant::Dependency {

@@ -40,7 +40,7 @@ pub enum Command {
     #[command(subcommand)]
     Runs(RunsCommand),
     /// Sprints: tasks run one by one through generator and evaluator rounds, each committed
-    /// on its own (docs/sprint.md). Running one is not implemented yet.
+    /// on its own (docs/sprint.md).
     #[command(subcommand)]
     Sprint(SprintCommand),
     /// Settings.
@@ -216,6 +216,10 @@ pub enum SprintCommand {
         /// The sprint file (default: corral-sprint.toml).
         file: Option<PathBuf>,
     },
+    /// Run a sprint, or continue it where it stopped: each task through generator and
+    /// evaluator rounds gated by the check, committed on the sprint's branch.
+    #[command(after_help = SPRINT_EXIT_TABLE)]
+    Run(SprintRunArgs),
     /// Show what a sprint recorded (sprint.json in .corral/sprints/NAME/).
     Status {
         /// The sprint's name (default: the only one recorded, or the one corral-sprint.toml
@@ -226,6 +230,31 @@ pub enum SprintCommand {
         json: bool,
     },
 }
+
+#[derive(Debug, Args)]
+pub struct SprintRunArgs {
+    /// The sprint file (default: corral-sprint.toml).
+    pub file: Option<PathBuf>,
+    /// Go on with uncommitted changes in the work tree (the first task's commit includes them).
+    #[arg(long, conflicts_with = "stash")]
+    pub keep_dirty: bool,
+    /// Stash uncommitted changes (untracked files included) and go on.
+    #[arg(long)]
+    pub stash: bool,
+    /// One JSON object per step on stdout, ending with the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The table printed in `corral sprint run --help`.
+pub const SPRINT_EXIT_TABLE: &str = "\
+Exit codes:
+  0    every task is done
+  1    unexpected internal error (git, the sprint's record)
+  2    bad sprint file or settings, or a preflight refusal (uncommitted changes, setup failed)
+  3    a task is blocked (its dependents skipped; the others ran)
+  4    rate limited; every retry was used (paused: run again to continue)
+  130  cancelled (run again to continue)";
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
@@ -281,7 +310,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Resume(args) => crate::run::resume(args).await,
         Command::Chat(args) => crate::chat::chat(args).await,
         Command::Runs(cmd) => crate::runs::runs(cmd).await,
-        Command::Sprint(cmd) => crate::sprint::sprint(cmd),
+        Command::Sprint(cmd) => crate::sprint::sprint(cmd).await,
         Command::Config(ConfigCommand::Show { json }) => crate::config_cmd::show(json),
         Command::Config(ConfigCommand::Trust { cwd }) => {
             let cwd = match cwd {

@@ -20,6 +20,8 @@ mod render;
 mod run;
 mod runs;
 mod sprint;
+mod sprint_run;
+mod sprint_view;
 mod term;
 
 use std::process::ExitCode;

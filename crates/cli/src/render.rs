@@ -98,7 +98,7 @@ fn status_line() -> Option<ProgressBar> {
     Some(bar)
 }
 
-fn short(text: &str, max: usize) -> String {
+pub(crate) fn short(text: &str, max: usize) -> String {
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -129,7 +129,7 @@ fn short_path(path: &str, max: usize) -> String {
     format!("…{tail}")
 }
 
-fn tool_summary(name: &str, input: &serde_json::Value) -> String {
+pub(crate) fn tool_summary(name: &str, input: &serde_json::Value) -> String {
     let text = |key: &str| input.get(key).and_then(|v| v.as_str());
     let detail = ["file_path", "path"]
         .iter()
@@ -149,7 +149,7 @@ fn tool_summary(name: &str, input: &serde_json::Value) -> String {
     }
 }
 
-fn tokens(n: Option<u64>) -> String {
+pub(crate) fn tokens(n: Option<u64>) -> String {
     match n {
         None => "-".into(),
         Some(n) if n >= 1_000_000 => format!("{:.1}M", n as f64 / 1e6),

@@ -1,5 +1,6 @@
 //! `corral run`: one task through one provider, with the signals contract and corrective
-//! retries (compose's `run_with_contract`), Ctrl-C handling, the run directory, and a summary.
+//! retries and the run directory's record (compose's `Spawn`, the call a sprint role makes too),
+//! Ctrl-C handling, and a summary.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -7,13 +8,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use corral_compose::{
-    Contract, ContractPolicy, ContractRun, Journal, RunRecord, SignalsError, SignalsVerdict,
-    Supervisor, engine_config, headless_provider, now, render_contract_section, run_with_contract,
+    Contract, ContractRun, Journal, RunRecord, SignalsError, SignalsVerdict, Spawn, SpawnHooks,
+    SpawnPlan, engine_config, headless_provider, now,
 };
-use corral_ports::run_dir::{PROMPT_FILE, SIGNALS_FILE};
+use corral_ports::run_dir::SIGNALS_FILE;
 use corral_ports::{
     AgentEvent, AiSession, CancellationToken, Permissions, ProviderError, ProviderId, RunObserver,
-    SessionId, Usage,
+    SessionId,
 };
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -76,9 +77,21 @@ const ENDING_SIGNALS: [(SignalKind, &str); 3] = [
     (SignalKind::hangup(), "SIGHUP"),
 ];
 
+/// Listens for the ending signals (`corral sprint run` ends on the same ones as `corral run`).
+pub(crate) fn ending_signal_streams() -> Vec<(tokio::signal::unix::Signal, &'static str)> {
+    let mut streams = Vec::new();
+    for (kind, name) in ENDING_SIGNALS {
+        match signal(kind) {
+            Ok(stream) => streams.push((stream, name)),
+            Err(e) => tracing::warn!(signal = name, error = %e, "cannot listen for the signal"),
+        }
+    }
+    streams
+}
+
 /// Waits for the next of the ending signals and names it; never returns when none could be
 /// listened to.
-async fn next_ending_signal(
+pub(crate) async fn next_ending_signal(
     streams: &mut [(tokio::signal::unix::Signal, &'static str)],
 ) -> &'static str {
     if streams.is_empty() {
@@ -120,13 +133,7 @@ fn install_signal_handlers(
     journal: Arc<Journal>,
     started: Instant,
 ) {
-    let mut streams = Vec::new();
-    for (kind, name) in ENDING_SIGNALS {
-        match signal(kind) {
-            Ok(stream) => streams.push((stream, name)),
-            Err(e) => tracing::warn!(signal = name, error = %e, "cannot listen for the signal"),
-        }
-    }
+    let mut streams = ending_signal_streams();
     tokio::spawn(async move {
         let first = next_ending_signal(&mut streams).await;
         renderer.line(&format!(
@@ -162,33 +169,17 @@ fn install_signal_handlers(
     });
 }
 
-/// Forwards to the renderer, and writes a session id into `run.json` the moment it is seen: a
-/// supervisor that is killed outright still leaves it there.
-struct RecordingObserver {
+/// Forwards a run's events to the renderer (compose's spawn keeps `run.json` up to date).
+struct RendererObserver {
     renderer: Arc<Renderer>,
-    journal: Arc<Journal>,
-    provider: ProviderId,
-    cwd: PathBuf,
 }
 
-impl RunObserver for RecordingObserver {
+impl RunObserver for RendererObserver {
     fn attempt_started(&self, attempt: u32, resume: Option<&SessionId>) {
         self.renderer.attempt_started(attempt, resume);
     }
 
     fn event(&self, attempt: u32, event: &AgentEvent) {
-        if let AgentEvent::SessionStarted { session_id, .. } = event
-            && self.journal.snapshot().session_id.as_deref() != Some(session_id.as_str())
-        {
-            let written = self.journal.update(|record| {
-                record.session_id = Some(session_id.to_string());
-                record.resume_command = Some(resume_command(self.provider, &self.cwd, session_id));
-            });
-            if let Err(e) = written {
-                self.renderer
-                    .line(&format!("warning: cannot write run.json: {e}"));
-            }
-        }
         self.renderer.event(attempt, event);
     }
 
@@ -201,30 +192,26 @@ impl RunObserver for RecordingObserver {
             "session {stale} not found: running the task cold, in a new session \
              (--no-cold-fallback makes this an error)"
         ));
-        let written = self.journal.update(|record| {
-            record.cold_fallback_from = Some(stale.to_string());
-        });
-        if let Err(e) = written {
-            self.renderer
-                .line(&format!("warning: cannot write run.json: {e}"));
-        }
     }
 }
 
-fn resume_command(provider: ProviderId, cwd: &Path, session: &SessionId) -> String {
-    format!(
-        "corral run --provider {provider} --cwd {} --resume {session} \"continue where you stopped\"",
-        shell_quote(&cwd.display().to_string())
-    )
+/// What the terminal shows of a spawn besides its events: records that could not be written,
+/// and corrective retries.
+struct RendererHooks {
+    renderer: Arc<Renderer>,
 }
 
-fn shell_quote(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
+impl SpawnHooks for RendererHooks {
+    fn record_failed(&self, what: &str, error: &std::io::Error) {
+        self.renderer
+            .line(&format!("warning: cannot write {what}: {error}"));
+    }
+
+    fn corrective(&self, error: &SignalsError) {
+        self.renderer.line(&format!(
+            "signals.json is not acceptable ({}); asking the agent to fix it",
+            short_error(error)
+        ));
     }
 }
 
@@ -384,18 +371,6 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
             loaded.runs_root().display()
         )
     })?;
-    let signals_file = run_dir.join(SIGNALS_FILE);
-    let contract = Contract::generator();
-    let full_prompt = if args.no_contract {
-        user_prompt
-    } else {
-        format!(
-            "{}\n\n{}",
-            user_prompt.trim_end(),
-            render_contract_section(&contract, &signals_file)
-        )
-    };
-
     let renderer = Renderer::new(Style::choose(args.json, args.quiet), provider_id.as_str());
     renderer.line(&format!(
         "run {run_id} · {provider_id} · {}",
@@ -409,36 +384,9 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
             from.cwd.display()
         ));
     }
-    // From here on, nothing the disk does ends the run without its summary: a record that
-    // cannot be written is reported, and the run goes on.
-    if let Err(e) =
-        corral_compose::write_record_file(&run_dir.join(PROMPT_FILE), full_prompt.as_bytes())
-    {
-        renderer.line(&format!("warning: cannot write prompt.md: {e}"));
-    }
-    let record = first_record(run_id, provider_id, model.clone(), &cwd, resume.as_ref());
-    let journal = Arc::new(Journal::new(run_dir.clone(), record));
-    if let Err(e) = journal.update(|_| {}) {
-        renderer.line(&format!("warning: cannot write run.json: {e}"));
-    }
-
-    let ticker = renderer.spawn_ticker();
     let cancel = CancellationToken::new();
-    let started = Instant::now();
-    install_signal_handlers(
-        cancel.clone(),
-        Arc::clone(&renderer),
-        Arc::clone(&journal),
-        started,
-    );
-    let observer: Arc<dyn RunObserver> = Arc::new(RecordingObserver {
-        renderer: Arc::clone(&renderer),
-        journal: Arc::clone(&journal),
-        provider: provider_id,
-        cwd: cwd.clone(),
-    });
-    let first = AiSession {
-        prompt: Arc::from(full_prompt.as_str()),
+    let session = AiSession {
+        prompt: Arc::from(user_prompt.as_str()),
         cold_prompt: None,
         cwd: cwd.clone(),
         extra_roots,
@@ -446,43 +394,51 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         effort: None,
         permissions,
         resume,
-        cancel,
-        signals_file,
+        cancel: cancel.clone(),
+        signals_file: run_dir.join(SIGNALS_FILE),
         output_dir: run_dir.clone(),
         max_budget_usd: args.max_budget_usd,
         max_turns: args.max_turns,
         cold_fallback: !args.no_cold_fallback,
         task: None,
     };
-    let contract = (!args.no_contract).then_some(&contract);
-    let corrective = settings.retry.corrective_retries;
-    let on_corrective = |e: &SignalsError| {
-        renderer.line(&format!(
-            "signals.json is not acceptable ({}); asking the agent to fix it",
-            short_error(e)
-        ));
-    };
-    let ending = Ending::new(
-        run_with_contract(
-            &*provider,
-            first,
-            ContractPolicy {
-                contract,
-                corrective_retries: corrective,
-            },
-            observer,
-            &on_corrective,
-        )
-        .await,
+    // From here on, nothing the disk does ends the run without its summary: a record that
+    // cannot be written is reported, and the run goes on.
+    let spawn = Spawn::begin(
+        SpawnPlan {
+            run_id,
+            provider: provider_id,
+            session,
+            contract: (!args.no_contract).then(Contract::generator),
+            corrective_retries: settings.retry.corrective_retries,
+        },
+        Arc::new(RendererHooks {
+            renderer: Arc::clone(&renderer),
+        }),
     );
+
+    let ticker = renderer.spawn_ticker();
+    install_signal_handlers(
+        cancel,
+        Arc::clone(&renderer),
+        Arc::clone(spawn.journal()),
+        spawn.started(),
+    );
+    let observer: Arc<dyn RunObserver> = Arc::new(RendererObserver {
+        renderer: Arc::clone(&renderer),
+    });
+    let end = spawn
+        .run(&*provider, observer, |run| {
+            Some(Ending::exit_of(run).code())
+        })
+        .await;
     if let Some(t) = ticker {
         t.abort();
     }
     renderer.finish();
 
-    let written = finish_record(&journal, &ending, provider_id, &cwd, started);
-    journal.close();
-    let record = journal.snapshot();
+    let ending = Ending::new(end.run);
+    let record = end.record;
     if let Some(file) = &args.output_last_message {
         write_answer(&renderer, file, record.result.as_deref());
     }
@@ -493,7 +449,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         ending.exit,
         ending.run.result.as_ref().err(),
         &ending.run.verdict,
-        written.err(),
+        end.record_error,
     );
     Ok(ending.exit)
 }
@@ -534,40 +490,6 @@ fn setting_flags(args: &RunArgs) -> Vec<(String, serde_json::Value)> {
     flags
 }
 
-/// `run.json` as the run starts.
-fn first_record(
-    run_id: String,
-    provider: ProviderId,
-    model: Option<String>,
-    cwd: &Path,
-    resume: Option<&SessionId>,
-) -> RunRecord {
-    RunRecord {
-        run_id,
-        provider,
-        model,
-        cwd: cwd.to_path_buf(),
-        started_at: now(),
-        finished_at: None,
-        outcome: "running".into(),
-        exit_code: None,
-        session_id: resume.map(|s| s.to_string()),
-        signals_valid: None,
-        signals_error: None,
-        signal_kinds: Vec::new(),
-        attempts: 0,
-        provider_runs: 0,
-        usage: Usage::default(),
-        duration_ms: None,
-        error: None,
-        result: None,
-        resume_command: resume.map(|s| resume_command(provider, cwd, s)),
-        cold_fallback_from: None,
-        attestation: None,
-        supervisor: Some(Supervisor::this_process()),
-    }
-}
-
 /// How one `corral run` ended: the provider runs and the exit code they come to.
 struct Ending {
     exit: Exit,
@@ -576,7 +498,15 @@ struct Ending {
 
 impl Ending {
     fn new(run: ContractRun) -> Self {
-        let exit = match (&run.result, &run.verdict) {
+        Ending {
+            exit: Ending::exit_of(&run),
+            run,
+        }
+    }
+
+    /// The exit code the provider runs come to.
+    fn exit_of(run: &ContractRun) -> Exit {
+        match (&run.result, &run.verdict) {
             (Err(err), _) => Exit::for_error(err),
             (Ok(_), SignalsVerdict::Invalid(_)) => Exit::SignalsInvalid,
             (
@@ -588,64 +518,8 @@ impl Ending {
             (Ok(_), SignalsVerdict::Valid { blocked: None, .. } | SignalsVerdict::NotChecked) => {
                 Exit::Success
             }
-        };
-        Ending { exit, run }
+        }
     }
-}
-
-/// Writes how the run ended into `run.json`.
-fn finish_record(
-    journal: &Journal,
-    ending: &Ending,
-    provider_id: ProviderId,
-    cwd: &Path,
-    started: Instant,
-) -> std::io::Result<()> {
-    let (session_id, outcome, attestation) = match &ending.run.result {
-        Ok(out) => (
-            out.session_id.clone(),
-            out.outcome.to_string(),
-            out.attestation.clone(),
-        ),
-        Err(err) => (
-            err.session_id().cloned(),
-            err.outcome().to_string(),
-            err.evidence().and_then(|e| e.attestation.clone()),
-        ),
-    };
-    journal.update(|record| {
-        record.finished_at = Some(now());
-        record.outcome = outcome;
-        record.exit_code = Some(ending.exit.code());
-        // A session seen live (and already in the record) is kept when the result names none.
-        if let Some(id) = &session_id {
-            record.session_id = Some(id.to_string());
-            record.resume_command = Some(resume_command(provider_id, cwd, id));
-        }
-        record.attempts = ending.run.attempts;
-        record.provider_runs = ending.run.provider_runs;
-        record.usage = ending.run.usage;
-        record.duration_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-        record.error = ending.run.result.as_ref().err().map(|e| e.to_string());
-        record.result = ending
-            .run
-            .result
-            .as_ref()
-            .ok()
-            .and_then(|o| o.final_text.clone());
-        record.attestation = attestation;
-        match &ending.run.verdict {
-            SignalsVerdict::NotChecked => {}
-            SignalsVerdict::Valid { kinds, .. } => {
-                record.signals_valid = Some(true);
-                record.signal_kinds = kinds.clone();
-            }
-            SignalsVerdict::Invalid(e) => {
-                record.signals_valid = Some(false);
-                record.signals_error = Some(e.to_string());
-            }
-        }
-    })
 }
 
 /// Writes the final answer to the `-o` file (empty when the agent gave none, so a script never

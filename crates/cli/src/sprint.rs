@@ -2,8 +2,8 @@
 //!
 //! `init` writes the commented example (never over an existing file), `check` validates a
 //! sprint file and prints its tasks in the order they run, or every error with its file, line,
-//! key and rule (exit 2), and `status` reads `.corral/sprints/<name>/sprint.json`. Running a
-//! sprint is not here yet; `docs/sprint.md` says what is still to come.
+//! key and rule (exit 2), and `status` reads `.corral/sprints/<name>/sprint.json`. `run` is in
+//! `sprint_run`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,8 +18,9 @@ use crate::exit::{Exit, usage};
 use crate::term::{errln, one_line, outln};
 
 /// Runs a `corral sprint` command.
-pub fn sprint(cmd: SprintCommand) -> anyhow::Result<Exit> {
+pub async fn sprint(cmd: SprintCommand) -> anyhow::Result<Exit> {
     match cmd {
+        SprintCommand::Run(args) => crate::sprint_run::run(args).await,
         SprintCommand::Init { file } => init(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))),
         SprintCommand::Check { file } => check(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))),
         SprintCommand::Status { name, json } => status(name.as_deref(), json),
@@ -57,8 +58,19 @@ fn init(path: &Path) -> anyhow::Result<Exit> {
 }
 
 fn check(path: &Path) -> anyhow::Result<Exit> {
-    let file = match corral_sprint::load(path) {
+    let file = match load_or_report(path)? {
         Ok(file) => file,
+        Err(exit) => return Ok(exit),
+    };
+    print_summary(&file);
+    Ok(Exit::Success)
+}
+
+/// The sprint file at `path`, or its errors printed as `sprint check` prints them and the exit
+/// code (2) to end with; an unreadable file is a usage error.
+pub(crate) fn load_or_report(path: &Path) -> anyhow::Result<Result<SprintFile, Exit>> {
+    match corral_sprint::load(path) {
+        Ok(file) => Ok(Ok(file)),
         Err(SprintFileError::Invalid { path, diagnostics }) => {
             for d in &diagnostics {
                 errln!("error: {d}");
@@ -69,7 +81,7 @@ fn check(path: &Path) -> anyhow::Result<Exit> {
                 diagnostics.len(),
                 if diagnostics.len() == 1 { "" } else { "s" }
             );
-            return Ok(Exit::BadInput);
+            Ok(Err(Exit::BadInput))
         }
         Err(e @ SprintFileError::Unreadable(_)) => {
             let hint = if path.exists() {
@@ -77,11 +89,9 @@ fn check(path: &Path) -> anyhow::Result<Exit> {
             } else {
                 " (write an example with `corral sprint init`)"
             };
-            return Err(usage(format!("{e}{hint}")));
+            Err(usage(format!("{e}{hint}")))
         }
-    };
-    print_summary(&file);
-    Ok(Exit::Success)
+    }
 }
 
 /// A role as a short phrase: `claude (model x, effort high)`.

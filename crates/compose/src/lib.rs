@@ -10,7 +10,8 @@
 //! exhaustive `match` on `ProviderId`, and into the supervised command runner a sprint's checks
 //! and git go through. It also owns the run directory and its record
 //! (`run.json`), which every caller writes alike, and the corrective-retry policy: a task run
-//! until the agent's `signals.json` satisfies the contract ([`run_with_contract`]).
+//! until the agent's `signals.json` satisfies the contract ([`run_with_contract`]); and it builds
+//! the agents that play a sprint's roles ([`role_agent()`], ADR 0005).
 //!
 //! This is the only crate that reads settings and the only one that names every provider. It
 //! knows nothing about the terminal: rendering belongs to the CLI.
@@ -18,8 +19,10 @@
 mod contract_run;
 mod factory;
 mod layers;
+mod role_agent;
 mod run_record;
 mod settings;
+mod spawn;
 mod trust;
 
 pub use contract_run::{ContractPolicy, ContractRun, SignalsVerdict, run_with_contract};
@@ -44,6 +47,7 @@ pub use layers::{
     ENV_PREFIX, LoadedSettings, PROJECT_FILE, SettingSource, SettingsError, SettingsSources,
     TrustedFile, ValueWithSource, project_root, trust_project_file,
 };
+pub use role_agent::role_agent;
 pub use run_record::{
     Journal, RunRecord, RunRecordError, STATE_GITIGNORE, Supervisor, create_run_dir,
     ignore_state_dir, new_run_id, now, read_record, write_record,
@@ -52,6 +56,7 @@ pub use settings::{
     EnvSettings, ProviderSettings, ProvidersSettings, RetrySettings, RunSettings, SandboxSettings,
     Settings, settings_json_schema,
 };
+pub use spawn::{NoHooks, Spawn, SpawnEnd, SpawnHooks, SpawnPlan, resume_command};
 pub use trust::{
     KEYS as TRUST_TABLE, ProjectMay, TRUST_STORE_FILE, UntrustedKey, Who, who_may_set,
 };

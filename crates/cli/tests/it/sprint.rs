@@ -156,3 +156,53 @@ fn status_json_is_the_recorded_state() {
     let back: SprintState = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(back, state);
 }
+
+#[test]
+fn run_of_a_bad_file_prints_the_errors_as_check_does() {
+    let env = Env::new();
+    env.write(
+        "project/corral-sprint.toml",
+        "[sprint]\nname = \"s\"\ncheck = \"true\"\nmax_rounds = 11\n\n[roles.generator]\nprovider = \"claud\"\n\n[[tasks]]\nid = \"a\"\ntitle = \"A\"\nprompt = \"p\"\n",
+    );
+    let run = env.corral().args(["sprint", "run"]).output().unwrap();
+    let check = env.corral().args(["sprint", "check"]).output().unwrap();
+    assert_eq!(run.status.code(), Some(2), "{}", transcript(&env, &run));
+    assert_eq!(env.clean(&run.stderr), env.clean(&check.stderr));
+    let err = env.clean(&run.stderr);
+    assert!(
+        err.contains("[out-of-range]") && err.contains("[unknown-provider]"),
+        "{err}"
+    );
+    assert!(!env.project().join(".corral/sprints/s").exists());
+}
+
+#[test]
+fn run_refuses_a_dirty_tree_naming_the_paths_and_both_flags() {
+    let env = Env::new();
+    let project = env.project();
+    env.write(
+        "project/corral-sprint.toml",
+        "[sprint]\nname = \"s\"\ncheck = \"true\"\n\n[roles.generator]\nprovider = \"claude\"\n\n[[tasks]]\nid = \"a\"\ntitle = \"A\"\nprompt = \"p\"\n",
+    );
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "start"]);
+    env.write("project/notes.txt", "mine\n");
+    let out = env.corral().args(["sprint", "run"]).output().unwrap();
+    let err = env.clean(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&env, &out));
+    assert!(
+        err.contains("notes.txt") && err.contains("--keep-dirty") && err.contains("--stash"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+    let out = env
+        .corral()
+        .args(["sprint", "run", "--keep-dirty", "--stash"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "the flags exclude each other");
+}

@@ -3,16 +3,12 @@
 //! evaluation whose critique reaches round 2), a blocked task, a regression that uses up its
 //! attempts, a baseline-broken check, `kill -9` during a generator and during an evaluator round
 //! then a rerun, the generator on Claude Code with the evaluator on Codex, an agent that checks out
-//! another branch, rate-limit retries used up then a rerun, and a one-task sprint with each
-//! provider as the generator.
+//! another branch, rate-limit retries used up then a rerun, a one-task sprint with each
+//! provider as the generator, Ctrl-C then a rerun, the commit identity from the user's git config,
+//! and the live view on a terminal.
 //!
-//! `corral sprint run` does not exist on this branch yet (it is being written on wip/spawn). The
-//! cases are written against its fixed interface (exit codes 0 done, 2 bad file or preflight, 3
-//! blocked, 4 rate-limited, 130 cancelled; state under `.corral/sprints/<name>/`); until it
-//! lands, each asserts the current behaviour instead ([`sprint_run_exists`]: the command is
-//! refused as unknown) and stops there, so the moment it lands they run in full. Where the
-//! interface does not fix a detail (status strings, file names), the assertion is a guess to
-//! check then.
+//! The cases hold the command to its fixed interface (exit codes 0 done, 2 bad file or
+//! preflight, 3 blocked, 4 rate-limited, 130 cancelled; state under `.corral/sprints/<name>/`).
 //! The fake tells the generator's requests from the evaluator's by the spawn directory their
 //! paths lie in (`Scenario::with_round`).
 
@@ -247,24 +243,6 @@ fn key(role: Role, task: &str, round: u32) -> SpawnKey {
     SpawnKey::new(role, task, round)
 }
 
-/// Whether `corral sprint run` exists. Until it does, this asserts what the binary does today:
-/// `sprint run` is refused as an unknown subcommand with exit 2 (the current, wrong behaviour);
-/// the cases then stop. Any other answer fails.
-fn sprint_run_exists() -> bool {
-    let env = Env::new();
-    let out = env
-        .corral()
-        .args(["sprint", "run", "--help"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    match out.status.code() {
-        Some(0) => true,
-        Some(2) if err.contains("unrecognized subcommand 'run'") => false,
-        _ => panic!("`corral sprint run --help`: {}", transcript(&env, &out)),
-    }
-}
-
 /// The task statuses sprint.json recorded, by id.
 fn task_statuses(world: &World) -> Vec<(String, String)> {
     state(world)["tasks"]
@@ -282,9 +260,6 @@ fn task_statuses(world: &World) -> Vec<(String, String)> {
 
 #[test]
 fn three_tasks_a_pass_a_regression_fixed_on_the_resumed_session_and_a_critique() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         let g = |t: &str, r: u32, body: &str, subject: &str| {
             spawn_steps(
@@ -406,9 +381,6 @@ fn three_tasks_a_pass_a_regression_fixed_on_the_resumed_session_and_a_critique()
 
 #[test]
 fn a_blocked_task_skips_its_dependents_and_the_others_go_on() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         Scenario::default()
             .with_round(
@@ -477,9 +449,6 @@ fn a_blocked_task_skips_its_dependents_and_the_others_go_on() {
 
 #[test]
 fn a_regression_with_no_attempt_left_blocks_with_the_patch_saved_and_the_tree_reset() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         Scenario::default().with_round(
             Role::Generator,
@@ -522,9 +491,6 @@ fn a_regression_with_no_attempt_left_blocks_with_the_patch_saved_and_the_tree_re
 
 #[test]
 fn a_check_broken_before_the_task_is_not_blamed_on_the_agent() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         Scenario::default().with_round(
             Role::Generator,
@@ -555,10 +521,11 @@ fn a_check_broken_before_the_task_is_not_blamed_on_the_agent() {
     );
 }
 
-/// Kills `corral sprint run` with SIGKILL once `(role, t1, 1)` has asked the model (its first
-/// step hangs), reaps the orphaned CLI, reruns, and checks the round resumed its session and one
-/// commit was made.
-fn killed_during(role: Role) {
+/// Sends `signal` to `corral sprint run` once `(role, t1, 1)` has asked the model (its first
+/// step hangs): SIGKILL, then reaps the orphaned CLI; SIGINT (Ctrl-C), and checks the sprint
+/// stopped as cancelled (exit 130). Then reruns, and checks the round resumed its session and
+/// one commit was made.
+fn killed_during(role: Role, signal: Signal) {
     let world = World::new(&CLAUDE, |project| {
         let mut g = spawn_steps(
             &CLAUDE,
@@ -604,11 +571,46 @@ fn killed_during(role: Role) {
         world.api.requests()
     );
     let spawn_dir = sprint_dir(&world).join(format!("implement/t1/rounds/1/{}", role.as_str()));
+    // Claude Code names its session on its first line, and asks the model right after: the kill
+    // comes once Corral has recorded the session (session-id.txt, and session.json with its model
+    // and directory, which a crash resume must match). Killed before that, a rerun cannot know
+    // the session and rightly starts the round cold.
+    assert!(
+        wait_until(Duration::from_secs(60), || exists(
+            &spawn_dir.join("session-id.txt")
+        ) && exists(
+            &spawn_dir.join("session.json")
+        )),
+        "the session was never recorded in {}",
+        spawn_dir.display()
+    );
+    // And once Claude Code has kept the session it would resume (its transcript under
+    // `~/.claude/projects/`): killed before it wrote one, there is no session to resume, and the
+    // rerun's resume rightly falls back to the full brief in a new session.
+    let session = std::fs::read_to_string(spawn_dir.join("session-id.txt")).unwrap();
+    let transcript_name = format!("{}.jsonl", session.trim());
+    let projects = world.env.home().join(".claude/projects");
+    assert!(
+        wait_until(Duration::from_secs(60), || has_file_named(
+            &projects,
+            &transcript_name
+        )),
+        "Claude Code never kept session {} under {}",
+        session.trim(),
+        projects.display()
+    );
     let orphans = spawned_pids(&spawn_dir);
-    corral_test_support::send_signal(child.id(), Signal::SIGKILL);
-    child.wait().unwrap();
-    for pid in orphans {
-        corral_test_support::send_signal(pid, Signal::SIGKILL);
+    corral_test_support::send_signal(child.id(), signal);
+    let code = child.wait().unwrap().code();
+    if signal == Signal::SIGKILL {
+        for pid in orphans {
+            corral_test_support::send_signal(pid, Signal::SIGKILL);
+        }
+    } else {
+        // Cancelled: the CLI's tree ended by corral, the sprint stopped at this step.
+        assert_eq!(code, Some(130), "Ctrl-C ends the sprint as cancelled");
+        let s = state(&world);
+        assert_eq!(s["tasks"][0]["status"], "running", "{s}");
     }
     let first_session = world.api.spawn_requests(&hung)[0]
         .session_id()
@@ -638,20 +640,30 @@ fn killed_during(role: Role) {
     assert!(!exists(&sprint_dir(&world).join("implement/t1/rounds/2")));
 }
 
+/// Whether a file called `name` is in `dir` or one level below it.
+fn has_file_named(dir: &Path, name: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let path = e.path();
+        e.file_name() == name || (path.is_dir() && path.join(name).is_file())
+    })
+}
+
 #[test]
 fn kill_9_during_a_generator_round_then_a_rerun_resumes_the_session() {
-    if !sprint_run_exists() {
-        return;
-    }
-    killed_during(Role::Generator);
+    killed_during(Role::Generator, Signal::SIGKILL);
 }
 
 #[test]
 fn kill_9_during_an_evaluator_round_then_a_rerun_finishes_with_one_commit() {
-    if !sprint_run_exists() {
-        return;
-    }
-    killed_during(Role::Evaluator);
+    killed_during(Role::Evaluator, Signal::SIGKILL);
+}
+
+#[test]
+fn ctrl_c_during_a_generator_round_exits_130_and_a_rerun_resumes_the_session() {
+    killed_during(Role::Generator, Signal::SIGINT);
 }
 
 /// Claude Code's variables added to a world built for another CLI, so that one sprint can use
@@ -673,9 +685,6 @@ fn claude_vars(world: &World) -> Vec<(String, String)> {
 
 #[test]
 fn the_generator_on_claude_and_the_evaluator_on_codex() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CODEX, |project| {
         Scenario::default()
             .with_round(
@@ -749,9 +758,6 @@ fn the_generator_on_claude_and_the_evaluator_on_codex() {
 
 #[test]
 fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         let mut steps = vec![Step::tool_use(
             "Bash",
@@ -770,18 +776,38 @@ fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
         &world,
         &sprint_file(&world.project(), &[task("t1")], CHECK, &CLAUDE, None, 2),
     );
-    let out = sprint_run(&world, &[]);
+    // The sandbox keeps the repository's `.git` read-only, so a sandboxed agent cannot switch
+    // branches at all: natively (degraded, on the user's word) it can, and the sprint must see it.
+    let native = [
+        ("CORRAL_SANDBOX__BACKEND".to_owned(), "native".to_owned()),
+        (
+            "CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE".to_owned(),
+            "true".to_owned(),
+        ),
+    ];
+    let out = sprint_run(&world, &native);
     let text = transcript(&world.env, &out);
-    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.status.code(), Some(3), "the task is blocked: {text}");
     let s = status(&world).to_string();
-    assert!(s.contains("elsewhere") || s.contains("branch"), "{s}");
+    assert!(s.contains("switched") && s.contains("elsewhere"), "{s}");
+    let head = corral_test_support::command(Path::new("git"))
+        .current_dir(world.project())
+        .args(["branch", "--show-current"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&head.stdout).trim(),
+        format!("corral/{NAME}"),
+        "the sprint's branch is checked out again"
+    );
+    assert!(sprint_commits(&world).is_empty());
+    assert!(exists(
+        &sprint_dir(&world).join("implement/t1/blocked.patch")
+    ));
 }
 
 #[test]
 fn rate_limit_retries_used_up_pause_with_exit_4_and_a_rerun_finishes() {
-    if !sprint_run_exists() {
-        return;
-    }
     let world = World::new(&CLAUDE, |project| {
         let mut g = vec![Step::rate_limited(1); CLAUDE.requests_per_failed_call];
         g.extend(spawn_steps(
@@ -865,40 +891,138 @@ fn one_task_with(cli: &'static Cli) {
 
 #[test]
 fn one_task_with_claude_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&CLAUDE);
 }
 
 #[test]
 fn one_task_with_codex_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&CODEX);
 }
 
 #[test]
 fn one_task_with_copilot_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&COPILOT);
 }
 
 #[test]
 fn one_task_with_opencode_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&OPENCODE);
 }
 
 #[test]
 fn one_task_with_grok_as_the_generator() {
-    if !sprint_run_exists() {
-        return;
-    }
     one_task_with(&GROK);
+}
+
+#[test]
+fn a_terminal_shows_a_status_line_per_running_task_over_the_finished_steps() {
+    const ROWS: u16 = 60;
+    const COLUMNS: u16 = 120;
+    let world = World::new(&CLAUDE, |project| {
+        let mut steps = vec![Step::tool_use(
+            "Bash",
+            json!({"command": "sleep 2", "description": "wait a little"}),
+        )];
+        steps.extend(spawn_steps(
+            &CLAUDE,
+            project,
+            &key(Role::Generator, "t1", 1),
+            &[("t1.txt", "ok")],
+            &complete("Write t1"),
+        ));
+        Scenario::default().with_round(Role::Generator, "t1", 1, steps)
+    });
+    repository(
+        &world,
+        &sprint_file(&world.project(), &[task("t1")], CHECK, &CLAUDE, None, 2),
+    );
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .env("TERM", "xterm")
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .current_dir(world.project())
+        .args(["sprint", "run"]);
+    let screen = corral_test_support::run_on_pty_sized(cmd, COLUMNS, ROWS, RUN_CAP * 2).unwrap();
+    let raw = &screen.output;
+    assert!(screen.status.success(), "{raw}");
+    // While the generator ran: its task's status line, with the role, the provider and what
+    // the agent did.
+    assert!(
+        raw.contains("▶ t1  round 1  generator  claude"),
+        "no status line: {raw:?}"
+    );
+    assert!(raw.contains("Bash sleep 2"), "the activity: {raw:?}");
+    // What is left on the screen: the finished steps and the summary, no status row.
+    let mut terminal = vt100::Parser::new(ROWS, COLUMNS, 0);
+    terminal.process(raw.as_bytes());
+    let rows = terminal.screen().contents();
+    assert!(
+        !rows.lines().any(|row| row.contains('▶')),
+        "a stale status row:\n{rows}"
+    );
+    for line in [
+        "t1  round 1  generator   succeeded, signals valid",
+        "t1  done, commit ",
+        "sprint it: done; 1 of 1 tasks done (exit 0)",
+    ] {
+        assert!(rows.contains(line), "{line:?} missing in\n{rows}");
+    }
+}
+
+#[test]
+fn the_commits_carry_the_identity_of_the_users_global_git_config() {
+    let world = World::new(&CLAUDE, |project| {
+        Scenario::default().with_round(
+            Role::Generator,
+            "t1",
+            1,
+            spawn_steps(
+                &CLAUDE,
+                project,
+                &key(Role::Generator, "t1", 1),
+                &[("t1.txt", "ok")],
+                &complete("Write t1"),
+            ),
+        )
+    });
+    // No identity in the repository: only the user's ~/.gitconfig has one, which the
+    // supervised git (global config neutralised) cannot read by itself.
+    let project = world.project();
+    std::fs::write(
+        project.join("corral-sprint.toml"),
+        sprint_file(&project, &[task("t1")], CHECK, &CLAUDE, None, 2),
+    )
+    .unwrap();
+    std::fs::write(project.join(".gitignore"), ".corral/\n").unwrap();
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "start"]);
+    std::fs::write(
+        world.env.home().join(".gitconfig"),
+        "[user]\n\tname = Global Person\n\temail = global@example.invalid\n",
+    )
+    .unwrap();
+    let out = sprint_run(&world, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let author = corral_test_support::command(Path::new("git"))
+        .current_dir(&project)
+        .args([
+            "log",
+            "-1",
+            "--format=%an <%ae> / %cn <%ce>",
+            &format!("corral/{NAME}"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&author.stdout).trim(),
+        "Global Person <global@example.invalid> / Global Person <global@example.invalid>"
+    );
 }

@@ -12,6 +12,7 @@
 mod contract_run;
 mod factory;
 mod layering;
+mod role_agent;
 mod run_record;
 mod schema;
 mod trust;

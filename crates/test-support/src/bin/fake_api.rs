@@ -5,7 +5,8 @@
 //! signalled. `huge-text` answers with a text reply of `--bytes` bytes (default 20 MiB) and
 //! `huge-write` writes a file of that size to the absolute path ending in `big.txt` that the prompt
 //! names, then says it is done: the two ways a CLI prints one giant line (its answer, or a tool
-//! call's input), used to measure which CLIs lose the tail of their stdout on a pipe. It speaks every wire format at once (Anthropic Messages, OpenAI Responses, Chat
+//! call's input), used to measure which CLIs lose the tail of their stdout on a pipe. `sprint`
+//! scripts the demo's two-task sprint by role, task and round. It speaks every wire format at once (Anthropic Messages, OpenAI Responses, Chat
 //! Completions); `--cli` (default `claude`) only picks how the scenarios write files: `claude`
 //! `Write`, `codex` a shell here-document through `exec_command`, `opencode` `write`, `grok`
 //! `create_file`, `copilot` `create`.
@@ -17,7 +18,7 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use corral_test_support::fake_api::{FakeApi, Scenario, Step, bulk_text};
+use corral_test_support::fake_api::{FakeApi, Role, Scenario, Step, bulk_text};
 
 /// The file `huge-write` writes, found by this name in the prompt.
 const HUGE_WRITE_FILE: &str = "big.txt";
@@ -32,6 +33,88 @@ const DEMO_SIGNALS: &str = r#"{
   ]
 }
 "#;
+
+/// A generator's report for the `sprint` scenario: done, with its commit subject and a learning.
+fn sprint_complete(subject: &str, learning: &str) -> String {
+    format!(
+        r#"{{"schemaVersion": 1, "signals": [
+  {{"type": "task-complete", "timestamp": "2026-11-30T12:00:00Z"}},
+  {{"type": "commit-message", "timestamp": "2026-11-30T12:00:00Z", "subject": "{subject}"}},
+  {{"type": "learning", "timestamp": "2026-11-30T12:00:00Z", "text": "{learning}"}}
+]}}
+"#
+    )
+}
+
+/// The evaluator's report for the `sprint` scenario: every floor dimension passed.
+const SPRINT_EVALUATION: &str = r#"{"schemaVersion": 1, "signals": [
+  {"type": "evaluation", "timestamp": "2026-11-30T12:00:00Z", "status": "passed", "dimensions": [
+    {"name": "correctness", "passed": true},
+    {"name": "completeness", "passed": true},
+    {"name": "safety", "passed": true},
+    {"name": "consistency", "passed": true},
+    {"name": "robustness", "passed": true}
+  ]}
+]}
+"#;
+
+/// The demo's two-task sprint (`greet`, then `farewell`), each spawn scripted by role, task and
+/// round: `greet` passes in round 1; `farewell` leaves a TODO in round 1, which the sprint's
+/// check (`! grep -q TODO *.txt`) rejects, and round 2, resuming the same session with the
+/// check's output, writes it right. The evaluator (when the sprint has one) passes each round.
+fn sprint_scenario(cli: &str) -> Option<Scenario> {
+    let generator = |file: &str, body: &str, subject: &str, learning: &str| -> Option<Vec<Step>> {
+        Some(vec![
+            Step::write_named_for(cli, file, body)?,
+            Step::write_signals_for(cli, sprint_complete(subject, learning))?,
+            Step::text("Done: the file is written and signals.json records it."),
+        ])
+    };
+    let evaluator = || -> Option<Vec<Step>> {
+        Some(vec![
+            Step::write_signals_for(cli, SPRINT_EVALUATION)?,
+            Step::text("Reviewed: every dimension passes."),
+        ])
+    };
+    Some(
+        Scenario::default()
+            .with_round(
+                Role::Generator,
+                "greet",
+                1,
+                generator(
+                    "hello.txt",
+                    "Hello from the sprint.\n",
+                    "Add the greeting",
+                    "Greetings live in hello.txt.",
+                )?,
+            )
+            .with_round(Role::Evaluator, "greet", 1, evaluator()?)
+            .with_round(
+                Role::Generator,
+                "farewell",
+                1,
+                generator(
+                    "bye.txt",
+                    "TODO: say goodbye\n",
+                    "Add the farewell",
+                    "The check rejects TODOs.",
+                )?,
+            )
+            .with_round(
+                Role::Generator,
+                "farewell",
+                2,
+                generator(
+                    "bye.txt",
+                    "Goodbye from the sprint.\n",
+                    "Add the farewell, without the TODO",
+                    "Finish a file before reporting it done.",
+                )?,
+            )
+            .with_round(Role::Evaluator, "farewell", 2, evaluator()?),
+    )
+}
 
 fn scenario(name: &str, cli: &str, bytes: usize) -> Option<Scenario> {
     let done = Step::text("Done: hello.txt exists and signals.json records the result.");
@@ -50,6 +133,7 @@ fn scenario(name: &str, cli: &str, bytes: usize) -> Option<Scenario> {
             done,
         ]),
         "happy" => Scenario::script([write_hello, write_signals, done]),
+        "sprint" => sprint_scenario(cli)?,
         "rate-limited" => Scenario::forever(Step::HttpError {
             status: 429,
             retry_after_secs: Some(1),
@@ -88,7 +172,7 @@ fn main() -> ExitCode {
             },
             _ => {
                 eprintln!(
-                    "usage: corral-fake-api [--scenario demo|happy|rate-limited|hang|stall|huge-text|huge-write] \
+                    "usage: corral-fake-api [--scenario demo|happy|sprint|rate-limited|hang|stall|huge-text|huge-write] \
                      [--cli claude|codex|opencode|grok|copilot] [--bytes N] [--log FILE]"
                 );
                 return ExitCode::from(64);

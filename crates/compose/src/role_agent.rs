@@ -1,0 +1,263 @@
+//! The sprint's agent seam implemented over a provider: [`role_agent`] builds the
+//! [`corral_sprint::RoleAgent`] that plays one sprint role (a provider with the role's model and
+//! effort), each spawn being the one-task run `corral run` makes (ADR 0005).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use corral_engine::EngineConfig;
+use corral_ports::{
+    AiSession, CancellationToken, Effort, ErrorClass, Guarantee, HeadlessAiProvider, Permissions,
+    ProviderError, ProviderId, RunObserver,
+};
+use corral_sprint::{
+    RoleAgent, RoleSettings, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict,
+};
+
+use crate::contract_run::{ContractRun, SignalsVerdict};
+use crate::factory::{ComposeError, capabilities, headless_provider};
+use crate::settings::Settings;
+use crate::spawn::{Spawn, SpawnHooks, SpawnPlan};
+
+/// The agent that plays a sprint role: `role`'s provider, built from `settings` on an engine
+/// configured by `config` (usually [`crate::engine_config`]), with the role's model (else the
+/// provider's configured one) and effort. Read-only spawns run on a second engine that never
+/// falls back to a sandbox that cannot keep the work tree read-only.
+pub fn role_agent(
+    role: &RoleSettings,
+    settings: &Settings,
+    config: EngineConfig,
+) -> Result<Arc<dyn RoleAgent>, ComposeError> {
+    let id = role.provider;
+    let mut strict = config.clone();
+    strict.sandbox.allow_degraded_native = false;
+    let writable = headless_provider(id, settings, config)?;
+    let read_only = headless_provider(id, &read_only_settings(id, settings), strict)?;
+    let model = role
+        .model
+        .clone()
+        .or_else(|| settings.providers.get(id).model.clone());
+    Ok(Arc::new(ComposedRoleAgent {
+        id,
+        model,
+        effort: role.effort,
+        resumes: capabilities(id).resume,
+        corrective_retries: settings.retry.corrective_retries,
+        writable,
+        read_only,
+    }))
+}
+
+/// The settings a read-only spawn's provider is built from. Corral's sandbox is what keeps the
+/// work tree read-only (the strict engine refuses where it cannot, and a run not attested
+/// `repo-read-only` is a failure); Codex's own `read-only` sandbox would close the spawn's
+/// `signals.json` as well, so that no Codex evaluator could ever report (and with its
+/// `workspace-write` sandbox, tried, a Codex evaluator in the work tree Corral mounted read-only
+/// still wrote no `signals.json`). Unless the user chose Codex's sandbox
+/// (`providers.codex.sandbox`), a read-only Codex spawn runs without Codex's own sandbox
+/// (`danger-full-access`) inside Corral's, which alone decides what it may write: the spawn's
+/// directory (its `signals.json`), not the work tree.
+fn read_only_settings(id: ProviderId, settings: &Settings) -> Settings {
+    let mut settings = settings.clone();
+    match id {
+        ProviderId::Codex => {
+            let codex = &mut settings.providers.codex;
+            if codex.sandbox.is_none() {
+                codex.sandbox = Some("danger-full-access".to_string());
+            }
+        }
+        ProviderId::Claude | ProviderId::Copilot | ProviderId::Opencode | ProviderId::Grok => {}
+    }
+    settings
+}
+
+/// [`RoleAgent`] over a provider built by the factory.
+struct ComposedRoleAgent {
+    id: ProviderId,
+    model: Option<String>,
+    effort: Option<Effort>,
+    resumes: bool,
+    corrective_retries: u32,
+    /// Runs writable spawns.
+    writable: Arc<dyn HeadlessAiProvider>,
+    /// Runs read-only spawns: never on a sandbox that cannot enforce it.
+    read_only: Arc<dyn HeadlessAiProvider>,
+}
+
+#[async_trait]
+impl RoleAgent for ComposedRoleAgent {
+    fn provider(&self) -> ProviderId {
+        self.id
+    }
+
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    fn effort(&self) -> Option<Effort> {
+        self.effort
+    }
+
+    fn resumes(&self) -> bool {
+        self.resumes
+    }
+
+    async fn spawn(
+        &self,
+        request: SpawnRequest,
+        cancel: CancellationToken,
+        observer: Arc<dyn RunObserver>,
+    ) -> SpawnReport {
+        let signals_file = request.dir.join(corral_ports::run_dir::SIGNALS_FILE);
+        let session = AiSession {
+            prompt: Arc::from(request.prompt.as_str()),
+            cold_prompt: request.cold_prompt.as_deref().map(Arc::from),
+            cwd: request.work_tree.clone(),
+            extra_roots: Vec::new(),
+            model: self.model.clone(),
+            effort: self.effort,
+            permissions: Permissions {
+                edit_files: !request.read_only,
+                ..Permissions::default()
+            },
+            resume: request.resume.clone(),
+            cancel,
+            signals_file: signals_file.clone(),
+            output_dir: request.dir.clone(),
+            max_budget_usd: None,
+            max_turns: None,
+            // A session that is gone gets the cold prompt in a new one (the provider's one
+            // cold retry), as `corral run --resume` does.
+            cold_fallback: true,
+            task: None,
+        };
+        let plan = SpawnPlan {
+            run_id: request.run_id.clone(),
+            provider: self.id,
+            session,
+            contract: Some(request.contract.clone()),
+            corrective_retries: self.corrective_retries,
+        };
+        let provider = if request.read_only {
+            &self.read_only
+        } else {
+            &self.writable
+        };
+        let end = Spawn::begin(plan, Arc::new(LoggedHooks))
+            .run(&**provider, observer, |_| None)
+            .await;
+        report(&end.run, &signals_file, &request)
+    }
+}
+
+/// What a spawn's provider runs come to, in the sprint's terms.
+fn report(run: &ContractRun, signals_file: &Path, request: &SpawnRequest) -> SpawnReport {
+    let (outcome, session_id, mut error, attestation) = match &run.result {
+        Ok(out) => (
+            out.outcome,
+            out.session_id.clone(),
+            None,
+            out.attestation.as_ref(),
+        ),
+        Err(err) => (
+            err.outcome(),
+            err.session_id().cloned(),
+            Some(failure(err)),
+            err.evidence().and_then(|e| e.attestation.as_ref()),
+        ),
+    };
+    // The read-only engine refuses where the work tree cannot be kept read-only; a run whose
+    // attestation still does not say so is not trusted as read-only.
+    if request.read_only
+        && error.is_none()
+        && !attestation.is_some_and(|a| a.enforced.contains(&Guarantee::RepoReadOnly))
+    {
+        error = Some(SpawnFailure {
+            class: ErrorClass::Permanent,
+            message: "the sandbox did not attest the work tree read-only".to_string(),
+        });
+    }
+    let verdict = match &run.verdict {
+        SignalsVerdict::NotChecked => SpawnVerdict::NotChecked,
+        SignalsVerdict::Valid { .. } => {
+            SpawnVerdict::of_signals_file(signals_file, &request.contract)
+        }
+        SignalsVerdict::Invalid(e) => SpawnVerdict::Invalid {
+            reason: e.to_string(),
+        },
+    };
+    SpawnReport {
+        outcome,
+        session_id,
+        verdict,
+        usage: run.usage,
+        error,
+        attempts: run.attempts,
+    }
+}
+
+/// A spawn's record failures go to the log: the sprint's own record says how it ended.
+struct LoggedHooks;
+
+impl SpawnHooks for LoggedHooks {
+    fn record_failed(&self, what: &str, error: &std::io::Error) {
+        tracing::warn!(file = what, %error, "cannot write a spawn's record");
+    }
+}
+
+/// The sprint's terms for a provider error: rate-limit retries exhausted can pass (the sprint
+/// pauses), a cancelled run was asked for, and nothing else helps by waiting.
+fn failure(err: &ProviderError) -> SpawnFailure {
+    let class = match err {
+        ProviderError::RateLimited { .. } => ErrorClass::Retryable,
+        ProviderError::Cancelled { .. } => ErrorClass::Cancelled,
+        ProviderError::Crashed { .. }
+        | ProviderError::IdleTimeout { .. }
+        | ProviderError::WallTimeout { .. }
+        | ProviderError::VersionProbeTimedOut { .. }
+        | ProviderError::CliNotFound { .. }
+        | ProviderError::SpawnFailed { .. }
+        | ProviderError::ArgvTooLong { .. }
+        | ProviderError::VersionMismatch { .. }
+        | ProviderError::InvalidSession { .. }
+        | ProviderError::ModelUnavailable { .. }
+        | ProviderError::Refused { .. }
+        | ProviderError::Unsandboxed { .. }
+        | ProviderError::StaleSession { .. }
+        | ProviderError::Io { .. } => ErrorClass::Permanent,
+    };
+    SpawnFailure {
+        class,
+        message: err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_only_codex_spawn_leaves_the_confinement_to_corrals_sandbox() {
+        let settings = Settings::default();
+        let ro = read_only_settings(ProviderId::Codex, &settings);
+        assert_eq!(
+            ro.providers.codex.sandbox.as_deref(),
+            Some("danger-full-access")
+        );
+        // The user's own choice stands.
+        let mut chosen = Settings::default();
+        chosen.providers.codex.sandbox = Some("read-only".to_string());
+        let ro = read_only_settings(ProviderId::Codex, &chosen);
+        assert_eq!(ro.providers.codex.sandbox.as_deref(), Some("read-only"));
+        // The other providers' settings are not touched.
+        for id in [
+            ProviderId::Claude,
+            ProviderId::Copilot,
+            ProviderId::Opencode,
+            ProviderId::Grok,
+        ] {
+            assert_eq!(read_only_settings(id, &settings), settings, "{id}");
+        }
+    }
+}
