@@ -7,7 +7,9 @@
 //! Code under `corral run` through the default sandbox's allow-list proxy against the same runs on
 //! the host network, and writes `target/bench-egress-report.md`. Last, `cargo bench -p corral-cli
 //! --bench giant_reply` measures the peak memory of `corral run` while Claude Code prints a
-//! 20 MiB reply, and writes `target/bench-giant-reply-report.md`. `docs/benchmarks.md` explains
+//! 20 MiB reply, and writes `target/bench-giant-reply-report.md`. Then `cargo bench -p corral-cli
+//! --bench cli_path` sets `corral run` beside the bare Claude Code at start and beside a raw tokio
+//! reader on a 200 000-line flood, and writes `target/bench-cli-path-report.md`. `docs/benchmarks.md` explains
 //! the scenarios and targets; `cargo xtask ci` runs every bench target once in its smoke mode.
 
 use std::path::Path;
@@ -67,10 +69,17 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         giant.args(["--", "--quick"]);
     }
     shell::run(&mut giant)?;
+    let mut cli_path = shell::cargo(root);
+    cli_path.args(["bench", "-p", "corral-cli", "--bench", "cli_path"]);
+    if opts.quick {
+        cli_path.args(["--", "--quick"]);
+    }
+    shell::run(&mut cli_path)?;
     for report in [
         "target/bench-report.md",
         "target/bench-egress-report.md",
         "target/bench-giant-reply-report.md",
+        "target/bench-cli-path-report.md",
     ] {
         println!("report: {}", shell::relative(root, &root.join(report)));
     }

@@ -140,7 +140,7 @@ pub const LAYERS: &[Layer] = &[
         },
     },
     // The signals.json contract knows nothing of the rest of Corral but the ports' shared types
-    // (the session id, the run directory's names; ADR 0003).
+    // (the session id, the run directory's names; ADR 0006).
     Layer {
         name: "corral-contract",
         rules: Rules::Product {

@@ -20,10 +20,13 @@
 // Bench code: a failed run should stop the bench loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Instant, SystemTime};
 
+use common::{is_root, median, rotation};
 use corral_test_support::fake_api::{FakeApi, Scenario, Step};
 use serde_json::Value;
 
@@ -79,17 +82,6 @@ struct Sample {
     reply_ms: f64,
     /// `corral` started → exited, ms.
     run_ms: f64,
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 fn wall_ms(t: &str) -> f64 {
@@ -185,16 +177,6 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
     }
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
-}
-
 fn quantile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -215,13 +197,8 @@ fn rounds(
 ) -> Vec<[Sample; 3]> {
     (0..rounds)
         .map(|i| {
-            let mut order = Side::ALL;
-            order.rotate_left(i % 3);
-            if i % 2 == 1 {
-                order.reverse();
-            }
             let mut round = [Sample::default(); 3];
-            for side in order {
+            for side in rotation(i, 3).into_iter().map(|k| Side::ALL[k]) {
                 let sample = run_once(corral, claude, side, reply());
                 eprintln!("  {side:?}: {sample:?}");
                 round[side.index()] = sample;

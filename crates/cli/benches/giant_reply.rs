@@ -18,10 +18,13 @@
 // Bench code: a failed run should stop the bench loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{fmt_list, hwm_kib, is_root, max};
 use corral_test_support::fake_api::{FakeApi, Scenario, Step, bulk_text};
 use serde_json::Value;
 
@@ -32,26 +35,6 @@ const REPLY_BYTES: usize = 20 * MIB;
 const TARGET_MIB: f64 = 64.0;
 /// How often `VmHWM` is read.
 const SAMPLE_EVERY: Duration = Duration::from_millis(2);
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// `VmHWM` of `pid` in KiB; `None` once it has exited (a zombie has no memory left to report).
-fn hwm_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-}
 
 /// One run: `corral`'s peak `VmHWM` in MiB, its wall time in seconds, and whether it ended
 /// `succeeded` with its terminal event. That must hold with the stream files; through a pipe
@@ -123,17 +106,6 @@ fn run_once(corral: &Path, claude: &Path, capture: &str, bytes: usize) -> (f64, 
     );
     assert!(peak_kib > 0, "{capture}: VmHWM was never read");
     (peak_kib as f64 / 1024.0, wall, complete)
-}
-
-fn max(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::NAN, f64::max)
-}
-
-fn fmt_list(v: &[f64]) -> String {
-    v.iter()
-        .map(|x| format!("{x:.1}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn main() -> ExitCode {

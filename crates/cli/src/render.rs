@@ -213,11 +213,11 @@ impl Renderer {
     }
 
     /// Emits one JSON line on stdout (JSON style only).
-    pub fn json(&self, value: &serde_json::Value) {
-        if self.style == Style::Json
-            && let Ok(line) = term::json(value)
-        {
-            term::out_soon(format_args!("{line}"));
+    pub fn json(&self, value: &impl serde::Serialize) {
+        if self.style == Style::Json {
+            // A value that cannot be serialised (a map with non-string keys) is not printed; the
+            // execution log still has the event.
+            let _ = term::json_line_soon(value);
         }
     }
 
@@ -261,6 +261,16 @@ impl Renderer {
     }
 }
 
+/// One `--json` event line, `{"attempt":…,"event":…,"type":"event"}`, serialised from the event
+/// itself (the top-level keys in the order `serde_json::json!` sorted them before).
+#[derive(serde::Serialize)]
+struct EventLine<'a> {
+    attempt: u32,
+    event: &'a AgentEvent,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
 impl RunObserver for Renderer {
     fn attempt_started(&self, attempt: u32, resume: Option<&SessionId>) {
         self.json(&serde_json::json!({"type": "attempt", "attempt": attempt, "resume": resume}));
@@ -272,7 +282,11 @@ impl RunObserver for Renderer {
     }
 
     fn event(&self, attempt: u32, event: &AgentEvent) {
-        self.json(&serde_json::json!({"type": "event", "attempt": attempt, "event": event}));
+        self.json(&EventLine {
+            attempt,
+            event,
+            kind: "event",
+        });
         match event {
             AgentEvent::SessionStarted { session_id, model } => {
                 let model = model

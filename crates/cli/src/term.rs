@@ -173,11 +173,17 @@ enum Stream {
 
 fn line(stream: Stream, args: fmt::Arguments<'_>, hold: bool) {
     let text = format!("{}\n", sanitize(&args.to_string()));
+    push(stream, text.as_bytes(), hold);
+}
+
+/// Adds `bytes` (whole lines, already terminal-safe) to what `stream` holds, and writes it all
+/// unless it may be held back.
+fn push(stream: Stream, bytes: &[u8], hold: bool) {
     let mut held = held();
     let was_empty = held.is_empty();
     match stream {
-        Stream::Out => held.out.extend_from_slice(text.as_bytes()),
-        Stream::Err => held.err.extend_from_slice(text.as_bytes()),
+        Stream::Out => held.out.extend_from_slice(bytes),
+        Stream::Err => held.err.extend_from_slice(bytes),
     }
     if hold && held.len() < HOLD_MAX && flusher_runs() {
         if was_empty {
@@ -299,6 +305,21 @@ fn json_with<F: serde_json::ser::Formatter>(
 /// `value` as compact JSON, terminal-safe (see [`InertFormatter`]).
 pub fn json(value: &impl serde::Serialize) -> serde_json::Result<String> {
     json_with(value, serde_json::ser::CompactFormatter)
+}
+
+/// `value` as one line of compact JSON on stdout, held back as [`out_soon`] is. Serialised
+/// straight into the line, with no `serde_json::Value` on the way and no second pass: the
+/// [`InertFormatter`] already leaves nothing a terminal acts on (the `--json` flood path).
+pub fn json_line_soon(value: &impl serde::Serialize) -> serde_json::Result<()> {
+    let mut bytes = Vec::with_capacity(256);
+    let mut serializer = serde_json::Serializer::with_formatter(
+        &mut bytes,
+        InertFormatter(serde_json::ser::CompactFormatter),
+    );
+    value.serialize(&mut serializer)?;
+    bytes.push(b'\n');
+    push(Stream::Out, &bytes, true);
+    Ok(())
 }
 
 /// `value` as indented JSON, terminal-safe.

@@ -22,7 +22,7 @@
 //! It must NOT know about processes, providers or their CLIs, settings, or where a run directory
 //! lives: it reads the one file it is pointed at, and renders strings for the caller to send or
 //! write. It does no I/O beyond reading the files it is pointed at. Of the workspace it uses only
-//! `corral-ports`, for the types every layer shares (ADR 0003).
+//! `corral-ports`, for the types every layer shares (ADR 0006).
 
 mod contract;
 mod corrective;

@@ -1,0 +1,469 @@
+//! `cargo bench -p corral-cli --bench cli_path`: what the `corral` binary costs over the CLI it
+//! supervises, on the path users take (issue 11, items 9 and 10). Two scenarios, each measured
+//! side by side in rotating rounds in one run:
+//!
+//! - **start**: the real Claude Code answering one word from the fake model API on 127.0.0.1,
+//!   bare (`claude -p --verbose --output-format stream-json`, as a user runs it) against
+//!   `corral run --no-contract --json` around the same CLI, without a sandbox (what supervision
+//!   costs: target ≤ 1.05× the bare wall) and with the default sandbox (reported; its own cost is
+//!   the egress bench's subject). One home for every run, as on a user's machine: Corral's
+//!   version probe is cached per binary, so only the first run starts the CLI twice.
+//! - **flood**: 200 000 lines of about 1 KiB in Claude Code's stream-json format (one assistant
+//!   text message each, between an init and a result line), printed by a stand-in for the CLI that
+//!   copies a file to its stdout, read by `corral run --no-contract` with `--json` and in plain
+//!   mode (the real Claude parser, the execution log, the renderer; the default sandbox) against a
+//!   raw tokio reader that spawns the same stand-in, parses every line as JSON and logs it.
+//!   Targets: throughput ≥ 0.8× the raw reader's, `corral`'s peak resident set (VmHWM) ≤ 16 MiB.
+//!
+//! Build it in release (`cargo bench` does): the figures are the product's. The table goes to
+//! stdout and `target/bench-cli-path-report.md`; `docs/benchmarks.md` has the last figures. Run
+//! without `--bench` (as `cargo test --benches` does, a step of `cargo xtask ci`), it makes one
+//! run of each side with a short flood and checks them.
+
+// A benchmark is a tool, not product: a failed run stops it loudly, and it spawns the raw
+// baseline and the bare CLI itself (that is the point of the comparison).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{fmt_list, hwm_kib, is_root, max, median, rotation};
+use corral_test_support::fake_api::{FakeApi, Scenario, Step};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// The flood measured: lines, and bytes per line without the newline.
+const FLOOD_LINES: usize = 200_000;
+const FLOOD_LINE_BYTES: usize = 1024;
+/// The smoke run's flood.
+const SMOKE_LINES: usize = 2_000;
+/// Targets.
+const START_TARGET: f64 = 1.05;
+const THROUGHPUT_TARGET: f64 = 0.8;
+const RSS_TARGET_MIB: f64 = 16.0;
+/// How often `VmHWM` is read.
+const SAMPLE_EVERY: Duration = Duration::from_millis(2);
+/// The version the stand-in reports: the pinned one, so Corral runs it without a warning.
+const CLAUDE_VERSION: &str = "2.1.197 (Claude Code)";
+const SESSION: &str = "0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00";
+
+/// A scratch home and project shared by the runs of one scenario.
+struct Place {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+    root: PathBuf,
+}
+
+impl Place {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let home = root.join("home");
+        let project = root.join("project");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        Place {
+            _dir: dir,
+            home,
+            project,
+            root,
+        }
+    }
+
+    /// A command with only what a run needs in its environment.
+    fn command(&self, program: &Path) -> std::process::Command {
+        let mut cmd = corral_test_support::command(program);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("ANTHROPIC_API_KEY", "sk-bench")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .current_dir(&self.project)
+            .stdin(Stdio::null());
+        if is_root() {
+            cmd.env("IS_SANDBOX", "1");
+        }
+        cmd
+    }
+}
+
+/// Runs `cmd` with stdout and stderr to files; its wall time in seconds, its peak `VmHWM` in
+/// MiB, and what it printed.
+fn measure(mut cmd: std::process::Command, place: &Place, what: &str) -> (f64, f64, String) {
+    let stdout_path = place.root.join("stdout");
+    let stderr_path = place.root.join("stderr");
+    cmd.stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap());
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Some(kib) = hwm_kib(pid) {
+            peak_kib = peak_kib.max(kib);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(SAMPLE_EVERY);
+    };
+    let wall = started.elapsed().as_secs_f64();
+    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    assert!(
+        status.success(),
+        "{what} exited with {status}\nstderr: {stderr}\nstdout tail: {}",
+        &stdout[stdout.len().saturating_sub(2000)..]
+    );
+    (wall, peak_kib as f64 / 1024.0, stdout)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start: the real Claude Code, bare and under `corral run`.
+
+#[derive(Debug, Clone, Copy)]
+enum StartSide {
+    Bare,
+    Native,
+    Sandboxed,
+}
+
+impl StartSide {
+    const ALL: [StartSide; 3] = [StartSide::Bare, StartSide::Native, StartSide::Sandboxed];
+}
+
+/// One run of `side` answering "ok": its wall time in seconds.
+fn start_run(corral: &Path, claude: &Path, place: &Place, side: StartSide) -> f64 {
+    // A fresh API per run, started before the clock: Claude Code may ask it more than once.
+    let api = FakeApi::start(Scenario::script([Step::text("ok")])).unwrap();
+    let mut cmd = match side {
+        StartSide::Bare => {
+            let mut cmd = place.command(claude);
+            cmd.args([
+                "-p",
+                "--verbose",
+                "--output-format",
+                "stream-json",
+                "--permission-mode",
+                "bypassPermissions",
+                "say ok",
+            ]);
+            cmd
+        }
+        StartSide::Native | StartSide::Sandboxed => {
+            let mut cmd = place.command(corral);
+            cmd.env("CORRAL_PROVIDERS__CLAUDE__COMMAND", claude).args([
+                "run",
+                "--provider",
+                "claude",
+                "--no-contract",
+                "--json",
+            ]);
+            if matches!(side, StartSide::Native) {
+                cmd.args([
+                    "--sandbox",
+                    "native",
+                    "--allow-degraded-native",
+                    "--network",
+                    "host",
+                ]);
+            }
+            cmd.arg("say ok");
+            cmd
+        }
+    };
+    cmd.env("ANTHROPIC_BASE_URL", api.url());
+    let (wall, _, stdout) = measure(cmd, place, &format!("{side:?}"));
+    let answered = match side {
+        StartSide::Bare => stdout.contains("\"type\":\"result\""),
+        StartSide::Native | StartSide::Sandboxed => stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|v| v["type"] == "summary" && v["outcome"] == "succeeded"),
+    };
+    assert!(answered, "{side:?}: no answer\n{stdout}");
+    wall
+}
+
+/// `rounds` rotating rounds of the three start sides; walls in seconds, indexed like `ALL`.
+fn start_rounds(corral: &Path, claude: &Path, rounds: usize) -> [Vec<f64>; 3] {
+    let place = Place::new();
+    // Warm-up, not counted: Claude Code's first start in a new home, Corral's version cache.
+    for side in StartSide::ALL {
+        start_run(corral, claude, &place, side);
+    }
+    let mut walls: [Vec<f64>; 3] = Default::default();
+    for round in 0..rounds {
+        for i in rotation(round, 3) {
+            let side = StartSide::ALL[i];
+            let wall = start_run(corral, claude, &place, side);
+            eprintln!("  start {side:?} round {}/{rounds}: {wall:.3} s", round + 1);
+            walls[i].push(wall);
+        }
+    }
+    walls
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flood: 200 000 Claude-format lines through `corral run` and through a raw tokio reader.
+
+/// The flood file and the stand-in CLI that prints it.
+struct Flood {
+    place: Place,
+    stand_in: PathBuf,
+    lines: usize,
+}
+
+impl Flood {
+    fn new(lines: usize) -> Self {
+        let place = Place::new();
+        let file = place.root.join("flood.jsonl");
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+        writeln!(
+            out,
+            r#"{{"type":"system","subtype":"init","cwd":"{}","session_id":"{SESSION}","tools":["Bash","Edit","Read","Write"],"model":"claude-opus-4-8","permissionMode":"bypassPermissions"}}"#,
+            place.project.display()
+        )
+        .unwrap();
+        // One assistant text message per line, padded to FLOOD_LINE_BYTES with the text.
+        let head = r#"{"type":"assistant","message":{"id":"msg_flood","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":""#;
+        let tail = format!(
+            r#""}}],"stop_reason":null}},"parent_tool_use_id":null,"session_id":"{SESSION}"}}"#
+        );
+        let fill = FLOOD_LINE_BYTES.saturating_sub(head.len() + tail.len() + 8);
+        for i in 0..lines {
+            writeln!(out, "{head}{i:08}{}{tail}", "x".repeat(fill)).unwrap();
+        }
+        writeln!(
+            out,
+            r#"{{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"done","stop_reason":"end_turn","session_id":"{SESSION}","total_cost_usd":0.0002,"usage":{{"input_tokens":10,"output_tokens":6}}}}"#
+        )
+        .unwrap();
+        out.flush().unwrap();
+        drop(out);
+        let stand_in = place.root.join("claude");
+        std::fs::write(
+            &stand_in,
+            format!(
+                "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{CLAUDE_VERSION}'; exit 0; fi\nexec cat '{}'\n",
+                file.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Flood {
+            place,
+            stand_in,
+            lines,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FloodSide {
+    Raw,
+    Json,
+    Plain,
+}
+
+impl FloodSide {
+    const ALL: [FloodSide; 3] = [FloodSide::Raw, FloodSide::Json, FloodSide::Plain];
+}
+
+/// The raw tokio reader: spawn the stand-in, `lines()`, parse each as JSON, log it. The number
+/// of lines read.
+async fn raw_reader(flood: &Flood) -> usize {
+    let mut child = tokio::process::Command::new(&flood.stand_in)
+        .current_dir(&flood.place.project)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let log = tokio::fs::File::create(flood.place.root.join("raw.jsonl"))
+        .await
+        .unwrap();
+    let mut log = tokio::io::BufWriter::new(log);
+    let mut lines = BufReader::new(stdout).lines();
+    let mut n = 0;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let value: Value = serde_json::from_str(&line).unwrap();
+        std::hint::black_box(&value);
+        log.write_all(line.as_bytes()).await.unwrap();
+        log.write_all(b"\n").await.unwrap();
+        n += 1;
+    }
+    log.flush().await.unwrap();
+    assert!(child.wait().await.unwrap().success());
+    n
+}
+
+/// One run of `side` over the whole flood: wall in seconds and, for `corral`, its peak MiB.
+fn flood_run(corral: &Path, flood: &Flood, side: FloodSide) -> (f64, Option<f64>) {
+    let want = flood.lines + 2;
+    match side {
+        FloodSide::Raw => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let started = Instant::now();
+            let n = runtime.block_on(raw_reader(flood));
+            let wall = started.elapsed().as_secs_f64();
+            assert_eq!(n, want, "the raw reader read {n} lines");
+            (wall, None)
+        }
+        FloodSide::Json | FloodSide::Plain => {
+            let mut cmd = flood.place.command(corral);
+            cmd.env("CORRAL_PROVIDERS__CLAUDE__COMMAND", &flood.stand_in)
+                .args(["run", "--provider", "claude", "--no-contract"]);
+            if matches!(side, FloodSide::Json) {
+                cmd.arg("--json");
+            }
+            cmd.arg("flood");
+            let (wall, peak, stdout) = measure(cmd, &flood.place, &format!("{side:?}"));
+            match side {
+                FloodSide::Json => {
+                    let texts = stdout.lines().filter(|l| l.contains("xxxxxxxx")).count();
+                    assert_eq!(texts, flood.lines, "--json printed {texts} text events");
+                }
+                FloodSide::Plain | FloodSide::Raw => {
+                    assert!(
+                        stdout.contains("done"),
+                        "plain mode lost the answer: {stdout}"
+                    );
+                }
+            }
+            (wall, Some(peak))
+        }
+    }
+}
+
+/// Walls (s) per side, indexed like `ALL`, and the peaks (MiB) of the two `corral` sides.
+struct FloodFigures {
+    walls: [Vec<f64>; 3],
+    peaks: [Vec<f64>; 3],
+}
+
+fn flood_rounds(corral: &Path, lines: usize, rounds: usize) -> FloodFigures {
+    let flood = Flood::new(lines);
+    let mut figures = FloodFigures {
+        walls: Default::default(),
+        peaks: Default::default(),
+    };
+    for round in 0..rounds {
+        for i in rotation(round, 3) {
+            let side = FloodSide::ALL[i];
+            let (wall, peak) = flood_run(corral, &flood, side);
+            eprintln!(
+                "  flood {side:?} round {}/{rounds}: {wall:.2} s{}",
+                round + 1,
+                peak.map(|p| format!(", peak {p:.1} MiB"))
+                    .unwrap_or_default()
+            );
+            figures.walls[i].push(wall);
+            if let Some(peak) = peak {
+                figures.peaks[i].push(peak);
+            }
+        }
+    }
+    figures
+}
+
+fn verdict(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "MISS" }
+}
+
+fn report(start: &[Vec<f64>; 3], flood: &FloodFigures, lines: usize) -> String {
+    let bare = median(&start[0]);
+    let native = median(&start[1]);
+    let sandboxed = median(&start[2]);
+    let raw = median(&flood.walls[0]);
+    let json = median(&flood.walls[1]);
+    let plain = median(&flood.walls[2]);
+    let json_peak = max(&flood.peaks[1]);
+    let plain_peak = max(&flood.peaks[2]);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "| Start: the real Claude Code, one-word reply ({} rounds) | median wall (s) | runs (ms) | ratio to bare | Target | Result |\n\
+         |---|---|---|---|---|---|\n\
+         | `claude -p` bare | {bare:.3} | {} | 1.00 | | |\n\
+         | `corral run --no-contract`, no sandbox | {native:.3} | {} | {:.2}× | ≤ {START_TARGET:.2}× | {} |\n\
+         | `corral run --no-contract`, default sandbox | {sandboxed:.3} | {} | {:.2}× | (reported) | |\n\n",
+        start[0].len(),
+        fmt_ms(&start[0]),
+        fmt_ms(&start[1]),
+        native / bare,
+        verdict(native / bare <= START_TARGET),
+        fmt_ms(&start[2]),
+        sandboxed / bare,
+    ));
+    out.push_str(&format!(
+        "| Flood: {lines} × {FLOOD_LINE_BYTES} B Claude lines ({} rounds) | median wall (s) | runs (s) | throughput vs raw | peak RSS (MiB, max) | Target | Result |\n\
+         |---|---|---|---|---|---|---|\n\
+         | raw tokio reader | {raw:.2} | {} | 1.00 | | | |\n\
+         | `corral run --json` | {json:.2} | {} | {:.2}× | {json_peak:.1} ({}) | ≥ {THROUGHPUT_TARGET}×, ≤ {RSS_TARGET_MIB:.0} MiB | {} |\n\
+         | `corral run` plain | {plain:.2} | {} | {:.2}× | {plain_peak:.1} ({}) | ≥ {THROUGHPUT_TARGET}×, ≤ {RSS_TARGET_MIB:.0} MiB | {} |\n",
+        flood.walls[0].len(),
+        fmt_list(&flood.walls[0]),
+        fmt_list(&flood.walls[1]),
+        raw / json,
+        fmt_list(&flood.peaks[1]),
+        verdict(raw / json >= THROUGHPUT_TARGET && json_peak <= RSS_TARGET_MIB),
+        fmt_list(&flood.walls[2]),
+        raw / plain,
+        fmt_list(&flood.peaks[2]),
+        verdict(raw / plain >= THROUGHPUT_TARGET && plain_peak <= RSS_TARGET_MIB),
+    ));
+    out
+}
+
+fn fmt_ms(v: &[f64]) -> String {
+    v.iter()
+        .map(|s| format!("{:.0}", s * 1000.0))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let benching = args.iter().any(|a| a == "--bench");
+    let quick = args.iter().any(|a| a == "--quick");
+    let corral = PathBuf::from(env!("CARGO_BIN_EXE_corral"));
+    let claude = corral_test_support::require_cli("claude");
+    if !benching {
+        let start = start_rounds(&corral, &claude, 1);
+        let flood = flood_rounds(&corral, SMOKE_LINES, 1);
+        eprintln!(
+            "cli-path bench smoke: start {:?}, flood of {SMOKE_LINES} {:?} peaks {:?}",
+            start, flood.walls, flood.peaks
+        );
+        return ExitCode::SUCCESS;
+    }
+    let (start_n, flood_n) = if quick { (3, 1) } else { (10, 3) };
+    eprintln!("start: {start_n} rotating rounds of bare / no sandbox / default sandbox");
+    let start = start_rounds(&corral, &claude, start_n);
+    eprintln!("flood: {flood_n} rotating rounds of {FLOOD_LINES} lines, raw / --json / plain");
+    let flood = flood_rounds(&corral, FLOOD_LINES, flood_n);
+    let table = report(&start, &flood, FLOOD_LINES);
+    println!("{table}");
+    let target =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-cli-path-report.md");
+    let _ = std::fs::write(&target, &table);
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,59 @@
+//! What the `corral-cli` bench targets share: who runs them, a process's peak memory, and the
+//! statistics their tables print. Each target uses a part of it.
+#![allow(dead_code)]
+
+/// Whether the bench runs as root (Claude Code then needs `IS_SANDBOX=1` for its permission mode).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// `VmHWM` of `pid` in KiB: the kernel's high-water mark of its resident set. `None` once it
+/// has exited (a zombie has no memory left to report).
+pub fn hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The median of `v` (NaN when empty).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+/// The largest of `v` (NaN when empty).
+pub fn max(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::NAN, f64::max)
+}
+
+/// `v` with one decimal each, comma-separated.
+pub fn fmt_list(v: &[f64]) -> String {
+    v.iter()
+        .map(|x| format!("{x:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The order of `sides` sides in round `round`: each side first, middle and last in turn,
+/// reversed every other round, so that drift on a shared machine hits every side alike.
+pub fn rotation(round: usize, sides: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..sides).map(|i| (i + round) % sides).collect();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
+}
