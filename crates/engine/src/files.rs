@@ -114,7 +114,7 @@ fn write_in_place(path: &Path, contents: &[u8]) -> Option<io::Result<()>> {
 }
 
 /// Writes a file of a run's record: in place when Corral bound it read-only into a sandbox
-/// (its [`record_copy`] is there, see [`write_in_place`]), else atomically (see
+/// (its [`record_copy`] is there, see `write_in_place`), else atomically (see
 /// [`write_atomic`]). Tries once more when the first try failed on a full disk (after freeing
 /// the run directory's reserve, see [`crate::log::release_reserve`]) or because the directory
 /// is gone (after recreating it): the files of a run's record are the last thing to lose.
