@@ -20,14 +20,8 @@
 //! without `--bench` (as `cargo test --benches` does, a step of `cargo xtask ci`), it makes one
 //! run of each side with a short flood and checks them.
 
-// A benchmark is a tool, not product: a failed run stops it loudly, and it spawns the raw
-// baseline and the bare CLI itself (that is the point of the comparison).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::disallowed_methods
-)]
+// A benchmark is a tool, not product: a failed run stops it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -37,10 +31,11 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fmt_list, hwm_kib, is_root, max, median, rotation};
+use common::{fmt_list, hwm_kib, max, median, rotation};
 use corral_test_support::fake_api::{FakeApi, Scenario, Step};
+use corral_test_support::is_root;
+use corral_test_support::raw_reader::raw_tokio_reader;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// The flood measured: lines, and bytes per line without the newline.
 const FLOOD_LINES: usize = 200_000;
@@ -283,36 +278,6 @@ impl FloodSide {
     const ALL: [FloodSide; 3] = [FloodSide::Raw, FloodSide::Json, FloodSide::Plain];
 }
 
-/// The raw tokio reader: spawn the stand-in, `lines()`, parse each as JSON, log it. The number
-/// of lines read.
-async fn raw_reader(flood: &Flood) -> usize {
-    let mut child = tokio::process::Command::new(&flood.stand_in)
-        .current_dir(&flood.place.project)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let log = tokio::fs::File::create(flood.place.root.join("raw.jsonl"))
-        .await
-        .unwrap();
-    let mut log = tokio::io::BufWriter::new(log);
-    let mut lines = BufReader::new(stdout).lines();
-    let mut n = 0;
-    while let Some(line) = lines.next_line().await.unwrap() {
-        let value: Value = serde_json::from_str(&line).unwrap();
-        std::hint::black_box(&value);
-        log.write_all(line.as_bytes()).await.unwrap();
-        log.write_all(b"\n").await.unwrap();
-        n += 1;
-    }
-    log.flush().await.unwrap();
-    assert!(child.wait().await.unwrap().success());
-    n
-}
-
 /// One run of `side` over the whole flood: wall in seconds and, for `corral`, its peak MiB.
 fn flood_run(corral: &Path, flood: &Flood, side: FloodSide) -> (f64, Option<f64>) {
     let want = flood.lines + 2;
@@ -323,7 +288,13 @@ fn flood_run(corral: &Path, flood: &Flood, side: FloodSide) -> (f64, Option<f64>
                 .build()
                 .unwrap();
             let started = Instant::now();
-            let n = runtime.block_on(raw_reader(flood));
+            let n = runtime
+                .block_on(raw_tokio_reader(
+                    &flood.stand_in,
+                    &flood.place.project,
+                    &flood.place.root.join("raw.jsonl"),
+                ))
+                .unwrap();
             let wall = started.elapsed().as_secs_f64();
             assert_eq!(n, want, "the raw reader read {n} lines");
             (wall, None)

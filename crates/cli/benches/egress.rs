@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Instant, SystemTime};
 
-use common::{is_root, median, rotation};
+use common::{median, rotation};
 use corral_test_support::fake_api::{FakeApi, Scenario, Step};
+use corral_test_support::is_root;
 use serde_json::Value;
 
 /// Words of the streamed reply: one SSE event each.

@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fmt_list, hwm_kib, is_root, max};
+use common::{fmt_list, hwm_kib, max};
 use corral_test_support::fake_api::{FakeApi, Scenario, Step, bulk_text};
+use corral_test_support::is_root;
 use serde_json::Value;
 
 const MIB: usize = 1024 * 1024;

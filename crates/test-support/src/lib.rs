@@ -13,6 +13,8 @@
 //! (the model-probe scaffolding). They speak the ports' types only: this crate may depend on
 //! `corral-ports`, never on `corral-engine`, whose tests use it.
 //!
+//! [`raw_reader`] is the raw tokio baseline the `corral-cli` benches measure `corral run` against.
+//!
 //! [`unprivileged_user`] gives the sandbox tests a user to run `corral` as when they run as root
 //! (creating [`PROBE_USER`] once), and says why bubblewrap cannot run as it when it cannot.
 
@@ -27,6 +29,7 @@ mod host_user;
 pub mod pinned_clis;
 pub mod probe;
 mod pty;
+pub mod raw_reader;
 pub mod recorded;
 pub mod session;
 

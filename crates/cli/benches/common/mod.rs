@@ -2,18 +2,6 @@
 //! statistics their tables print. Each target uses a part of it.
 #![allow(dead_code)]
 
-/// Whether the bench runs as root (Claude Code then needs `IS_SANDBOX=1` for its permission mode).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 /// `VmHWM` of `pid` in KiB: the kernel's high-water mark of its resident set. `None` once it
 /// has exited (a zombie has no memory left to report).
 pub fn hwm_kib(pid: u32) -> Option<u64> {
