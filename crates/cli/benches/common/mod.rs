@@ -36,11 +36,12 @@ pub fn fmt_list(v: &[f64]) -> String {
         .join(", ")
 }
 
-/// The order of `sides` sides in round `round`: each side first, middle and last in turn,
-/// reversed every other round, so that drift on a shared machine hits every side alike.
+/// The order of `sides` sides in round `round`: rotated by one side a round, and reversed in
+/// every other run of `sides` rounds, so that each side comes first, middle and last in turn
+/// (with two sides: A B, B A, B A, A B) and drift on a shared machine hits every side alike.
 pub fn rotation(round: usize, sides: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..sides).map(|i| (i + round) % sides).collect();
-    if round % 2 == 1 {
+    if (round / sides.max(1)) % 2 == 1 {
         order.reverse();
     }
     order
