@@ -802,6 +802,19 @@ impl<'r, 'a> Flow<'r, 'a> {
                 Role::Evaluator => usage.evaluator = report.usage,
             }
             t.usage.add(&usage);
+            // Not undone, and not blocking: Corral cannot take back a write outside the tree
+            // (the sandbox, when there is one, refuses it); it is named for the user to look at.
+            if !report.stray_writes.is_empty() {
+                let message = format!(
+                    "round {round}: the {role} wrote outside the paths it may write: {}",
+                    report.stray_writes.join("; ")
+                );
+                t.warnings.push(message.clone());
+                self.emit(SprintEvent::Warning {
+                    task: id.clone(),
+                    message,
+                });
+            }
         }
         self.save(state)?;
         self.emit(SprintEvent::SpawnFinished {
