@@ -117,7 +117,7 @@ impl Place {
     fn project(&self, name: &str) -> PathBuf {
         let project = self.root.join(name);
         let _ = std::fs::remove_dir_all(&project);
-        let status = std::process::Command::new("cp")
+        let status = corral_test_support::command(Path::new("cp"))
             .arg("-a")
             .arg(&self.template)
             .arg(&project)
@@ -145,7 +145,7 @@ impl Place {
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
+    let out = corral_test_support::command(Path::new("git"))
         .current_dir(dir)
         .args(args)
         .output()
