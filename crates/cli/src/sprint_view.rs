@@ -181,6 +181,17 @@ impl Steps {
                 )
             }
             SprintEvent::Warning { task, message } => format!("{task}  warning: {message}"),
+            SprintEvent::WaveStarted { tasks, jobs } => {
+                let names: Vec<&str> = tasks.iter().map(TaskId::as_str).collect();
+                format!(
+                    "running at once (--jobs {jobs}), each in its own worktree: {}",
+                    names.join(", ")
+                )
+            }
+            SprintEvent::Folded { task, commit, how } => format!(
+                "{task}  folded onto the sprint branch ({how}), commit {}",
+                short_commit(commit)
+            ),
             SprintEvent::TaskFinished {
                 task,
                 status,
@@ -427,6 +438,8 @@ impl Shared {
             | SprintEvent::Branch { .. }
             | SprintEvent::Setup { .. }
             | SprintEvent::Warning { .. }
+            | SprintEvent::WaveStarted { .. }
+            | SprintEvent::Folded { .. }
             | SprintEvent::SprintFinished { .. } => {}
         }
     }
