@@ -1399,7 +1399,10 @@ async fn killed_with_two_tasks_in_flight_a_rerun_finishes_both_in_their_worktree
         let sink = Recorder::default();
         let fut = run_parallel(&p, &generator, None, &sink);
         tokio::pin!(fut);
-        loop {
+        // Both spawns hang together only when they run at once; one by one, the second
+        // never starts (bounded, so that such a run fails instead of hanging).
+        for tick in 0.. {
+            assert!(tick < 250, "the two tasks never were in flight together");
             tokio::select! {
                 r = &mut fut => panic!("the sprint ended before the crash point: {r:?}"),
                 () = tokio::time::sleep(Duration::from_millis(20)) => {
