@@ -317,10 +317,10 @@ impl<'r, 'a> Flow<'r, 'a> {
             }
             self.save(&mut state)?;
         }
-        if self.run.options.jobs > 1 {
-            if let Some(end) = self.run_waves(&mut state, &run_id).await? {
-                return Ok(self.summary(&state, end));
-            }
+        if self.run.options.jobs > 1
+            && let Some(end) = self.run_waves(&mut state, &run_id).await?
+        {
+            return Ok(self.summary(&state, end));
         }
         for i in 0..state.tasks.len() {
             if self.run.cancel.is_cancelled() {
