@@ -9,7 +9,10 @@
 //! --bench giant_reply` measures the peak memory of `corral run` while Claude Code prints a
 //! 20 MiB reply, and writes `target/bench-giant-reply-report.md`. Then `cargo bench -p corral-cli
 //! --bench cli_path` sets `corral run` beside the bare Claude Code at start and beside a raw tokio
-//! reader on a 200 000-line flood, and writes `target/bench-cli-path-report.md`. `docs/benchmarks.md` explains
+//! reader on a 200 000-line flood, and writes `target/bench-cli-path-report.md`. Last,
+//! `cargo bench -p corral-cli --bench sprint` sets `corral sprint run` over 30 tasks × 2 rounds
+//! beside a shell script doing the same `corral run`s, checks and commits, and writes
+//! `target/bench-sprint-report.md`. `docs/benchmarks.md` explains
 //! the scenarios and targets; `cargo xtask ci` runs every bench target once in its smoke mode.
 
 use std::path::Path;
@@ -75,11 +78,18 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         cli_path.args(["--", "--quick"]);
     }
     shell::run(&mut cli_path)?;
+    let mut sprint = shell::cargo(root);
+    sprint.args(["bench", "-p", "corral-cli", "--bench", "sprint"]);
+    if opts.quick {
+        sprint.args(["--", "--quick"]);
+    }
+    shell::run(&mut sprint)?;
     for report in [
         "target/bench-report.md",
         "target/bench-egress-report.md",
         "target/bench-giant-reply-report.md",
         "target/bench-cli-path-report.md",
+        "target/bench-sprint-report.md",
     ] {
         println!("report: {}", shell::relative(root, &root.join(report)));
     }

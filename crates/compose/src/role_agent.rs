@@ -194,6 +194,7 @@ fn report(run: &ContractRun, signals_file: &Path, request: &SpawnRequest) -> Spa
         usage: run.usage,
         error,
         attempts: run.attempts,
+        stray_writes: attestation.map_or_else(Vec::new, |a| a.stray_writes.clone()),
     }
 }
 

@@ -106,6 +106,10 @@ pub struct SpawnReport {
     pub error: Option<SpawnFailure>,
     /// How many times the CLI was started (corrective and rate-limit retries included).
     pub attempts: u32,
+    /// What the spawn's stray-write check found written outside the paths the spawn may write
+    /// (`corral run`'s `stray_writes`, one change a line, as in `run.json`): empty when it found
+    /// nothing or did not run. The sprint names each in the task's warnings.
+    pub stray_writes: Vec<String>,
 }
 
 /// An agent that can play a sprint role: one provider with one model and effort.

@@ -829,6 +829,19 @@ impl<'r, 'a> Flow<'r, 'a> {
                 Role::Evaluator => usage.evaluator = report.usage,
             }
             t.usage.add(&usage);
+            // Not undone, and not blocking: Corral cannot take back a write outside the tree
+            // (the sandbox, when there is one, refuses it); it is named for the user to look at.
+            if !report.stray_writes.is_empty() {
+                let message = format!(
+                    "round {round}: the {role} wrote outside the paths it may write: {}",
+                    report.stray_writes.join("; ")
+                );
+                t.warnings.push(message.clone());
+                self.emit(SprintEvent::Warning {
+                    task: id.clone(),
+                    message,
+                });
+            }
         }
         self.save(state)?;
         self.emit(SprintEvent::SpawnFinished {
@@ -870,7 +883,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                     .map_or("a detached HEAD".to_string(), |b| format!("branch {b}"))
             );
             self.warn(state, i, task, &message)?;
-            let (patch, _) = self.git.diff_against(&base).await?;
+            let patch = self.git.patch_against(&base).await?;
             write_file(
                 &self.layout.task_dir(&task.id).join(BLOCKED_PATCH_FILE),
                 patch.as_bytes(),
@@ -924,7 +937,12 @@ impl<'r, 'a> Flow<'r, 'a> {
             return Ok(Next::Finished);
         };
         let round_dir = self.layout.round_dir(&task.id, t.round);
-        let (patch, paths) = self.git.diff_against(&progress.base).await?;
+        // The paths only choose the gates.
+        let (patch, paths) = if self.file().gates.is_empty() {
+            (self.git.patch_against(&progress.base).await?, Vec::new())
+        } else {
+            self.git.diff_against(&progress.base).await?
+        };
         write_file(&round_dir.join(crate::flow::DIFF_FILE), patch.as_bytes())?;
         let gates: Vec<&Gate> = self
             .file()

@@ -360,3 +360,47 @@ fn a_role_agent_plays_its_role_s_provider_model_and_effort() {
     assert_eq!(agent.model(), Some("role-model"), "the role's model wins");
     assert_eq!(agent.effort(), None);
 }
+
+/// Issue 9 flow step 6: under the native backend with consent nothing stops a write outside
+/// the work tree; the spawn's stray-write check finds it (here in the repository around the
+/// work tree) and the report carries it, as `run.json` does, for the sprint to name.
+#[tokio::test]
+async fn a_native_spawn_s_write_outside_the_work_tree_is_in_its_report() {
+    let scratch = Scratch::new();
+    let root = scratch.dir.path();
+    let git = |args: &[&str]| {
+        let out = corral_test_support::command(Path::new("git"))
+            .current_dir(root)
+            .args(["-c", "user.name=T", "-c", "user.email=t@t.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(scratch.work_tree().join("keep"), "\n").unwrap();
+    std::fs::write(root.join(".gitignore"), "spawn/\nhome/\nfake-claude.sh\n").unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "init"]);
+    let acts = format!(
+        "printf '%s' '{GOOD_SIGNALS}' > \"$SIGNALS\"\necho mine > in-tree.txt\necho stray > ../stray.txt"
+    );
+    let (_, report) = spawn(&scratch, &acts, true, scratch.request("do the task")).await;
+    assert_eq!(report.outcome, Outcome::Succeeded, "{report:?}");
+    let stray = root.canonicalize().unwrap().join("stray.txt");
+    assert_eq!(
+        report.stray_writes,
+        [format!("added {}", stray.display())],
+        "{report:?}"
+    );
+    let record = scratch.record();
+    assert_eq!(
+        record["attestation"]["stray_writes"],
+        serde_json::json!(report.stray_writes),
+        "{record}"
+    );
+}

@@ -66,6 +66,9 @@ enum Act {
     SwitchBranch(&'static str),
     /// Commits its change itself, then completes.
     CommitsItself(&'static str),
+    /// Writes `<task>.txt`, completes, and its spawn's stray-write check reports this change
+    /// outside the paths it may write (as the engine's check does under the native backend).
+    WritesOutside(&'static str),
 }
 
 const TS: &str = "2026-12-02T10:00:00Z";
@@ -184,6 +187,7 @@ fn report(session: &SessionId, verdict: SpawnVerdict) -> SpawnReport {
         },
         error: None,
         attempts: 1,
+        stray_writes: Vec::new(),
     }
 }
 
@@ -303,6 +307,7 @@ impl RoleAgent for FakeAgent {
                         message: "rate limited; retries used up".to_string(),
                     }),
                     attempts: 3,
+                    stray_writes: Vec::new(),
                 };
             }
             Act::SwitchBranch(branch) => {
@@ -315,6 +320,14 @@ impl RoleAgent for FakeAgent {
                 git(&tree, &["add", "--all"]).await;
                 git(&tree, &["commit", "--quiet", "-m", message]).await;
                 signals(&complete(Some("Add the file"), None));
+            }
+            Act::WritesOutside(change) => {
+                write_files(&tree, &[(default_file.as_str(), "done\n")]);
+                signals(&complete(None, None));
+                return SpawnReport {
+                    stray_writes: vec![change.to_string()],
+                    ..report(&session, verdict_of(&request))
+                };
             }
         }
         report(&session, verdict_of(&request))
@@ -1087,6 +1100,30 @@ async fn an_agent_committing_itself_is_named_and_one_commit_made() {
         commits(&p).await,
         [("Add the file".to_string(), "a".to_string())]
     );
+}
+
+#[tokio::test]
+async fn a_write_outside_the_work_tree_is_named_in_the_status_and_does_not_block() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::WritesOutside("added /home/user/.bashrc"),
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done, "named, not blocking");
+    assert_eq!(
+        summary.tasks[0].warnings,
+        [
+            "round 1: the generator wrote outside the paths it may write: added /home/user/.bashrc"
+                .to_string()
+        ]
+    );
+    // The same in sprint.json, which `corral sprint status` prints.
+    assert_eq!(task_state(&p, "a").warnings, summary.tasks[0].warnings);
+    assert_eq!(commits(&p).await, [("Task a".to_string(), "a".to_string())]);
 }
 
 #[tokio::test]
