@@ -241,6 +241,10 @@ pub struct SprintRunArgs {
     /// Stash uncommitted changes (untracked files included) and go on.
     #[arg(long)]
     pub stash: bool,
+    /// How many tasks may run at once: above 1, each task whose dependencies are done runs in
+    /// its own git worktree on its own branch, folded onto the sprint's branch in run order.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
     /// One JSON object per step on stdout, ending with the summary.
     #[arg(long)]
     pub json: bool,

@@ -74,6 +74,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
             run_id: new_run_id(file.generator.provider),
             now,
             git_env,
+            jobs: usize::from(args.jobs),
         },
         cancel,
     })

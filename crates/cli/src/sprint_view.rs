@@ -181,6 +181,7 @@ impl Steps {
                 )
             }
             SprintEvent::Warning { task, message } => format!("{task}  warning: {message}"),
+            SprintEvent::WaveStarted { .. } | SprintEvent::Folded { .. } => parallel_text(event)?,
             SprintEvent::TaskFinished {
                 task,
                 status,
@@ -203,6 +204,37 @@ impl Steps {
             SprintEvent::SprintFinished { .. } => return None,
         };
         Some(term::one_line(&text))
+    }
+}
+
+/// The line of a parallel run's own events (`--jobs` above 1): which tasks run at once, and
+/// each fold onto the sprint's branch.
+fn parallel_text(event: &SprintEvent) -> Option<String> {
+    match event {
+        SprintEvent::WaveStarted { tasks, jobs } => {
+            let names: Vec<&str> = tasks.iter().map(TaskId::as_str).collect();
+            Some(format!(
+                "running at once (--jobs {jobs}), each in its own worktree: {}",
+                names.join(", ")
+            ))
+        }
+        SprintEvent::Folded { task, commit, how } => Some(format!(
+            "{task}  folded onto the sprint branch ({how}), commit {}",
+            short_commit(commit)
+        )),
+        SprintEvent::SprintStarted { .. }
+        | SprintEvent::DirtyTree { .. }
+        | SprintEvent::Branch { .. }
+        | SprintEvent::Setup { .. }
+        | SprintEvent::TaskStarted { .. }
+        | SprintEvent::Verified { .. }
+        | SprintEvent::SpawnStarted { .. }
+        | SprintEvent::SpawnFinished { .. }
+        | SprintEvent::Evaluated { .. }
+        | SprintEvent::Regressed { .. }
+        | SprintEvent::Warning { .. }
+        | SprintEvent::TaskFinished { .. }
+        | SprintEvent::SprintFinished { .. } => None,
     }
 }
 
@@ -427,6 +459,8 @@ impl Shared {
             | SprintEvent::Branch { .. }
             | SprintEvent::Setup { .. }
             | SprintEvent::Warning { .. }
+            | SprintEvent::WaveStarted { .. }
+            | SprintEvent::Folded { .. }
             | SprintEvent::SprintFinished { .. } => {}
         }
     }

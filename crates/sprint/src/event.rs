@@ -139,6 +139,25 @@ pub enum SprintEvent {
         /// What happened.
         message: String,
     },
+    /// A parallel run (`--jobs` above 1) starts these tasks at once, each in its own worktree
+    /// on its own branch; they are folded onto the sprint's branch when all of them ended.
+    #[serde(rename_all = "camelCase")]
+    WaveStarted {
+        /// The tasks, in run order.
+        tasks: Vec<TaskId>,
+        /// How many may run at once.
+        jobs: usize,
+    },
+    /// A task done on its own branch was folded onto the sprint's branch.
+    #[serde(rename_all = "camelCase")]
+    Folded {
+        /// The task.
+        task: TaskId,
+        /// Its commit on the sprint's branch.
+        commit: String,
+        /// `fast-forward` or `cherry-pick`.
+        how: String,
+    },
     /// A task ended.
     #[serde(rename_all = "camelCase")]
     TaskFinished {

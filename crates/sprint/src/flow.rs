@@ -9,6 +9,7 @@
 //! of being made again.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use corral_contract::{
@@ -70,6 +71,9 @@ pub struct RunOptions {
     pub now: fn() -> String,
     /// Variables for git (the committer's identity: `GIT_AUTHOR_NAME` and the like).
     pub git_env: Vec<(String, String)>,
+    /// How many tasks may run at once (1: one by one in the project's work tree; more: each
+    /// ready task in its own git worktree on its own branch, folded back in run order).
+    pub jobs: usize,
 }
 
 /// Everything a sprint run works with.
@@ -230,6 +234,11 @@ struct Flow<'r, 'a> {
     layout: SprintLayout,
     git: Git<'r>,
     work_tree: PathBuf,
+    /// The branch the work tree must stay on: the sprint's, or a parallel task's own.
+    branch: String,
+    /// In a parallel run's task: the whole state (its one writer) and this task's index; a
+    /// save copies the task's entry into it and writes it.
+    shared: Option<(&'r Mutex<SprintState>, usize)>,
 }
 
 impl<'r, 'a> Flow<'r, 'a> {
@@ -247,6 +256,8 @@ impl<'r, 'a> Flow<'r, 'a> {
             layout: SprintLayout::new(run.project_root, &run.file.sprint.name),
             git,
             work_tree,
+            branch: run.file.sprint.branch.clone(),
+            shared: None,
         })
     }
 
@@ -264,7 +275,18 @@ impl<'r, 'a> Flow<'r, 'a> {
 
     fn save(&self, state: &mut SprintState) -> Result<(), SprintError> {
         state.updated_at = self.now();
-        write_state(&self.layout.state_file(), state)?;
+        match self.shared {
+            None => write_state(&self.layout.state_file(), state)?,
+            Some((shared, i)) => {
+                // Held only while the file is written: no task's save overlaps another's.
+                let mut whole = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                if let (Some(mine), Some(entry)) = (state.tasks.get(i), whole.tasks.get_mut(i)) {
+                    entry.clone_from(mine);
+                }
+                whole.updated_at.clone_from(&state.updated_at);
+                write_state(&self.layout.state_file(), &whole)?;
+            }
+        }
         Ok(())
     }
 
@@ -294,6 +316,11 @@ impl<'r, 'a> Flow<'r, 'a> {
                 progress.setup_done = true;
             }
             self.save(&mut state)?;
+        }
+        if self.run.options.jobs > 1
+            && let Some(end) = self.run_waves(&mut state, &run_id).await?
+        {
+            return Ok(self.summary(&state, end));
         }
         for i in 0..state.tasks.len() {
             if self.run.cancel.is_cancelled() {
@@ -846,7 +873,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         else {
             return Ok(None);
         };
-        let branch = &self.file().sprint.branch;
+        let branch = &self.branch;
         let now_on = self.git.branch().await?;
         if now_on.as_deref() != Some(branch.as_str()) {
             let message = format!(
@@ -1166,7 +1193,10 @@ impl<'r, 'a> Flow<'r, 'a> {
                     .await?
             }
         };
-        self.append_learnings(task, t.round, &signals)?;
+        // A parallel task's learnings are the sprint's once it is folded (its one writer).
+        if self.shared.is_none() {
+            self.append_learnings(task, t.round, &signals)?;
+        }
         if let Some(t) = state.tasks.get_mut(i) {
             t.status = TaskStatus::Done;
             t.commit = Some(commit.clone());
@@ -1373,6 +1403,8 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
         }
     }
 }
+
+mod wave;
 
 fn progress_mut(state: &mut SprintState, i: usize) -> Option<&mut TaskProgress> {
     state.tasks.get_mut(i).and_then(|t| t.progress.as_mut())

@@ -45,7 +45,11 @@ pub(crate) struct Git<'a> {
 }
 
 impl Git<'_> {
-    async fn output(&self, args: &[&str], limit: usize) -> Result<CommandOutput, GitError> {
+    pub(crate) async fn output(
+        &self,
+        args: &[&str],
+        limit: usize,
+    ) -> Result<CommandOutput, GitError> {
         let mut spec = CommandSpec::git(args.iter().copied(), &self.cwd, GIT_TIMEOUT);
         spec.output_limit = limit;
         spec.env.clone_from(&self.env);

@@ -33,6 +33,8 @@ pub const SPRINTS_DIR: &str = ".corral/sprints";
 pub const STATE_FILE: &str = "sprint.json";
 /// The learnings file in a sprint's directory.
 pub const LEARNINGS_FILE: &str = "learnings.ndjson";
+/// Below a sprint's directory: the git worktrees of a parallel run's tasks.
+pub const WORKTREES_DIR: &str = "worktrees";
 /// The directory of the implement flow's tasks in a sprint's directory.
 pub const IMPLEMENT_DIR: &str = "implement";
 /// The directory of a task's rounds.
@@ -108,6 +110,12 @@ impl SprintLayout {
     /// `implement/<task-id>/rounds/<round>/<role>/`: one spawn's run directory.
     pub fn spawn_dir(&self, task: &TaskId, round: u32, role: Role) -> PathBuf {
         self.round_dir(task, round).join(role.as_str())
+    }
+
+    /// `worktrees/<task-id>/`: the git worktree a task of a parallel run (`--jobs` above 1)
+    /// works in, on its own branch (ignored by git, as all of `.corral/` is).
+    pub fn worktree_dir(&self, task: &TaskId) -> PathBuf {
+        self.root.join(WORKTREES_DIR).join(task.as_str())
     }
 }
 

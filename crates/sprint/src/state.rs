@@ -79,6 +79,10 @@ pub struct TaskState {
     /// Where a running task is inside its round (absent unless it is running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<TaskProgress>,
+    /// In a parallel run (`--jobs` above 1): the task's own branch, while the task runs in its
+    /// worktree or is done there and not yet folded onto the sprint's branch (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_branch: Option<String>,
 }
 
 /// Usage per role.
@@ -250,6 +254,7 @@ impl SprintState {
                     warnings: Vec::new(),
                     usage: RoleUsage::default(),
                     progress: None,
+                    task_branch: None,
                 })
                 .collect(),
             run: None,

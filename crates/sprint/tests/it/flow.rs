@@ -415,6 +415,18 @@ async fn run(
     dirty: DirtyTree,
     cancel: CancellationToken,
 ) -> Result<SprintSummary, SprintError> {
+    run_jobs(p, generator, evaluator, sink, dirty, cancel, 1).await
+}
+
+async fn run_jobs(
+    p: &Project,
+    generator: &FakeAgent,
+    evaluator: Option<&FakeAgent>,
+    sink: &Recorder,
+    dirty: DirtyTree,
+    cancel: CancellationToken,
+    jobs: usize,
+) -> Result<SprintSummary, SprintError> {
     let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
     let commands = runner();
     let run = corral_sprint::SprintRun {
@@ -432,6 +444,7 @@ async fn run(
                 .iter()
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
                 .collect(),
+            jobs,
         },
         cancel,
     };
@@ -1260,4 +1273,211 @@ async fn a_kill_between_a_regression_and_its_reset_resets_on_the_next_run() {
     assert_eq!(summary.tasks[0].rounds, 2);
     let now: Vec<String> = commits(&p).await.into_iter().map(|(s, _)| s).collect();
     assert_eq!(now, after);
+}
+
+// --- Parallel runs (`--jobs` above 1): tasks in worktrees, folded in run order. ---
+
+async fn run_parallel(
+    p: &Project,
+    generator: &FakeAgent,
+    evaluator: Option<&FakeAgent>,
+    sink: &Recorder,
+) -> Result<SprintSummary, SprintError> {
+    run_jobs(
+        p,
+        generator,
+        evaluator,
+        sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+        3,
+    )
+    .await
+}
+
+async fn branch_exists(p: &Project, branch: &str) -> bool {
+    let reference = format!("refs/heads/{branch}");
+    runner()
+        .run(
+            CommandSpec::git(
+                ["rev-parse", "--verify", "--quiet", reference.as_str()],
+                &p.root,
+                Duration::from_secs(30),
+            ),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+        .success()
+}
+
+#[tokio::test]
+async fn three_independent_tasks_run_at_once_in_worktrees_and_fold_in_file_order() {
+    let p = project(THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    generator.on(
+        "b",
+        1,
+        Role::Generator,
+        Act::Write {
+            files: vec![("b.txt", "b\n")],
+            remove: Vec::new(),
+            signals: complete(None, Some("b learned this")),
+        },
+    );
+    let sink = Recorder::default();
+    let summary = run_parallel(&p, &generator, Some(&evaluator), &sink)
+        .await
+        .unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(
+        commits(&p).await,
+        vec![
+            ("Task a".to_string(), "a".to_string()),
+            ("Task b".to_string(), "b".to_string()),
+            ("Task c".to_string(), "c".to_string()),
+        ],
+        "one commit per task on the sprint branch, in file order"
+    );
+    let events = sink.events.lock().unwrap().clone();
+    let waves: Vec<Vec<String>> = events
+        .iter()
+        .filter_map(|e| match e {
+            SprintEvent::WaveStarted { tasks, jobs } => {
+                assert_eq!(*jobs, 3);
+                Some(tasks.iter().map(|t| t.as_str().to_string()).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waves, vec![vec!["a", "b", "c"]], "the three ran at once");
+    // Each worked in its own worktree, not in the project's tree.
+    for seen in generator.seen() {
+        let tree = &seen.request.work_tree;
+        assert_eq!(
+            tree,
+            &layout(&p).root().join("worktrees").join(&seen.task),
+            "{seen:?}"
+        );
+    }
+    let folds = events
+        .iter()
+        .filter(|e| matches!(e, SprintEvent::Folded { .. }))
+        .count();
+    assert_eq!(folds, 3);
+    for id in ["a", "b", "c"] {
+        let t = task_state(&p, id);
+        assert_eq!(t.status, TaskStatus::Done);
+        assert!(t.task_branch.is_none(), "{id} is folded");
+        assert!(branch_exists(&p, &format!("corral/s.tasks/{id}")).await);
+        assert!(
+            p.root.join(format!("{id}.txt")).exists(),
+            "{id}'s file is on the branch"
+        );
+        assert!(!layout(&p).worktree_dir(&TaskId::new(id).unwrap()).exists());
+    }
+    // The learnings are the coordinator's to write: once, at the fold.
+    let learnings = std::fs::read_to_string(layout(&p).learnings_file()).unwrap();
+    assert_eq!(learnings.lines().count(), 1, "{learnings}");
+    assert!(learnings.contains("b learned this"));
+    assert_eq!(status_porcelain(&p).await, "");
+}
+
+#[tokio::test]
+async fn two_parallel_tasks_editing_the_same_lines_fold_one_and_block_the_other() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, write(&[("README", "a's words\n")]));
+    generator.on("b", 1, Role::Generator, write(&[("README", "b's words\n")]));
+    let summary = run_parallel(&p, &generator, None, &Recorder::default())
+        .await
+        .unwrap();
+    assert_eq!(summary.end, SprintEnd::Blocked);
+    assert_eq!(
+        commits(&p).await,
+        vec![("Task a".to_string(), "a".to_string())]
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("README")).unwrap(),
+        "a's words\n"
+    );
+    let b = task_state(&p, "b");
+    assert_eq!(b.status, TaskStatus::Blocked);
+    let reason = b.reason.unwrap();
+    assert!(reason.contains("conflicts in README"), "{reason}");
+    assert!(reason.contains("corral/s.tasks/b"), "{reason}");
+    assert!(
+        branch_exists(&p, "corral/s.tasks/b").await,
+        "the blocked task's branch is kept"
+    );
+    let kept = git(&p.root, &["show", "corral/s.tasks/b:README"]).await;
+    assert_eq!(kept, "b's words\n");
+    assert_eq!(status_porcelain(&p).await, "", "no half cherry-pick left");
+}
+
+#[tokio::test]
+async fn killed_with_two_tasks_in_flight_a_rerun_finishes_both_in_their_worktrees() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    for id in ["a", "b"] {
+        let file: &'static str = if id == "a" { "a.txt" } else { "b.txt" };
+        generator.on(
+            id,
+            1,
+            Role::Generator,
+            Act::WriteAndHang {
+                files: vec![(file, "written before the kill\n")],
+                signals: Some(complete(None, None)),
+            },
+        );
+    }
+    {
+        let sink = Recorder::default();
+        let fut = run_parallel(&p, &generator, None, &sink);
+        tokio::pin!(fut);
+        // Both spawns hang together only when they run at once; one by one, the second
+        // never starts (bounded, so that such a run fails instead of hanging).
+        for tick in 0.. {
+            assert!(tick < 250, "the two tasks never were in flight together");
+            tokio::select! {
+                r = &mut fut => panic!("the sprint ended before the crash point: {r:?}"),
+                () = tokio::time::sleep(Duration::from_millis(20)) => {
+                    if generator.seen().len() == 2 { break; }
+                }
+            }
+        }
+    }
+    for id in ["a", "b"] {
+        let t = task_state(&p, id);
+        assert_eq!(t.status, TaskStatus::Running, "{id} was in flight");
+        assert_eq!(
+            t.task_branch.as_deref(),
+            Some(format!("corral/s.tasks/{id}").as_str())
+        );
+    }
+    let again = FakeAgent::new(ProviderId::Claude);
+    let summary = run_parallel(&p, &again, None, &Recorder::default())
+        .await
+        .unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert!(
+        again.seen().is_empty(),
+        "both rounds reported before the kill: continued, not run again"
+    );
+    assert_eq!(
+        commits(&p).await,
+        vec![
+            ("Task a".to_string(), "a".to_string()),
+            ("Task b".to_string(), "b".to_string()),
+        ],
+        "each task committed once"
+    );
+    for file in ["a.txt", "b.txt"] {
+        assert_eq!(
+            std::fs::read_to_string(p.root.join(file)).unwrap(),
+            "written before the kill\n",
+            "the change made in the worktree before the kill is the one committed"
+        );
+    }
 }
