@@ -304,7 +304,9 @@ impl RunObserver for Renderer {
                 self.set_activity("thinking".into());
             }
             AgentEvent::Text { text } => {
-                self.line(&format!("  {}", short(text, 100)));
+                if !matches!(self.style, Style::Json | Style::Quiet) {
+                    self.line(&format!("  {}", short(text, 100)));
+                }
                 self.set_activity("writing".into());
             }
             AgentEvent::Thinking { .. } => self.set_activity("thinking".into()),
