@@ -104,9 +104,13 @@ pub(crate) fn short(text: &str, max: usize) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    if line.chars().count() > max {
-        let cut: String = line.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
+    // Counts no further than `max + 1` characters: a flood's kilobyte lines are cut early.
+    if line.char_indices().nth(max).is_some() {
+        let cut = line
+            .char_indices()
+            .nth(max.saturating_sub(1))
+            .map_or(line.len(), |(at, _)| at);
+        format!("{}…", &line[..cut])
     } else {
         line.to_string()
     }
@@ -194,6 +198,9 @@ impl Renderer {
     /// Prints a line about the run (above the status line on a terminal). The text may hold
     /// what the agent wrote: it is shown on one line, its control characters made visible.
     pub fn line(&self, text: &str) {
+        if matches!(self.style, Style::Json | Style::Quiet) {
+            return;
+        }
         let text = term::one_line(text);
         match self.style {
             Style::Json | Style::Quiet => {}
@@ -297,7 +304,9 @@ impl RunObserver for Renderer {
                 self.set_activity("thinking".into());
             }
             AgentEvent::Text { text } => {
-                self.line(&format!("  {}", short(text, 100)));
+                if !matches!(self.style, Style::Json | Style::Quiet) {
+                    self.line(&format!("  {}", short(text, 100)));
+                }
                 self.set_activity("writing".into());
             }
             AgentEvent::Thinking { .. } => self.set_activity("thinking".into()),

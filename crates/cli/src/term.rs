@@ -41,6 +41,43 @@ fn is_hostile(c: char) -> bool {
         | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// Whether byte `b` may begin a hostile character: a C0 control or DEL, or the lead byte of the
+/// UTF-8 form of a C1 control (`0xC2`) or of a bidi control (`0xE2`). Every other byte starts a
+/// character [`is_hostile`] lets through, so text without these bytes needs no look at its
+/// characters.
+const fn may_be_hostile(b: u8) -> bool {
+    b < 0x20 || b == 0x7f || b == 0xc2 || b == 0xe2
+}
+
+/// The offset of the first character of `text` for which `hostile` holds. Text is scanned a
+/// block of bytes at a time for a byte that may start one ([`may_be_hostile`]; a flood of agent
+/// text has none), and only from such a byte on character by character.
+fn find_hostile(text: &str, hostile: impl Fn(char) -> bool) -> Option<usize> {
+    const BLOCK: usize = 32;
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while from < bytes.len() {
+        let end = (from + BLOCK).min(bytes.len());
+        // No early exit inside the block, so the check is branch-free and vectorises.
+        let suspect = bytes[from..end]
+            .iter()
+            .fold(false, |seen, &b| seen | may_be_hostile(b));
+        if !suspect {
+            from = end;
+            continue;
+        }
+        // `at` is a character boundary even when a block ended inside a character: every byte
+        // that may be hostile is ASCII or a lead byte.
+        let at = from + bytes[from..end].iter().position(|&b| may_be_hostile(b))?;
+        let c = text[at..].chars().next()?;
+        if hostile(c) {
+            return Some(at);
+        }
+        from = at + c.len_utf8();
+    }
+    None
+}
+
 /// The visible stand-in for a hostile character.
 fn picture(c: char) -> char {
     match c {
@@ -52,28 +89,34 @@ fn picture(c: char) -> char {
 
 /// `text` with every control character but `\n` and `\t` replaced by a visible stand-in.
 pub fn sanitize(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_hostile) {
+    let Some(at) = find_hostile(text, is_hostile) else {
         return Cow::Borrowed(text);
-    }
-    Cow::Owned(
-        text.chars()
-            .map(|c| if is_hostile(c) { picture(c) } else { c })
-            .collect(),
-    )
+    };
+    let mut clean = String::with_capacity(text.len() + 8);
+    clean.push_str(&text[..at]);
+    clean.extend(
+        text[at..]
+            .chars()
+            .map(|c| if is_hostile(c) { picture(c) } else { c }),
+    );
+    Cow::Owned(clean)
 }
 
 /// `text` on one line: as [`sanitize`], and line breaks and tabs shown as `␊` and `␉` too, for a
 /// field that must not start a line of its own (a forged "outcome succeeded" line, say).
 pub fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if is_hostile(c) || c == '\n' || c == '\t' {
-                picture(c)
-            } else {
-                c
-            }
-        })
-        .collect()
+    let breaks = |c: char| is_hostile(c) || c == '\n' || c == '\t';
+    let Some(at) = find_hostile(text, breaks) else {
+        return text.to_owned();
+    };
+    let mut clean = String::with_capacity(text.len() + 8);
+    clean.push_str(&text[..at]);
+    clean.extend(
+        text[at..]
+            .chars()
+            .map(|c| if breaks(c) { picture(c) } else { c }),
+    );
+    clean
 }
 
 /// At most this much output is held back before it is written at once.
@@ -172,7 +215,11 @@ enum Stream {
 }
 
 fn line(stream: Stream, args: fmt::Arguments<'_>, hold: bool) {
-    let text = format!("{}\n", sanitize(&args.to_string()));
+    let mut text = fmt::format(args);
+    if let Cow::Owned(clean) = sanitize(&text) {
+        text = clean;
+    }
+    text.push('\n');
     push(stream, text.as_bytes(), hold);
 }
 
@@ -250,7 +297,7 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for InertFormatte
         fragment: &str,
     ) -> io::Result<()> {
         let mut rest = fragment;
-        while let Some(at) = rest.find(is_hostile) {
+        while let Some(at) = find_hostile(rest, is_hostile) {
             writer.write_all(&rest.as_bytes()[..at])?;
             let c = rest[at..].chars().next().unwrap_or('\u{fffd}');
             write!(writer, "\\u{:04x}", u32::from(c))?;
@@ -380,6 +427,40 @@ mod tests {
             (1, 1),
             "nothing held, nothing written"
         );
+    }
+
+    /// The block scan finds what a look at every character finds, wherever a hostile character
+    /// or a byte that only may be one (`é` is `0xC3`, `’` is `0xE2 0x80 0x99`) falls against
+    /// the blocks.
+    #[test]
+    fn the_block_scan_finds_every_hostile_character() {
+        let mut suspects: Vec<char> = ('\u{0}'..='\u{2ff}').collect();
+        suspects.extend([
+            '\u{2019}', '\u{2028}', '\u{2029}', '\u{202a}', '\u{202e}', '\u{202f}',
+        ]);
+        suspects.extend([
+            '\u{2065}', '\u{2066}', '\u{2069}', '\u{206a}', '\u{fffd}', '🦀',
+        ]);
+        for c in suspects {
+            for pad in 0..70 {
+                for prefix in ["", "é", "’"] {
+                    let text = format!("{prefix}{}{c}tail", "a".repeat(pad));
+                    let naive = text
+                        .char_indices()
+                        .find(|&(_, c)| is_hostile(c))
+                        .map(|(i, _)| i);
+                    assert_eq!(find_hostile(&text, is_hostile), naive, "{text:?}");
+                    let breaks = |c: char| is_hostile(c) || c == '\n' || c == '\t';
+                    let naive = text
+                        .char_indices()
+                        .find(|&(_, c)| breaks(c))
+                        .map(|(i, _)| i);
+                    assert_eq!(find_hostile(&text, breaks), naive, "{text:?}");
+                }
+            }
+        }
+        assert_eq!(one_line("a\tb\nc\u{202e}"), "a␉b␊c\u{fffd}");
+        assert_eq!(sanitize("plain ’text’ é"), "plain ’text’ é");
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! never does: after a failed `--resume` it carries the id that was asked for (or a fresh one
 //! that was never saved), not a conversation that exists.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use corral_engine::StreamParser;
@@ -52,6 +53,9 @@ impl StreamParser for ClaudeStreamParser {
     fn parse_line(&mut self, line: &str, out: &mut Vec<AgentEvent>) {
         let trimmed = line.trim();
         if trimmed.is_empty() {
+            return;
+        }
+        if self.session_announced && text_only_assistant(trimmed, out) {
             return;
         }
         let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(trimmed) else {
@@ -172,6 +176,66 @@ impl ClaudeStreamParser {
             });
         }
     }
+}
+
+/// The commonest line, and the whole of a flood: an `assistant` message of `text` blocks only,
+/// without `usage`. Its fields are read borrowed from the line, not built into a `Value` tree.
+/// Each struct has a flattened catch-all, so that serde reads it from a JSON object only (as
+/// the general path does; a struct alone would also take an array). Every other line, and one
+/// this shape does not read (a duplicate field, a block that is not text, usage to report),
+/// goes the general way.
+#[derive(serde::Deserialize)]
+struct TextLine<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    message: TextMessage<'a>,
+    #[serde(flatten)]
+    _rest: serde::de::IgnoredAny,
+}
+
+#[derive(serde::Deserialize)]
+struct TextMessage<'a> {
+    #[serde(borrow)]
+    content: Vec<TextBlock<'a>>,
+    usage: Option<serde::de::IgnoredAny>,
+    #[serde(flatten)]
+    _rest: serde::de::IgnoredAny,
+}
+
+#[derive(serde::Deserialize)]
+struct TextBlock<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(flatten)]
+    _rest: serde::de::IgnoredAny,
+}
+
+/// Reads `line` as a [`TextLine`] into `out`: what [`ClaudeStreamParser::assistant`] makes of
+/// it once the session is announced. False (and `out` untouched) when it is not one.
+fn text_only_assistant(line: &str, out: &mut Vec<AgentEvent>) -> bool {
+    let Ok(parsed) = serde_json::from_str::<TextLine<'_>>(line) else {
+        return false;
+    };
+    if parsed.kind != "assistant"
+        || parsed.message.usage.is_some()
+        || parsed.message.content.iter().any(|b| b.kind != "text")
+    {
+        return false;
+    }
+    out.extend(
+        parsed
+            .message
+            .content
+            .into_iter()
+            .filter_map(|b| b.text.filter(|t| !t.is_empty()))
+            .map(|text| AgentEvent::Text {
+                text: text.into_owned(),
+            }),
+    );
+    true
 }
 
 fn assistant_block(block: &Value, out: &mut Vec<AgentEvent>) {
@@ -364,5 +428,63 @@ fn epoch_seconds(value: &Value) -> Option<u64> {
 fn unparsed(line: &str) -> AgentEvent {
     AgentEvent::Unparsed {
         line: line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the general path makes of `line` once the session is announced.
+    fn general(line: &str) -> Vec<AgentEvent> {
+        let mut parser = ClaudeStreamParser {
+            session_announced: true,
+            ..ClaudeStreamParser::default()
+        };
+        let mut out = Vec::new();
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(obj)) if parser.assistant(&obj, &mut out) => out,
+            _ => vec![unparsed(line)],
+        }
+    }
+
+    /// The borrowed reading of text-only lines makes what the `Value` tree makes, and leaves
+    /// every line it is not sure of to it: arrays in place of objects, duplicates, usage, other
+    /// blocks, fields of the wrong type.
+    #[test]
+    fn the_text_only_reading_agrees_with_the_general_one() {
+        let taken = [
+            r#"{"type":"assistant","message":{"id":"m","model":"x","content":[{"type":"text","text":"hi \"there\"\n\u001b"}],"stop_reason":null},"session_id":"s"}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":""},{"type":"text","text":"b","citations":[]}],"usage":null}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text"}]}}"#,
+            r#"{"type":"assistant","message":{"content":[]},"parent_tool_use_id":null}"#,
+        ];
+        let left = [
+            r#"{"type":"assistant","message":{"id":"m","model":"x","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":1}}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"a"},{"type":"thinking","thinking":"b"}]}}"#,
+            r#"{"type":"assistant","message":{"content":"a string"}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":5}]}}"#,
+            r#"{"type":"assistant","type":"assistant","message":{"content":[{"type":"text","text":"a"}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"a","text":"b"}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"text","text":"a"}]}}"#,
+            r#"{"type":"assistant","message":[[{"type":"text","text":"a"}],null,1]}"#,
+            r#"{"type":"assistant","message":{"content":[["text","a",1]]}}"#,
+            r#"["assistant",{"content":[{"type":"text","text":"a"}]},1]"#,
+            r#"{"type":"assistant","message":[[{"type":"text","text":"a"}],null]}"#,
+            r#"{"type":"assistant","message":{"content":[["text","a"]]}}"#,
+            r#"["assistant",{"content":[{"type":"text","text":"a"}]}]"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"a"}]}} trailing"#,
+        ];
+        for line in taken {
+            let mut out = Vec::new();
+            assert!(text_only_assistant(line, &mut out), "not taken: {line}");
+            assert_eq!(out, general(line), "{line}");
+        }
+        for line in left {
+            let mut out = Vec::new();
+            assert!(!text_only_assistant(line, &mut out), "taken: {line}");
+            assert!(out.is_empty());
+        }
     }
 }
