@@ -37,7 +37,8 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Instant;
 
-use common::{fmt_list, is_root, median};
+use common::{fmt_list, median};
+use corral_test_support::is_root;
 
 /// Tasks per run, measured and in the smoke run.
 const TASKS: usize = 30;
