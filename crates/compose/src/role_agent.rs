@@ -60,14 +60,14 @@ pub fn role_agent(
 /// directory (its `signals.json`), not the work tree.
 fn read_only_settings(id: ProviderId, settings: &Settings) -> Settings {
     let mut settings = settings.clone();
-    match id {
-        ProviderId::Codex => {
-            let codex = &mut settings.providers.codex;
-            if codex.sandbox.is_none() {
-                codex.sandbox = Some("danger-full-access".to_string());
-            }
+    // A comparison, not a match over every provider: the factory's match is the one place a new
+    // provider must be named (docs/adding-a-provider.md), and a provider without an inner
+    // sandbox of its own needs nothing here.
+    if id == ProviderId::Codex {
+        let codex = &mut settings.providers.codex;
+        if codex.sandbox.is_none() {
+            codex.sandbox = Some("danger-full-access".to_string());
         }
-        ProviderId::Claude | ProviderId::Copilot | ProviderId::Opencode | ProviderId::Grok => {}
     }
     settings
 }
