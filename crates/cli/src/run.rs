@@ -620,7 +620,7 @@ fn print_summary(
     }
     match verdict {
         SignalsVerdict::NotChecked => outln!("signals   not checked"),
-        SignalsVerdict::Valid { kinds, blocked } => {
+        SignalsVerdict::Valid { kinds, blocked, .. } => {
             outln!("signals   valid: {}", kinds.join(", "));
             if let Some(reason) = blocked {
                 outln!("blocked   {reason}");

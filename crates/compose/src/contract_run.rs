@@ -25,6 +25,9 @@ pub enum SignalsVerdict {
         kinds: Vec<String>,
         /// The reason of a `task_blocked` signal, when the agent reported one.
         blocked: Option<String>,
+        /// The signals as they were checked, in file order: a caller that needs them (the
+        /// sprint) takes these rather than reading the agent's file a second time.
+        signals: Vec<Signal>,
     },
     /// `signals.json` was missing or invalid once no corrective retry was left (or none could
     /// help).
@@ -194,7 +197,11 @@ fn check_signals(path: &Path, contract: &Contract) -> SignalsVerdict {
                     None
                 }
             });
-            SignalsVerdict::Valid { kinds, blocked }
+            SignalsVerdict::Valid {
+                kinds,
+                blocked,
+                signals: valid.into_signals(),
+            }
         }
         Err(e) => SignalsVerdict::Invalid(e),
     }

@@ -2,7 +2,6 @@
 //! [`corral_sprint::RoleAgent`] that plays one sprint role (a provider with the role's model and
 //! effort), each spawn being the one-task run `corral run` makes (ADR 0005).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -123,7 +122,7 @@ impl RoleAgent for ComposedRoleAgent {
             },
             resume: request.resume.clone(),
             cancel,
-            signals_file: signals_file.clone(),
+            signals_file,
             output_dir: request.dir.clone(),
             max_budget_usd: None,
             max_turns: None,
@@ -147,12 +146,12 @@ impl RoleAgent for ComposedRoleAgent {
         let end = Spawn::begin(plan, Arc::new(LoggedHooks))
             .run(&**provider, observer, |_| None)
             .await;
-        report(&end.run, &signals_file, &request)
+        report(&end.run, &request)
     }
 }
 
 /// What a spawn's provider runs come to, in the sprint's terms.
-fn report(run: &ContractRun, signals_file: &Path, request: &SpawnRequest) -> SpawnReport {
+fn report(run: &ContractRun, request: &SpawnRequest) -> SpawnReport {
     let (outcome, session_id, mut error, attestation) = match &run.result {
         Ok(out) => (
             out.outcome,
@@ -180,9 +179,9 @@ fn report(run: &ContractRun, signals_file: &Path, request: &SpawnRequest) -> Spa
     }
     let verdict = match &run.verdict {
         SignalsVerdict::NotChecked => SpawnVerdict::NotChecked,
-        SignalsVerdict::Valid { .. } => {
-            SpawnVerdict::of_signals_file(signals_file, &request.contract)
-        }
+        SignalsVerdict::Valid { signals, .. } => SpawnVerdict::Valid {
+            signals: signals.clone(),
+        },
         SignalsVerdict::Invalid(e) => SpawnVerdict::Invalid {
             reason: e.to_string(),
         },

@@ -150,7 +150,7 @@ async fn bad_signals_are_corrected_on_the_captured_session() {
     );
     assert!(run.result.is_ok());
     match &run.verdict {
-        SignalsVerdict::Valid { kinds, blocked } => {
+        SignalsVerdict::Valid { kinds, blocked, .. } => {
             assert_eq!(kinds, &["task-complete"]);
             assert_eq!(blocked, &None);
         }
