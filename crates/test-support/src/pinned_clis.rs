@@ -63,7 +63,7 @@ pub fn is_current(root: &Path, bin: &str) -> bool {
         && installed_version(root, package).is_some_and(|installed| installed == version)
 }
 
-/// `npm install --no-fund --no-audit --save-exact --prefix <root>/.cache/clis <package>@<version>`.
+/// `npm install --no-fund --no-audit --save-exact --fetch-timeout=60000 --prefix <root>/.cache/clis <package>@<version>`.
 ///
 /// `--save-exact` records the exact version in the prefix's `package.json`, so installing another CLI
 /// later never lets npm move this one within a `^` range.
@@ -74,6 +74,10 @@ pub fn npm_install(root: &Path, package: &str, version: &str) -> Command {
         "--no-fund",
         "--no-audit",
         "--save-exact",
+        // npm's own default waits five minutes per request, silently, when the registry does
+        // not answer; a minute per request (and npm's two retries) fails within a few minutes
+        // and names the registry in the error.
+        "--fetch-timeout=60000",
         "--prefix",
     ])
     .arg(clis_dir(root))
