@@ -68,6 +68,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
         generator: &*generator,
         evaluator: evaluator.as_deref().map(|e| e as &dyn RoleAgent),
         commands: &*commands,
+        executor: &corral_executor_local::LocalExecutor,
         events: &view,
         options: RunOptions {
             dirty,
