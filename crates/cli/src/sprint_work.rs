@@ -32,6 +32,15 @@ use crate::sprint_run::{exit_for, exit_for_error, git_identity, install_signal_h
 use crate::sprint_view::SprintView;
 use crate::term::{errln, outln};
 
+/// The transport git uses for `url`: its scheme, `ssh` for `host:path`, `file` for a path.
+fn transport(url: &str) -> &str {
+    match url.split_once("://") {
+        Some((scheme, _)) => scheme,
+        None if url.contains(':') && !url.starts_with('/') => "ssh",
+        None => "file",
+    }
+}
+
 /// The task's state in its record directory (`implement/<task>/task.json`).
 pub const TASK_STATE_FILE: &str = "task.json";
 /// The largest file read back from a record, in bytes.
@@ -314,23 +323,31 @@ impl Worker<'_> {
         }
     }
 
-    /// Clones the remote into the work dir, or fetches into the clone there; whether it cloned.
+    /// Makes the clone in the work dir (or reuses the one there) and fetches the remote's
+    /// branches into it; whether it made it. Corral's git talks to no remote by default
+    /// (`protocol.allow=never`): the clone's own configuration allows the one transport the
+    /// remote's URL names, which wins over the general rule.
     async fn clone_or_fetch(&self) -> anyhow::Result<bool> {
-        if self.work.join(".git").exists() {
-            self.git(&self.work, &["fetch", "--quiet", &self.remote], &[])
+        let made = !self.work.join(".git").exists();
+        if made {
+            std::fs::create_dir_all(&self.work)?;
+            self.git(&self.work, &["init", "--quiet"], &[]).await?;
+            let key = format!("protocol.{}.allow", transport(&self.remote));
+            self.git(&self.work, &["config", &key, "always"], &[])
                 .await?;
-            return Ok(false);
         }
-        let parent = self.work.parent().unwrap_or(Path::new("/"));
-        std::fs::create_dir_all(parent)?;
-        let dir = self.work.to_string_lossy().into_owned();
         self.git(
-            parent,
-            &["clone", "--quiet", "--no-checkout", &self.remote, &dir],
+            &self.work,
+            &[
+                "fetch",
+                "--quiet",
+                &self.remote,
+                "+refs/heads/*:refs/remotes/origin/*",
+            ],
             &[],
         )
         .await?;
-        Ok(true)
+        Ok(made)
     }
 
     /// The task's branch at `base`, nothing else in the tree (the record's directory, which
@@ -457,15 +474,13 @@ impl Worker<'_> {
         )];
         self.git(&self.work, &["read-tree", "--empty"], &record)
             .await?;
-        let git_dir_flag = format!("--git-dir={}", git_dir.display());
-        let work_tree_flag = format!("--work-tree={}", layout_root.display());
+        // The record's files as seen from the sprint's directory (paths `implement/<task>/…`).
+        let mut below = record.to_vec();
+        below.push(("GIT_DIR", git_dir.display().to_string()));
+        below.push(("GIT_WORK_TREE", layout_root.display().to_string()));
         let dir = format!("implement/{task}");
-        self.git(
-            layout_root,
-            &[&git_dir_flag, &work_tree_flag, "add", "-f", "--", &dir],
-            &record,
-        )
-        .await?;
+        self.git(layout_root, &["add", "-f", "--", &dir], &below)
+            .await?;
         self.git(
             &self.work,
             &["read-tree", "--prefix=tree/", tree.trim()],
