@@ -219,7 +219,7 @@ async fn finish(
             .git(
                 &worker.work,
                 &["push", "--quiet", "--force", &args.remote, &refspec],
-                &[],
+                &worker.to_remote(),
             )
             .await?;
         state.commit.clone()
@@ -337,17 +337,12 @@ impl Worker<'_> {
     }
 
     /// Makes the clone in the work dir (or reuses the one there) and fetches the remote's
-    /// branches into it; whether it made it. Corral's git talks to no remote by default
-    /// (`protocol.allow=never`): the clone's own configuration allows the one transport the
-    /// remote's URL names, which wins over the general rule.
+    /// branches into it; whether it made it.
     async fn clone_or_fetch(&self) -> anyhow::Result<bool> {
         let made = !self.work.join(".git").exists();
         if made {
             std::fs::create_dir_all(&self.work)?;
             self.git(&self.work, &["init", "--quiet"], &[]).await?;
-            let key = format!("protocol.{}.allow", transport(&self.remote));
-            self.git(&self.work, &["config", &key, "always"], &[])
-                .await?;
         }
         self.git(
             &self.work,
@@ -357,10 +352,17 @@ impl Worker<'_> {
                 &self.remote,
                 "+refs/heads/*:refs/remotes/origin/*",
             ],
-            &[],
+            &self.to_remote(),
         )
         .await?;
         Ok(made)
+    }
+
+    /// What a command that talks to the remote needs: Corral's git reaches no remote by
+    /// default (`protocol.allow=never`); `GIT_ALLOW_PROTOCOL` lets through the one transport
+    /// the remote's URL names, for that command only.
+    fn to_remote(&self) -> [(&'static str, String); 1] {
+        [("GIT_ALLOW_PROTOCOL", transport(&self.remote).to_string())]
     }
 
     /// The task's branch at `base`, nothing else in the tree (the record's directory, which
@@ -394,7 +396,7 @@ impl Worker<'_> {
         self.git(
             &self.work,
             &["fetch", "--quiet", &self.remote, &refspec],
-            &[],
+            &self.to_remote(),
         )
         .await
         .is_ok()
@@ -529,7 +531,7 @@ impl Worker<'_> {
         self.git(
             &self.work,
             &["push", "--quiet", "--force", &self.remote, &refspec],
-            &[],
+            &self.to_remote(),
         )
         .await?;
         Ok(())
