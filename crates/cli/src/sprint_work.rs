@@ -32,15 +32,6 @@ use crate::sprint_run::{exit_for, exit_for_error, git_identity, install_signal_h
 use crate::sprint_view::SprintView;
 use crate::term::{errln, outln};
 
-/// The transport git uses for `url`: its scheme, `ssh` for `host:path`, `file` for a path.
-fn transport(url: &str) -> &str {
-    match url.split_once("://") {
-        Some((scheme, _)) => scheme,
-        None if url.contains(':') && !url.starts_with('/') => "ssh",
-        None => "file",
-    }
-}
-
 /// The task's state in its record directory (`implement/<task>/task.json`).
 pub const TASK_STATE_FILE: &str = "task.json";
 /// The largest file read back from a record, in bytes.
@@ -362,7 +353,10 @@ impl Worker<'_> {
     /// default (`protocol.allow=never`); `GIT_ALLOW_PROTOCOL` lets through the one transport
     /// the remote's URL names, for that command only.
     fn to_remote(&self) -> [(&'static str, String); 1] {
-        [("GIT_ALLOW_PROTOCOL", transport(&self.remote).to_string())]
+        [(
+            "GIT_ALLOW_PROTOCOL",
+            corral_sprint::git_transport(&self.remote).to_string(),
+        )]
     }
 
     /// The task's branch at `base`, nothing else in the tree (the record's directory, which

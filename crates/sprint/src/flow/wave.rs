@@ -117,6 +117,26 @@ impl TaskHost for Coordinator<'_, '_, '_> {
         Ok(git.run(args).await.map_err(SprintError::from)?)
     }
 
+    async fn git_remote(
+        &self,
+        cwd: &Path,
+        args: &[&str],
+        remote: &str,
+    ) -> Result<String, ExecutorError> {
+        let mut env = self.flow.run.options.git_env.clone();
+        env.push((
+            "GIT_ALLOW_PROTOCOL".to_string(),
+            crate::executor::git_transport(remote).to_string(),
+        ));
+        let git = Git {
+            runner: self.flow.run.commands,
+            cwd: cwd.to_path_buf(),
+            cancel: &self.flow.run.cancel,
+            env,
+        };
+        Ok(git.run(args).await.map_err(SprintError::from)?)
+    }
+
     async fn run_setup(&self, work_tree: &Path) -> Result<(), ExecutorError> {
         Ok(self.flow.setup_in(work_tree).await?)
     }
