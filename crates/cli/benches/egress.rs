@@ -10,6 +10,10 @@
 //! - **start**: from the `spawn` record to Claude's first stdout line (its `system/init`, printed
 //!   before any API call), per run; the allow-list side also reports its `egress_opened.setup_us`
 //!   (spawn → the CLI released, with the proxy listening inside the sandbox).
+//! - **the start, split** where the CLI is executed: `spawn` → `sandbox_checked` (the engine's
+//!   part: the sandbox, its way out, the probe's report judged; the probe executes the CLI right
+//!   after) and the rest (the CLI's own start), per side, so that a difference in the start shows
+//!   which of the two it lies in.
 //! - **streamed reply**: a reply of many SSE events (one per word), from the model request's
 //!   arrival at the fake API to Claude's terminal `result` line, per run.
 //!
@@ -79,6 +83,10 @@ struct Sample {
     setup_ms: Option<f64>,
     /// `egress_opened.setup_us - reported_us`: bubblewrap's report → the CLI released, ms.
     open_ms: Option<f64>,
+    /// `spawn` → `sandbox_checked`, ms: the engine's part of the start under bubblewrap (the
+    /// sandbox made, its way out opened, the probe's report judged; the CLI is executed right
+    /// after). The rest of `start_ms` is the CLI's own start. None without a sandbox.
+    exec_ms: Option<f64>,
     /// Model request arrival → the terminal `result` line, ms.
     reply_ms: f64,
     /// `corral` started → exited, ms.
@@ -146,6 +154,7 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
     let result = first(&|v| v["kind"] == "agent" && v["event"] == "terminal_result")
         .expect("the terminal result");
     let opened = first(&|v| v["kind"] == "egress_opened");
+    let checked = first(&|v| v["kind"] == "sandbox_checked");
     let setup_ms = opened
         .as_ref()
         .and_then(|v| v["setup_us"].as_f64())
@@ -157,6 +166,13 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
         setup_ms.is_some(),
         side == Side::Allowlist,
         "the proxy runs on the allow-list side only"
+    );
+    let exec_ms =
+        checked.map(|c| c["mono_ms"].as_f64().unwrap() - spawn["mono_ms"].as_f64().unwrap());
+    assert_eq!(
+        exec_ms.is_some(),
+        side != Side::Native,
+        "the probe checks both bubblewrap sides"
     );
     let request = api
         .model_requests()
@@ -173,6 +189,7 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
         start_ms: init["mono_ms"].as_f64().unwrap() - spawn["mono_ms"].as_f64().unwrap(),
         setup_ms,
         open_ms,
+        exec_ms,
         reply_ms: wall_ms(result["t"].as_str().unwrap()) - request_wall,
         run_ms,
     }
@@ -217,6 +234,38 @@ struct Row {
     spread: String,
     target: &'static str,
     result: &'static str,
+}
+
+/// The start split where the CLI is executed: what the engine does before (the sandbox, its way
+/// out, the probe) and the CLI's own start after, allow-list against host for each.
+fn start_split_rows(short: &[[Sample; 3]]) -> Vec<Row> {
+    let row = |metric: &str, f: &dyn Fn(&Sample) -> f64| {
+        let deltas: Vec<f64> = short.iter().map(|r| f(&r[0]) - f(&r[1])).collect();
+        Row {
+            metric: metric.into(),
+            allow: median(&short.iter().map(|r| f(&r[0])).collect::<Vec<_>>()),
+            host: Some(median(&short.iter().map(|r| f(&r[1])).collect::<Vec<_>>())),
+            delta: Some(median(&deltas)),
+            spread: format!(
+                "rounds' Δ {:+.1} … {:+.1}",
+                quantile(&deltas, 0.25),
+                quantile(&deltas, 0.75)
+            ),
+            target: "(reported)",
+            result: "",
+        }
+    };
+    let exec = |s: &Sample| s.exec_ms.unwrap_or(f64::NAN);
+    vec![
+        row(
+            "  of the start: spawn → CLI executed (the engine's part), ms",
+            &exec,
+        ),
+        row(
+            "  of the start: CLI executed → its first line (Claude's own start), ms",
+            &|s: &Sample| s.start_ms - exec(s),
+        ),
+    ]
 }
 
 /// The whole sandbox's cost: the default sandbox (allow-list) against no sandbox at all, with
@@ -352,6 +401,7 @@ fn main() -> ExitCode {
         target: "(reported)",
         result: "",
     });
+    rows.extend(start_split_rows(&short));
     let run_d = diff(&short, |s| s.run_ms);
     rows.push(Row {
         metric: "whole `corral run`, one-word reply, ms".into(),
