@@ -124,6 +124,7 @@ impl Flow<'_, '_> {
                                     cwd: dir.clone(),
                                     cancel: self.git.cancel,
                                     env: self.git.env.clone(),
+                                    known: crate::git::Known::default(),
                                 },
                                 work_tree: dir,
                                 branch,
