@@ -29,7 +29,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use corral_ports::{
@@ -210,23 +210,71 @@ async fn host_git(
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     // The drivers the repository defines, listed (reading configuration runs nothing) with
-    // the same neutral configuration, then emptied for the command itself.
-    let listing = CommandSpec {
-        args: crate::git_check::DRIVER_LISTING
-            .iter()
-            .map(|a| a.to_string())
-            .collect(),
-        output_limit: 1024 * 1024,
-        ..spec.clone()
+    // the same neutral configuration, then emptied for the command itself; the listing is
+    // kept while the files it came from are unchanged (`driver_cache.rs`).
+    let listing_env = crate::git_check::neutral_env(base.clone(), &host_config);
+    let (drivers, listed_in) = match engine.driver_cache().get(&spec.cwd, &listing_env) {
+        Some(drivers) => (drivers, Duration::ZERO),
+        None => match list_drivers(engine, spec, &listing_env, cancel).await? {
+            Listing::Drivers { overrides, took } => (overrides, took),
+            Listing::Stopped(out) => return Ok(out),
+        },
     };
-    let listed = supervise(
+    let mut overrides = host_config;
+    overrides.extend(drivers);
+    let mut command = spec.clone();
+    if DIFF_SUBCOMMANDS.contains(&subcommand.as_str()) {
+        command
+            .args
+            .splice(1..1, NO_DIFF_DRIVERS.iter().map(|flag| (*flag).to_string()));
+    }
+    let remaining = spec.timeout.saturating_sub(listed_in);
+    command.timeout = remaining;
+    let out = supervise(
         engine,
-        &listing,
-        git_request(
-            &listing,
-            crate::git_check::neutral_env(base.clone(), &host_config),
-        ),
+        &command,
+        git_request(&command, crate::git_check::neutral_env(base, &overrides)),
         cancel,
+    )
+    .await?;
+    Ok(CommandOutput {
+        duration: out.duration + listed_in,
+        ..out
+    })
+}
+
+/// What listing the drivers came to.
+enum Listing {
+    /// The overrides that empty them, and the time the listing took.
+    Drivers {
+        overrides: Vec<(String, String)>,
+        took: Duration,
+    },
+    /// A git command of the listing timed out or was cancelled: its output is the answer.
+    Stopped(CommandOutput),
+}
+
+/// Lists the repository's drivers for `spec` with `env`, and keeps the listing in the
+/// engine's cache when it can be (the layout asked and the files stamped before and after).
+async fn list_drivers(
+    engine: &Engine,
+    spec: &CommandSpec,
+    env: &[(OsString, OsString)],
+    cancel: &CancellationToken,
+) -> Result<Listing, CommandError> {
+    let mut took = Duration::ZERO;
+    let before = match layout(engine, spec, env, cancel, &mut took).await? {
+        LayoutAnswer::Stopped(out) => return Ok(Listing::Stopped(out)),
+        LayoutAnswer::Unknown => None,
+        LayoutAnswer::Known(layout, taken) => Some((layout, taken)),
+    };
+    let listed = git_quietly(
+        engine,
+        spec,
+        crate::driver_cache::DRIVER_AND_INCLUDE_LISTING,
+        env,
+        cancel,
+        &mut took,
     )
     .await?;
     match listed.end {
@@ -242,31 +290,94 @@ async fn host_git(
                 ),
             });
         }
-        CommandEnd::TimedOut | CommandEnd::Cancelled => return Ok(listed),
+        CommandEnd::TimedOut | CommandEnd::Cancelled => return Ok(Listing::Stopped(listed)),
     }
-    let mut overrides = host_config;
-    overrides.extend(crate::git_check::driver_overrides(
-        listed.stdout.text.as_bytes(),
-    ));
-    let mut command = spec.clone();
-    if DIFF_SUBCOMMANDS.contains(&subcommand.as_str()) {
-        command
-            .args
-            .splice(1..1, NO_DIFF_DRIVERS.iter().map(|flag| (*flag).to_string()));
+    let keys = listed.stdout.text.as_bytes();
+    let overrides = crate::git_check::driver_overrides(keys);
+    if let Some((layout_before, taken_before)) = &before
+        && !crate::driver_cache::includes_any(keys)
+    {
+        match layout(engine, spec, env, cancel, &mut took).await? {
+            LayoutAnswer::Stopped(out) => return Ok(Listing::Stopped(out)),
+            LayoutAnswer::Unknown => {}
+            LayoutAnswer::Known(layout_after, taken_after) => engine.driver_cache().keep(
+                &spec.cwd,
+                env,
+                (layout_before, taken_before),
+                (&layout_after, &taken_after),
+                keys,
+                &overrides,
+            ),
+        }
     }
-    let remaining = spec.timeout.saturating_sub(listed.duration);
-    command.timeout = remaining;
+    Ok(Listing::Drivers { overrides, took })
+}
+
+/// What asking git for the repository's layout came to.
+enum LayoutAnswer {
+    /// The layout, and its files stamped just after.
+    Known(crate::driver_cache::Layout, crate::driver_cache::Taken),
+    /// Not to be had (not a work tree, a file that cannot be read): nothing is kept.
+    Unknown,
+    /// git timed out or was cancelled: its output is the command's answer.
+    Stopped(CommandOutput),
+}
+
+async fn layout(
+    engine: &Engine,
+    spec: &CommandSpec,
+    env: &[(OsString, OsString)],
+    cancel: &CancellationToken,
+    took: &mut Duration,
+) -> Result<LayoutAnswer, CommandError> {
+    let out = git_quietly(
+        engine,
+        spec,
+        crate::driver_cache::LAYOUT_QUERY,
+        env,
+        cancel,
+        took,
+    )
+    .await?;
+    Ok(match out.end {
+        CommandEnd::TimedOut | CommandEnd::Cancelled => LayoutAnswer::Stopped(out),
+        CommandEnd::Exited(_) | CommandEnd::Signalled(_) => out
+            .success()
+            .then(|| crate::driver_cache::Layout::parse(&out.stdout.text))
+            .flatten()
+            .and_then(|layout| {
+                let taken = crate::driver_cache::Taken::now(&layout, &spec.cwd)?;
+                Some(LayoutAnswer::Known(layout, taken))
+            })
+            .unwrap_or(LayoutAnswer::Unknown),
+    })
+}
+
+/// Runs git `args` (reading only) in `spec`'s directory with `env`, within what is left of
+/// `spec`'s time; adds the time it took to `took`.
+async fn git_quietly(
+    engine: &Engine,
+    spec: &CommandSpec,
+    args: &[&str],
+    env: &[(OsString, OsString)],
+    cancel: &CancellationToken,
+    took: &mut Duration,
+) -> Result<CommandOutput, CommandError> {
+    let command = CommandSpec {
+        args: args.iter().map(|a| (*a).to_string()).collect(),
+        output_limit: 1024 * 1024,
+        timeout: spec.timeout.saturating_sub(*took),
+        ..spec.clone()
+    };
     let out = supervise(
         engine,
         &command,
-        git_request(&command, crate::git_check::neutral_env(base, &overrides)),
+        git_request(&command, env.to_vec()),
         cancel,
     )
     .await?;
-    Ok(CommandOutput {
-        duration: out.duration + listed.duration,
-        ..out
-    })
+    *took += out.duration;
+    Ok(out)
 }
 
 /// `git --no-pager <args>` in the spec's directory with `env`.

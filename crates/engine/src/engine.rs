@@ -18,6 +18,7 @@ use corral_ports::{
 use crate::adapter::CliAdapter;
 use crate::bounded::{BoundedCommand, BoundedError, BoundedOutput, run_bounded};
 use crate::config::EngineConfig;
+use crate::driver_cache::DriverCache;
 use crate::spawn::{ProviderSpawn, TokioSpawner};
 use crate::version::{VersionProbe, describe_cli, probe_version, version_env};
 
@@ -27,6 +28,8 @@ use crate::version::{VersionProbe, describe_cli, probe_version, version_env};
 pub struct Engine {
     spawner: Arc<dyn ProviderSpawn>,
     config: EngineConfig,
+    /// The drivers listed for host git, kept while the repository's configuration is unchanged.
+    driver_cache: Arc<DriverCache>,
 }
 
 impl Engine {
@@ -35,17 +38,27 @@ impl Engine {
         Engine {
             spawner: Arc::new(TokioSpawner),
             config,
+            driver_cache: Arc::default(),
         }
     }
 
     /// An engine with another spawner (tests record or script spawns).
     pub fn with_spawner(config: EngineConfig, spawner: Arc<dyn ProviderSpawn>) -> Self {
-        Engine { spawner, config }
+        Engine {
+            spawner,
+            config,
+            driver_cache: Arc::default(),
+        }
     }
 
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// The host git's cache of driver listings (`driver_cache.rs`).
+    pub(crate) fn driver_cache(&self) -> &DriverCache {
+        &self.driver_cache
     }
 
     /// The spawner.

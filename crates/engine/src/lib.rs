@@ -26,6 +26,7 @@ mod classify;
 mod commands;
 mod config;
 mod descriptor;
+mod driver_cache;
 mod egress;
 mod engine;
 mod env;

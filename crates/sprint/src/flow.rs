@@ -290,6 +290,7 @@ pub async fn work_task(
             cwd: work_tree.to_path_buf(),
             cancel: &run.cancel,
             env: run.options.git_env.clone(),
+            known: crate::git::Known::default(),
         },
         work_tree: work_tree.to_path_buf(),
         branch: job.branch.clone(),
@@ -333,6 +334,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             cwd: run.project_root.to_path_buf(),
             cancel: &run.cancel,
             env: run.options.git_env.clone(),
+            known: crate::git::Known::default(),
         };
         let work_tree = git.top().await?;
         git.cwd.clone_from(&work_tree);
@@ -507,6 +509,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         };
         let timeout = Duration::from_millis(self.file().sprint.check_timeout_ms);
         let spec = CommandSpec::shell(command, work_tree, timeout);
+        self.git.forget();
         let out = self
             .run
             .commands
@@ -570,11 +573,19 @@ impl<'r, 'a> Flow<'r, 'a> {
         let Some(task) = self.file().task(&id) else {
             return Ok(Next::Finished);
         };
-        let head = self.git.head().await?;
+        let fresh = state
+            .tasks
+            .get(i)
+            .is_some_and(|t| t.status == TaskStatus::Pending || t.progress.is_none());
+        // The base: the commit the task before made, when nothing ran since.
+        let head = if fresh {
+            self.git.current_head().await?
+        } else {
+            String::new()
+        };
         let Some(t) = state.tasks.get_mut(i) else {
             return Ok(Next::Finished);
         };
-        let fresh = t.status == TaskStatus::Pending || t.progress.is_none();
         if fresh {
             t.status = TaskStatus::Running;
             t.round = 1;
@@ -622,6 +633,9 @@ impl<'r, 'a> Flow<'r, 'a> {
             round,
             step,
         });
+        // Only a task continued at its commit can have been committed by a run that stopped;
+        // one that reached the commit in this run was policed to its base after every spawn.
+        let mut continued = !fresh;
         loop {
             let Some(step) = state
                 .tasks
@@ -636,8 +650,9 @@ impl<'r, 'a> Flow<'r, 'a> {
                 Step::Generate => self.generate(state, i, task, run_id).await?,
                 Step::PostVerify => self.post_verify(state, i, task).await?,
                 Step::Evaluate => self.evaluate(state, i, task, run_id).await?,
-                Step::Commit => self.commit(state, i, task, run_id).await?,
+                Step::Commit => self.commit(state, i, task, run_id, continued).await?,
             };
+            continued = false;
             match next {
                 Next::Continue => {}
                 Next::Finished => return Ok(Next::Finished),
@@ -660,6 +675,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                 .map(|g| (Some(g.path.as_str()), g.command.as_str(), g.timeout_ms)),
         );
         for (gate, command, timeout_ms) in commands {
+            self.git.forget();
             let spec =
                 CommandSpec::shell(command, &self.work_tree, Duration::from_millis(timeout_ms));
             let out = self
@@ -905,6 +921,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             resumes: request.resume.is_some(),
         });
         let observer = self.run.events.observer(&id, round, role);
+        self.git.forget();
         let report = agent
             .spawn(request, self.run.cancel.clone(), observer)
             .await;
@@ -960,7 +977,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             return Ok(None);
         };
         let branch = &self.branch;
-        let now_on = self.git.branch().await?;
+        let (now_on, head) = self.git.branch_and_head().await?;
         if now_on.as_deref() != Some(branch.as_str()) {
             let message = format!(
                 "the {role} switched from {branch} to {}",
@@ -980,7 +997,6 @@ impl<'r, 'a> Flow<'r, 'a> {
             self.git.reset_to(&base).await?;
             return Ok(Some(self.finish_blocked(state, i, task, message)?));
         }
-        let head = self.git.head().await?;
         if head != base {
             let message = format!(
                 "the {role} committed on its own ({}); Corral undid the commit and kept its change",
@@ -1023,13 +1039,15 @@ impl<'r, 'a> Flow<'r, 'a> {
             return Ok(Next::Finished);
         };
         let round_dir = self.layout.round_dir(&task.id, t.round);
-        // The paths only choose the gates.
-        let (patch, paths) = if self.file().gates.is_empty() {
-            (self.git.patch_against(&progress.base).await?, Vec::new())
+        // The paths only choose the gates. Without gates the change is staged after the
+        // check, so that nothing runs between staging and the commit or the reset (see
+        // `git::Known`): the commit needs no second `git add`, the reset no `git clean`.
+        let before_check = if self.file().gates.is_empty() {
+            None
         } else {
-            self.git.diff_against(&progress.base).await?
+            Some(self.git.diff_against(&progress.base).await?)
         };
-        write_file(&round_dir.join(crate::flow::DIFF_FILE), patch.as_bytes())?;
+        let paths = before_check.as_ref().map_or(&[][..], |(_, p)| p.as_slice());
         let gates: Vec<&Gate> = self
             .file()
             .gates
@@ -1039,6 +1057,11 @@ impl<'r, 'a> Flow<'r, 'a> {
         let Some(v) = self.verify(&gates).await? else {
             return Ok(Next::Pause(SprintEnd::Cancelled));
         };
+        let patch = match before_check {
+            Some((patch, _)) => patch,
+            None => self.git.patch_against(&progress.base).await?,
+        };
+        write_file(&round_dir.join(crate::flow::DIFF_FILE), patch.as_bytes())?;
         write_file(&round_dir.join(CHECK_FILE), v.report.as_bytes())?;
         let pre = progress.pre_passed.unwrap_or(true)
             && !v
@@ -1246,6 +1269,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         i: usize,
         task: &Task,
         run_id: &str,
+        continued: bool,
     ) -> Result<Next, SprintError> {
         let Some(t) = state.tasks.get(i).cloned() else {
             return Ok(Next::Finished);
@@ -1263,16 +1287,21 @@ impl<'r, 'a> Flow<'r, 'a> {
         .map(corral_contract::ValidatedSignals::into_signals)
         .unwrap_or_default();
         // A commit made before the sprint stopped is found, not made again.
-        let commit = match self
-            .git
-            .commits_for_task(&progress.base, task.id.as_str())
-            .await?
-            .into_iter()
-            .next()
-        {
+        let made = if continued {
+            self.git
+                .commits_for_task(&progress.base, task.id.as_str())
+                .await?
+                .into_iter()
+                .next()
+        } else {
+            None
+        };
+        let commit = match made {
             Some(commit) => commit,
             None => {
-                self.git.stage_all().await?;
+                if !self.git.staged() {
+                    self.git.stage_all().await?;
+                }
                 let message = commit_message(task, &signals, run_id);
                 self.git
                     .commit(&message, &self.layout.round_dir(&task.id, t.round))

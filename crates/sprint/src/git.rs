@@ -3,6 +3,8 @@
 //! programs taken away, because the agent could have written the repository's configuration.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use corral_ports::{CancellationToken, CommandOutput, CommandRunner, CommandSpec};
@@ -11,6 +13,17 @@ use corral_ports::{CancellationToken, CommandOutput, CommandRunner, CommandSpec}
 const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Kept of a diff; a larger one is cut (the evaluator is told, and the patch file is whole).
 const DIFF_LIMIT: usize = 4 * 1024 * 1024;
+
+/// git subcommands that leave the work tree's files alone (reading, or a commit of the index as
+/// it is), so that what [`Known::staged`] says still holds after them.
+const KEEP_STAGED: &[&str] = &[
+    "diff",
+    "log",
+    "rev-parse",
+    "symbolic-ref",
+    "merge-base",
+    "commit",
+];
 
 /// Why a git command gave no usable answer.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +55,21 @@ pub(crate) struct Git<'a> {
     pub(crate) cancel: &'a CancellationToken,
     /// Variables for every git command (the committer's identity).
     pub(crate) env: Vec<(String, String)>,
+    /// What the flow knows of the repository without asking git again.
+    pub(crate) known: Known,
+}
+
+/// Facts about the repository that hold until the next git command or the next program that
+/// could touch the tree ([`Git::forget`]): each saves a git process where the flow already
+/// knows the answer.
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    /// `HEAD`'s commit, read by [`Git::commit`] as its last command: the next task's base.
+    head: Mutex<Option<String>>,
+    /// Every file of the tree that is not ignored is in the index (`git add --all` ran, and
+    /// nothing since but git commands that keep it so): a commit needs no staging first, and a
+    /// `reset --hard` leaves no untracked file for `git clean` to remove.
+    staged: AtomicBool,
 }
 
 impl Git<'_> {
@@ -50,6 +78,12 @@ impl Git<'_> {
         args: &[&str],
         limit: usize,
     ) -> Result<CommandOutput, GitError> {
+        // Any command may move HEAD; the one that leaves it known says so afterwards. Only
+        // the commands that write no file of the tree keep everything staged.
+        self.known_head().take();
+        if !args.first().is_some_and(|a| KEEP_STAGED.contains(a)) {
+            self.known.staged.store(false, Ordering::SeqCst);
+        }
         let mut spec = CommandSpec::git(args.iter().copied(), &self.cwd, GIT_TIMEOUT);
         spec.output_limit = limit;
         spec.env.clone_from(&self.env);
@@ -60,6 +94,34 @@ impl Git<'_> {
                 args: args.join(" "),
                 source,
             })
+    }
+
+    /// Forgets what [`Known`] holds: called before anything that could touch the tree or the
+    /// repository (a spawn, the check) runs.
+    pub(crate) fn forget(&self) {
+        self.known_head().take();
+        self.known.staged.store(false, Ordering::SeqCst);
+    }
+
+    fn known_head(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.known
+            .head
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `HEAD`'s commit: the one [`Git::commit`] made when nothing ran since, else asked of git.
+    pub(crate) async fn current_head(&self) -> Result<String, GitError> {
+        let known = self.known_head().take();
+        match known {
+            Some(head) => Ok(head),
+            None => self.head().await,
+        }
+    }
+
+    /// Whether every file of the tree that is not ignored is in the index (see [`Known`]).
+    pub(crate) fn staged(&self) -> bool {
+        self.known.staged.load(Ordering::SeqCst)
     }
 
     /// Runs `git args`; its stdout when it exits 0.
@@ -98,6 +160,23 @@ impl Git<'_> {
         Ok(self.run(&["rev-parse", "HEAD"]).await?.trim().to_string())
     }
 
+    /// The branch checked out (`None` on a detached `HEAD`) and `HEAD`'s commit, in one
+    /// command.
+    pub(crate) async fn branch_and_head(&self) -> Result<(Option<String>, String), GitError> {
+        // The mode flag applies to the arguments after it: the commit, then the ref's full
+        // name, which is `HEAD` itself when it is detached (no branch may be called `HEAD`).
+        let out = self
+            .run(&["rev-parse", "HEAD", "--symbolic-full-name", "HEAD"])
+            .await?;
+        let mut lines = out.lines().map(str::trim);
+        let head = lines.next().unwrap_or_default().to_string();
+        let branch = match lines.next() {
+            None | Some("HEAD" | "") => None,
+            Some(name) => Some(name.strip_prefix("refs/heads/").unwrap_or(name).to_string()),
+        };
+        Ok((branch, head))
+    }
+
     /// The branch checked out, `None` on a detached `HEAD`.
     pub(crate) async fn branch(&self) -> Result<Option<String>, GitError> {
         let out = self
@@ -134,7 +213,9 @@ impl Git<'_> {
 
     /// Stages every change of the tree (new files included; ignored ones not).
     pub(crate) async fn stage_all(&self) -> Result<(), GitError> {
-        self.run(&["add", "--all"]).await.map(drop)
+        self.run(&["add", "--all"]).await?;
+        self.known.staged.store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     /// The staged tree's diff against `base`, as a patch (binary files included), and the
@@ -164,9 +245,18 @@ impl Git<'_> {
     }
 
     /// Puts the tree and the index back to `base`, removing files that are not ignored.
+    /// When everything was staged and nothing ran since ([`Git::staged`]), `reset --hard`
+    /// removes the new files itself (they are in the index, not in `base`) and `git clean`
+    /// is not run: it would find nothing but empty directories.
     pub(crate) async fn reset_to(&self, base: &str) -> Result<(), GitError> {
+        let staged = self.staged();
         self.run(&["reset", "--hard", "--quiet", base]).await?;
-        self.run(&["clean", "-fd", "--quiet"]).await.map(drop)
+        if !staged {
+            self.run(&["clean", "-fd", "--quiet"]).await?;
+        }
+        // The index is the tree again, with no file left out of it.
+        self.known.staged.store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     /// The commits after `base` whose `Corral-Task:` trailer is `task`, newest first.
@@ -212,6 +302,8 @@ impl Git<'_> {
             &file,
         ])
         .await?;
-        self.head().await
+        let head = self.head().await?;
+        *self.known_head() = Some(head.clone());
+        Ok(head)
     }
 }

@@ -436,3 +436,148 @@ async fn host_git_is_git_with_its_subcommand_first_or_refused() {
         );
     }
 }
+
+/// The driver listing is kept between host git commands while the repository's configuration
+/// is unchanged, and a driver planted after it was kept is still emptied: `.git/config`
+/// replaced, rewritten in place with the same size and mtime (only its ctime moves), made to
+/// include a new file, and an include target that appears later.
+#[tokio::test]
+async fn host_git_keeps_the_driver_listing_only_while_the_configuration_is_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let repo = root.join("repo");
+    let bin = root.join("bin");
+    fs::create_dir_all(&repo).unwrap();
+    fs::create_dir_all(&bin).unwrap();
+    fixture_git(&repo, &["init", "-q"]);
+    fs::write(repo.join(".gitattributes"), "*.txt filter=evil\n").unwrap();
+    fs::write(repo.join("a.txt"), "0\n").unwrap();
+    fixture_git(&repo, &["add", "-A"]);
+    fixture_git(&repo, &["commit", "-q", "-m", "init"]);
+
+    // Every git the engine starts, logged.
+    let log = root.join("git.log");
+    let real_git = corral_test_support::command(Path::new("sh"))
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let real_git = String::from_utf8(real_git.stdout).unwrap();
+    fs::write(
+        bin.join("git"),
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real_git.trim()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
+    let listings = || {
+        fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("config --null"))
+            .count()
+    };
+
+    let marker = root.join("filter-ran");
+    let clean = format!("touch {}; cat", marker.display());
+    let config = repo.join(".git/config");
+    let original = fs::read_to_string(&config).unwrap();
+    // Two sections of the same size: the first names no driver, the second plants one.
+    let harmless = format!("{original}[foobar \"evil\"]\n\tclean = \"{clean}\"\n");
+    let planted = format!("{original}[filter \"evil\"]\n\tclean = \"{clean}\"\n");
+    let harmless_include = format!("{original}[foobarx]\n\tpath = evil.cfg\n");
+    let include = format!("{original}[include]\n\tpath = evil.cfg\n");
+    assert_eq!(harmless.len(), planted.len());
+    assert_eq!(harmless_include.len(), include.len());
+    let evil = repo.join(".git/evil.cfg");
+    let evil_text = format!("[filter \"evil\"]\n\tclean = \"{clean}\"\n");
+
+    let mut path = bin.display().to_string();
+    path.push(':');
+    path.push_str(&host_path());
+    let engine: Arc<dyn CommandRunner> = Arc::new(Engine::new(EngineConfig {
+        ambient_env: Some(vec![("PATH".into(), path)]),
+        kill_grace: Duration::from_millis(200),
+        sandbox: SandboxConfig {
+            backend: BackendChoice::Native,
+            allow_degraded_native: true,
+            ..SandboxConfig::default()
+        },
+        ..EngineConfig::default()
+    }));
+    let git = |args: &'static [&'static str]| {
+        let engine = Arc::clone(&engine);
+        let spec = git_spec(args, &repo);
+        async move {
+            let out = engine.run(spec, &never()).await.unwrap();
+            assert!(out.success(), "git {args:?}: {out:?}");
+            out
+        }
+    };
+    // In place: same inode, same size, the mtime set back; only the ctime tells.
+    let rewrite_in_place = |text: &str| {
+        let before = fs::metadata(&config).unwrap().modified().unwrap();
+        let mut file = fs::OpenOptions::new().write(true).open(&config).unwrap();
+        std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+        file.set_times(fs::FileTimes::new().set_modified(before))
+            .unwrap();
+    };
+    let replace = |text: &str| {
+        let next = repo.join(".git/config.next");
+        fs::write(&next, text).unwrap();
+        fs::rename(&next, &config).unwrap();
+    };
+
+    type Plant<'a> = (&'a str, &'a str, Box<dyn Fn() + 'a>);
+    let plants: Vec<Plant<'_>> = vec![
+        (
+            "replaced",
+            harmless.as_str(),
+            Box::new(|| replace(&planted)),
+        ),
+        (
+            "rewritten in place",
+            harmless.as_str(),
+            Box::new(|| rewrite_in_place(&planted)),
+        ),
+        (
+            "made to include a new file",
+            harmless_include.as_str(),
+            Box::new(|| {
+                fs::write(&evil, &evil_text).unwrap();
+                rewrite_in_place(&include);
+            }),
+        ),
+    ];
+    for (n, (how, start, plant)) in plants.into_iter().enumerate() {
+        let _ = fs::remove_file(&evil);
+        replace(start);
+        let listed = listings();
+        git(&["status", "--porcelain"]).await;
+        git(&["status", "--porcelain"]).await;
+        assert_eq!(
+            listings(),
+            listed + 1,
+            "{how}: the second command used the kept listing"
+        );
+        plant();
+        fs::write(repo.join("a.txt"), format!("{n}+1\n")).unwrap();
+        git(&["add", "a.txt"]).await;
+        assert!(!marker.exists(), "{how}: the planted filter ran");
+        assert!(listings() > listed + 1, "{how}: listed again");
+    }
+
+    // An include of a file that is not there yet: nothing is kept, so the file appearing
+    // later with a driver in it is seen.
+    let _ = fs::remove_file(&evil);
+    replace(&include);
+    git(&["status", "--porcelain"]).await;
+    fs::write(&evil, &evil_text).unwrap();
+    fs::write(repo.join("a.txt"), "late\n").unwrap();
+    git(&["add", "a.txt"]).await;
+    assert!(!marker.exists(), "the filter of the late include ran");
+    let staged = git(&["diff", "--cached", "--", "a.txt"]).await;
+    assert!(staged.stdout.text.contains("+late"), "{staged:?}");
+}

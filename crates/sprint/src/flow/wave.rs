@@ -161,6 +161,7 @@ impl TaskHost for Coordinator<'_, '_, '_> {
             cwd: cwd.to_path_buf(),
             cancel: &self.flow.run.cancel,
             env: self.flow.run.options.git_env.clone(),
+            known: crate::git::Known::default(),
         };
         Ok(git.run(args).await.map_err(SprintError::from)?)
     }
@@ -182,6 +183,7 @@ impl TaskHost for Coordinator<'_, '_, '_> {
             cwd: cwd.to_path_buf(),
             cancel: &self.flow.run.cancel,
             env,
+            known: crate::git::Known::default(),
         };
         Ok(git.run(args).await.map_err(SprintError::from)?)
     }
