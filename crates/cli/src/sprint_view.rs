@@ -641,6 +641,16 @@ impl RunObserver for SpawnObserver {
         ));
     }
 
+    fn account_wait(&self, _attempt: u32, provider: ProviderId, until: std::time::SystemTime) {
+        let clock = crate::render::clock_utc(until);
+        self.shared.log(&format!(
+            "{}  round {}  {}: waiting for {provider} until {clock} UTC (another run found the \
+             account rate-limited)",
+            self.task, self.round, self.role
+        ));
+        self.activity(format!("waiting for {provider} until {clock}"));
+    }
+
     fn cold_fallback(&self, _attempt: u32, stale: &SessionId) {
         self.shared.log(&format!(
             "{}  round {}  {}: session {stale} not found, the task runs cold with the full brief",
