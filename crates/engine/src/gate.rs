@@ -60,8 +60,7 @@ impl AccountKey {
         let selects = |name: &str| {
             name == "HOME" || profile.pass.iter().any(|p| crate::env::matches(p, name))
         };
-        let mut vars: Vec<&(String, String)> =
-            ambient.iter().filter(|(k, _)| selects(k)).collect();
+        let mut vars: Vec<&(String, String)> = ambient.iter().filter(|(k, _)| selects(k)).collect();
         vars.sort();
         let mut hash = Sha256::new();
         hash.update(provider.as_str().as_bytes());
@@ -147,11 +146,9 @@ impl RateLimitGate {
         }
         std::fs::create_dir_all(&self.dir)?;
         let path = self.path(key);
-        let next = self.dir.join(format!(
-            ".{}.{}.next",
-            key.file_name(),
-            std::process::id()
-        ));
+        let next = self
+            .dir
+            .join(format!(".{}.{}.next", key.file_name(), std::process::id()));
         let body = serde_json::to_vec(hold).map_err(std::io::Error::other)?;
         std::fs::write(&next, body)?;
         std::fs::rename(&next, &path)
@@ -197,11 +194,20 @@ mod tests {
         let base = vars(&[("HOME", "/h"), ("ANTHROPIC_API_KEY", "sk-1"), ("PWD", "/a")]);
         let key = AccountKey::of(ProviderId::Claude, &profile(), &base);
         let other_cwd = vars(&[("HOME", "/h"), ("ANTHROPIC_API_KEY", "sk-1"), ("PWD", "/b")]);
-        assert_eq!(key, AccountKey::of(ProviderId::Claude, &profile(), &other_cwd));
+        assert_eq!(
+            key,
+            AccountKey::of(ProviderId::Claude, &profile(), &other_cwd)
+        );
         let other_key = vars(&[("HOME", "/h"), ("ANTHROPIC_API_KEY", "sk-2")]);
-        assert_ne!(key, AccountKey::of(ProviderId::Claude, &profile(), &other_key));
+        assert_ne!(
+            key,
+            AccountKey::of(ProviderId::Claude, &profile(), &other_key)
+        );
         let other_home = vars(&[("HOME", "/g"), ("ANTHROPIC_API_KEY", "sk-1")]);
-        assert_ne!(key, AccountKey::of(ProviderId::Claude, &profile(), &other_home));
+        assert_ne!(
+            key,
+            AccountKey::of(ProviderId::Claude, &profile(), &other_home)
+        );
         assert_ne!(key, AccountKey::of(ProviderId::Codex, &profile(), &base));
         assert!(!key.file_name().contains("sk-1"), "{}", key.file_name());
     }

@@ -20,11 +20,7 @@ const RESET_AHEAD: Duration = Duration::from_secs(12);
 /// Every run directory's log under the project, with its path.
 fn run_logs(project: &Path) -> Vec<(PathBuf, Vec<Value>)> {
     std::fs::read_dir(project.join(".corral/runs"))
-        .map(|dir| {
-            dir.flatten()
-                .map(|e| (e.path(), log(&e.path())))
-                .collect()
-        })
+        .map(|dir| dir.flatten().map(|e| (e.path(), log(&e.path()))).collect())
         .unwrap_or_default()
 }
 

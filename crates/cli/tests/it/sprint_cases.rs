@@ -377,6 +377,10 @@ fn three_tasks_a_pass_a_regression_fixed_on_the_resumed_session_and_a_critique()
     assert_eq!(learnings.lines().count(), 3, "{learnings}");
     let s = status(&world);
     assert!(s.to_string().contains("t3"), "{s}");
+    // Tokens and cost rolled up per provider and for the sprint: every spawn ran on Claude Code.
+    let claude = &s["rollUp"]["byProvider"]["claude"];
+    assert!(claude["input"].as_u64().is_some_and(|n| n > 0), "{s}");
+    assert_eq!(s["rollUp"]["total"], *claude, "{s}");
 }
 
 #[test]
