@@ -722,7 +722,7 @@ mod tests {
                 generator: usage(2400, 300, 0.02),
                 evaluator: usage(1200, 100, 0.01),
             },
-            roll_up: roll_up(),
+            roll_up: Box::new(roll_up()),
         }
     }
 

@@ -242,8 +242,9 @@ pub struct SprintSummary {
     pub tasks: Vec<TaskSummary>,
     /// Tokens and cost per role over every task.
     pub usage: RoleUsage,
-    /// Tokens and cost over every task: in total, per role and per provider.
-    pub roll_up: UsageRollUp,
+    /// Tokens and cost over every task: in total, per role and per provider (boxed: it would
+    /// make every `SprintEvent` as large as the summary's).
+    pub roll_up: Box<UsageRollUp>,
 }
 
 /// Receives a sprint's events. Implementations must return quickly.

@@ -1405,7 +1405,7 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
             exit_code: end.exit_code(),
             tasks,
             usage,
-            roll_up: state.usage(),
+            roll_up: Box::new(state.usage()),
         }
     }
 }

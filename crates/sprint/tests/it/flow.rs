@@ -675,7 +675,7 @@ async fn three_tasks_pass_first_time_after_a_regression_and_after_a_failed_revie
         .sum();
     assert_eq!(per_task, 900);
     let state = corral_sprint::read_state(&l.state_file()).unwrap();
-    assert_eq!(state.usage(), summary.roll_up);
+    assert_eq!(state.usage(), *summary.roll_up);
 }
 
 #[tokio::test]
