@@ -12,7 +12,10 @@
 //! reader on a 200 000-line flood, and writes `target/bench-cli-path-report.md`. Last,
 //! `cargo bench -p corral-cli --bench sprint` sets `corral sprint run` over 30 tasks × 2 rounds
 //! beside a shell script doing the same `corral run`s, checks and commits, and writes
-//! `target/bench-sprint-report.md`. `docs/benchmarks.md` explains
+//! `target/bench-sprint-report.md`. Then `cargo bench -p corral-cli --bench sprint_jobs` sets
+//! `corral sprint run --jobs 4` beside `--jobs 1` over eight independent tasks whose stand-in
+//! agent works for 2 s each, and writes `target/bench-sprint-jobs-report.md`.
+//! `docs/benchmarks.md` explains
 //! the scenarios and targets; `cargo xtask ci` runs every bench target once in its smoke mode.
 
 use std::path::Path;
@@ -84,12 +87,19 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         sprint.args(["--", "--quick"]);
     }
     shell::run(&mut sprint)?;
+    let mut sprint_jobs = shell::cargo(root);
+    sprint_jobs.args(["bench", "-p", "corral-cli", "--bench", "sprint_jobs"]);
+    if opts.quick {
+        sprint_jobs.args(["--", "--quick"]);
+    }
+    shell::run(&mut sprint_jobs)?;
     for report in [
         "target/bench-report.md",
         "target/bench-egress-report.md",
         "target/bench-giant-reply-report.md",
         "target/bench-cli-path-report.md",
         "target/bench-sprint-report.md",
+        "target/bench-sprint-jobs-report.md",
     ] {
         println!("report: {}", shell::relative(root, &root.join(report)));
     }

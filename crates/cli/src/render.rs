@@ -7,9 +7,9 @@
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use corral_ports::{AgentEvent, RunObserver, SessionId, Usage};
+use corral_ports::{AgentEvent, ProviderId, RunObserver, SessionId, Usage};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::term;
@@ -389,6 +389,33 @@ impl RunObserver for Renderer {
         }
         self.redraw();
     }
+
+    /// Another run found the account rate-limited: the next spawn waits until `until`.
+    fn account_wait(&self, attempt: u32, provider: ProviderId, until: SystemTime) {
+        let wait = until.duration_since(SystemTime::now()).unwrap_or_default();
+        let clock = clock_utc(until);
+        self.json(&serde_json::json!({
+            "type": "account_wait", "attempt": attempt, "provider": provider.as_str(),
+            "until": humantime::format_rfc3339_millis(until).to_string(),
+            "wait_ms": wait.as_millis() as u64,
+        }));
+        self.line(&format!(
+            "waiting for {provider} until {clock} UTC (another run found the account rate-limited)"
+        ));
+        if let Ok(mut state) = self.state.lock() {
+            state.waiting = Some((
+                Instant::now() + wait,
+                format!("waiting for {provider} until {clock}"),
+            ));
+        }
+        self.redraw();
+    }
+}
+
+/// `HH:MM:SS` of `t` in UTC, for the wait lines.
+pub(crate) fn clock_utc(t: SystemTime) -> String {
+    let text = humantime::format_rfc3339_seconds(t).to_string();
+    text.get(11..19).unwrap_or(&text).to_string()
 }
 
 #[cfg(test)]

@@ -187,6 +187,10 @@ impl RunObserver for RendererObserver {
         self.renderer.backoff(attempt, wait, reason);
     }
 
+    fn account_wait(&self, attempt: u32, provider: ProviderId, until: std::time::SystemTime) {
+        self.renderer.account_wait(attempt, provider, until);
+    }
+
     fn cold_fallback(&self, _attempt: u32, stale: &SessionId) {
         self.renderer.line(&format!(
             "session {stale} not found: running the task cold, in a new session \

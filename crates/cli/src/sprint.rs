@@ -170,11 +170,24 @@ fn status(name: Option<&str>, json: bool) -> anyhow::Result<Exit> {
         Err(e) => return Err(e.into()),
     };
     if json {
-        outln!("{}", crate::term::json_pretty(&state)?);
+        let status = StatusJson {
+            state: &state,
+            roll_up: state.usage(),
+        };
+        outln!("{}", crate::term::json_pretty(&status)?);
     } else {
         print_state(&state);
     }
     Ok(Exit::Success)
+}
+
+/// `corral sprint status --json`: `sprint.json` as written, and its tokens and cost rolled up.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusJson<'a> {
+    #[serde(flatten)]
+    state: &'a SprintState,
+    roll_up: corral_sprint::UsageRollUp,
 }
 
 /// The sprint to show when none is named: the only one recorded, else the one the sprint
@@ -237,6 +250,10 @@ fn print_state(state: &SprintState) {
         if let Some(reason) = &task.reason {
             details.push(one_line(reason));
         }
+        let used = corral_sprint::UsageRollUp::of_task(task).total;
+        if used != corral_ports::Usage::default() {
+            details.push(crate::sprint_view::usage_text(&used));
+        }
         let details = if details.is_empty() {
             String::new()
         } else {
@@ -247,6 +264,27 @@ fn print_state(state: &SprintState) {
             task.status.as_str(),
             task.id.as_str(),
             one_line(&task.title)
+        );
+    }
+    let all = state.usage();
+    if all.total != corral_ports::Usage::default() {
+        let mut parts = vec![
+            format!(
+                "generator {}",
+                crate::sprint_view::usage_text(&all.by_role.generator)
+            ),
+            format!(
+                "evaluator {}",
+                crate::sprint_view::usage_text(&all.by_role.evaluator)
+            ),
+        ];
+        parts.extend(all.by_provider.iter().map(|(provider, usage)| {
+            format!("{provider} {}", crate::sprint_view::usage_text(usage))
+        }));
+        outln!(
+            "usage {} ({})",
+            crate::sprint_view::usage_text(&all.total),
+            parts.join("; ")
         );
     }
 }

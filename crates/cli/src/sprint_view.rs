@@ -33,7 +33,7 @@ fn elapsed(d: Duration) -> String {
 }
 
 /// Tokens and cost in a few characters: `in 1.2k out 300 $0.0123`.
-fn usage_text(u: &Usage) -> String {
+pub(crate) fn usage_text(u: &Usage) -> String {
     let cost = u.cost_usd.map(|c| format!(" ${c:.4}")).unwrap_or_default();
     format!("in {} out {}{cost}", tokens(u.input), tokens(u.output))
 }
@@ -285,6 +285,9 @@ pub(crate) fn summary_lines(name: &str, summary: &SprintSummary) -> Vec<String> 
             details.push(reason.clone());
         }
         details.extend(t.warnings.iter().map(|w| format!("warning: {w}")));
+        if t.roll_up.total != Usage::default() {
+            details.push(usage_text(&t.roll_up.total));
+        }
         lines.push(format!(
             "  {:<7}  {:<width$}  {}",
             t.status.as_str(),
@@ -300,6 +303,10 @@ pub(crate) fn summary_lines(name: &str, summary: &SprintSummary) -> Vec<String> 
         "evaluator  {}",
         usage_text(&summary.usage.evaluator)
     ));
+    for (provider, usage) in &summary.roll_up.by_provider {
+        lines.push(format!("{:<9}  {}", provider.as_str(), usage_text(usage)));
+    }
+    lines.push(format!("total      {}", usage_text(&summary.roll_up.total)));
     match summary.end {
         SprintEnd::Done | SprintEnd::Blocked => {}
         SprintEnd::RateLimited | SprintEnd::Cancelled => {
@@ -641,6 +648,16 @@ impl RunObserver for SpawnObserver {
         ));
     }
 
+    fn account_wait(&self, _attempt: u32, provider: ProviderId, until: std::time::SystemTime) {
+        let clock = crate::render::clock_utc(until);
+        self.shared.log(&format!(
+            "{}  round {}  {}: waiting for {provider} until {clock} UTC (another run found the \
+             account rate-limited)",
+            self.task, self.round, self.role
+        ));
+        self.activity(format!("waiting for {provider} until {clock}"));
+    }
+
     fn cold_fallback(&self, _attempt: u32, stale: &SessionId) {
         self.shared.log(&format!(
             "{}  round {}  {}: session {stale} not found, the task runs cold with the full brief",
@@ -652,7 +669,7 @@ impl RunObserver for SpawnObserver {
 #[cfg(test)]
 mod tests {
     use corral_ports::Outcome;
-    use corral_sprint::{Attribution, RoleUsage, TaskSummary};
+    use corral_sprint::{Attribution, RoleUsage, TaskSummary, UsageRollUp};
 
     use super::*;
 
@@ -687,6 +704,7 @@ mod tests {
                         generator: usage(2400, 300, 0.02),
                         evaluator: usage(1200, 100, 0.01),
                     },
+                    roll_up: roll_up(),
                 },
                 TaskSummary {
                     id: id("t2"),
@@ -697,12 +715,30 @@ mod tests {
                     reason: Some("the agent said: no\x1b[2J".into()),
                     warnings: vec!["the agent checked out elsewhere".into()],
                     usage: RoleUsage::default(),
+                    roll_up: UsageRollUp::default(),
                 },
             ],
             usage: RoleUsage {
                 generator: usage(2400, 300, 0.02),
                 evaluator: usage(1200, 100, 0.01),
             },
+            roll_up: Box::new(roll_up()),
+        }
+    }
+
+    /// t1's usage, the generator on Claude Code and the evaluator on Codex.
+    fn roll_up() -> UsageRollUp {
+        UsageRollUp {
+            total: usage(3600, 400, 0.03),
+            by_role: RoleUsage {
+                generator: usage(2400, 300, 0.02),
+                evaluator: usage(1200, 100, 0.01),
+            },
+            by_provider: [
+                (ProviderId::Claude, usage(2400, 300, 0.02)),
+                (ProviderId::Codex, usage(1200, 100, 0.01)),
+            ]
+            .into(),
         }
     }
 

@@ -71,6 +71,9 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
     // The user's cache, never the project's: an agent may write in the project, and a
     // remembered version decides whether a CLI runs at all.
     config.version_cache = corral_engine::user_version_cache(&config.ambient());
+    // The user's state, shared by every run of the user's accounts; an agent must not be able to
+    // lift or plant a hold, so it is never in the project either.
+    config.rate_limit_gate = corral_engine::user_rate_limit_dir(&config.ambient());
     config
 }
 

@@ -238,6 +238,10 @@ impl RunObserver for RecordingObserver {
         self.inner.backoff(attempt, wait, reason);
     }
 
+    fn account_wait(&self, attempt: u32, provider: ProviderId, until: std::time::SystemTime) {
+        self.inner.account_wait(attempt, provider, until);
+    }
+
     fn cold_fallback(&self, attempt: u32, stale: &SessionId) {
         let written = self.journal.update(|record| {
             record.cold_fallback_from = Some(stale.to_string());

@@ -65,6 +65,11 @@ pub struct EngineConfig {
     /// [`crate::user_version_cache`]), so an unchanged CLI is asked once, not before every run;
     /// `None` (the default) asks every time.
     pub version_cache: Option<std::path::PathBuf>,
+    /// The directory of the rate-limit gate (see [`crate::user_rate_limit_dir`]): a run that
+    /// learns its provider account is limited records until when, and every run on that account
+    /// waits for it before its next spawn. `None` (the default) shares nothing: each run meets
+    /// its own rate limits.
+    pub rate_limit_gate: Option<std::path::PathBuf>,
 }
 
 impl EngineConfig {
@@ -114,6 +119,7 @@ impl Default for EngineConfig {
             sandbox: SandboxConfig::default(),
             child_subreaper: true,
             version_cache: None,
+            rate_limit_gate: None,
         }
     }
 }

@@ -92,7 +92,8 @@ impl ResolvedEnv {
     }
 }
 
-fn matches(pattern: &str, name: &str) -> bool {
+/// Whether `name` matches `pattern` (a name, or a prefix with a trailing `*`).
+pub(crate) fn matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
         None => pattern == name,

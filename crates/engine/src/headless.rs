@@ -8,6 +8,7 @@
 //! ports' result.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use corral_ports::{AiSession, ProviderError, ProviderOutput, RunEvidence, RunObserver, SessionId};
 
@@ -17,6 +18,7 @@ use crate::backoff::WaitBasis;
 use crate::classify::{AttemptClass, ClassifyInput, classify};
 use crate::engine::Engine;
 use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
+use crate::gate::{self, AccountKey, Hold, RateLimitGate};
 use crate::host::{HOST_CWD, host_program};
 use crate::launch::{Launch, OpenEgress, Spawned, launch, spawn};
 use crate::log::Record;
@@ -67,8 +69,17 @@ async fn attempts(
     // Without the cold fallback, a stale session ends the run at once, as if the one cold run
     // had been spent.
     progress.stale_fallback_used = !scope.session.cold_fallback;
+    let account = AccountGate::of(scope);
     loop {
         let attempt = progress.next_attempt();
+        if !wait_for_account(scope, observer, account.as_ref(), attempt).await {
+            return conclude(
+                scope,
+                Verdict::Cancelled,
+                &AttemptResult::default(),
+                progress,
+            );
+        }
         observer.attempt_started(attempt, progress.resume.as_ref());
         let context = AttemptInputs {
             sandbox: &sandbox,
@@ -86,6 +97,8 @@ async fn attempts(
             &config.retry,
         ) {
             Step::Backoff { wait, basis } => {
+                let until = gate::epoch_ms(SystemTime::now() + wait);
+                hold_account(scope, account.as_ref(), attempt, until, basis.as_str());
                 if !back_off(scope, observer, &progress, wait, basis).await {
                     return conclude(scope, Verdict::Cancelled, &result, progress);
                 }
@@ -105,9 +118,133 @@ async fn attempts(
                     pointer = write_pointer(scope, &cold)?;
                 }
             }
-            Step::Done(verdict) => return conclude(scope, verdict, &result, progress),
+            Step::Done(verdict) => {
+                // A reset too far away to wait for still holds the account's other runs.
+                if let Verdict::RateLimited {
+                    resets_at_epoch_s: Some(reset),
+                } = verdict
+                {
+                    let until = reset.saturating_mul(1000);
+                    let basis = WaitBasis::ResetTime.as_str();
+                    hold_account(scope, account.as_ref(), attempt, until, basis);
+                }
+                return conclude(scope, verdict, &result, progress);
+            }
         }
     }
+}
+
+/// The run's provider account and the gate it shares with every other run on it.
+struct AccountGate {
+    gate: RateLimitGate,
+    key: AccountKey,
+}
+
+impl AccountGate {
+    /// `None` when the engine keeps no gate.
+    fn of(scope: &RunScope<'_>) -> Option<Self> {
+        let config = scope.config();
+        let dir = config.rate_limit_gate.as_deref()?;
+        let key = AccountKey::of(
+            scope.provider,
+            &scope.adapter.env_profile(),
+            &config.ambient(),
+        );
+        Some(AccountGate {
+            gate: RateLimitGate::new(dir),
+            key,
+        })
+    }
+}
+
+/// Tells the gate that this run's account is limited until `until_epoch_ms`. A gate that cannot
+/// be written costs the other runs their own 429s, not this run its result: it is a warning.
+fn hold_account(
+    scope: &mut RunScope<'_>,
+    account: Option<&AccountGate>,
+    attempt: u32,
+    until_epoch_ms: u64,
+    basis: &str,
+) {
+    let Some(account) = account else {
+        return;
+    };
+    let hold = Hold {
+        until_epoch_ms,
+        basis: basis.to_string(),
+        set_by: scope.token(attempt),
+    };
+    if let Err(e) = account.gate.record(&account.key, &hold) {
+        tracing::warn!(error = %e, "could not record the rate-limit hold for the account");
+        return;
+    }
+    scope.log.record(
+        attempt,
+        &Record::RateLimitHold {
+            until_epoch_ms,
+            basis,
+        },
+    );
+}
+
+/// Waits until the account's hold has passed, when another run recorded one; `false` when the
+/// caller cancelled meanwhile. A hold further away than the longest reset wait is not waited
+/// for: the attempt runs and learns the limit for itself, as a run with no gate would.
+async fn wait_for_account(
+    scope: &mut RunScope<'_>,
+    observer: &Arc<dyn RunObserver>,
+    account: Option<&AccountGate>,
+    attempt: u32,
+) -> bool {
+    let Some(account) = account else {
+        return true;
+    };
+    let Some(hold) = account.gate.read(&account.key) else {
+        return true;
+    };
+    // This run's own hold is its backoff, already slept to its end: it has passed.
+    let Some(wait) = gate::remaining(hold.until_epoch_ms, SystemTime::now()) else {
+        return true;
+    };
+    if wait > scope.config().retry.max_reset_wait {
+        return true;
+    }
+    let provider = account.key.provider();
+    scope.log.record(
+        attempt,
+        &Record::RateLimitWait {
+            provider: provider.as_str(),
+            until_epoch_ms: hold.until_epoch_ms,
+            wait_ms: wait.as_millis() as u64,
+            set_by: &hold.set_by,
+        },
+    );
+    scope.log.flush();
+    tracing::info!(
+        provider = provider.as_str(),
+        until = gate::clock_utc(hold.until_epoch_ms),
+        set_by = hold.set_by,
+        "waiting for the provider account's rate limit"
+    );
+    observer.account_wait(
+        attempt,
+        provider,
+        UNIX_EPOCH + Duration::from_millis(hold.until_epoch_ms),
+    );
+    let cancelled = tokio::select! {
+        () = tokio::time::sleep(wait) => false,
+        () = scope.session.cancel.cancelled() => true,
+    };
+    if cancelled {
+        scope.log.record(
+            attempt,
+            &Record::Classified {
+                class: "cancelled",
+                detail: "cancelled while waiting for the account's rate limit".into(),
+            },
+        );
+    }
+    !cancelled
 }
 
 /// A CLI that cannot resume is refused before anything runs (not even its version probe).

@@ -32,6 +32,7 @@ mod engine;
 mod env;
 mod files;
 mod framing;
+mod gate;
 mod git_check;
 mod headless;
 mod host;
@@ -80,6 +81,7 @@ pub use files::{
     write_prompt_pointer, write_record_file,
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
+pub use gate::{RATE_LIMIT_DIR, user_rate_limit_dir};
 pub use git_check::{
     Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, git_snapshot, strays,
 };

@@ -246,6 +246,24 @@ pub enum Record<'a> {
         /// Session the next attempt resumes, if any.
         next_resume: Option<&'a SessionId>,
     },
+    /// This run told the rate-limit gate that its provider account is limited until then.
+    RateLimitHold {
+        /// Until when (milliseconds since the epoch).
+        until_epoch_ms: u64,
+        /// Where that came from (a reset time or this run's own backoff).
+        basis: &'a str,
+    },
+    /// The next spawn waits for a hold another run recorded on the same provider account.
+    RateLimitWait {
+        /// The provider whose account is limited.
+        provider: &'a str,
+        /// Until when (milliseconds since the epoch).
+        until_epoch_ms: u64,
+        /// How long the wait is.
+        wait_ms: u64,
+        /// The run that recorded the hold (`<run id>-<attempt>`).
+        set_by: &'a str,
+    },
     /// The next attempt starts without resuming (the session was not found).
     ColdRetry {
         /// The session that was not found.

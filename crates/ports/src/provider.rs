@@ -49,6 +49,9 @@ pub trait RunObserver: Send + Sync {
     fn event(&self, _attempt: u32, _event: &AgentEvent) {}
     /// The supervisor waits before the next attempt (rate limit backoff).
     fn backoff(&self, _attempt: u32, _wait: std::time::Duration, _reason: &str) {}
+    /// The next spawn waits until `until` (a wall-clock instant) because another run found the
+    /// same `provider` account rate-limited.
+    fn account_wait(&self, _attempt: u32, _provider: ProviderId, _until: std::time::SystemTime) {}
     /// The session to resume was not found, so the next attempt runs the task cold, in a new
     /// session.
     fn cold_fallback(&self, _attempt: u32, _stale: &SessionId) {}

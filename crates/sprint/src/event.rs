@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::layout::Role;
 use crate::names::TaskId;
-use crate::state::{Attribution, RoleUsage, Step, TaskStatus};
+use crate::state::{Attribution, RoleUsage, Step, TaskStatus, UsageRollUp};
 
 /// One step of a sprint. Serialised with an `event` tag in kebab-case, fields in camelCase.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -226,6 +226,8 @@ pub struct TaskSummary {
     pub warnings: Vec<String>,
     /// Tokens and cost per role.
     pub usage: RoleUsage,
+    /// Tokens and cost in total, per role and per provider.
+    pub roll_up: UsageRollUp,
 }
 
 /// The end of a sprint run.
@@ -240,6 +242,9 @@ pub struct SprintSummary {
     pub tasks: Vec<TaskSummary>,
     /// Tokens and cost per role over every task.
     pub usage: RoleUsage,
+    /// Tokens and cost over every task: in total, per role and per provider (boxed: it would
+    /// make every `SprintEvent` as large as the summary's).
+    pub roll_up: Box<UsageRollUp>,
 }
 
 /// Receives a sprint's events. Implementations must return quickly.

@@ -32,7 +32,7 @@ use crate::names::TaskId;
 use crate::prompt::{self, ShownLearning};
 use crate::state::{
     Attribution, RoleUsage, RunProgress, SprintState, StateError, Step, TaskProgress, TaskStatus,
-    read_state, write_state,
+    UsageRollUp, read_state, write_state,
 };
 
 /// The round's diff, in the round's directory.
@@ -932,6 +932,10 @@ impl<'r, 'a> Flow<'r, 'a> {
                 Role::Evaluator => usage.evaluator = report.usage,
             }
             t.usage.add(&usage);
+            t.usage_by_provider
+                .entry(agent.provider())
+                .or_default()
+                .add(&report.usage);
             // Not undone, and not blocking: Corral cannot take back a write outside the tree
             // (the sandbox, when there is one, refuses it); it is named for the user to look at.
             if !report.stray_writes.is_empty() {
@@ -1499,6 +1503,7 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
             .map(|t| {
                 usage.add(&t.usage);
                 TaskSummary {
+                    roll_up: UsageRollUp::of_task(t),
                     id: t.id.clone(),
                     status: t.status,
                     rounds: t.round,
@@ -1515,6 +1520,7 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
             exit_code: end.exit_code(),
             tasks,
             usage,
+            roll_up: Box::new(state.usage()),
         }
     }
 }

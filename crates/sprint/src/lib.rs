@@ -54,7 +54,7 @@ pub use layout::{
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
 pub use state::{
     Attribution, RoleUsage, RunProgress, STATE_SCHEMA_VERSION, SprintState, StateError, Step,
-    TaskProgress, TaskState, TaskStatus, read_state, write_state,
+    TaskProgress, TaskState, TaskStatus, UsageRollUp, read_state, write_state,
 };
 
 /// Validates sprint file text `src` as if read from `path` (briefs are read relative to it).

@@ -1,10 +1,11 @@
 //! `sprint.json`: how far a sprint has come, written atomically after every step so that a
 //! sprint killed at any moment continues from what the file says.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use corral_ports::Usage;
+use corral_ports::{ProviderId, Usage};
 use serde::{Deserialize, Serialize};
 
 use crate::file::SprintFile;
@@ -76,6 +77,10 @@ pub struct TaskState {
     /// Tokens and cost per role, over every round.
     #[serde(default, skip_serializing_if = "RoleUsage::is_empty")]
     pub usage: RoleUsage,
+    /// Tokens and cost per provider, over every round (the provider that played each spawn's
+    /// role then, which a later run of the sprint file may change).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage_by_provider: BTreeMap<ProviderId, Usage>,
     /// Where a running task is inside its round (absent unless it is running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<TaskProgress>,
@@ -107,6 +112,51 @@ impl RoleUsage {
     pub fn add(&mut self, other: &RoleUsage) {
         self.generator.add(&other.generator);
         self.evaluator.add(&other.evaluator);
+    }
+}
+
+/// Tokens and cost rolled up: in total, per role and per provider.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageRollUp {
+    /// Every spawn's usage.
+    pub total: Usage,
+    /// Per role.
+    pub by_role: RoleUsage,
+    /// Per provider.
+    pub by_provider: BTreeMap<ProviderId, Usage>,
+}
+
+impl UsageRollUp {
+    /// The roll-up of one task.
+    pub fn of_task(task: &TaskState) -> Self {
+        let mut total = task.usage.generator;
+        total.add(&task.usage.evaluator);
+        UsageRollUp {
+            total,
+            by_role: task.usage,
+            by_provider: task.usage_by_provider.clone(),
+        }
+    }
+
+    /// Adds another roll-up to this one.
+    pub fn add(&mut self, other: &UsageRollUp) {
+        self.total.add(&other.total);
+        self.by_role.add(&other.by_role);
+        for (provider, usage) in &other.by_provider {
+            self.by_provider.entry(*provider).or_default().add(usage);
+        }
+    }
+}
+
+impl SprintState {
+    /// The sprint's roll-up over every task.
+    pub fn usage(&self) -> UsageRollUp {
+        let mut all = UsageRollUp::default();
+        for task in &self.tasks {
+            all.add(&UsageRollUp::of_task(task));
+        }
+        all
     }
 }
 
@@ -253,6 +303,7 @@ impl SprintState {
                     attribution: None,
                     warnings: Vec::new(),
                     usage: RoleUsage::default(),
+                    usage_by_provider: BTreeMap::new(),
                     progress: None,
                     task_branch: None,
                 })

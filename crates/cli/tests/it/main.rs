@@ -17,6 +17,7 @@ mod providers;
 mod support;
 mod unlucky;
 
+mod account_gate;
 mod bad_input;
 mod claude_contract;
 mod commands;

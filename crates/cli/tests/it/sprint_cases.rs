@@ -377,6 +377,10 @@ fn three_tasks_a_pass_a_regression_fixed_on_the_resumed_session_and_a_critique()
     assert_eq!(learnings.lines().count(), 3, "{learnings}");
     let s = status(&world);
     assert!(s.to_string().contains("t3"), "{s}");
+    // Tokens and cost rolled up per provider and for the sprint: every spawn ran on Claude Code.
+    let claude = &s["rollUp"]["byProvider"]["claude"];
+    assert!(claude["input"].as_u64().is_some_and(|n| n > 0), "{s}");
+    assert_eq!(s["rollUp"]["total"], *claude, "{s}");
 }
 
 #[test]
@@ -1025,4 +1029,109 @@ fn the_commits_carry_the_identity_of_the_users_global_git_config() {
         String::from_utf8_lossy(&author.stdout).trim(),
         "Global Person <global@example.invalid> / Global Person <global@example.invalid>"
     );
+}
+
+/// `--jobs 2` through the real Claude Code: two independent tasks run at the same time, each in
+/// its own worktree, and each lands as its own commit on the sprint's branch. The prompts name
+/// their files relative to the working directory, as a sprint file for a parallel run must (an
+/// absolute path into the project would write past the worktree); the fake model resolves the
+/// name against the worktree the CLI runs in, as a model reads its working directory from the
+/// CLI's system prompt, and the test checks that the file landed there and not in the project.
+#[test]
+fn two_independent_tasks_run_at_once_in_their_worktrees_with_jobs_2() {
+    let worktree = |project: &Path, id: &str| {
+        canonical(project)
+            .join(".corral/sprints")
+            .join(NAME)
+            .join("worktrees")
+            .join(id)
+    };
+    let world = World::new(&CLAUDE, |project| {
+        let mut scenario = Scenario::default();
+        for id in ["t1", "t2"] {
+            scenario = scenario.with_round(
+                Role::Generator,
+                id,
+                1,
+                [
+                    Step::write_file(&worktree(project, id).join(format!("{id}.txt")), "ok\n"),
+                    Step::write_signals(complete(&format!("Write {id}"))),
+                    Step::text("Done."),
+                ],
+            );
+        }
+        scenario
+    });
+    let mut file = "[sprint]\nname = \"it\"\ncheck = \"! grep -qs broken t*.txt\"\n\
+                    check_timeout_ms = 60000\nmax_rounds = 2\nmax_attempts = 1\n\n\
+                    [roles.generator]\nprovider = \"claude\"\n\n\
+                    [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n\n"
+        .to_string();
+    for id in ["t1", "t2"] {
+        file.push_str(&format!(
+            "[[tasks]]\nid = \"{id}\"\ntitle = \"Write {id}\"\n\
+             prompt = \"Write ok to {id}.txt in the working directory.\"\n\n"
+        ));
+    }
+    repository(&world, &file);
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .timeout(RUN_CAP * 3)
+        .args(["sprint", "run", "--json", "--jobs", "2"])
+        .output()
+        .unwrap();
+    let text = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        sprint_commits(&world),
+        [
+            ("Write t1".to_owned(), "t1".to_owned()),
+            ("Write t2".to_owned(), "t2".to_owned())
+        ],
+        "{text}"
+    );
+    // Both generators were under way before either ended.
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let position = |event: &str, task: &str| {
+        events
+            .iter()
+            .position(|e| e["event"] == event && e["task"] == task)
+            .unwrap_or_else(|| panic!("no {event} for {task}: {text}"))
+    };
+    let first_end = position("spawn-finished", "t1").min(position("spawn-finished", "t2"));
+    assert!(
+        position("spawn-started", "t1") < first_end && position("spawn-started", "t2") < first_end,
+        "the two spawns did not overlap: {text}"
+    );
+    // Each model call was made from its task's worktree prompt, naming no path in the project.
+    let project = world.project();
+    for request in world.api.model_requests() {
+        let asked = request.last_user_text.unwrap_or_default();
+        if asked.contains("Write ok to") {
+            assert!(
+                !asked.contains(&format!("{}/t", project.display())),
+                "a prompt names a path in the project: {asked}"
+            );
+        }
+    }
+    // The files were written in the worktrees and reached the project only by the fold.
+    let head = corral_test_support::command(Path::new("git"))
+        .current_dir(&project)
+        .args(["show", "--stat", "--format=", "corral/it"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&head.stdout).contains("t2.txt"),
+        "{}",
+        String::from_utf8_lossy(&head.stdout)
+    );
+    let s = status(&world);
+    for t in s["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "done", "{s}");
+    }
 }

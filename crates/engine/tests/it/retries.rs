@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral_engine::{CliAdapter, EngineConfig, VersionCheck};
-use corral_ports::{CancellationToken, Outcome, ProviderError, RunObserver, SessionId};
+use corral_ports::{CancellationToken, Outcome, ProviderError, ProviderId, RunObserver, SessionId};
 use serde_json::Value;
 
 use crate::support::*;
@@ -414,4 +414,88 @@ async fn a_hanging_version_command_times_out() {
         "{message}"
     );
     assert!(!s.pid_file().exists(), "the CLI never ran");
+}
+
+/// Observer that cancels the run as soon as it waits for its account's rate limit.
+struct CancelOnAccountWait(CancellationToken);
+
+impl RunObserver for CancelOnAccountWait {
+    fn account_wait(&self, _attempt: u32, _provider: ProviderId, _until: std::time::SystemTime) {
+        self.0.cancel();
+    }
+}
+
+/// The wall time of a log record.
+fn wall_ms(record: &Value) -> u64 {
+    let t = humantime::parse_rfc3339(record["t"].as_str().unwrap()).unwrap();
+    t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// Three runs of one account in one process, sharing the gate: the first is rate-limited and
+/// backs off 1.5 s (±20 %), recording the hold; the second, started during that backoff, holds
+/// its spawn until the hold has passed; the third, cancelled while it waits, ends cancelled
+/// without starting its CLI.
+#[tokio::test]
+async fn runs_in_one_process_wait_for_the_hold_another_run_recorded() {
+    let gate = tempfile::tempdir().unwrap();
+    let mut config = fast_config();
+    config.retry.initial = Duration::from_millis(1500);
+    config.retry.max = Duration::from_millis(1500);
+    config.rate_limit_gate = Some(gate.path().join("rate-limits"));
+    let (first, second, third) = (Scratch::new(), Scratch::new(), Scratch::new());
+    let state = first.path("state");
+    let first_args = [
+        "--times",
+        "1",
+        "--session-id",
+        "g-1",
+        "--state-file",
+        state.to_str().unwrap(),
+    ];
+    let first_adapter = first.adapter("rate-limit-then-ok", &first_args);
+    let first_run = run(config.clone(), &first_adapter, first.session());
+    let others = async {
+        while first.log_lines().iter().all(|v| v["kind"] != "backoff") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let third_session = third.session();
+        let cancel = Arc::new(CancelOnAccountWait(third_session.cancel.clone()));
+        let second_adapter = second.adapter("ok", &["--session-id", "g-2"]);
+        let third_adapter = third.adapter("ok", &["--session-id", "g-3"]);
+        tokio::join!(
+            run(config.clone(), &second_adapter, second.session()),
+            run_observed(config.clone(), &third_adapter, third_session, cancel),
+        )
+    };
+    let (first_out, (second_out, third_out)) = tokio::join!(first_run, others);
+    assert_eq!(first_out.unwrap().outcome, Outcome::Succeeded);
+    assert_eq!(second_out.unwrap().outcome, Outcome::Succeeded);
+    let third_err = third_out.unwrap_err();
+    assert!(
+        matches!(third_err, ProviderError::Cancelled { .. }),
+        "{third_err}"
+    );
+
+    let first_log = first.assert_log_complete("succeeded");
+    let hold = records(&first_log, "rate_limit_hold");
+    assert_eq!(hold.len(), 1, "{first_log:#?}");
+    let until = hold[0]["until_epoch_ms"].as_u64().unwrap();
+    assert_eq!(hold[0]["basis"], "exponential backoff");
+
+    let second_log = second.assert_log_complete("succeeded");
+    let waits = records(&second_log, "rate_limit_wait");
+    assert_eq!(waits.len(), 1, "{second_log:#?}");
+    assert_eq!(waits[0]["until_epoch_ms"], until);
+    assert!(waits[0]["set_by"].as_str().unwrap().ends_with("-1"));
+    let spawns = records(&second_log, "spawn");
+    assert_eq!(spawns.len(), 1);
+    assert!(
+        wall_ms(spawns[0]) >= until,
+        "the second run spawned {} ms before the hold ended",
+        until - wall_ms(spawns[0])
+    );
+
+    let third_log = third.assert_log_complete("cancelled");
+    assert!(records(&third_log, "spawn").is_empty(), "{third_log:#?}");
+    assert_eq!(records(&third_log, "rate_limit_wait").len(), 1);
 }

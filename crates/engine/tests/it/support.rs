@@ -199,6 +199,16 @@ impl Scratch {
             .collect()
     }
 
+    /// The execution log's complete lines so far (none before the file exists), for polling a
+    /// run that is still going.
+    pub fn log_lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.run_dir().join("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     /// The log is complete: it starts with run_started and ends with run_finished.
     pub fn assert_log_complete(&self, outcome: &str) -> Vec<Value> {
         let log = self.log();

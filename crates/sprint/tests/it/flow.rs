@@ -662,6 +662,21 @@ async fn three_tasks_pass_first_time_after_a_regression_and_after_a_failed_revie
     // Usage per role: 5 generator spawns, 4 evaluator spawns of 100 input tokens each.
     assert_eq!(summary.usage.generator.input, Some(500));
     assert_eq!(summary.usage.evaluator.input, Some(400));
+    // Rolled up: in total, and per provider (the generator on Claude Code, the evaluator on
+    // Codex), for the sprint and for each task, in the summary and in sprint.json alike.
+    let all = &summary.roll_up;
+    assert_eq!(all.total.input, Some(900));
+    assert_eq!(all.by_role, summary.usage);
+    assert_eq!(all.by_provider[&ProviderId::Claude].input, Some(500));
+    assert_eq!(all.by_provider[&ProviderId::Codex].input, Some(400));
+    let per_task: u64 = summary
+        .tasks
+        .iter()
+        .filter_map(|t| t.roll_up.total.input)
+        .sum();
+    assert_eq!(per_task, 900);
+    let state = corral_sprint::read_state(&l.state_file()).unwrap();
+    assert_eq!(state.usage(), *summary.roll_up);
 }
 
 #[tokio::test]

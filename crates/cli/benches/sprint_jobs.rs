@@ -1,0 +1,270 @@
+//! `cargo bench -p corral-cli --bench sprint_jobs`: what `corral sprint run --jobs 4` gains over
+//! `--jobs 1` when the agents, not Corral, take the time (issue 13, "Parallel waves").
+//!
+//! Both sides run the same sprint of eight independent tasks, one round each, evaluator off,
+//! through the same stand-in for Claude Code: a shell script that works for 2 s (a `sleep`),
+//! writes `<task>.txt` in its working directory (the task's worktree with `--jobs 4`, the project
+//! with `--jobs 1`), writes `signals.json` and prints a stream-json init and result line.
+//! `--jobs 1` runs the tasks one after another in the project; `--jobs 4` runs them in two waves
+//! of four, each task in its own git worktree, folded onto the sprint's branch after each wave.
+//!
+//! Both under the default sandbox, each in a fresh copy of the same repository; the sides
+//! alternate round by round (ABBA). Target: `--jobs 4`'s median wall ≤ 0.35× `--jobs 1`'s (the
+//! agents' 16 s of work alone would allow 0.25×). The table goes to stdout and
+//! `target/bench-sprint-jobs-report.md`; `docs/benchmarks.md` has the last figures. Run without
+//! `--bench` (as `cargo test --benches` does), it makes one small run of each side (two tasks)
+//! and checks both made their commits.
+
+// A benchmark is a tool, not product: a failed run stops it loudly, and it runs git itself.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
+mod common;
+
+use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::Instant;
+
+use common::{fmt_list, median};
+use corral_test_support::is_root;
+
+/// Tasks per run, measured and in the smoke run.
+const TASKS: usize = 8;
+const SMOKE_TASKS: usize = 2;
+/// The parallel side's `--jobs`, measured and in the smoke run.
+const JOBS: usize = 4;
+const SMOKE_JOBS: usize = 2;
+/// How long the stand-in agent works per task, in seconds.
+const WORK_S: u32 = 2;
+/// Target: `--jobs 4` wall over `--jobs 1` wall.
+const TARGET: f64 = 0.35;
+/// The check both sides run.
+const CHECK: &str = "! grep -qs TODO *.txt";
+
+/// The stand-in for Claude Code. The sprint's spawn directory
+/// (`…/implement/<task>/rounds/<N>/generator/signals.json`) names the task.
+const STAND_IN: &str = r#"#!/bin/sh
+if [ "$1" = "--version" ]; then echo "2.1.197 (Claude Code)"; exit 0; fi
+PROMPT=$(cat)
+SIGNALS=$(printf '%s\n' "$PROMPT" | grep -o '/[^`]*signals\.json' | head -n 1)
+R=${SIGNALS%/generator/signals.json}; T=${R%/rounds/*}; TASK=${T##*/}
+echo '{"type":"system","subtype":"init","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","model":"claude-opus-4-8"}'
+sleep WORK_S
+echo done > "$TASK.txt"
+printf '%s' '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}]}' > "$SIGNALS"
+echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":5}}'
+"#;
+
+/// A scratch home, the stand-in, and a template repository that each run copies.
+struct Place {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    stand_in: PathBuf,
+    template: PathBuf,
+    tasks: usize,
+}
+
+impl Place {
+    fn new(tasks: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let stand_in = root.join("claude");
+        std::fs::write(&stand_in, STAND_IN.replace("WORK_S", &WORK_S.to_string())).unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let template = root.join("template");
+        std::fs::create_dir_all(&template).unwrap();
+        std::fs::write(template.join("README"), "bench\n").unwrap();
+        std::fs::write(template.join(".gitignore"), ".corral/\n").unwrap();
+        std::fs::write(template.join("corral-sprint.toml"), sprint_file(tasks)).unwrap();
+        for args in [
+            &["init", "--quiet", "--initial-branch=main"][..],
+            &["config", "user.name", "Bench"],
+            &["config", "user.email", "bench@example.invalid"],
+            &["add", "--all"],
+            &["commit", "--quiet", "-m", "start"],
+        ] {
+            git(&template, args);
+        }
+        Place {
+            _dir: dir,
+            root,
+            home,
+            stand_in,
+            template,
+            tasks,
+        }
+    }
+
+    /// A fresh copy of the template repository.
+    fn project(&self, name: &str) -> PathBuf {
+        let project = self.root.join(name);
+        let _ = std::fs::remove_dir_all(&project);
+        let status = corral_test_support::command(Path::new("cp"))
+            .arg("-a")
+            .arg(&self.template)
+            .arg(&project)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        project
+    }
+
+    /// `corral sprint run --jobs <jobs>` with only what a run needs in its environment.
+    fn sprint_run(&self, corral: &Path, project: &Path, jobs: usize) -> std::process::Command {
+        let mut cmd = corral_test_support::command(corral);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("ANTHROPIC_API_KEY", "sk-bench")
+            .env("CORRAL_PROVIDERS__CLAUDE__COMMAND", &self.stand_in)
+            .current_dir(project)
+            .stdin(Stdio::null())
+            .args(["sprint", "run", "--jobs", &jobs.to_string()]);
+        if is_root() {
+            cmd.env("IS_SANDBOX", "1");
+        }
+        cmd
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = corral_test_support::command(Path::new("git"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn task_id(n: usize) -> String {
+    format!("t{n:02}")
+}
+
+fn sprint_file(tasks: usize) -> String {
+    let mut out = format!(
+        "[sprint]\nname = \"bench\"\ncheck = \"{CHECK}\"\ncheck_timeout_ms = 30000\n\
+         max_rounds = 1\nmax_attempts = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n\
+         [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
+    );
+    for n in 1..=tasks {
+        let id = task_id(n);
+        write!(
+            out,
+            "\n[[tasks]]\nid = \"{id}\"\ntitle = \"Task {id}\"\nprompt = \"Write {id}.txt.\"\n"
+        )
+        .unwrap();
+    }
+    out
+}
+
+/// One run with `--jobs <jobs>` in a fresh copy: its wall in seconds. Checks that every task
+/// was committed on the sprint's branch with its file.
+fn run(corral: &Path, place: &Place, jobs: usize) -> f64 {
+    let project = place.project(&format!("jobs-{jobs}"));
+    let mut cmd = place.sprint_run(corral, &project, jobs);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let out = cmd.output().unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "--jobs {jobs} exited with {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = git(&project, &["log", "--format=%s", "corral/bench"]);
+    let commits = log.lines().filter(|l| l.starts_with("Task t")).count();
+    assert_eq!(
+        commits, place.tasks,
+        "--jobs {jobs} made {commits} commits:\n{log}"
+    );
+    let files = git(&project, &["ls-tree", "--name-only", "corral/bench"]);
+    for n in 1..=place.tasks {
+        let name = format!("{}.txt", task_id(n));
+        assert!(
+            files.lines().any(|f| f == name),
+            "--jobs {jobs}: no {name} in\n{files}"
+        );
+    }
+    wall
+}
+
+/// `rounds` alternating rounds of both sides; walls in seconds, `[serial, parallel]`.
+fn rounds(corral: &Path, place: &Place, jobs: usize, rounds: usize) -> [Vec<f64>; 2] {
+    let mut walls: [Vec<f64>; 2] = Default::default();
+    for round in 0..rounds {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let n = if i == 0 { 1 } else { jobs };
+            let wall = run(corral, place, n);
+            eprintln!("  --jobs {n} round {}/{rounds}: {wall:.2} s", round + 1);
+            walls[i].push(wall);
+        }
+    }
+    walls
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+fn report(walls: &[Vec<f64>; 2], load_before: &str, load_after: &str) -> String {
+    let serial = median(&walls[0]);
+    let parallel = median(&walls[1]);
+    let ratio = parallel / serial;
+    let verdict = if ratio <= TARGET { "PASS" } else { "MISS" };
+    format!(
+        "| {TASKS} independent tasks, agent works {WORK_S} s each, stand-in Claude Code, default sandbox ({} rounds) | median wall (s) | runs (s) | ratio to `--jobs 1` | Target | Result |\n\
+         |---|---|---|---|---|---|\n\
+         | `corral sprint run --jobs 1` | {serial:.2} | {} | 1.00 | | |\n\
+         | `corral sprint run --jobs {JOBS}` | {parallel:.2} | {} | {ratio:.2}× | ≤ {TARGET:.2}× | {verdict} |\n\n\
+         Load average (1, 5, 15 min): {load_before} before, {load_after} after.\n",
+        walls[0].len(),
+        fmt_list(&walls[0]),
+        fmt_list(&walls[1]),
+    )
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let benching = args.iter().any(|a| a == "--bench");
+    let quick = args.iter().any(|a| a == "--quick");
+    let corral = PathBuf::from(env!("CARGO_BIN_EXE_corral"));
+    if !benching {
+        let place = Place::new(SMOKE_TASKS);
+        let walls = rounds(&corral, &place, SMOKE_JOBS, 1);
+        eprintln!(
+            "sprint_jobs bench smoke ({SMOKE_TASKS} tasks): --jobs 1, --jobs {SMOKE_JOBS} {walls:?}"
+        );
+        return ExitCode::SUCCESS;
+    }
+    let n = if quick { 2 } else { 4 };
+    let place = Place::new(TASKS);
+    // Warm-up, not counted: Corral's version cache, the page cache.
+    run(&corral, &place, JOBS);
+    let load_before = load_average();
+    eprintln!("sprint_jobs: {n} alternating rounds of --jobs 1 / --jobs {JOBS}, {TASKS} tasks");
+    let walls = rounds(&corral, &place, JOBS, n);
+    let table = report(&walls, &load_before, &load_average());
+    println!("{table}");
+    let target =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-sprint-jobs-report.md");
+    let _ = std::fs::write(&target, &table);
+    ExitCode::SUCCESS
+}
