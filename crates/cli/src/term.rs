@@ -574,7 +574,11 @@ mod tests {
         ] {
             let mut fast = Vec::new();
             push_inert_json_str(&mut fast, text).unwrap();
-            assert_eq!(String::from_utf8(fast).unwrap(), json(&text).unwrap(), "{text:?}");
+            assert_eq!(
+                String::from_utf8(fast).unwrap(),
+                json(&text).unwrap(),
+                "{text:?}"
+            );
         }
     }
 

@@ -657,7 +657,11 @@ fn a_json_flood_arrives_whole_and_in_order() {
     let (name, path) = agent.setting();
     let child = spawn_corral(&env, &[(name, &path)], &["run", "--json", "do it"]);
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let printed: Vec<String> = stdout
         .lines()
@@ -668,7 +672,11 @@ fn a_json_flood_arrives_whole_and_in_order() {
         .map(|v| v["event"]["text"].as_str().unwrap().to_string())
         .collect();
     let want: Vec<String> = (0..LINES).map(text).collect();
-    assert!(printed == want, "{} text events printed of {LINES}", printed.len());
+    assert!(
+        printed == want,
+        "{} text events printed of {LINES}",
+        printed.len()
+    );
     assert!(
         !stdout.contains('\u{202e}'),
         "a bidi control reached stdout unescaped"
@@ -679,5 +687,9 @@ fn a_json_flood_arrives_whole_and_in_order() {
         .filter(|r| r["kind"] == "agent" && r["event"] == "text")
         .map(|r| r["text"].as_str().unwrap().to_string())
         .collect();
-    assert!(logged == want, "{} text events logged of {LINES}", logged.len());
+    assert!(
+        logged == want,
+        "{} text events logged of {LINES}",
+        logged.len()
+    );
 }
