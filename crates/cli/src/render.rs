@@ -278,6 +278,26 @@ struct EventLine<'a> {
     kind: &'static str,
 }
 
+/// Writes the [`EventLine`] of a `text` or `thinking` event, the bytes serde would write for it,
+/// with the text copied as it is when it holds nothing to escape: the flood of a long answer
+/// is such events, and serde's escaping scan of every byte was a visible part of its cost.
+fn write_text_event_line(
+    buf: &mut Vec<u8>,
+    attempt: u32,
+    name: &str,
+    text: &str,
+) -> serde_json::Result<()> {
+    use std::io::Write;
+    write!(
+        buf,
+        "{{\"attempt\":{attempt},\"event\":{{\"event\":\"{name}\",\"text\":"
+    )
+    .map_err(serde_json::Error::io)?;
+    term::push_inert_json_str(buf, text)?;
+    buf.extend_from_slice(b"},\"type\":\"event\"}");
+    Ok(())
+}
+
 impl RunObserver for Renderer {
     fn attempt_started(&self, attempt: u32, resume: Option<&SessionId>) {
         self.json(&serde_json::json!({"type": "attempt", "attempt": attempt, "resume": resume}));
@@ -289,11 +309,31 @@ impl RunObserver for Renderer {
     }
 
     fn event(&self, attempt: u32, event: &AgentEvent) {
-        self.json(&EventLine {
-            attempt,
-            event,
-            kind: "event",
-        });
+        if self.style == Style::Json {
+            // As in `json`, an event that cannot be serialised is only in the execution log.
+            let _ = match event {
+                AgentEvent::Text { text } => term::json_line_soon_with(|buf| {
+                    write_text_event_line(buf, attempt, "text", text)
+                }),
+                AgentEvent::Thinking { text } => term::json_line_soon_with(|buf| {
+                    write_text_event_line(buf, attempt, "thinking", text)
+                }),
+                AgentEvent::SessionStarted { .. }
+                | AgentEvent::ToolUse { .. }
+                | AgentEvent::ToolResult { .. }
+                | AgentEvent::Usage { .. }
+                | AgentEvent::RateLimit { .. }
+                | AgentEvent::RetryNotice { .. }
+                | AgentEvent::TerminalResult { .. }
+                | AgentEvent::LineShortened { .. }
+                | AgentEvent::OversizedLine { .. }
+                | AgentEvent::Unparsed { .. } => term::json_line_soon(&EventLine {
+                    attempt,
+                    event,
+                    kind: "event",
+                }),
+            };
+        }
         match event {
             AgentEvent::SessionStarted { session_id, model } => {
                 let model = model
@@ -421,6 +461,31 @@ pub(crate) fn clock_utc(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hand-written line of a text event is the line serde writes for it, byte for byte.
+    #[test]
+    fn a_text_event_line_is_what_serde_writes() {
+        for text in [
+            "plain",
+            "",
+            "quote \" slash \\ break \n é ’ \u{1b}]0;x\u{7}\u{202e}\u{9b}",
+        ] {
+            for (name, event) in [
+                ("text", AgentEvent::Text { text: text.into() }),
+                ("thinking", AgentEvent::Thinking { text: text.into() }),
+            ] {
+                let mut fast = Vec::new();
+                write_text_event_line(&mut fast, 7, name, text).unwrap();
+                let slow = term::json(&EventLine {
+                    attempt: 7,
+                    event: &event,
+                    kind: "event",
+                })
+                .unwrap();
+                assert_eq!(String::from_utf8(fast).unwrap(), slow);
+            }
+        }
+    }
 
     #[test]
     fn a_long_path_keeps_its_file_name() {

@@ -25,7 +25,7 @@ use std::fmt;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Set once stdout refused a write (closed pipe): nothing more is sent there.
 static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
@@ -123,6 +123,10 @@ pub fn one_line(text: &str) -> String {
 const HOLD_MAX: usize = 64 * 1024;
 /// Held output is written at the latest this long after its first line was held.
 const HOLD_FOR: Duration = Duration::from_millis(10);
+/// When this much is held while the flusher is still writing an earlier batch (a slow reader),
+/// the line's own writer writes it all itself, waiting for the reader: what is held in memory
+/// stays bounded, and a flood slows to the reader's pace instead of growing.
+const HOLD_BEHIND: usize = 4 * HOLD_MAX;
 
 /// Output the run renderer holds back so that a flood of events costs one write per batch, not
 /// one per line. Every line written now ([`out`], [`err`], [`flush`]) first writes what is held,
@@ -131,6 +135,10 @@ const HOLD_FOR: Duration = Duration::from_millis(10);
 struct Held {
     out: Vec<u8>,
     err: Vec<u8>,
+    /// Emptied buffers from the last write, reused by the next batch so that a flood does not
+    /// allocate one per batch.
+    spare_out: Vec<u8>,
+    spare_err: Vec<u8>,
 }
 
 impl Held {
@@ -142,8 +150,35 @@ impl Held {
         self.out.len() + self.err.len()
     }
 
-    /// Writes what is held to the two streams, stdout first.
-    fn drain(&mut self, out: &mut dyn Write, err: &mut dyn Write) {
+    /// Takes what is held, leaving the spare buffers in its place.
+    fn take(&mut self) -> Batch {
+        Batch {
+            out: std::mem::replace(&mut self.out, std::mem::take(&mut self.spare_out)),
+            err: std::mem::replace(&mut self.err, std::mem::take(&mut self.spare_err)),
+        }
+    }
+
+    /// Keeps a written batch's buffers for the next one.
+    fn give_back(&mut self, batch: Batch) {
+        if self.spare_out.capacity() < batch.out.capacity() {
+            self.spare_out = batch.out;
+        }
+        if self.spare_err.capacity() < batch.err.capacity() {
+            self.spare_err = batch.err;
+        }
+    }
+}
+
+/// Output taken from [`Held`] to be written, outside the lock that producers append under.
+#[derive(Debug)]
+struct Batch {
+    out: Vec<u8>,
+    err: Vec<u8>,
+}
+
+impl Batch {
+    /// Writes the batch to the two streams, stdout first, and empties it.
+    fn write(&mut self, out: &mut dyn Write, err: &mut dyn Write) {
         if !self.out.is_empty() {
             write_to(out, &STDOUT_GONE, &self.out);
             self.out.clear();
@@ -158,8 +193,14 @@ impl Held {
 static HELD: Mutex<Held> = Mutex::new(Held {
     out: Vec::new(),
     err: Vec::new(),
+    spare_out: Vec::new(),
+    spare_err: Vec::new(),
 });
-/// Wakes the flusher when the first line is held.
+/// Held by whoever writes a batch, from taking it out of [`HELD`] until it is written: batches
+/// reach the streams in the order they were taken, whichever thread writes them. Always taken
+/// before [`HELD`], never while holding it.
+static WRITING: Mutex<()> = Mutex::new(());
+/// Wakes the flusher when the first line is held, and when a full batch is.
 static WAKE: Condvar = Condvar::new();
 /// Whether the flusher thread runs; without it nothing is held.
 static FLUSHER: OnceLock<bool> = OnceLock::new();
@@ -168,12 +209,22 @@ fn held() -> MutexGuard<'static, Held> {
     HELD.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn drain_to_std(held: &mut Held) {
-    held.drain(&mut io::stdout().lock(), &mut io::stderr().lock());
+/// Writes everything held so far, after any batch another thread is writing.
+fn drain_to_std() {
+    let _order = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut batch = held().take();
+    if batch.out.is_empty() && batch.err.is_empty() {
+        held().give_back(batch);
+        return;
+    }
+    batch.write(&mut io::stdout().lock(), &mut io::stderr().lock());
+    held().give_back(batch);
 }
 
-/// The thread that writes held output at most [`HOLD_FOR`] after it was held, so a live reader
-/// (`corral run --json | consumer`) sees every event promptly even when no more follow.
+/// The thread that writes held output: a full batch at once, anything else at most
+/// [`HOLD_FOR`] after it was held, so a live reader (`corral run --json | consumer`) sees every
+/// event promptly even when no more follow. A flood's batches are written here, while the
+/// engine goes on reading and parsing, not on the engine's thread.
 fn flusher_runs() -> bool {
     *FLUSHER.get_or_init(|| {
         std::thread::Builder::new()
@@ -184,9 +235,19 @@ fn flusher_runs() -> bool {
                     while guard.is_empty() {
                         guard = WAKE.wait(guard).unwrap_or_else(PoisonError::into_inner);
                     }
+                    let deadline = Instant::now() + HOLD_FOR;
+                    while guard.len() < HOLD_MAX {
+                        let now = Instant::now();
+                        if now >= deadline {
+                            break;
+                        }
+                        guard = WAKE
+                            .wait_timeout(guard, deadline - now)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                    }
                     drop(guard);
-                    std::thread::sleep(HOLD_FOR);
-                    drain_to_std(&mut held());
+                    drain_to_std();
                 }
             })
             .is_ok()
@@ -220,31 +281,50 @@ fn line(stream: Stream, args: fmt::Arguments<'_>, hold: bool) {
         text = clean;
     }
     text.push('\n');
-    push(stream, text.as_bytes(), hold);
+    let written: Result<(), std::convert::Infallible> = push(stream, hold, |buf| {
+        buf.extend_from_slice(text.as_bytes());
+        Ok(())
+    });
+    let Ok(()) = written;
 }
 
-/// Adds `bytes` (whole lines, already terminal-safe) to what `stream` holds, and writes it all
-/// unless it may be held back.
-fn push(stream: Stream, bytes: &[u8], hold: bool) {
+/// Lets `write` add whole lines (already terminal-safe) to what `stream` holds, straight into
+/// the held buffer, and writes it all unless it may be held back. A `write` that fails leaves
+/// nothing behind.
+fn push<E>(
+    stream: Stream,
+    hold: bool,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
     let mut held = held();
-    let was_empty = held.is_empty();
-    match stream {
-        Stream::Out => held.out.extend_from_slice(bytes),
-        Stream::Err => held.err.extend_from_slice(bytes),
+    let before = held.len();
+    let buf = match stream {
+        Stream::Out => &mut held.out,
+        Stream::Err => &mut held.err,
+    };
+    let start = buf.len();
+    let result = write(buf);
+    if result.is_err() {
+        buf.truncate(start);
     }
-    if hold && held.len() < HOLD_MAX && flusher_runs() {
-        if was_empty {
+    let len = held.len();
+    if hold && len < HOLD_BEHIND && flusher_runs() {
+        // The flusher waits for the first line held, and then for the hold to pass or a batch
+        // to fill: wake it at either.
+        if before == 0 || (before < HOLD_MAX && len >= HOLD_MAX) {
             WAKE.notify_one();
         }
-        return;
+        return result;
     }
-    drain_to_std(&mut held);
+    drop(held);
+    drain_to_std();
+    result
 }
 
 /// Writes what [`out_soon`] and [`err_soon`] hold back. Called before the program ends; every
 /// [`out`] and [`err`] does it too.
 pub fn flush() {
-    drain_to_std(&mut held());
+    drain_to_std();
 }
 
 /// Writes one sanitized line to stdout; a closed stdout is remembered, not fatal.
@@ -355,18 +435,53 @@ pub fn json(value: &impl serde::Serialize) -> serde_json::Result<String> {
 }
 
 /// `value` as one line of compact JSON on stdout, held back as [`out_soon`] is. Serialised
-/// straight into the line, with no `serde_json::Value` on the way and no second pass: the
-/// [`InertFormatter`] already leaves nothing a terminal acts on (the `--json` flood path).
+/// straight into the held output, with no `serde_json::Value` on the way, no second pass and no
+/// copy: the [`InertFormatter`] already leaves nothing a terminal acts on.
 pub fn json_line_soon(value: &impl serde::Serialize) -> serde_json::Result<()> {
-    let mut bytes = Vec::with_capacity(256);
-    let mut serializer = serde_json::Serializer::with_formatter(
-        &mut bytes,
-        InertFormatter(serde_json::ser::CompactFormatter),
-    );
-    value.serialize(&mut serializer)?;
-    bytes.push(b'\n');
-    push(Stream::Out, &bytes, true);
-    Ok(())
+    json_line_soon_with(|buf| {
+        let mut serializer = serde_json::Serializer::with_formatter(
+            &mut *buf,
+            InertFormatter(serde_json::ser::CompactFormatter),
+        );
+        value.serialize(&mut serializer)
+    })
+}
+
+/// One line on stdout, held back as [`out_soon`] is, that `write` puts straight into the held
+/// output: compact JSON that must be terminal-safe (strings through [`push_inert_json_str`] or
+/// the [`InertFormatter`]) and hold no line break. The newline is added here.
+pub fn json_line_soon_with(
+    write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+) -> serde_json::Result<()> {
+    push(Stream::Out, true, |buf| {
+        write(buf)?;
+        buf.push(b'\n');
+        Ok(())
+    })
+}
+
+/// Appends `text` as a JSON string, terminal-safe: the bytes [`json`] gives for it. Text with
+/// no byte that JSON escapes and none that may start a hostile character (a flood of agent
+/// text) is copied as it is, in one vectorised pass; anything else goes through serde_json and
+/// the [`InertFormatter`].
+pub fn push_inert_json_str(buf: &mut Vec<u8>, text: &str) -> serde_json::Result<()> {
+    // A branch-free fold the compiler vectorises, as in `find_hostile`.
+    let plain = !text.as_bytes().iter().fold(false, |seen, &b| {
+        seen | may_be_hostile(b) | (b == b'"') | (b == b'\\')
+    });
+    if plain {
+        buf.reserve(text.len() + 2);
+        buf.push(b'"');
+        buf.extend_from_slice(text.as_bytes());
+        buf.push(b'"');
+        Ok(())
+    } else {
+        let mut serializer = serde_json::Serializer::with_formatter(
+            &mut *buf,
+            InertFormatter(serde_json::ser::CompactFormatter),
+        );
+        serde::Serialize::serialize(text, &mut serializer)
+    }
 }
 
 /// `value` as indented JSON, terminal-safe.
@@ -405,6 +520,8 @@ mod tests {
         let mut held = Held {
             out: Vec::new(),
             err: Vec::new(),
+            spare_out: Vec::new(),
+            spare_err: Vec::new(),
         };
         let mut want_out = Vec::new();
         for i in 0..200 {
@@ -416,17 +533,53 @@ mod tests {
             .extend_from_slice(b"[    0.1s] one\n[    0.2s] two\n");
         assert!(held.len() < HOLD_MAX);
         let (mut out, mut err) = (Counting::default(), Counting::default());
-        held.drain(&mut out, &mut err);
+        let mut batch = held.take();
+        assert!(held.is_empty(), "what is taken is no longer held");
+        batch.write(&mut out, &mut err);
         assert_eq!((out.writes, err.writes), (1, 1));
         assert_eq!(out.bytes, want_out);
         assert_eq!(err.bytes, b"[    0.1s] one\n[    0.2s] two\n");
+        held.give_back(batch);
         assert!(held.is_empty());
-        held.drain(&mut out, &mut err);
+        assert!(
+            held.spare_out.capacity() >= want_out.len(),
+            "the written batch's buffer is kept for the next"
+        );
+        held.take().write(&mut out, &mut err);
         assert_eq!(
             (out.writes, err.writes),
             (1, 1),
             "nothing held, nothing written"
         );
+        held.out.extend_from_slice(b"next\n");
+        let batch = held.take();
+        assert!(
+            batch.out.capacity() >= want_out.len(),
+            "the next batch reuses the spare buffer"
+        );
+    }
+
+    /// The fast copy of plain text gives the bytes serde_json and the inert formatter give, for
+    /// text with and without anything to escape.
+    #[test]
+    fn inert_json_strings_are_the_same_either_way() {
+        for text in [
+            "plain ascii",
+            "",
+            "naïve — ünïcode ’quoted’ 🦀",
+            "quote \" back\\slash",
+            "ctl \u{1}\n\t\r",
+            HOSTILE,
+            "del \u{7f} c1 \u{85} nbsp \u{a0} bidi \u{202e} \u{2066}",
+        ] {
+            let mut fast = Vec::new();
+            push_inert_json_str(&mut fast, text).unwrap();
+            assert_eq!(
+                String::from_utf8(fast).unwrap(),
+                json(&text).unwrap(),
+                "{text:?}"
+            );
+        }
     }
 
     /// The block scan finds what a look at every character finds, wherever a hostile character

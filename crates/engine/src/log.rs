@@ -396,7 +396,6 @@ pub struct ExecutionLog {
     failed: Option<io::ErrorKind>,
     reserve: Option<PathBuf>,
     stamp: Stamp,
-    line: Vec<u8>,
 }
 
 /// The prefix of the reserve files kept in a run directory, released when the disk is full.
@@ -454,7 +453,6 @@ impl ExecutionLog {
             last_flush: Instant::now(),
             failed: None,
             stamp: Stamp::default(),
-            line: Vec::with_capacity(4096),
         })
     }
 
@@ -466,10 +464,12 @@ impl ExecutionLog {
     /// Appends one record. A write error is remembered (see [`ExecutionLog::error`]) rather than
     /// ending the run: losing the log must not kill the agent's work.
     pub fn record(&mut self, attempt: u32, record: &Record<'_>) {
-        let mut line = std::mem::take(&mut self.line);
-        line.clear();
+        // The record is written straight after the pending ones, not built apart and copied:
+        // under a flood of agent text that copy was a visible part of the log's cost.
+        let start = self.pending.len();
+        let line = &mut self.pending;
         line.push(b'{');
-        self.stamp.write(&mut line, SystemTime::now());
+        self.stamp.write(line, SystemTime::now());
         let mono_us = self.start.elapsed().as_micros();
         let _ = write!(
             line,
@@ -487,27 +487,27 @@ impl ExecutionLog {
         };
         let result = if let Some((event, text)) = fast_text {
             let _ = write!(line, "\"kind\":\"agent\",\"event\":\"{event}\",\"text\":");
-            push_json_str(&mut line, text).map(|()| line.push(b'}'))
+            push_json_str(line, text).map(|()| line.push(b'}'))
         } else {
             // The record is a JSON object; splice its fields after ours.
-            let start = line.len();
-            serde_json::to_writer(&mut line, record)
+            let fields = line.len();
+            serde_json::to_writer(&mut *line, record)
                 .map_err(io::Error::other)
                 .map(|()| {
-                    if line.get(start) == Some(&b'{') {
-                        line.remove(start);
+                    if line.get(fields) == Some(&b'{') {
+                        line.remove(fields);
                     }
                 })
         };
         line.push(b'\n');
-        if result.is_ok() {
-            if self.pending.is_empty() || self.pending.len() + line.len() <= PENDING_MAX {
-                self.pending.extend_from_slice(&line);
-            } else {
-                self.dropped += 1;
-            }
+        // A record that could not be serialised, or that does not fit beside the records
+        // already waiting for a full disk, is taken back out whole.
+        if result.is_err() {
+            line.truncate(start);
+        } else if start > 0 && line.len() > PENDING_MAX {
+            line.truncate(start);
+            self.dropped += 1;
         }
-        self.line = line;
         if self.pending.len() >= PENDING_FLUSH && self.failed.is_none() {
             self.write_pending();
         }

@@ -587,3 +587,109 @@ fn a_killed_corral_takes_a_native_runs_whole_process_group_along() {
     // The agent and the child it left in its process group, not only the one corral spawned.
     assert_group_gone(&agent_pids(&env));
 }
+
+/// `corral run --json` read line by line while the CLI runs: an event line reaches the reader
+/// while the CLI is still waiting, not with the lines that follow it or at the end. The stand-in
+/// prints its text and then waits (up to a minute) for the reader to say it saw the line, so the
+/// test waits on nothing but that line.
+#[test]
+fn a_live_json_reader_sees_an_event_before_the_cli_goes_on() {
+    use std::io::BufRead;
+    let env = Env::new();
+    let result = FakeClaude::result("done", 0.001);
+    let agent = FakeClaude::new(
+        &env,
+        &format!("printf '%s' '{GOOD_SIGNALS}' > \"$SIGNALS\""),
+        &[FakeClaude::init("fake"), FakeClaude::text("seen-live")],
+        &format!(
+            "i=0; while [ ! -e \"$RUN_DIR/reader-saw-it\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             printf '%s\\n' '{result}'"
+        ),
+    );
+    let (name, path) = agent.setting();
+    let mut child = spawn_corral(&env, &[(name, &path)], &["run", "--json", "do it"]);
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let text_line = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find(|l| l.contains("seen-live"))
+        .expect("the text event is printed");
+    let dir = only_run_dir(&env.project()).unwrap();
+    let still_waiting = !std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .contains("\"terminal_result\"");
+    std::fs::write(dir.join("reader-saw-it"), "").unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    assert!(
+        still_waiting,
+        "the event line came only after the CLI went on: {text_line}"
+    );
+    assert!(status.success(), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("\"terminal_result\"")),
+        "{rest:?}"
+    );
+}
+
+/// A flood of events on a `--json` stdout, written in batches by the flusher thread while the
+/// engine goes on, and by the engine itself when the flusher falls behind: every event line
+/// arrives once, whole and in order, and says what the execution log says.
+#[test]
+fn a_json_flood_arrives_whole_and_in_order() {
+    const LINES: usize = 20_000;
+    let env = Env::new();
+    // Every other text has characters to escape: both ways of writing an event line are used.
+    let fill = "x".repeat(900);
+    let text = |i: usize| {
+        let odd = if i % 2 == 1 { " ’\u{202e}\"" } else { "" };
+        format!("{i:06} {fill}{odd}")
+    };
+    let mut lines = vec![FakeClaude::init("fake")];
+    lines.extend((0..LINES).map(|i| FakeClaude::text(&text(i))));
+    lines.push(FakeClaude::result("done", 0.001));
+    let agent = FakeClaude::new(
+        &env,
+        &format!("printf '%s' '{GOOD_SIGNALS}' > \"$SIGNALS\""),
+        &lines,
+        "",
+    );
+    let (name, path) = agent.setting();
+    let child = spawn_corral(&env, &[(name, &path)], &["run", "--json", "do it"]);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let printed: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"))
+        })
+        .filter(|v| v["type"] == "event" && v["event"]["event"] == "text")
+        .map(|v| v["event"]["text"].as_str().unwrap().to_string())
+        .collect();
+    let want: Vec<String> = (0..LINES).map(text).collect();
+    assert!(
+        printed == want,
+        "{} text events printed of {LINES}",
+        printed.len()
+    );
+    assert!(
+        !stdout.contains('\u{202e}'),
+        "a bidi control reached stdout unescaped"
+    );
+    let dir = only_run_dir(&env.project()).unwrap();
+    let logged: Vec<String> = log(&dir)
+        .iter()
+        .filter(|r| r["kind"] == "agent" && r["event"] == "text")
+        .map(|r| r["text"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        logged == want,
+        "{} text events logged of {LINES}",
+        logged.len()
+    );
+}
