@@ -220,6 +220,10 @@ pub enum SprintCommand {
     /// evaluator rounds gated by the check, committed on the sprint's branch.
     #[command(after_help = SPRINT_EXIT_TABLE)]
     Run(SprintRunArgs),
+    /// Run one task of a sprint on this machine for a remote executor (a Ray job's
+    /// entrypoint): clone the repository, run the task's rounds, push its branch back, and
+    /// after every step push its record to `refs/corral/<sprint>/<task>/record`.
+    Work(SprintWorkArgs),
     /// Show what a sprint recorded (sprint.json in .corral/sprints/NAME/).
     Status {
         /// The sprint's name (default: the only one recorded, or the one corral-sprint.toml
@@ -246,6 +250,35 @@ pub struct SprintRunArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
     /// One JSON object per step on stdout, ending with the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SprintWorkArgs {
+    /// The git remote the repository is cloned from and the task's branch and record are
+    /// pushed to (any URL git takes: `file:///…`, `https://…`, `ssh://…`).
+    #[arg(long, value_name = "URL")]
+    pub remote: String,
+    /// The sprint file's path inside the repository.
+    #[arg(long, value_name = "PATH", default_value = "corral-sprint.toml")]
+    pub sprint_file: PathBuf,
+    /// The task to run.
+    #[arg(long, value_name = "ID")]
+    pub task: String,
+    /// The commit the task's branch starts at (reachable from a ref of the remote).
+    #[arg(long, value_name = "SHA")]
+    pub base: String,
+    /// The task's branch, pushed back when the task is done.
+    #[arg(long, value_name = "NAME")]
+    pub branch: String,
+    /// The sprint run's id (the `Corral-Run:` trailer of the task's commit).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Where the clone is (reused when it is there; default: ./corral-work).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// One JSON object per step on stdout, ending with the handback.
     #[arg(long)]
     pub json: bool,
 }

@@ -22,6 +22,7 @@ mod runs;
 mod sprint;
 mod sprint_run;
 mod sprint_view;
+mod sprint_work;
 mod term;
 
 use std::process::ExitCode;

@@ -21,6 +21,7 @@ use crate::term::{errln, one_line, outln};
 pub async fn sprint(cmd: SprintCommand) -> anyhow::Result<Exit> {
     match cmd {
         SprintCommand::Run(args) => crate::sprint_run::run(args).await,
+        SprintCommand::Work(args) => crate::sprint_work::run(args).await,
         SprintCommand::Init { file } => init(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))),
         SprintCommand::Check { file } => check(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))),
         SprintCommand::Status { name, json } => status(name.as_deref(), json),

@@ -68,6 +68,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
         generator: &*generator,
         evaluator: evaluator.as_deref().map(|e| e as &dyn RoleAgent),
         commands: &*commands,
+        executor: &corral_executor_local::LocalExecutor,
         events: &view,
         options: RunOptions {
             dirty,
@@ -95,7 +96,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
 }
 
 /// The exit code of a sprint that ran to an end of its own.
-fn exit_for(end: SprintEnd) -> Exit {
+pub(crate) fn exit_for(end: SprintEnd) -> Exit {
     match end {
         SprintEnd::Done => Exit::Success,
         SprintEnd::Blocked => Exit::Blocked,
@@ -106,13 +107,14 @@ fn exit_for(end: SprintEnd) -> Exit {
 
 /// A sprint that did not: a preflight refusal is the user's to fix (exit 2), anything else a
 /// failure of the machinery (exit 1).
-fn exit_for_error(e: SprintError) -> anyhow::Error {
+pub(crate) fn exit_for_error(e: SprintError) -> anyhow::Error {
     match e {
         SprintError::Dirty { .. } | SprintError::SetupFailed { .. } => usage(e.to_string()),
         SprintError::Git(_)
         | SprintError::Command { .. }
         | SprintError::State(_)
-        | SprintError::Io { .. } => anyhow::Error::new(e),
+        | SprintError::Io { .. }
+        | SprintError::Executor { .. } => anyhow::Error::new(e),
     }
 }
 
@@ -126,7 +128,7 @@ fn print_summary(name: &str, summary: &SprintSummary) {
 /// The first ending signal cancels the sprint: the running agent's process tree is ended and
 /// the sprint stops at that step, its state written (running again continues). A second one
 /// ends corral at once, every process group it started killed first.
-fn install_signal_handlers(cancel: CancellationToken, view: SprintView) {
+pub(crate) fn install_signal_handlers(cancel: CancellationToken, view: SprintView) {
     let mut streams = crate::run::ending_signal_streams();
     tokio::spawn(async move {
         let first = crate::run::next_ending_signal(&mut streams).await;
@@ -155,7 +157,7 @@ const IDENTITY: [(&str, [&str; 2]); 2] = [
 /// programs), so the identity variables set in corral's environment are passed on, and where
 /// neither they nor the repository set a name or an email, the user's global git config
 /// (`$XDG_CONFIG_HOME/git/config`, then `~/.gitconfig`, which wins, as in git) is read for it.
-async fn git_identity(
+pub(crate) async fn git_identity(
     runner: &dyn CommandRunner,
     root: &Path,
     cancel: &CancellationToken,

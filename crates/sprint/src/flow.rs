@@ -9,7 +9,6 @@
 //! of being made again.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use corral_contract::{
@@ -22,12 +21,14 @@ use corral_ports::{
 
 use crate::agent::{RoleAgent, SpawnReport, SpawnRequest, SpawnVerdict};
 use crate::event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
+use crate::executor::{ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskJob, TaskRecorder};
 use crate::file::{Gate, SprintFile, Task};
 use crate::git::{Git, GitError};
 use crate::layout::{
     EVALUATION_FILE, ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE,
     SIGNALS_FILE, SprintLayout,
 };
+use crate::names::TaskId;
 use crate::prompt::{self, ShownLearning};
 use crate::state::{
     Attribution, RoleUsage, RunProgress, SprintState, StateError, Step, TaskProgress, TaskStatus,
@@ -88,6 +89,8 @@ pub struct SprintRun<'a> {
     pub evaluator: Option<&'a dyn RoleAgent>,
     /// Runs the check, the gates, `setup` and git.
     pub commands: &'a dyn CommandRunner,
+    /// Where the tasks of a parallel run (`jobs` above 1) run: worktrees here, a cluster.
+    pub executor: &'a dyn TaskExecutor,
     /// Receives every step.
     pub events: &'a dyn EventSink,
     /// How the run is asked for.
@@ -103,6 +106,7 @@ impl std::fmt::Debug for SprintRun<'_> {
             .field("project_root", &self.project_root)
             .field("generator", &self.generator.provider())
             .field("evaluator", &self.evaluator.map(|e| e.provider()))
+            .field("executor", &self.executor.kind())
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
@@ -155,6 +159,17 @@ pub enum SprintError {
         /// The error.
         source: std::io::Error,
     },
+    /// A task's executor could not run it to a handback. Retryable: as the executor's error
+    /// says ([`ExecutorError::is_retryable`]).
+    #[error("task {task} ({kind} executor): {source}")]
+    Executor {
+        /// The executor's kind.
+        kind: &'static str,
+        /// The task.
+        task: TaskId,
+        /// The executor's error.
+        source: Box<ExecutorError>,
+    },
 }
 
 impl SprintError {
@@ -165,7 +180,22 @@ impl SprintError {
             SprintError::Git(_)
             | SprintError::Command { .. }
             | SprintError::State(_)
-            | SprintError::Io { .. } => 1,
+            | SprintError::Io { .. }
+            | SprintError::Executor { .. } => 1,
+        }
+    }
+
+    /// Whether running the sprint again, unchanged, may get past this error.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SprintError::Command { source, .. } => source.is_retryable(),
+            SprintError::Git(GitError::Run { source, .. }) => source.is_retryable(),
+            SprintError::Io { .. } => true,
+            SprintError::Executor { source, .. } => source.is_retryable(),
+            SprintError::Dirty { .. }
+            | SprintError::SetupFailed { .. }
+            | SprintError::Git(GitError::Failed { .. })
+            | SprintError::State(_) => false,
         }
     }
 }
@@ -229,6 +259,60 @@ pub async fn run_sprint(run: SprintRun<'_>) -> Result<SprintSummary, SprintError
     }
 }
 
+/// Runs one task's rounds, from `job`'s resume point, in `work_tree` (a checkout on
+/// `job.branch`): what a parallel run's task runs, through an executor's host on this machine
+/// and through `corral sprint work` on a worker. The task's record goes below the sprint's
+/// directory in `run.project_root`; its state after every step goes to `recorder`. It writes
+/// neither `sprint.json` nor the learnings (the coordinator's, at the fold).
+pub async fn work_task(
+    run: &SprintRun<'_>,
+    job: &TaskJob,
+    work_tree: &Path,
+    recorder: &dyn TaskRecorder,
+) -> Result<TaskHandback, SprintError> {
+    let layout = SprintLayout::new(run.project_root, &run.file.sprint.name);
+    let mut state = SprintState::fresh(run.file, &(run.options.now)());
+    let Some(i) = state.tasks.iter().position(|t| t.id == job.task) else {
+        return Err(SprintError::Io {
+            path: state.sprint_file.clone(),
+            source: std::io::Error::other(format!("the sprint file has no task {}", job.task)),
+        });
+    };
+    if let Some(t) = state.tasks.get_mut(i) {
+        t.clone_from(&job.resume);
+        t.task_branch = Some(job.branch.clone());
+    }
+    let flow = Flow {
+        run,
+        layout: layout.clone(),
+        git: Git {
+            runner: run.commands,
+            cwd: work_tree.to_path_buf(),
+            cancel: &run.cancel,
+            env: run.options.git_env.clone(),
+        },
+        work_tree: work_tree.to_path_buf(),
+        branch: job.branch.clone(),
+        shared: Some((recorder, i)),
+    };
+    let end = match flow.run_task(&mut state, i, &job.run_id).await? {
+        Next::Pause(end) => TaskEnd::Paused(end),
+        Next::Continue | Next::Finished => TaskEnd::Finished,
+    };
+    let task = state.tasks.swap_remove(i);
+    let head = if task.status == TaskStatus::Done {
+        task.commit.clone()
+    } else {
+        None
+    };
+    Ok(TaskHandback {
+        end,
+        head,
+        state: task,
+        record: layout.task_dir(&job.task),
+    })
+}
+
 struct Flow<'r, 'a> {
     run: &'r SprintRun<'a>,
     layout: SprintLayout,
@@ -236,9 +320,10 @@ struct Flow<'r, 'a> {
     work_tree: PathBuf,
     /// The branch the work tree must stay on: the sprint's, or a parallel task's own.
     branch: String,
-    /// In a parallel run's task: the whole state (its one writer) and this task's index; a
-    /// save copies the task's entry into it and writes it.
-    shared: Option<(&'r Mutex<SprintState>, usize)>,
+    /// In a parallel run's task: where its steps are recorded (the coordinator, the one
+    /// writer of `sprint.json`, or a worker's record) and this task's index; a save hands
+    /// the task's entry to it.
+    shared: Option<(&'r dyn TaskRecorder, usize)>,
 }
 
 impl<'r, 'a> Flow<'r, 'a> {
@@ -277,14 +362,10 @@ impl<'r, 'a> Flow<'r, 'a> {
         state.updated_at = self.now();
         match self.shared {
             None => write_state(&self.layout.state_file(), state)?,
-            Some((shared, i)) => {
-                // Held only while the file is written: no task's save overlaps another's.
-                let mut whole = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                if let (Some(mine), Some(entry)) = (state.tasks.get(i), whole.tasks.get_mut(i)) {
-                    entry.clone_from(mine);
+            Some((recorder, i)) => {
+                if let Some(mine) = state.tasks.get(i) {
+                    recorder.record(mine)?;
                 }
-                whole.updated_at.clone_from(&state.updated_at);
-                write_state(&self.layout.state_file(), &whole)?;
             }
         }
         Ok(())
@@ -416,11 +497,16 @@ impl<'r, 'a> Flow<'r, 'a> {
     }
 
     async fn setup(&self) -> Result<(), SprintError> {
+        self.setup_in(&self.work_tree).await
+    }
+
+    /// Runs `setup` (if the sprint has one) in `work_tree`.
+    async fn setup_in(&self, work_tree: &Path) -> Result<(), SprintError> {
         let Some(command) = &self.file().sprint.setup else {
             return Ok(());
         };
         let timeout = Duration::from_millis(self.file().sprint.check_timeout_ms);
-        let spec = CommandSpec::shell(command, &self.work_tree, timeout);
+        let spec = CommandSpec::shell(command, work_tree, timeout);
         let out = self
             .run
             .commands
@@ -1405,6 +1491,8 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
 }
 
 mod wave;
+
+pub use wave::JOB_LOG_FILE;
 
 fn progress_mut(state: &mut SprintState, i: usize) -> Option<&mut TaskProgress> {
     state.tasks.get_mut(i).and_then(|t| t.progress.as_mut())

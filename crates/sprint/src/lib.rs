@@ -4,7 +4,10 @@
 //! its file, line, key and [`Rule`]; the order its tasks run in ([`SprintFile::run_order`]);
 //! the names of its state on disk ([`SprintLayout`], `role-meta.json`); and that state,
 //! `sprint.json` ([`SprintState`], written atomically); and the seam through which it has an
-//! agent play a role ([`RoleAgent`]: one spawn asked for, one report back).
+//! agent play a role ([`RoleAgent`]: one spawn asked for, one report back); and the seam
+//! through which a parallel run has a task's rounds run somewhere ([`TaskExecutor`]: one task
+//! handed out, its branch handed back), with the entry that runs one task's rounds in a given
+//! work tree ([`work_task`]) for the executors and the worker of `corral sprint work`.
 //!
 //! It sits on the ports (providers, models, efforts, the run directory's names) and the
 //! signals contract (reading files an agent could have replaced). It knows nothing about
@@ -15,6 +18,7 @@ mod agent;
 mod diagnostic;
 mod event;
 mod example;
+mod executor;
 mod file;
 mod flow;
 mod git;
@@ -29,13 +33,16 @@ pub use agent::{RoleAgent, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict
 pub use diagnostic::{Diagnostic, Rule};
 pub use event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
 pub use example::EXAMPLE;
+pub use executor::{
+    ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskRecorder,
+};
 pub use file::{
     Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
     limits, load,
 };
 pub use flow::{
-    BLOCKED_PATCH_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, PRE_VERIFY_FILE, REGRESSED_PATCH_FILE,
-    RunOptions, SprintError, SprintRun, run_sprint,
+    BLOCKED_PATCH_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, JOB_LOG_FILE, PRE_VERIFY_FILE,
+    REGRESSED_PATCH_FILE, RunOptions, SprintError, SprintRun, run_sprint, work_task,
 };
 pub use git::GitError;
 pub use layout::{

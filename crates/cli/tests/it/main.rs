@@ -30,3 +30,4 @@ mod resume;
 mod sandbox_holds;
 mod sprint;
 mod sprint_cases;
+mod sprint_work;

@@ -1,64 +1,43 @@
 //! `corral sprint run --jobs N` (N above 1): the tasks whose dependencies are done run at the
-//! same time, in waves of at most N, each in its own git worktree
-//! (`.corral/sprints/<name>/worktrees/<task>/`) on its own branch
-//! (`corral/<sprint>.tasks/<task>`); when a wave ended, the tasks done in it are folded onto the
-//! sprint's branch in run order (fast-forward, else cherry-pick). A fold that conflicts blocks
-//! only that task, names the paths, and keeps its branch.
+//! same time, at most N at once in a rolling queue (a task starts as soon as a slot is free and
+//! its dependencies are folded), each through the run's [`TaskExecutor`] on its own branch
+//! (`corral/<sprint>.tasks/<task>`): in its own git worktree here
+//! (`.corral/sprints/<name>/worktrees/<task>/`, `corral-executor-local`), or as a job on a
+//! cluster. The tasks handed back done are folded onto the sprint's branch in run order
+//! (fast-forward, else cherry-pick): a done task waits for the tasks before it to end. A fold
+//! that conflicts blocks only that task, names the paths, and keeps its branch.
 //!
-//! One writer: every task of a wave saves through one lock that holds the whole state (its
-//! entry is copied in and `sprint.json` written while the lock is held), and the learnings
-//! are appended by the coordinator when it folds a task, never by the tasks. A sprint stopped
-//! with tasks in flight continues each at its step, in the same worktree, on the next run; a
-//! task done and not yet folded is folded then, and a fold already made is found, not made
-//! again.
+//! One writer: the coordinator. The executors report every step of a task through the host's
+//! [`TaskHost::record_progress`], which copies the task's entry into the one state and writes
+//! `sprint.json`; the learnings are appended by the coordinator when it folds a task, never by
+//! the tasks. The tasks' futures are polled by the coordinator alone, so that its own writes
+//! (a fold, a task started) never interleave with a task's. A sprint stopped with tasks in
+//! flight continues each at its step on the next run (the local executor in the same
+//! worktree); a task done and not yet folded is folded then, and a fold already made is found,
+//! not made again.
 
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::task::Poll;
 
+use async_trait::async_trait;
 use corral_contract::{Contract, validate_signals_file};
+use corral_ports::CommandRunner;
 
-use super::{Flow, Next, SprintError};
+use super::{Flow, SprintError};
 use crate::event::{SprintEnd, SprintEvent};
+use crate::executor::{
+    ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskRecorder,
+};
 use crate::git::Git;
-use crate::layout::{Role, SIGNALS_FILE};
+use crate::layout::{Role, SIGNALS_FILE, SprintLayout};
 use crate::names::TaskId;
-use crate::state::{SprintState, TaskStatus};
+use crate::state::{SprintState, TaskState, TaskStatus, write_state};
 
-type TaskFuture<'f> = Pin<Box<dyn Future<Output = Result<Next, SprintError>> + Send + 'f>>;
-
-/// Polls every future until all of them ended; their outputs in the order given. They share
-/// one thread: a step of one task never runs at the same instant as a step of another.
-struct JoinAll<'f> {
-    futures: Vec<Option<TaskFuture<'f>>>,
-    outputs: Vec<Option<Result<Next, SprintError>>>,
-}
-
-impl Future for JoinAll<'_> {
-    type Output = Vec<Result<Next, SprintError>>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let mut pending = false;
-        for (slot, out) in this.futures.iter_mut().zip(this.outputs.iter_mut()) {
-            if let Some(future) = slot {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(value) => {
-                        *out = Some(value);
-                        *slot = None;
-                    }
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(this.outputs.iter_mut().filter_map(Option::take).collect())
-        }
-    }
-}
+/// A task in flight: its executor's run.
+type Running<'f> = Pin<Box<dyn Future<Output = Result<TaskHandback, ExecutorError>> + Send + 'f>>;
 
 /// The branch of task `task` in sprint `sprint`: beside the sprint's own `corral/<sprint>`
 /// (which, being a branch, cannot also be a directory of branches).
@@ -66,113 +45,279 @@ pub(crate) fn task_branch(sprint: &str, task: &TaskId) -> String {
     format!("corral/{sprint}.tasks/{task}")
 }
 
+/// The coordinator as its executors see it: the one state (its one writer) and the flow.
+struct Coordinator<'c, 'r, 'a> {
+    flow: &'c Flow<'r, 'a>,
+    shared: Mutex<SprintState>,
+}
+
+impl Coordinator<'_, '_, '_> {
+    fn snapshot(&self) -> SprintState {
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn replace(&self, state: SprintState) {
+        *self.shared.lock().unwrap_or_else(PoisonError::into_inner) = state;
+    }
+
+    /// Takes task `i`'s handback into the state: its final entry, the head to fold.
+    fn hand_back(&self, i: usize, handback: TaskHandback) -> Result<(), SprintError> {
+        let mut whole = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = whole.tasks.get_mut(i) {
+            let branch = entry.task_branch.take();
+            *entry = handback.state;
+            entry.task_branch = entry.task_branch.take().or(branch);
+            if entry.status == TaskStatus::Done && handback.head.is_some() {
+                entry.commit = handback.head;
+            }
+        }
+        whole.updated_at = self.flow.now();
+        write_state(&self.flow.layout.state_file(), &whole)?;
+        Ok(())
+    }
+}
+
+impl TaskRecorder for Coordinator<'_, '_, '_> {
+    fn record(&self, task: &TaskState) -> Result<(), SprintError> {
+        // Held only while the file is written: no task's save overlaps another's.
+        let mut whole = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = whole.tasks.iter_mut().find(|t| t.id == task.id) {
+            entry.clone_from(task);
+        }
+        whole.updated_at = self.flow.now();
+        write_state(&self.flow.layout.state_file(), &whole)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TaskHost for Coordinator<'_, '_, '_> {
+    fn project_root(&self) -> &Path {
+        self.flow.run.project_root
+    }
+
+    fn layout(&self) -> &SprintLayout {
+        &self.flow.layout
+    }
+
+    fn commands(&self) -> &dyn CommandRunner {
+        self.flow.run.commands
+    }
+
+    async fn git(&self, cwd: &Path, args: &[&str]) -> Result<String, ExecutorError> {
+        let git = Git {
+            runner: self.flow.run.commands,
+            cwd: cwd.to_path_buf(),
+            cancel: &self.flow.run.cancel,
+            env: self.flow.run.options.git_env.clone(),
+        };
+        Ok(git.run(args).await.map_err(SprintError::from)?)
+    }
+
+    async fn run_setup(&self, work_tree: &Path) -> Result<(), ExecutorError> {
+        Ok(self.flow.setup_in(work_tree).await?)
+    }
+
+    fn record_progress(&self, task: &TaskState) -> Result<(), ExecutorError> {
+        Ok(self.record(task)?)
+    }
+
+    fn job_log(&self, task: &TaskId, line: &str) {
+        use std::io::Write as _;
+        let path = self.flow.layout.task_dir(task).join(JOB_LOG_FILE);
+        let _ = std::fs::create_dir_all(self.flow.layout.task_dir(task));
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
+            let _ = writeln!(file, "{line}");
+        }
+    }
+
+    async fn work_task(
+        &self,
+        job: &TaskJob,
+        work_tree: &Path,
+    ) -> Result<TaskHandback, ExecutorError> {
+        Ok(super::work_task(self.flow.run, job, work_tree, self).await?)
+    }
+}
+
+/// What a remote task's job printed, in the task's directory.
+pub const JOB_LOG_FILE: &str = "job.log";
+
+/// The first of `running` to end, taken out of it, with its index.
+async fn next_done(
+    running: &mut Vec<(usize, Running<'_>)>,
+) -> (usize, Result<TaskHandback, ExecutorError>) {
+    std::future::poll_fn(|cx| {
+        for k in 0..running.len() {
+            let ready = match running.get_mut(k) {
+                Some((_, future)) => match future.as_mut().poll(cx) {
+                    Poll::Ready(out) => Some(out),
+                    Poll::Pending => None,
+                },
+                None => None,
+            };
+            if let Some(out) = ready {
+                let (i, _) = running.swap_remove(k);
+                return Poll::Ready((i, out));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// An executor's error as the sprint's: its own machinery's error as it was.
+fn sprint_error(kind: &'static str, task: TaskId, e: ExecutorError) -> SprintError {
+    match e {
+        ExecutorError::Sprint(inner) => *inner,
+        other @ (ExecutorError::Setup { .. }
+        | ExecutorError::Unreachable { .. }
+        | ExecutorError::Lost { .. }
+        | ExecutorError::Failed { .. }
+        | ExecutorError::Settings { .. }) => SprintError::Executor {
+            kind,
+            task,
+            source: Box::new(other),
+        },
+    }
+}
+
 impl Flow<'_, '_> {
-    /// Runs the sprint's tasks in waves of at most `jobs`; `Some` when the sprint must stop
-    /// (cancelled, rate limited), `None` when no task is left that can run.
+    /// Runs the sprint's tasks through the executor, at most `jobs` at once; `Some` when the
+    /// sprint must stop (cancelled, rate limited), `None` when no task is left that can run.
     pub(super) async fn run_waves(
         &self,
         state: &mut SprintState,
         run_id: &str,
     ) -> Result<Option<SprintEnd>, SprintError> {
-        let jobs = self.run.options.jobs.max(1);
-        loop {
-            // Tasks done on their branches before a stop are folded first.
-            self.fold_all(state).await?;
-            if self.run.cancel.is_cancelled() {
-                return Ok(Some(SprintEnd::Cancelled));
-            }
-            let wave = self.ready(state, jobs)?;
-            if wave.is_empty() {
-                return Ok(None);
-            }
-            let head = self.git.head().await?;
-            let mut flows = Vec::new();
-            for &i in &wave {
-                let Some(t) = state.tasks.get(i) else {
-                    continue;
-                };
-                let id = t.id.clone();
-                let fresh = t.status == TaskStatus::Pending;
-                let branch = task_branch(self.file().sprint.name.as_str(), &id);
-                let dir = self.layout.worktree_dir(&id);
-                self.worktree(&dir, &branch, &head, fresh).await?;
-                if let Some(t) = state.tasks.get_mut(i) {
-                    t.task_branch = Some(branch.clone());
-                }
-                flows.push((i, dir, branch));
-            }
-            self.save(state)?;
-            self.emit(SprintEvent::WaveStarted {
-                tasks: wave
-                    .iter()
-                    .filter_map(|&i| state.tasks.get(i).map(|t| t.id.clone()))
-                    .collect(),
-                jobs,
-            });
-            let shared = Mutex::new(state.clone());
-            let results = {
-                let flows: Vec<(usize, Flow<'_, '_>)> = flows
-                    .into_iter()
-                    .map(|(i, dir, branch)| {
-                        (
-                            i,
-                            Flow {
-                                run: self.run,
-                                layout: self.layout.clone(),
-                                git: Git {
-                                    runner: self.git.runner,
-                                    cwd: dir.clone(),
-                                    cancel: self.git.cancel,
-                                    env: self.git.env.clone(),
-                                },
-                                work_tree: dir,
-                                branch,
-                                shared: Some((&shared, i)),
-                            },
-                        )
-                    })
-                    .collect();
-                let futures = flows
-                    .iter()
-                    .map(|(i, flow)| {
-                        let (i, shared) = (*i, &shared);
-                        let future: TaskFuture<'_> = Box::pin(async move {
-                            let mut mine = shared
-                                .lock()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .clone();
-                            flow.run_task(&mut mine, i, run_id).await
-                        });
-                        Some(future)
-                    })
-                    .collect::<Vec<_>>();
-                let outputs = futures.iter().map(|_| None).collect();
-                JoinAll { futures, outputs }.await
-            };
-            *state = shared.into_inner().unwrap_or_else(PoisonError::into_inner);
-            let mut pause = None;
-            for result in results {
-                match result? {
-                    Next::Pause(end) => {
-                        pause.get_or_insert(end);
-                    }
-                    Next::Continue | Next::Finished => {}
-                }
-            }
-            if let Some(end) = pause {
-                self.fold_all(state).await?;
-                return Ok(Some(end));
-            }
-        }
+        let host = Coordinator {
+            flow: self,
+            shared: Mutex::new(state.clone()),
+        };
+        let result = self.run_queue(&host, run_id).await;
+        *state = host
+            .shared
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        result
     }
 
-    /// The next wave: at most `jobs` tasks, pending or left running, whose dependencies are
-    /// done and folded; those left running first (they were in flight). Tasks whose
-    /// dependency failed are skipped on the way.
-    fn ready(&self, state: &mut SprintState, jobs: usize) -> Result<Vec<usize>, SprintError> {
+    /// The rolling queue: fold what can be folded, start what is ready in the free slots,
+    /// wait for the first task in flight to end; until nothing runs and nothing can start.
+    async fn run_queue(
+        &self,
+        host: &Coordinator<'_, '_, '_>,
+        run_id: &str,
+    ) -> Result<Option<SprintEnd>, SprintError> {
+        let jobs = self.run.options.jobs.max(1);
+        let executor: &dyn TaskExecutor = self.run.executor;
+        let mut running: Vec<(usize, Running<'_>)> = Vec::new();
+        let mut pause: Option<SprintEnd> = None;
+        let mut failure: Option<SprintError> = None;
+        loop {
+            let before = host.snapshot();
+            let mut state = before.clone();
+            self.fold_ready(&mut state).await?;
+            if self.run.cancel.is_cancelled() {
+                pause.get_or_insert(SprintEnd::Cancelled);
+            }
+            let mut started = Vec::new();
+            if pause.is_none() && failure.is_none() && running.len() < jobs {
+                let busy: Vec<usize> = running.iter().map(|(i, _)| *i).collect();
+                let ready = self.ready(&mut state, &busy, jobs - running.len())?;
+                if !ready.is_empty() {
+                    let head = self.git.head().await?;
+                    for i in ready {
+                        if let Some(job) = self.job(&mut state, i, &head, run_id) {
+                            started.push((i, job));
+                        }
+                    }
+                    self.save(&mut state)?;
+                }
+            }
+            // A fold or a skip can make a task ready that was not: looked at again.
+            let changed = state != before;
+            host.replace(state);
+            if !started.is_empty() {
+                self.emit(SprintEvent::WaveStarted {
+                    tasks: started.iter().map(|(_, job)| job.task.clone()).collect(),
+                    jobs,
+                });
+            }
+            for (i, job) in started {
+                running.push((i, executor.run_task(job, host, &self.run.cancel)));
+            }
+            if running.is_empty() {
+                if changed && pause.is_none() && failure.is_none() {
+                    continue;
+                }
+                break;
+            }
+            let (i, result) = next_done(&mut running).await;
+            match result {
+                Ok(handback) => {
+                    if let TaskEnd::Paused(end) = handback.end {
+                        pause.get_or_insert(end);
+                    }
+                    host.hand_back(i, handback)?;
+                }
+                Err(e) => {
+                    let task = host.snapshot().tasks.get(i).map(|t| t.id.clone());
+                    if let (None, Some(task)) = (&failure, task) {
+                        failure = Some(sprint_error(executor.kind(), task, e));
+                    }
+                }
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        Ok(pause)
+    }
+
+    /// Task `i`'s job, its branch written into its entry: a fresh task starts at `head`, one
+    /// left running continues from its own base.
+    fn job(&self, state: &mut SprintState, i: usize, head: &str, run_id: &str) -> Option<TaskJob> {
+        let t = state.tasks.get_mut(i)?;
+        let branch = task_branch(self.file().sprint.name.as_str(), &t.id);
+        t.task_branch = Some(branch.clone());
+        let base = t
+            .progress
+            .as_ref()
+            .filter(|_| t.status == TaskStatus::Running)
+            .map_or_else(|| head.to_string(), |p| p.base.clone());
+        Some(TaskJob {
+            sprint: self.file().sprint.name.clone(),
+            task: t.id.clone(),
+            base,
+            branch,
+            run_id: run_id.to_string(),
+            resume: t.clone(),
+        })
+    }
+
+    /// The tasks to start: at most `free`, not `busy`, pending or left running, whose
+    /// dependencies are done and folded; those left running first (they were in flight).
+    /// Tasks whose dependency failed are skipped on the way.
+    fn ready(
+        &self,
+        state: &mut SprintState,
+        busy: &[usize],
+        free: usize,
+    ) -> Result<Vec<usize>, SprintError> {
         let mut running = Vec::new();
         let mut pending = Vec::new();
         for i in 0..state.tasks.len() {
+            if busy.contains(&i) {
+                continue;
+            }
             let status = match state.tasks.get(i).map(|t| t.status) {
                 Some(s @ (TaskStatus::Pending | TaskStatus::Running)) => s,
                 Some(TaskStatus::Done | TaskStatus::Blocked | TaskStatus::Skipped) | None => {
@@ -202,54 +347,23 @@ impl Flow<'_, '_> {
                 }
             }
         }
-        let mut wave: Vec<usize> = running.into_iter().chain(pending).take(jobs).collect();
+        let mut wave: Vec<usize> = running.into_iter().chain(pending).take(free).collect();
         wave.sort_unstable();
         Ok(wave)
     }
 
-    /// Makes the worktree of a task at `dir` on `branch`: a fresh task's starts at `head`
-    /// (what an earlier sprint of the same name left there is dropped); a task left running
-    /// keeps the one it has.
-    async fn worktree(
-        &self,
-        dir: &std::path::Path,
-        branch: &str,
-        head: &str,
-        fresh: bool,
-    ) -> Result<(), SprintError> {
-        let path = dir.to_string_lossy().into_owned();
-        let exists = dir.join(".git").exists();
-        if exists && !fresh {
-            return Ok(());
-        }
-        if exists {
-            self.git
-                .run(&["worktree", "remove", "--force", &path])
-                .await?;
-        }
-        // A worktree whose directory went away is still registered until pruned.
-        self.git.run(&["worktree", "prune"]).await?;
-        if !fresh && self.git.branch_exists(branch).await? {
-            self.git
-                .run(&["worktree", "add", "--quiet", &path, branch])
-                .await?;
-        } else {
-            self.git
-                .run(&["worktree", "add", "--quiet", "-B", branch, &path, head])
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Folds every task done on its own branch and not yet folded, in run order.
-    async fn fold_all(&self, state: &mut SprintState) -> Result<(), SprintError> {
+    /// Folds the tasks done on their own branches and not yet folded, in run order, up to
+    /// the first task that has not ended: the sprint's branch gets its commits in run order
+    /// whatever order the tasks ended in.
+    async fn fold_ready(&self, state: &mut SprintState) -> Result<(), SprintError> {
         for i in 0..state.tasks.len() {
-            let waiting = state
-                .tasks
-                .get(i)
-                .is_some_and(|t| t.status == TaskStatus::Done && t.task_branch.is_some());
-            if waiting {
-                self.fold(state, i).await?;
+            let Some(t) = state.tasks.get(i) else {
+                break;
+            };
+            match t.status {
+                TaskStatus::Done if t.task_branch.is_some() => self.fold(state, i).await?,
+                TaskStatus::Done | TaskStatus::Blocked | TaskStatus::Skipped => {}
+                TaskStatus::Pending | TaskStatus::Running => break,
             }
         }
         Ok(())

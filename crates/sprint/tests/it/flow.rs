@@ -435,6 +435,7 @@ async fn run_jobs(
         generator,
         evaluator: evaluator.map(|e| e as &dyn RoleAgent),
         commands: &commands,
+        executor: &corral_executor_local::LocalExecutor,
         events: sink,
         options: RunOptions {
             dirty,

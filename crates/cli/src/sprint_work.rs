@@ -1,0 +1,524 @@
+//! `corral sprint work`: one task of a sprint, run on this machine for a remote executor (a Ray
+//! job's entrypoint runs it on a worker node).
+//!
+//! It clones the repository from `--remote` into its work dir (or reuses the clone there),
+//! checks out `--base` on the task's branch, and runs the task's rounds with the same engine,
+//! sandbox and record as `corral sprint run` (`corral_sprint::work_task`). After every step
+//! it pushes the task's record to `refs/corral/<sprint>/<task>/record`: a commit whose tree
+//! holds `implement/<task>/` (the record, and `task.json`, the task's state) and `tree/` (the
+//! work tree as it was), so that the same command run again, here or on another node, resumes
+//! from the last recorded step instead of running a round again. When the task is done its
+//! branch is pushed back; the coordinator fetches and folds it.
+//!
+//! One writer: the worker writes only its clone and its own refs on the remote; the sprint's
+//! `sprint.json` and learnings are the coordinator's.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use corral_compose::{command_runner, engine_config, new_run_id, now, role_agent};
+use corral_ports::{CancellationToken, CommandRunner, CommandSpec};
+use corral_sprint::{
+    RoleAgent, RunOptions, SprintError, SprintLayout, SprintRun, SprintState, TaskEnd, TaskId,
+    TaskJob, TaskRecorder, TaskState, TaskStatus, work_task,
+};
+use tokio::sync::watch;
+
+use crate::args::SprintWorkArgs;
+use crate::config_cmd::load_settings;
+use crate::exit::{Exit, usage};
+use crate::render::Style;
+use crate::sprint_run::{exit_for, exit_for_error, git_identity, install_signal_handlers};
+use crate::sprint_view::SprintView;
+use crate::term::{errln, outln};
+
+/// The transport git uses for `url`: its scheme, `ssh` for `host:path`, `file` for a path.
+fn transport(url: &str) -> &str {
+    match url.split_once("://") {
+        Some((scheme, _)) => scheme,
+        None if url.contains(':') && !url.starts_with('/') => "ssh",
+        None => "file",
+    }
+}
+
+/// The task's state in its record directory (`implement/<task>/task.json`).
+pub const TASK_STATE_FILE: &str = "task.json";
+/// The largest file read back from a record, in bytes.
+const RECORD_FILE_LIMIT: usize = 64 * 1024 * 1024;
+/// How long one git command of the worker may take (a clone, a push).
+const GIT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The ref a task's record is pushed to.
+pub fn record_ref(sprint: &str, task: &str) -> String {
+    format!("refs/corral/{sprint}/{task}/record")
+}
+
+/// Runs `corral sprint work`.
+pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
+    let cwd = std::env::current_dir()?;
+    let work = cwd.join(
+        args.work_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("corral-work")),
+    );
+    let task = TaskId::new(&args.task).map_err(|e| usage(format!("--task {}: {e}", args.task)))?;
+    let outer = load_settings(&cwd, Vec::new())?;
+    let commands = command_runner(engine_config(&outer.settings));
+    // The worker's own git (clone, record, push) ends on its own, even once the task is
+    // cancelled: the last record must reach the remote.
+    let git_cancel = CancellationToken::new();
+    let env = git_identity(&*commands, &cwd, &git_cancel).await;
+    let worker = Worker {
+        runner: &*commands,
+        work: work.clone(),
+        remote: args.remote.clone(),
+        env,
+        cancel: git_cancel,
+    };
+    let cloned = worker.clone_or_fetch().await?;
+    if cloned {
+        worker.checkout_base(&args.branch, &args.base).await?;
+    }
+    let file = match crate::sprint::load_or_report(&work.join(&args.sprint_file))? {
+        Ok(file) => file,
+        Err(exit) => return Ok(exit),
+    };
+    if file.task(&task).is_none() {
+        return Err(usage(format!(
+            "--task {task}: {} has no such task",
+            args.sprint_file.display()
+        )));
+    }
+    ignore_state_dir(&work)?;
+    let layout = SprintLayout::new(&work, &file.sprint.name);
+    let reference = record_ref(file.sprint.name.as_str(), task.as_str());
+    let state_file = layout.task_dir(&task).join(TASK_STATE_FILE);
+    let resume = match read_task_state(&state_file) {
+        // This node ran the task before: its clone holds the tree and the record.
+        Some(state) => {
+            worker.stay_on(&args.branch).await?;
+            state
+        }
+        None => {
+            if worker.fetch_record(&reference).await {
+                worker.checkout_base(&args.branch, &args.base).await?;
+                worker.restore(&reference, layout.root(), &task).await?;
+            } else if !cloned {
+                worker.checkout_base(&args.branch, &args.base).await?;
+            }
+            match read_task_state(&state_file) {
+                Some(state) => state,
+                None => fresh_task(&file, &task)?,
+            }
+        }
+    };
+
+    let loaded = load_settings(&work, Vec::new())?;
+    let settings = &loaded.settings;
+    let config = engine_config(settings);
+    let generator = role_agent(&file.generator, settings, config.clone()).map_err(|e| {
+        usage(format!(
+            "[roles.generator] {}: {e}",
+            file.generator.provider
+        ))
+    })?;
+    let evaluator = match &file.evaluator {
+        Some(role) => Some(
+            role_agent(role, settings, config.clone())
+                .map_err(|e| usage(format!("[roles.evaluator] {}: {e}", role.provider)))?,
+        ),
+        None => None,
+    };
+    let cancel = CancellationToken::new();
+    let view = SprintView::new(Style::choose(args.json, false));
+    install_signal_handlers(cancel.clone(), view.clone());
+    let run_id = args
+        .run_id
+        .clone()
+        .unwrap_or_else(|| new_run_id(file.generator.provider));
+    let job = TaskJob {
+        sprint: file.sprint.name.clone(),
+        task: task.clone(),
+        base: args.base.clone(),
+        branch: args.branch.clone(),
+        run_id: run_id.clone(),
+        resume,
+    };
+    let finished_before = matches!(
+        job.resume.status,
+        TaskStatus::Done | TaskStatus::Blocked | TaskStatus::Skipped
+    );
+    let result = if finished_before {
+        // Ended before the last push reached the remote: only the pushes are left.
+        Ok(job.resume.clone())
+    } else {
+        let run = SprintRun {
+            file: &file,
+            project_root: &work,
+            generator: &*generator,
+            evaluator: evaluator.as_deref().map(|e| e as &dyn RoleAgent),
+            commands: &*commands,
+            executor: &corral_executor_local::LocalExecutor,
+            events: &view,
+            options: RunOptions {
+                dirty: corral_sprint::DirtyTree::Keep,
+                run_id,
+                now,
+                git_env: worker.env.clone(),
+                jobs: 1,
+            },
+            cancel,
+        };
+        let (tx, rx) = watch::channel(0_u64);
+        let recorder = FileRecorder {
+            path: state_file.clone(),
+            changed: tx,
+        };
+        let done = CancellationToken::new();
+        let working = async {
+            let result = work_task(&run, &job, &work, &recorder).await;
+            done.cancel();
+            result
+        };
+        let pushing = worker.push_records(rx, &done, layout.root(), &task, &reference);
+        let (result, ()) = tokio::join!(working, pushing);
+        result.map(|handback| match handback.end {
+            TaskEnd::Finished => handback.state,
+            TaskEnd::Paused(end) => {
+                let mut state = handback.state;
+                // Paused: the exit code says why; the state stays running.
+                state.reason = Some(format!("paused: {end:?}"));
+                state
+            }
+        })
+    };
+    view.finish();
+    if let Err(e) = worker.push_record(layout.root(), &task, &reference).await {
+        errln!("warning: the task's record was not pushed to {reference}: {e:#}");
+    }
+    let state = result.map_err(exit_for_error)?;
+    let head = if state.status == TaskStatus::Done {
+        let refspec = format!("{0}:refs/heads/{0}", args.branch);
+        worker
+            .git(
+                &work,
+                &["push", "--quiet", "--force", &args.remote, &refspec],
+                &[],
+            )
+            .await?;
+        state.commit.clone()
+    } else {
+        None
+    };
+    if args.json {
+        let handback = serde_json::json!({
+            "kind": "handback",
+            "task": task.as_str(),
+            "status": state.status.as_str(),
+            "round": state.round,
+            "head": head,
+            "branch": args.branch,
+            "record": reference,
+        });
+        outln!("{handback}");
+    }
+    Ok(match (state.status, state.reason.as_deref()) {
+        (TaskStatus::Done, _) => Exit::Success,
+        (TaskStatus::Blocked | TaskStatus::Skipped, _) => Exit::Blocked,
+        (TaskStatus::Running | TaskStatus::Pending, Some(r)) if r.contains("RateLimited") => {
+            exit_for(corral_sprint::SprintEnd::RateLimited)
+        }
+        (TaskStatus::Running | TaskStatus::Pending, _) => {
+            exit_for(corral_sprint::SprintEnd::Cancelled)
+        }
+    })
+}
+
+/// The task as a sprint that never ran it has it.
+fn fresh_task(file: &corral_sprint::SprintFile, task: &TaskId) -> anyhow::Result<TaskState> {
+    SprintState::fresh(file, &now())
+        .tasks
+        .into_iter()
+        .find(|t| &t.id == task)
+        .ok_or_else(|| usage(format!("--task {task}: the sprint file has no such task")))
+}
+
+fn read_task_state(path: &Path) -> Option<TaskState> {
+    let bytes = std::fs::read(path).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// `.corral/.gitignore` holding `*`, as `corral sprint run` writes it: the record is never
+/// part of the task's commit nor of the tree snapshot.
+fn ignore_state_dir(work: &Path) -> anyhow::Result<()> {
+    let dir = work.join(".corral");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(".gitignore");
+    if !path.exists() {
+        std::fs::write(
+            &path,
+            "# Written by corral: its run records stay out of git.\n*\n",
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the task's state after every step into its record directory, and wakes the pusher.
+struct FileRecorder {
+    path: PathBuf,
+    changed: watch::Sender<u64>,
+}
+
+impl TaskRecorder for FileRecorder {
+    fn record(&self, task: &TaskState) -> Result<(), SprintError> {
+        let io = |source| SprintError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let json = serde_json::to_vec_pretty(task).map_err(|e| io(std::io::Error::other(e)))?;
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let tmp = self.path.with_extension("json.tmp");
+        std::fs::write(&tmp, json).map_err(io)?;
+        std::fs::rename(&tmp, &self.path).map_err(io)?;
+        self.changed.send_modify(|n| *n += 1);
+        Ok(())
+    }
+}
+
+/// The worker's git: its clone, its record, its pushes.
+struct Worker<'a> {
+    runner: &'a dyn CommandRunner,
+    work: PathBuf,
+    remote: String,
+    env: Vec<(String, String)>,
+    cancel: CancellationToken,
+}
+
+impl Worker<'_> {
+    /// `git args` in `cwd` with the identity and `extra` variables; its stdout on exit 0.
+    async fn git(
+        &self,
+        cwd: &Path,
+        args: &[&str],
+        extra: &[(&str, String)],
+    ) -> anyhow::Result<String> {
+        let mut spec = CommandSpec::git(args.iter().copied(), cwd, GIT_TIMEOUT);
+        spec.output_limit = RECORD_FILE_LIMIT;
+        spec.env.clone_from(&self.env);
+        spec.env
+            .extend(extra.iter().map(|(k, v)| ((*k).to_string(), v.clone())));
+        let out = self.runner.run(spec, &self.cancel).await?;
+        if out.success() {
+            Ok(out.stdout.text)
+        } else {
+            anyhow::bail!(
+                "git {} in {}: {:?}: {}",
+                args.join(" "),
+                cwd.display(),
+                out.end,
+                out.stderr.text.trim()
+            )
+        }
+    }
+
+    /// Makes the clone in the work dir (or reuses the one there) and fetches the remote's
+    /// branches into it; whether it made it. Corral's git talks to no remote by default
+    /// (`protocol.allow=never`): the clone's own configuration allows the one transport the
+    /// remote's URL names, which wins over the general rule.
+    async fn clone_or_fetch(&self) -> anyhow::Result<bool> {
+        let made = !self.work.join(".git").exists();
+        if made {
+            std::fs::create_dir_all(&self.work)?;
+            self.git(&self.work, &["init", "--quiet"], &[]).await?;
+            let key = format!("protocol.{}.allow", transport(&self.remote));
+            self.git(&self.work, &["config", &key, "always"], &[])
+                .await?;
+        }
+        self.git(
+            &self.work,
+            &[
+                "fetch",
+                "--quiet",
+                &self.remote,
+                "+refs/heads/*:refs/remotes/origin/*",
+            ],
+            &[],
+        )
+        .await?;
+        Ok(made)
+    }
+
+    /// The task's branch at `base`, nothing else in the tree (the record's directory, which
+    /// git ignores, stays).
+    async fn checkout_base(&self, branch: &str, base: &str) -> anyhow::Result<()> {
+        self.git(
+            &self.work,
+            &["checkout", "--quiet", "--force", "-B", branch, base],
+            &[],
+        )
+        .await?;
+        self.git(&self.work, &["clean", "-fdq"], &[]).await?;
+        Ok(())
+    }
+
+    /// Back on the task's branch in a reused clone, its tree as it was.
+    async fn stay_on(&self, branch: &str) -> anyhow::Result<()> {
+        let now_on = self
+            .git(&self.work, &["rev-parse", "--abbrev-ref", "HEAD"], &[])
+            .await?;
+        if now_on.trim() != branch {
+            self.git(&self.work, &["checkout", "--quiet", branch], &[])
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Fetches the task's record from the remote; whether it has one.
+    async fn fetch_record(&self, reference: &str) -> bool {
+        let refspec = format!("+{reference}:{reference}");
+        self.git(
+            &self.work,
+            &["fetch", "--quiet", &self.remote, &refspec],
+            &[],
+        )
+        .await
+        .is_ok()
+    }
+
+    /// Puts the record's files below `layout_root` and its tree snapshot into the work tree.
+    async fn restore(
+        &self,
+        reference: &str,
+        layout_root: &Path,
+        task: &TaskId,
+    ) -> anyhow::Result<()> {
+        let dir = format!("implement/{task}");
+        let listing = self
+            .git(
+                &self.work,
+                &["ls-tree", "-r", "--name-only", reference, "--", &dir],
+                &[],
+            )
+            .await?;
+        for path in listing.lines().filter(|l| !l.is_empty()) {
+            let blob = format!("{reference}:{path}");
+            let text = self.git(&self.work, &["show", &blob], &[]).await?;
+            let target = layout_root.join(path);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&target, text)?;
+        }
+        let snapshot = format!("{reference}:tree");
+        if let Ok(tree) = self
+            .git(
+                &self.work,
+                &["rev-parse", "--verify", "--quiet", &snapshot],
+                &[],
+            )
+            .await
+        {
+            let source = format!("--source={}", tree.trim());
+            self.git(
+                &self.work,
+                &["restore", &source, "--worktree", "--", "."],
+                &[],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Pushes the record each time the task's state changed, until `done`.
+    async fn push_records(
+        &self,
+        mut changed: watch::Receiver<u64>,
+        done: &CancellationToken,
+        layout_root: &Path,
+        task: &TaskId,
+        reference: &str,
+    ) {
+        loop {
+            tokio::select! {
+                () = done.cancelled() => return,
+                seen = changed.changed() => if seen.is_err() { return },
+            }
+            if let Err(e) = self.push_record(layout_root, task, reference).await {
+                tracing::warn!(task = task.as_str(), "the record was not pushed: {e:#}");
+            }
+        }
+    }
+
+    /// One record commit (the task's directory and a snapshot of the work tree), pushed.
+    async fn push_record(
+        &self,
+        layout_root: &Path,
+        task: &TaskId,
+        reference: &str,
+    ) -> anyhow::Result<()> {
+        let git_dir = self.work.join(".git");
+        // Own index files: the task's git (its staging, its commit) is never disturbed.
+        let snapshot = [(
+            "GIT_INDEX_FILE",
+            git_dir.join("corral-snapshot.index").display().to_string(),
+        )];
+        self.git(&self.work, &["read-tree", "HEAD"], &snapshot)
+            .await?;
+        self.git(&self.work, &["add", "-A"], &snapshot).await?;
+        let tree = self.git(&self.work, &["write-tree"], &snapshot).await?;
+        let record = [(
+            "GIT_INDEX_FILE",
+            git_dir.join("corral-record.index").display().to_string(),
+        )];
+        self.git(&self.work, &["read-tree", "--empty"], &record)
+            .await?;
+        // The record's files as seen from the sprint's directory (paths `implement/<task>/…`).
+        let mut below = record.to_vec();
+        below.push(("GIT_DIR", git_dir.display().to_string()));
+        below.push(("GIT_WORK_TREE", layout_root.display().to_string()));
+        let dir = format!("implement/{task}");
+        self.git(layout_root, &["add", "-f", "--", &dir], &below)
+            .await?;
+        self.git(
+            &self.work,
+            &["read-tree", "--prefix=tree/", tree.trim()],
+            &record,
+        )
+        .await?;
+        let record_tree = self.git(&self.work, &["write-tree"], &record).await?;
+        let mut identity = record.to_vec();
+        for var in [
+            "GIT_AUTHOR_NAME",
+            "GIT_COMMITTER_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "GIT_COMMITTER_EMAIL",
+        ] {
+            if !self.env.iter().any(|(k, _)| k == var) {
+                let value = if var.ends_with("EMAIL") {
+                    "corral@localhost"
+                } else {
+                    "corral"
+                };
+                identity.push((var, value.to_string()));
+            }
+        }
+        let message = format!("corral record of task {task}");
+        let commit = self
+            .git(
+                &self.work,
+                &["commit-tree", record_tree.trim(), "-m", &message],
+                &identity,
+            )
+            .await?;
+        let refspec = format!("{}:{reference}", commit.trim());
+        self.git(
+            &self.work,
+            &["push", "--quiet", "--force", &self.remote, &refspec],
+            &[],
+        )
+        .await?;
+        Ok(())
+    }
+}

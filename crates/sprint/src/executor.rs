@@ -1,0 +1,211 @@
+//! The executor port: "run this task's rounds somewhere and hand back its branch".
+//!
+//! In a parallel run (`--jobs` above 1) the coordinator (the sprint's flow) decides which task
+//! runs when and folds what comes back; a [`TaskExecutor`] decides where a task runs: in a git
+//! worktree on this machine (`corral-executor-local`), or as a job on a cluster whose worker
+//! runs `corral sprint work` (`corral-executor-ray`). It is the sprint's second seam, beside
+//! [`RoleAgent`](crate::RoleAgent).
+//!
+//! One writer: an executor never writes `sprint.json` nor the learnings. It reports the task's
+//! state after every step through [`TaskHost::record_progress`] (the coordinator copies it into
+//! its state and writes the file), and hands the task back with a [`TaskHandback`]; the
+//! coordinator folds the branch head named there onto the sprint's branch.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use corral_ports::{CancellationToken, CommandRunner};
+
+use crate::event::SprintEnd;
+use crate::flow::SprintError;
+use crate::layout::SprintLayout;
+use crate::names::{SprintName, TaskId};
+use crate::state::TaskState;
+
+/// One task, as the coordinator hands it to an executor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskJob {
+    /// The sprint.
+    pub sprint: SprintName,
+    /// The task.
+    pub task: TaskId,
+    /// The commit the task's branch starts at (the sprint branch's head when it was ready).
+    pub base: String,
+    /// The task's own branch (`corral/<sprint>.tasks/<task>`), which the executor hands back.
+    pub branch: String,
+    /// The sprint run's id (the `Corral-Run:` trailer of the task's commit).
+    pub run_id: String,
+    /// The resume point: the task's last recorded state. `Pending` starts the task afresh;
+    /// `Running` continues it at its round and step (its progress says which).
+    pub resume: TaskState,
+}
+
+impl TaskJob {
+    /// Whether the task starts afresh (no round of it was recorded).
+    pub fn is_fresh(&self) -> bool {
+        self.resume.status == crate::state::TaskStatus::Pending || self.resume.progress.is_none()
+    }
+}
+
+/// How a task's run through an executor ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// The task ended: done (its commit on its branch) or blocked.
+    Finished,
+    /// The sprint must stop (cancelled, rate limited); the task continues on the next run
+    /// from its last recorded step.
+    Paused(SprintEnd),
+}
+
+/// What an executor hands back for a task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskHandback {
+    /// How the run ended.
+    pub end: TaskEnd,
+    /// The head of the task's branch that the coordinator folds, fetched into the project's
+    /// repository (`Some` when the task is done).
+    pub head: Option<String>,
+    /// The task's final state: status, round, progress (when paused), usage, warnings.
+    pub state: TaskState,
+    /// Where the task's record (`implement/<task>/`) now is on this machine.
+    pub record: PathBuf,
+}
+
+/// Why an executor could not run a task to a handback.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    /// The task's rounds failed in the sprint's own machinery (git, the state, the record).
+    /// Retryable: as the sprint's error says.
+    #[error(transparent)]
+    Sprint(Box<SprintError>),
+    /// `setup` failed in a new work tree of the task. Retryable: no, not until the setup
+    /// command is fixed.
+    #[error("setup `{command}` failed in {} ({end}):\n{output}", work_tree.display())]
+    Setup {
+        /// The command.
+        command: String,
+        /// The work tree it ran in.
+        work_tree: PathBuf,
+        /// How it ended.
+        end: String,
+        /// Its output, cut.
+        output: String,
+    },
+    /// The place the task runs in (a cluster, a git remote) could not be reached.
+    /// Retryable: yes, once it is reachable again.
+    #[error("{what} is unreachable: {reason}")]
+    Unreachable {
+        /// What: the cluster's address, the git remote.
+        what: String,
+        /// Why, as the transport said.
+        reason: String,
+    },
+    /// The task's job was lost (its node went away) more often than it may be resubmitted.
+    /// Retryable: yes: a new run resubmits it and it resumes from its last recorded round.
+    #[error("the job of task {task} was lost {times} time(s): {reason}")]
+    Lost {
+        /// The task.
+        task: TaskId,
+        /// How many times.
+        times: u32,
+        /// The last loss, as the executor saw it.
+        reason: String,
+    },
+    /// The task's job ended in an error of its own (the worker failed, not the task).
+    /// Retryable: no, not until what its log names is fixed.
+    #[error("the job of task {task} failed: {reason}")]
+    Failed {
+        /// The task.
+        task: TaskId,
+        /// Why, with where its log is.
+        reason: String,
+    },
+    /// The executor's settings do not work (a bad address, a missing remote).
+    /// Retryable: no, not until the settings are fixed.
+    #[error("executor settings: {key}: {reason}")]
+    Settings {
+        /// The settings key (`executor.ray.address`, say).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl From<SprintError> for ExecutorError {
+    fn from(e: SprintError) -> Self {
+        ExecutorError::Sprint(Box::new(e))
+    }
+}
+
+impl ExecutorError {
+    /// Whether running the sprint again may get past this error.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ExecutorError::Sprint(e) => e.is_retryable(),
+            ExecutorError::Unreachable { .. } | ExecutorError::Lost { .. } => true,
+            ExecutorError::Setup { .. }
+            | ExecutorError::Failed { .. }
+            | ExecutorError::Settings { .. } => false,
+        }
+    }
+}
+
+/// Where a task runs: on this machine, on a cluster. Implementations never write the sprint's
+/// state or learnings (see the module's text).
+#[async_trait]
+pub trait TaskExecutor: Send + Sync {
+    /// The executor's name in settings and events (`local`, `ray`).
+    fn kind(&self) -> &'static str;
+
+    /// Runs `job`'s rounds (from its resume point) and hands back its branch. Every step's
+    /// task state goes to `host.record_progress`; `cancel` fired stops the task at its next
+    /// step (a remote job is stopped) with [`TaskEnd::Paused`].
+    async fn run_task(
+        &self,
+        job: TaskJob,
+        host: &dyn TaskHost,
+        cancel: &CancellationToken,
+    ) -> Result<TaskHandback, ExecutorError>;
+}
+
+/// What the coordinator lends an executor for one sprint run.
+#[async_trait]
+pub trait TaskHost: Send + Sync {
+    /// The project's root (its repository's work tree).
+    fn project_root(&self) -> &Path;
+
+    /// The names of the sprint's state and record on disk.
+    fn layout(&self) -> &SprintLayout;
+
+    /// The supervised command runner (git, `setup`): an executor creates no process itself.
+    fn commands(&self) -> &dyn CommandRunner;
+
+    /// Runs `git args` in `cwd` with the sprint's committer identity; its stdout when it
+    /// exits 0.
+    async fn git(&self, cwd: &Path, args: &[&str]) -> Result<String, ExecutorError>;
+
+    /// Runs the sprint's `setup` (if it has one) in a new work tree of a task.
+    async fn run_setup(&self, work_tree: &Path) -> Result<(), ExecutorError>;
+
+    /// Records a task's state after a step: the coordinator copies it into `sprint.json`.
+    fn record_progress(&self, task: &TaskState) -> Result<(), ExecutorError>;
+
+    /// Appends a line a remote job printed to the task's record (`implement/<task>/job.log`).
+    fn job_log(&self, task: &TaskId, line: &str);
+
+    /// Runs `job`'s rounds here, in `work_tree` (a checkout on `job.branch`), with the
+    /// sprint's agents, engine, sandbox and record: what the local executor runs, and what
+    /// `corral sprint work` runs on a worker.
+    async fn work_task(
+        &self,
+        job: &TaskJob,
+        work_tree: &Path,
+    ) -> Result<TaskHandback, ExecutorError>;
+}
+
+/// Where a task's steps are recorded when it runs outside the coordinator (a worker of
+/// `corral sprint work`, or the coordinator's own host).
+pub trait TaskRecorder: Send + Sync {
+    /// Records the task's state after a step.
+    fn record(&self, task: &TaskState) -> Result<(), SprintError>;
+}
