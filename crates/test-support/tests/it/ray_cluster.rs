@@ -30,6 +30,9 @@ fn a_two_node_cluster_starts_answers_and_leaves_nothing_behind() {
         std::thread::sleep(Duration::from_millis(200));
         left = RayCluster::leftovers(&temp_dir);
     }
-    assert!(left.is_empty(), "Ray processes left after the drop: {left:?}");
+    assert!(
+        left.is_empty(),
+        "Ray processes left after the drop: {left:?}"
+    );
     assert!(!temp_dir.exists(), "the cluster's temp dir is removed");
 }
