@@ -228,6 +228,20 @@ pub const LAYERS: &[Layer] = &[
             ]),
         },
     },
+    // The ray executor: the sprint's executor port over a Ray cluster's Jobs HTTP API
+    // (ADR 0008). On the sprint and the ports only, never the local executor, the engine or a
+    // provider.
+    Layer {
+        name: "corral-executor-ray",
+        rules: Rules::Product {
+            internal: &[
+                any("corral-ports"),
+                any("corral-sprint"),
+                dev("corral-test-support"),
+            ],
+            external: Externals::Any,
+        },
+    },
     // The `corral` binary: above the composition root, which is all it knows of the engine, the
     // providers and the signals contract; the sprint's file and state it reads directly.
     Layer {
