@@ -123,6 +123,16 @@ const PROVIDER: Rules = Rules::Product {
     external: Externals::Any,
 };
 
+/// The executors are siblings: the sprint's port and the ports, an async trait, nothing else.
+const EXECUTOR: Rules = Rules::Product {
+    internal: &[
+        any("corral-ports"),
+        any("corral-sprint"),
+        dev("corral-test-support"),
+    ],
+    external: Externals::Only(&[any("async-trait")]),
+};
+
 /// Every workspace member and what it may depend on.
 pub const LAYERS: &[Layer] = &[
     // The bottom layer: traits and types, and a handful of small external crates.
@@ -196,10 +206,18 @@ pub const LAYERS: &[Layer] = &[
                 any("corral-engine"),
                 any("corral-contract"),
                 any("corral-sprint"),
+                // The executors, built from `executor.kind` (ADR 0007).
+                any("corral-executor-local"),
                 dev("corral-test-support"),
             ],
             external: Externals::Any,
         },
+    },
+    // The executors are siblings (ADR 0007): each implements the sprint's executor port on
+    // the ports alone, never on another executor, a provider, the engine or compose.
+    Layer {
+        name: "corral-executor-local",
+        rules: EXECUTOR,
     },
     // The sprint: what a sprint is (its file, task order, state layout). On the ports and the
     // contract only, never the engine or a provider (ADR 0004); its externals stay few.
@@ -210,6 +228,8 @@ pub const LAYERS: &[Layer] = &[
                 any("corral-ports"),
                 any("corral-contract"),
                 dev("corral-test-support"),
+                // Its parallel runs' tests go through the default executor (ADR 0007).
+                dev("corral-executor-local"),
             ],
             external: Externals::Only(&[
                 // The agent seam (`RoleAgent`) is an async trait with the ports' cancellation

@@ -182,6 +182,50 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        dir: "executor-uses-provider",
+        violation: "corral-executor-local -> corral-claude (normal dep): an executor naming a provider",
+        plant: Plant::Dependency {
+            manifest: "crates/executors/local/Cargo.toml",
+            line: "corral-claude.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-executor-local",
+                    "error[banned]: crate 'corral-claude",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-executor-local -> corral-claude (normal dep) is not allowed"],
+            ),
+        ],
+    },
+    Case {
+        dir: "executor-uses-engine",
+        violation: "corral-executor-local -> corral-engine (normal dep): an executor creating processes",
+        plant: Plant::Dependency {
+            manifest: "crates/executors/local/Cargo.toml",
+            line: "corral-engine.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-executor-local",
+                    "error[banned]: crate 'corral-engine",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-executor-local -> corral-engine (normal dep) is not allowed"],
+            ),
+        ],
+    },
+    Case {
         dir: "sprint-uses-engine",
         violation: "corral-sprint -> corral-engine (normal dep): the sprint creating processes",
         plant: Plant::Dependency {

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_compose::{command_runner, engine_config, new_run_id, now, role_agent};
+use corral_compose::{command_runner, engine_config, new_run_id, now, role_agent, task_executor};
 use corral_ports::{CancellationToken, CommandEnd, CommandRunner, CommandSpec};
 use corral_sprint::{
     DirtyTree, RoleAgent, RunOptions, SPRINT_FILE, SprintEnd, SprintError, SprintRun,
@@ -51,6 +51,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
         None => None,
     };
     let commands = command_runner(config);
+    let executor = task_executor(settings).map_err(|e| usage(e.to_string()))?;
     let dirty = match (args.keep_dirty, args.stash) {
         (true, _) => DirtyTree::Keep,
         (false, true) => DirtyTree::Stash,
@@ -68,7 +69,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
         generator: &*generator,
         evaluator: evaluator.as_deref().map(|e| e as &dyn RoleAgent),
         commands: &*commands,
-        executor: &corral_executor_local::LocalExecutor,
+        executor,
         events: &view,
         options: RunOptions {
             dirty,

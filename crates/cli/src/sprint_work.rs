@@ -152,13 +152,15 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         // Ended before the last push reached the remote: only the pushes are left.
         Ok(job.resume.clone())
     } else {
+        // One task, no parallel run: the executor is never asked.
+        let executor = corral_compose::local_executor();
         let run = SprintRun {
             file: &file,
             project_root: &work,
             generator: &*generator,
             evaluator: evaluator.as_deref().map(|e| e as &dyn RoleAgent),
             commands: &*commands,
-            executor: &corral_executor_local::LocalExecutor,
+            executor,
             events: &view,
             options: RunOptions {
                 dirty: corral_sprint::DirtyTree::Keep,

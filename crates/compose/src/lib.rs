@@ -11,12 +11,14 @@
 //! and git go through. It also owns the run directory and its record
 //! (`run.json`), which every caller writes alike, and the corrective-retry policy: a task run
 //! until the agent's `signals.json` satisfies the contract ([`run_with_contract`]); and it builds
-//! the agents that play a sprint's roles ([`role_agent()`], ADR 0005).
+//! the agents that play a sprint's roles ([`role_agent()`], ADR 0005) and the executor its
+//! parallel tasks run through ([`task_executor()`], `executor.kind`, ADR 0007).
 //!
 //! This is the only crate that reads settings and the only one that names every provider. It
 //! knows nothing about the terminal: rendering belongs to the CLI.
 
 mod contract_run;
+mod executor;
 mod factory;
 mod layers;
 mod role_agent;
@@ -38,6 +40,7 @@ pub use corral_engine::{
     BackendChoice, EngineConfig, HOST_CWD, HostProgramError, bubblewrap_usable, host_program,
     kill_child_groups, record_copy, write_record_file,
 };
+pub use executor::{local_executor, task_executor};
 pub use factory::{
     CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, command_runner,
     descriptor, engine_config, headless_provider, interactive_provider, model_probe, provider,
@@ -53,8 +56,8 @@ pub use run_record::{
     ignore_state_dir, new_run_id, now, read_record, write_record,
 };
 pub use settings::{
-    EnvSettings, ProviderSettings, ProvidersSettings, RetrySettings, RunSettings, SandboxSettings,
-    Settings, settings_json_schema,
+    EnvSettings, ExecutorKind, ExecutorSettings, ProviderSettings, ProvidersSettings, RaySettings,
+    RetrySettings, RunSettings, SandboxSettings, Settings, settings_json_schema,
 };
 pub use spawn::{NoHooks, Spawn, SpawnEnd, SpawnHooks, SpawnPlan, resume_command};
 pub use trust::{

@@ -27,6 +27,104 @@ pub struct Settings {
     /// The sandbox the CLIs run in.
     #[garde(dive)]
     pub sandbox: SandboxSettings,
+    /// Where the tasks of a parallel sprint (`corral sprint run --jobs N`) run.
+    #[garde(dive)]
+    pub executor: ExecutorSettings,
+}
+
+/// `[executor]`
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutorSettings {
+    /// `local` (each task in a git worktree on this machine, the default) or `ray` (each task
+    /// a job on a Ray cluster, through its Jobs HTTP API).
+    #[garde(skip)]
+    pub kind: ExecutorKind,
+    /// `[executor.ray]`: the cluster, used when `kind` is `ray`.
+    #[garde(dive, custom(ray_complete(&self.kind)))]
+    pub ray: RaySettings,
+}
+
+/// Where a parallel sprint's tasks run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// Git worktrees on this machine.
+    #[default]
+    Local,
+    /// Jobs on a Ray cluster.
+    Ray,
+}
+
+impl ExecutorKind {
+    /// The name in settings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutorKind::Local => "local",
+            ExecutorKind::Ray => "ray",
+        }
+    }
+}
+
+/// `[executor.ray]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RaySettings {
+    /// The cluster's Jobs HTTP address, e.g. `http://127.0.0.1:8265`.
+    #[garde(inner(custom(http_url)))]
+    pub address: Option<String>,
+    /// The git remote the cluster's workers clone the repository from and push the tasks'
+    /// branches and records to (a URL they can reach).
+    #[garde(inner(length(min = 1)))]
+    pub remote: Option<String>,
+    /// CPUs reserved for each task's job (Ray's `entrypoint_num_cpus`).
+    #[garde(range(min = 0.0, max = 1024.0))]
+    pub entrypoint_num_cpus: f64,
+    /// Memory reserved for each task's job, in MiB (Ray's `entrypoint_memory`; 0: none).
+    #[garde(range(max = 4_194_304))]
+    pub entrypoint_memory_mb: u64,
+    /// Times a job lost with its node is resubmitted (it resumes from its last recorded step).
+    #[garde(range(max = 20))]
+    pub max_resubmits: u32,
+}
+
+impl Default for RaySettings {
+    fn default() -> Self {
+        RaySettings {
+            address: None,
+            remote: None,
+            entrypoint_num_cpus: 1.0,
+            entrypoint_memory_mb: 0,
+            max_resubmits: 3,
+        }
+    }
+}
+
+// garde hands a custom rule the field as declared, so `&String` it is.
+#[allow(clippy::ptr_arg)]
+fn http_url(value: &String, (): &()) -> garde::Result {
+    let rest = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(()),
+        Some(_) | None => Err(garde::Error::new(
+            "must be an http:// or https:// address with a host, e.g. http://127.0.0.1:8265",
+        )),
+    }
+}
+
+fn ray_complete(kind: &ExecutorKind) -> impl FnOnce(&RaySettings, &()) -> garde::Result + '_ {
+    move |ray, ()| match kind {
+        ExecutorKind::Local => Ok(()),
+        ExecutorKind::Ray if ray.address.is_none() => Err(garde::Error::new(
+            "executor.kind is ray: set executor.ray.address (the cluster's Jobs HTTP address)",
+        )),
+        ExecutorKind::Ray if ray.remote.is_none() => Err(garde::Error::new(
+            "executor.kind is ray: set executor.ray.remote (a git remote the cluster reaches)",
+        )),
+        ExecutorKind::Ray => Ok(()),
+    }
 }
 
 /// `[sandbox]`

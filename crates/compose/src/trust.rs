@@ -131,6 +131,24 @@ pub const KEYS: &[(&str, Who)] = &[
             ProjectMay::Only("[]"),
         ),
     ),
+    ("executor.kind", Who::Anyone),
+    (
+        "executor.ray.address",
+        user_only(
+            "the cluster the sprint's tasks, and the repository with them, are sent to",
+            ProjectMay::Nothing,
+        ),
+    ),
+    (
+        "executor.ray.remote",
+        user_only(
+            "the git remote the repository is pushed to",
+            ProjectMay::Nothing,
+        ),
+    ),
+    ("executor.ray.entrypoint_num_cpus", Who::Anyone),
+    ("executor.ray.entrypoint_memory_mb", Who::Anyone),
+    ("executor.ray.max_resubmits", Who::Anyone),
     (
         "sandbox.home",
         user_only(

@@ -442,3 +442,49 @@ fn every_unreadable_value_is_reported_in_corrals_words() {
         "{text}"
     );
 }
+
+#[test]
+fn a_ray_executor_without_its_address_and_remote_or_with_a_bad_address_names_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = dir.path().join("user.toml");
+    write(&user, "[executor]\nkind = \"ray\"\n");
+    let lines = invalid_lines(LoadedSettings::load(&sources(dir.path())).unwrap_err());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("executor.ray"), "{lines:?}");
+    assert!(lines[0].contains("executor.ray.address"), "{lines:?}");
+    write(
+        &user,
+        "[executor]\nkind = \"ray\"\n[executor.ray]\naddress = \"127.0.0.1:8265\"\nremote = \"file:///srv/repo.git\"\n",
+    );
+    let lines = invalid_lines(LoadedSettings::load(&sources(dir.path())).unwrap_err());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("executor.ray.address = \"127.0.0.1:8265\""),
+        "{lines:?}"
+    );
+    assert!(lines[0].contains(&user.display().to_string()), "{lines:?}");
+    assert!(lines[0].contains("http://"), "{lines:?}");
+    write(
+        &user,
+        "[executor]\nkind = \"ray\"\n[executor.ray]\naddress = \"http://127.0.0.1:8265\"\nremote = \"file:///srv/repo.git\"\nentrypoint_num_cpus = 2.5\n",
+    );
+    let loaded = LoadedSettings::load(&sources(dir.path())).unwrap();
+    assert_eq!(
+        loaded.settings.executor.kind,
+        corral_compose::ExecutorKind::Ray
+    );
+    assert!((loaded.settings.executor.ray.entrypoint_num_cpus - 2.5).abs() < f64::EPSILON);
+}
+
+#[test]
+fn a_project_file_may_not_name_the_ray_cluster_or_remote() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("corral.toml"),
+        "[executor.ray]\naddress = \"http://attacker.example:8265\"\n",
+    );
+    let err = LoadedSettings::load(&sources(dir.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("executor.ray.address"), "{err}");
+}

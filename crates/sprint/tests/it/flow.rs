@@ -1482,3 +1482,70 @@ async fn killed_with_two_tasks_in_flight_a_rerun_finishes_both_in_their_worktree
         );
     }
 }
+
+#[tokio::test]
+async fn a_freed_slot_starts_the_next_ready_task_while_another_is_still_in_flight() {
+    let p = project(THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::WriteAndHang {
+            files: vec![("a.txt", "a\n")],
+            signals: None,
+        },
+    );
+    let sink = Recorder::default();
+    {
+        let fut = run_jobs(
+            &p,
+            &generator,
+            None,
+            &sink,
+            DirtyTree::Refuse,
+            CancellationToken::new(),
+            2,
+        );
+        tokio::pin!(fut);
+        // In waves of two, c would wait for a, which never ends (bounded, so that such a run
+        // fails instead of hanging).
+        for tick in 0.. {
+            assert!(tick < 250, "c never started while a was in flight");
+            tokio::select! {
+                r = &mut fut => panic!("the sprint ended while a hangs: {r:?}"),
+                () = tokio::time::sleep(Duration::from_millis(20)) => {
+                    let done = corral_sprint::read_state(&layout(&p).state_file())
+                        .is_ok_and(|s| s.tasks.iter().any(|t| {
+                            t.id.as_str() == "c" && t.status == TaskStatus::Done
+                        }));
+                    if done { break; }
+                }
+            }
+        }
+    }
+    let started: Vec<Vec<String>> = sink
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            SprintEvent::WaveStarted { tasks, jobs } => {
+                assert_eq!(*jobs, 2);
+                Some(tasks.iter().map(|t| t.as_str().to_string()).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, vec![vec!["a", "b"], vec!["c"]], "c took b's slot");
+    assert_eq!(task_state(&p, "a").status, TaskStatus::Running);
+    for id in ["b", "c"] {
+        let t = task_state(&p, id);
+        assert_eq!(t.status, TaskStatus::Done, "{id}");
+        assert!(
+            t.task_branch.is_some(),
+            "{id} waits for a to be folded after it, in run order"
+        );
+    }
+    assert!(commits(&p).await.is_empty(), "nothing folded ahead of a");
+}
