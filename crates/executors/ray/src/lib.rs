@@ -9,6 +9,9 @@
 //! nothing else: not the local executor (a sibling crate), no provider, no process of its own
 //! (git runs through the host's supervised runner), no settings file (its settings come built).
 
+mod executor;
 pub mod jobs;
+
+pub use executor::{KIND, RayExecutor, RaySettings};
 
 pub use jobs::{JobInfo, JobStatus, JobSubmission, JobsClient, JobsError, RuntimeEnv};
