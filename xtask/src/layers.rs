@@ -208,6 +208,7 @@ pub const LAYERS: &[Layer] = &[
                 any("corral-sprint"),
                 // The executors, built from `executor.kind` (ADR 0007).
                 any("corral-executor-local"),
+                any("corral-executor-ray"),
                 dev("corral-test-support"),
             ],
             external: Externals::Any,
