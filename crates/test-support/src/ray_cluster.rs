@@ -73,6 +73,7 @@ pub struct RayCluster {
     dashboard_port: u16,
     gcs_port: u16,
     nodes: Vec<Node>,
+    env: Vec<(String, String)>,
 }
 
 impl RayCluster {
@@ -83,6 +84,16 @@ impl RayCluster {
     /// When a node cannot be started, exits early, or the cluster is not up within the time
     /// allowed; the error carries the nodes' output.
     pub fn start(venv: &Path) -> io::Result<Self> {
+        Self::start_with_env(venv, &[])
+    }
+
+    /// [`RayCluster::start`], the nodes (and so every job's entrypoint) with `env` added to
+    /// this process's environment: what a worker node's image would provide (credentials,
+    /// the fake model API's address, a git identity).
+    ///
+    /// # Errors
+    /// As [`RayCluster::start`].
+    pub fn start_with_env(venv: &Path, env: &[(String, String)]) -> io::Result<Self> {
         // Short on purpose: Ray puts Unix sockets under it, whose paths may not exceed 107 bytes.
         let temp_dir = tempfile::Builder::new().prefix("ray").tempdir_in("/tmp")?;
         let mut cluster = Self {
@@ -91,6 +102,7 @@ impl RayCluster {
             gcs_port: free_port()?,
             temp_dir,
             nodes: Vec::new(),
+            env: env.to_vec(),
         };
         let head_args = vec![
             "--head".to_owned(),
@@ -173,6 +185,7 @@ impl RayCluster {
             .arg(format!("--dashboard-agent-listen-port={}", free_port()?))
             .arg(format!("--metrics-export-port={}", free_port()?))
             .args(&args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RAY_USAGE_STATS_ENABLED", "0")
             // The nodes and the jobs' entrypoints find the venv's Python and `ray` first.
             .env("PATH", prepend_path(&self.venv.join("bin")))

@@ -39,7 +39,7 @@ pub struct RaySettings {
     pub sprint_file: String,
     /// The `corral` program on the workers.
     pub corral: String,
-    /// The folder the workers clone into (one clone per job under it).
+    /// The folder the workers clone into (`<work_root>/<sprint>/<task>`).
     pub work_root: String,
     /// CPUs reserved for each job's entrypoint.
     pub entrypoint_num_cpus: f64,
@@ -220,7 +220,15 @@ impl RayExecutor {
 
     /// The worker's command line, shell-quoted.
     fn entrypoint(&self, job: &TaskJob, id: &str) -> String {
-        let work_dir = format!("{}/{id}", self.settings.work_root.trim_end_matches('/'));
+        // One clone per task, reused by a resubmission that lands on the same node (the
+        // worker fetches into it); another node clones afresh and resumes from the record.
+        let _ = id;
+        let work_dir = format!(
+            "{}/{}/{}",
+            self.settings.work_root.trim_end_matches('/'),
+            job.sprint,
+            job.task
+        );
         let words = [
             self.settings.corral.as_str(),
             "sprint",
