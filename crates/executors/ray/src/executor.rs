@@ -118,9 +118,12 @@ impl TaskExecutor for RayExecutor {
         })?;
         // The worker checks out `base`, so the remote must hold it under some ref.
         let base_ref = format!("{}:refs/corral/{}/{}/base", job.base, job.sprint, job.task);
+        let allow = self.allow_remote();
         host.git(
             &root,
             &[
+                "-c",
+                &allow,
                 "push",
                 "--quiet",
                 "--force",
@@ -341,8 +344,19 @@ impl RayExecutor {
         let root = host.project_root();
         let record_ref = format!("refs/corral/{}/{}/record", job.sprint, job.task);
         let refspec = format!("+{record_ref}:{record_ref}");
+        let allow = self.allow_remote();
         let fetched = host
-            .git(root, &["fetch", "--quiet", &self.settings.remote, &refspec])
+            .git(
+                root,
+                &[
+                    "-c",
+                    &allow,
+                    "fetch",
+                    "--quiet",
+                    &self.settings.remote,
+                    &refspec,
+                ],
+            )
             .await;
         if fetched.is_err() {
             // No record pushed yet (the job was lost before its first step).
@@ -388,8 +402,19 @@ impl RayExecutor {
         let root = host.project_root();
         let head = if handback.status == "done" {
             let refspec = format!("+refs/heads/{0}:refs/heads/{0}", job.branch);
-            host.git(root, &["fetch", "--quiet", &self.settings.remote, &refspec])
-                .await?;
+            let allow = self.allow_remote();
+            host.git(
+                root,
+                &[
+                    "-c",
+                    &allow,
+                    "fetch",
+                    "--quiet",
+                    &self.settings.remote,
+                    &refspec,
+                ],
+            )
+            .await?;
             let head = host
                 .git(root, &["rev-parse", &format!("refs/heads/{}", job.branch)])
                 .await?;
@@ -414,6 +439,19 @@ impl RayExecutor {
             state,
             record,
         })
+    }
+
+    /// `protocol.<transport>.allow=always` for the remote's transport: the sprint's git talks
+    /// to no remote by default (`protocol.allow=never`), and the one remote the workers share
+    /// is the exception.
+    fn allow_remote(&self) -> String {
+        let remote = self.settings.remote.as_str();
+        let transport = match remote.split_once("://") {
+            Some((scheme, _)) => scheme,
+            None if remote.contains(':') && !remote.starts_with('/') => "ssh",
+            None => "file",
+        };
+        format!("protocol.{transport}.allow=always")
     }
 
     fn cluster_error(&self, e: JobsError) -> ExecutorError {
