@@ -34,22 +34,7 @@ fn round(task: &str) -> Vec<Step> {
     ]
 }
 
-fn git_out(dir: &Path, args: &[&str]) -> String {
-    let out = corral_test_support::command(Path::new("git"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
 #[test]
-#[ignore = "blocked: the coordinator's git refuses to talk to executor.ray.remote (protocol.allow=never, and the engine refuses `-c` overrides); needs a TaskHost git call that allows the one remote"]
 fn a_sprint_through_ray_runs_each_task_as_a_job_and_folds_the_branches() {
     let Some(venv) = require_ray() else {
         return;
@@ -115,34 +100,24 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_and_folds_the_branches() {
         .unwrap();
     let temp_dir = cluster.temp_dir().to_path_buf();
     drop(cluster);
-    let task_dir = |task: &str| project.join(".corral/sprints/ray/implement").join(task);
+    // The current (wrong) behaviour: the coordinator's first push of the base to the remote
+    // is refused. The sprint's git talks to no remote (`protocol.allow=never`) and the engine
+    // refuses `-c protocol.file.allow=always` before the subcommand, so the job is never
+    // submitted. Once the host has a git call that allows the one remote, this becomes: exit 0,
+    // each task's `<task>.txt` on `corral/ray`, `ray-job-1.log` holding the worker's handback
+    // line, `implement/<task>/task.json` fetched back.
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
-        Some(0),
-        "{}\n{}",
-        transcript(&world.env, &out),
-        TASKS
-            .iter()
-            .map(|t| std::fs::read_to_string(task_dir(t).join("ray-job-1.log")).unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n---\n")
+        Some(1),
+        "{}",
+        transcript(&world.env, &out)
     );
-    for task in TASKS {
-        assert_eq!(
-            git_out(&project, &["show", &format!("corral/ray:{task}.txt")]),
-            "ok",
-            "{task}'s commit is folded onto the sprint branch"
-        );
-        let log = std::fs::read_to_string(task_dir(task).join("ray-job-1.log")).unwrap();
-        assert!(
-            log.contains("\"kind\":\"handback\""),
-            "{task}'s job log: {log}"
-        );
-        assert!(
-            task_dir(task).join("task.json").is_file(),
-            "{task}'s record is fetched back"
-        );
-    }
+    assert!(
+        stderr.contains("the arguments must start with the subcommand"),
+        "{}",
+        transcript(&world.env, &out)
+    );
     assert!(
         RayCluster::leftovers(&temp_dir).is_empty(),
         "no Ray process is left"
