@@ -32,15 +32,6 @@ use crate::sprint_run::{exit_for, exit_for_error, git_identity, install_signal_h
 use crate::sprint_view::SprintView;
 use crate::term::{errln, outln};
 
-/// The transport git uses for `url`: its scheme, `ssh` for `host:path`, `file` for a path.
-fn transport(url: &str) -> &str {
-    match url.split_once("://") {
-        Some((scheme, _)) => scheme,
-        None if url.contains(':') && !url.starts_with('/') => "ssh",
-        None => "file",
-    }
-}
-
 /// The task's state in its record directory (`implement/<task>/task.json`).
 pub const TASK_STATE_FILE: &str = "task.json";
 /// The largest file read back from a record, in bytes.
@@ -93,25 +84,7 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
     let layout = SprintLayout::new(&work, &file.sprint.name);
     let reference = record_ref(file.sprint.name.as_str(), task.as_str());
     let state_file = layout.task_dir(&task).join(TASK_STATE_FILE);
-    let resume = match read_task_state(&state_file) {
-        // This node ran the task before: its clone holds the tree and the record.
-        Some(state) => {
-            worker.stay_on(&args.branch).await?;
-            state
-        }
-        None => {
-            if worker.fetch_record(&reference).await {
-                worker.checkout_base(&args.branch, &args.base).await?;
-                worker.restore(&reference, layout.root(), &task).await?;
-            } else if !cloned {
-                worker.checkout_base(&args.branch, &args.base).await?;
-            }
-            match read_task_state(&state_file) {
-                Some(state) => state,
-                None => fresh_task(&file, &task)?,
-            }
-        }
-    };
+    let resume = resume_point(&worker, &args, &file, &task, &state_file, cloned).await?;
 
     let loaded = load_settings(&work, Vec::new())?;
     let settings = &loaded.settings;
@@ -150,7 +123,7 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
     );
     let result = if finished_before {
         // Ended before the last push reached the remote: only the pushes are left.
-        Ok(job.resume.clone())
+        Ok((job.resume.clone(), TaskEnd::Finished))
     } else {
         // One task, no parallel run: the executor is never asked.
         let executor = corral_compose::local_executor();
@@ -184,28 +157,60 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         };
         let pushing = worker.push_records(rx, &done, layout.root(), &task, &reference);
         let (result, ()) = tokio::join!(working, pushing);
-        result.map(|handback| match handback.end {
-            TaskEnd::Finished => handback.state,
-            TaskEnd::Paused(end) => {
-                let mut state = handback.state;
-                // Paused: the exit code says why; the state stays running.
-                state.reason = Some(format!("paused: {end:?}"));
-                state
-            }
-        })
+        result.map(|handback| (handback.state, handback.end))
     };
     view.finish();
     if let Err(e) = worker.push_record(layout.root(), &task, &reference).await {
         errln!("warning: the task's record was not pushed to {reference}: {e:#}");
     }
-    let state = result.map_err(exit_for_error)?;
+    let (state, end) = result.map_err(exit_for_error)?;
+    finish(&worker, &args, &task, &state, end, &reference).await
+}
+
+/// Where the task resumes: this clone's own record (its tree kept), else the remote's record
+/// (restored into a fresh checkout of the base), else the start.
+async fn resume_point(
+    worker: &Worker<'_>,
+    args: &SprintWorkArgs,
+    file: &corral_sprint::SprintFile,
+    task: &TaskId,
+    state_file: &Path,
+    cloned: bool,
+) -> anyhow::Result<TaskState> {
+    if let Some(state) = read_task_state(state_file) {
+        worker.stay_on(&args.branch).await?;
+        return Ok(state);
+    }
+    let reference = record_ref(file.sprint.name.as_str(), task.as_str());
+    if worker.fetch_record(&reference).await {
+        worker.checkout_base(&args.branch, &args.base).await?;
+        let layout = SprintLayout::new(&worker.work, &file.sprint.name);
+        worker.restore(&reference, layout.root(), task).await?;
+    } else if !cloned {
+        worker.checkout_base(&args.branch, &args.base).await?;
+    }
+    match read_task_state(state_file) {
+        Some(state) => Ok(state),
+        None => fresh_task(file, task),
+    }
+}
+
+/// Pushes the branch of a task done, prints the handback, and says how the task ended.
+async fn finish(
+    worker: &Worker<'_>,
+    args: &SprintWorkArgs,
+    task: &TaskId,
+    state: &TaskState,
+    end: TaskEnd,
+    reference: &str,
+) -> anyhow::Result<Exit> {
     let head = if state.status == TaskStatus::Done {
         let refspec = format!("{0}:refs/heads/{0}", args.branch);
         worker
             .git(
-                &work,
+                &worker.work,
                 &["push", "--quiet", "--force", &args.remote, &refspec],
-                &[],
+                &worker.to_remote(),
             )
             .await?;
         state.commit.clone()
@@ -224,15 +229,12 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         });
         outln!("{handback}");
     }
-    Ok(match (state.status, state.reason.as_deref()) {
-        (TaskStatus::Done, _) => Exit::Success,
-        (TaskStatus::Blocked | TaskStatus::Skipped, _) => Exit::Blocked,
-        (TaskStatus::Running | TaskStatus::Pending, Some(r)) if r.contains("RateLimited") => {
-            exit_for(corral_sprint::SprintEnd::RateLimited)
-        }
-        (TaskStatus::Running | TaskStatus::Pending, _) => {
-            exit_for(corral_sprint::SprintEnd::Cancelled)
-        }
+    Ok(match (end, state.status) {
+        // Paused: the state stays running, the exit says why.
+        (TaskEnd::Paused(end), _) => exit_for(end),
+        (TaskEnd::Finished, TaskStatus::Done) => Exit::Success,
+        (TaskEnd::Finished, TaskStatus::Blocked | TaskStatus::Skipped) => Exit::Blocked,
+        (TaskEnd::Finished, TaskStatus::Running | TaskStatus::Pending) => Exit::Internal,
     })
 }
 
@@ -326,17 +328,12 @@ impl Worker<'_> {
     }
 
     /// Makes the clone in the work dir (or reuses the one there) and fetches the remote's
-    /// branches into it; whether it made it. Corral's git talks to no remote by default
-    /// (`protocol.allow=never`): the clone's own configuration allows the one transport the
-    /// remote's URL names, which wins over the general rule.
+    /// branches into it; whether it made it.
     async fn clone_or_fetch(&self) -> anyhow::Result<bool> {
         let made = !self.work.join(".git").exists();
         if made {
             std::fs::create_dir_all(&self.work)?;
             self.git(&self.work, &["init", "--quiet"], &[]).await?;
-            let key = format!("protocol.{}.allow", transport(&self.remote));
-            self.git(&self.work, &["config", &key, "always"], &[])
-                .await?;
         }
         self.git(
             &self.work,
@@ -346,10 +343,20 @@ impl Worker<'_> {
                 &self.remote,
                 "+refs/heads/*:refs/remotes/origin/*",
             ],
-            &[],
+            &self.to_remote(),
         )
         .await?;
         Ok(made)
+    }
+
+    /// What a command that talks to the remote needs: Corral's git reaches no remote by
+    /// default (`protocol.allow=never`); `GIT_ALLOW_PROTOCOL` lets through the one transport
+    /// the remote's URL names, for that command only.
+    fn to_remote(&self) -> [(&'static str, String); 1] {
+        [(
+            "GIT_ALLOW_PROTOCOL",
+            corral_sprint::git_transport(&self.remote).to_string(),
+        )]
     }
 
     /// The task's branch at `base`, nothing else in the tree (the record's directory, which
@@ -383,7 +390,7 @@ impl Worker<'_> {
         self.git(
             &self.work,
             &["fetch", "--quiet", &self.remote, &refspec],
-            &[],
+            &self.to_remote(),
         )
         .await
         .is_ok()
@@ -518,7 +525,7 @@ impl Worker<'_> {
         self.git(
             &self.work,
             &["push", "--quiet", "--force", &self.remote, &refspec],
-            &[],
+            &self.to_remote(),
         )
         .await?;
         Ok(())

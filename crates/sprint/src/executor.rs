@@ -184,6 +184,16 @@ pub trait TaskHost: Send + Sync {
     /// exits 0.
     async fn git(&self, cwd: &Path, args: &[&str]) -> Result<String, ExecutorError>;
 
+    /// Runs `git args` in `cwd` like [`TaskHost::git`], allowed to reach `remote` (a fetch, a
+    /// push): Corral's git reaches no remote otherwise (`protocol.allow=never`); this one
+    /// command gets `GIT_ALLOW_PROTOCOL` set to the transport `remote` names.
+    async fn git_remote(
+        &self,
+        cwd: &Path,
+        args: &[&str],
+        remote: &str,
+    ) -> Result<String, ExecutorError>;
+
     /// Runs the sprint's `setup` (if it has one) in a new work tree of a task.
     async fn run_setup(&self, work_tree: &Path) -> Result<(), ExecutorError>;
 
@@ -201,6 +211,16 @@ pub trait TaskHost: Send + Sync {
         job: &TaskJob,
         work_tree: &Path,
     ) -> Result<TaskHandback, ExecutorError>;
+}
+
+/// The transport git uses for `url`: its scheme, `ssh` for `host:path`, `file` for a path
+/// (the value `GIT_ALLOW_PROTOCOL` needs to let a command reach it).
+pub fn git_transport(url: &str) -> &str {
+    match url.split_once("://") {
+        Some((scheme, _)) => scheme,
+        None if url.contains(':') && !url.starts_with('/') => "ssh",
+        None => "file",
+    }
 }
 
 /// Where a task's steps are recorded when it runs outside the coordinator (a worker of

@@ -20,7 +20,7 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
-use std::task::Poll;
+use std::task::{Poll, Waker};
 
 use async_trait::async_trait;
 use corral_contract::{Contract, validate_signals_file};
@@ -49,6 +49,53 @@ pub(crate) fn task_branch(sprint: &str, task: &TaskId) -> String {
 struct Coordinator<'c, 'r, 'a> {
     flow: &'c Flow<'r, 'a>,
     shared: Mutex<SprintState>,
+    /// The executors' git runs one command at a time: two `git worktree add` at once race on
+    /// `.git/worktrees/` (one reads the other's half-made entry), as two fetches would.
+    git_turn: Turn,
+}
+
+/// A lock held across awaits, for the few futures of one coordinator (no runtime's lock: the
+/// sprint has no runtime).
+#[derive(Debug, Default)]
+struct Turn {
+    /// Taken, and who waits for it.
+    state: Mutex<(bool, Vec<Waker>)>,
+}
+
+impl Turn {
+    async fn take(&self) -> TurnHeld<'_> {
+        std::future::poll_fn(|cx| {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if state.0 {
+                state.1.push(cx.waker().clone());
+                Poll::Pending
+            } else {
+                state.0 = true;
+                Poll::Ready(())
+            }
+        })
+        .await;
+        TurnHeld { turn: self }
+    }
+}
+
+/// The turn, given back when dropped.
+struct TurnHeld<'t> {
+    turn: &'t Turn,
+}
+
+impl Drop for TurnHeld<'_> {
+    fn drop(&mut self) {
+        let mut state = self
+            .turn
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        state.0 = false;
+        for waker in state.1.drain(..) {
+            waker.wake();
+        }
+    }
 }
 
 impl Coordinator<'_, '_, '_> {
@@ -108,11 +155,33 @@ impl TaskHost for Coordinator<'_, '_, '_> {
     }
 
     async fn git(&self, cwd: &Path, args: &[&str]) -> Result<String, ExecutorError> {
+        let _turn = self.git_turn.take().await;
         let git = Git {
             runner: self.flow.run.commands,
             cwd: cwd.to_path_buf(),
             cancel: &self.flow.run.cancel,
             env: self.flow.run.options.git_env.clone(),
+        };
+        Ok(git.run(args).await.map_err(SprintError::from)?)
+    }
+
+    async fn git_remote(
+        &self,
+        cwd: &Path,
+        args: &[&str],
+        remote: &str,
+    ) -> Result<String, ExecutorError> {
+        let _turn = self.git_turn.take().await;
+        let mut env = self.flow.run.options.git_env.clone();
+        env.push((
+            "GIT_ALLOW_PROTOCOL".to_string(),
+            crate::executor::git_transport(remote).to_string(),
+        ));
+        let git = Git {
+            runner: self.flow.run.commands,
+            cwd: cwd.to_path_buf(),
+            cancel: &self.flow.run.cancel,
+            env,
         };
         Ok(git.run(args).await.map_err(SprintError::from)?)
     }
@@ -200,6 +269,7 @@ impl Flow<'_, '_> {
         let host = Coordinator {
             flow: self,
             shared: Mutex::new(state.clone()),
+            git_turn: Turn::default(),
         };
         let result = self.run_queue(&host, run_id).await;
         *state = host

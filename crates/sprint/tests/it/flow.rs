@@ -1549,3 +1549,29 @@ async fn a_freed_slot_starts_the_next_ready_task_while_another_is_still_in_fligh
     }
     assert!(commits(&p).await.is_empty(), "nothing folded ahead of a");
 }
+
+#[tokio::test]
+async fn setup_runs_once_in_the_project_and_once_in_each_new_worktree() {
+    let p = project(THREE_TASKS).await;
+    let file = p.root.join("corral-sprint.toml");
+    // One count for every tree: the repository's common directory is the same for all.
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "max_rounds = 3",
+        "max_rounds = 3\nsetup = \"basename \\\"$PWD\\\" >> \\\"$(git rev-parse --git-common-dir)/setup-count\\\"\"",
+    );
+    std::fs::write(&file, text).unwrap();
+    git(&p.root, &["commit", "--quiet", "-am", "setup"]).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let summary = run_parallel(&p, &generator, None, &Recorder::default())
+        .await
+        .unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let count = std::fs::read_to_string(p.root.join(".git/setup-count")).unwrap();
+    let mut trees: Vec<&str> = count.lines().collect();
+    trees.sort_unstable();
+    let project = p.root.file_name().unwrap().to_str().unwrap();
+    let mut expected = vec!["a", "b", "c", project];
+    expected.sort_unstable();
+    assert_eq!(trees, expected, "{count}");
+    assert_eq!(commits(&p).await.len(), 3);
+}
