@@ -100,24 +100,37 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_and_folds_the_branches() {
         .unwrap();
     let temp_dir = cluster.temp_dir().to_path_buf();
     drop(cluster);
-    // The current (wrong) behaviour: the coordinator's first push of the base to the remote
-    // is refused. The sprint's git talks to no remote (`protocol.allow=never`) and the engine
-    // refuses `-c protocol.file.allow=always` before the subcommand, so the job is never
-    // submitted. Once the host has a git call that allows the one remote, this becomes: exit 0,
-    // each task's `<task>.txt` on `corral/ray`, `ray-job-1.log` holding the worker's handback
-    // line, `implement/<task>/task.json` fetched back.
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(0),
         "{}",
         transcript(&world.env, &out)
     );
-    assert!(
-        stderr.contains("the arguments must start with the subcommand"),
-        "{}",
-        transcript(&world.env, &out)
-    );
+    for task in TASKS {
+        let shown = std::process::Command::new("git")
+            .current_dir(&project)
+            .args(["show", &format!("corral/ray:{task}.txt")])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&shown.stdout).trim(),
+            "ok",
+            "{task}.txt is folded onto corral/ray: {}",
+            transcript(&world.env, &out)
+        );
+        let task_dir = project.join(".corral/sprints/ray/implement").join(task);
+        let log = std::fs::read_to_string(task_dir.join("ray-job-1.log")).unwrap_or_default();
+        assert!(
+            !log.is_empty(),
+            "the job's log is kept in the sprint's record: {}",
+            transcript(&world.env, &out)
+        );
+        assert!(
+            task_dir.join("task.json").is_file(),
+            "the task's record is fetched back: {}",
+            transcript(&world.env, &out)
+        );
+    }
     assert!(
         RayCluster::leftovers(&temp_dir).is_empty(),
         "no Ray process is left"

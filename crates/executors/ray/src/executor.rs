@@ -118,18 +118,16 @@ impl TaskExecutor for RayExecutor {
         })?;
         // The worker checks out `base`, so the remote must hold it under some ref.
         let base_ref = format!("{}:refs/corral/{}/{}/base", job.base, job.sprint, job.task);
-        let allow = self.allow_remote();
-        host.git(
+        host.git_remote(
             &root,
             &[
-                "-c",
-                &allow,
                 "push",
                 "--quiet",
                 "--force",
                 &self.settings.remote,
                 &base_ref,
             ],
+            &self.settings.remote,
         )
         .await?;
         let mut state = job.resume.clone();
@@ -344,18 +342,11 @@ impl RayExecutor {
         let root = host.project_root();
         let record_ref = format!("refs/corral/{}/{}/record", job.sprint, job.task);
         let refspec = format!("+{record_ref}:{record_ref}");
-        let allow = self.allow_remote();
         let fetched = host
-            .git(
+            .git_remote(
                 root,
-                &[
-                    "-c",
-                    &allow,
-                    "fetch",
-                    "--quiet",
-                    &self.settings.remote,
-                    &refspec,
-                ],
+                &["fetch", "--quiet", &self.settings.remote, &refspec],
+                &self.settings.remote,
             )
             .await;
         if fetched.is_err() {
@@ -402,17 +393,10 @@ impl RayExecutor {
         let root = host.project_root();
         let head = if handback.status == "done" {
             let refspec = format!("+refs/heads/{0}:refs/heads/{0}", job.branch);
-            let allow = self.allow_remote();
-            host.git(
+            host.git_remote(
                 root,
-                &[
-                    "-c",
-                    &allow,
-                    "fetch",
-                    "--quiet",
-                    &self.settings.remote,
-                    &refspec,
-                ],
+                &["fetch", "--quiet", &self.settings.remote, &refspec],
+                &self.settings.remote,
             )
             .await?;
             let head = host
@@ -439,19 +423,6 @@ impl RayExecutor {
             state,
             record,
         })
-    }
-
-    /// `protocol.<transport>.allow=always` for the remote's transport: the sprint's git talks
-    /// to no remote by default (`protocol.allow=never`), and the one remote the workers share
-    /// is the exception.
-    fn allow_remote(&self) -> String {
-        let remote = self.settings.remote.as_str();
-        let transport = match remote.split_once("://") {
-            Some((scheme, _)) => scheme,
-            None if remote.contains(':') && !remote.starts_with('/') => "ssh",
-            None => "file",
-        };
-        format!("protocol.{transport}.allow=always")
     }
 
     fn cluster_error(&self, e: JobsError) -> ExecutorError {
