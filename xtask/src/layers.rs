@@ -208,6 +208,7 @@ pub const LAYERS: &[Layer] = &[
                 any("corral-sprint"),
                 // The executors, built from `executor.kind` (ADR 0007).
                 any("corral-executor-local"),
+                any("corral-executor-ray"),
                 dev("corral-test-support"),
             ],
             external: Externals::Any,
@@ -246,6 +247,20 @@ pub const LAYERS: &[Layer] = &[
                 dev("tempfile"),
                 dev("tokio"),
             ]),
+        },
+    },
+    // The ray executor: the sprint's executor port over a Ray cluster's Jobs HTTP API
+    // (ADR 0008). On the sprint and the ports only, never the local executor, the engine or a
+    // provider.
+    Layer {
+        name: "corral-executor-ray",
+        rules: Rules::Product {
+            internal: &[
+                any("corral-ports"),
+                any("corral-sprint"),
+                dev("corral-test-support"),
+            ],
+            external: Externals::Any,
         },
     },
     // The `corral` binary: above the composition root, which is all it knows of the engine, the

@@ -60,13 +60,6 @@ pub enum Check {
     /// The pinned CLI with this binary name is installed under `.cache/clis` at its pinned version.
     PinnedCli(&'static str),
     /// `.cache/venv/bin/python -c 'import <module>'` succeeds.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "no Python tool is needed yet; the first is one table line"
-        )
-    )]
     PythonModule(&'static str),
 }
 
@@ -84,13 +77,6 @@ pub enum Install {
     PinnedCli(&'static str),
     /// `pip install <package>==<version>` into the venv `.cache/venv` (created with
     /// `python3 -m venv` first).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "no Python tool is needed yet; the first is one table line"
-        )
-    )]
     PythonVenv {
         package: &'static str,
         version: &'static str,
@@ -154,9 +140,9 @@ const fn pinned_cli(bin: &'static str) -> Prerequisite {
     }
 }
 
-/// `cargo xtask ci`: the gates' tools, the default sandbox the tests exercise, and the five
-/// pinned CLIs the contract and conformance tests run (installed first, so the install is not
-/// part of any test's time).
+/// `cargo xtask ci`: the gates' tools, the default sandbox the tests exercise, the five
+/// pinned CLIs the contract and conformance tests run, and Ray for the `ray` executor's tests
+/// (installed first, so the install is not part of any test's time).
 pub const CI: &[Prerequisite] = &[
     CARGO_DENY,
     Prerequisite {
@@ -178,7 +164,24 @@ pub const CI: &[Prerequisite] = &[
     pinned_cli("opencode"),
     pinned_cli("grok"),
     pinned_cli("copilot"),
+    RAY,
 ];
+
+/// Ray with its dashboard and Jobs API (`ray[default]`), in `.cache/venv`: the `ray` executor's
+/// tests start a real cluster on 127.0.0.1 from it (`crates/test-support`'s `ray_cluster`).
+/// The version is pinned so every machine runs the same head node and Jobs API.
+const RAY: Prerequisite = Prerequisite {
+    name: "ray",
+    check: Check::PythonModule("ray.dashboard.modules.job"),
+    install: Install::PythonVenv {
+        package: "ray[default]",
+        version: RAY_VERSION,
+    },
+    need: Need::Required,
+};
+
+/// The pinned Ray release (installs from the Python package index on CPython 3.11).
+const RAY_VERSION: &str = "2.60.0";
 
 /// `cargo xtask demo`: the pinned Claude Code, and bubblewrap where it can be had (without it the
 /// demo runs with degraded-sandbox consent, and says so).

@@ -249,6 +249,10 @@ pub struct SprintRunArgs {
     /// its own git worktree on its own branch, folded onto the sprint's branch in run order.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
+    /// Where the parallel tasks run, over `executor.kind`: `local` (git worktrees here) or
+    /// `ray` (one job per task on the cluster at `executor.ray.address`).
+    #[arg(long, value_name = "KIND", value_parser = ["local", "ray"])]
+    pub executor: Option<String>,
     /// One JSON object per step on stdout, ending with the summary.
     #[arg(long)]
     pub json: bool,

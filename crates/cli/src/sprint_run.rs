@@ -34,7 +34,13 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
     };
     let cwd = std::env::current_dir()?;
     let loaded = load_settings(&cwd, Vec::new())?;
-    let settings = &loaded.settings;
+    let mut chosen = loaded.settings.clone();
+    match args.executor.as_deref() {
+        Some("ray") => chosen.executor.kind = corral_compose::ExecutorKind::Ray,
+        Some("local") => chosen.executor.kind = corral_compose::ExecutorKind::Local,
+        Some(_) | None => {}
+    }
+    let settings = &chosen;
     let root = loaded.project_root.clone();
     let config = engine_config(settings);
     let generator = role_agent(&file.generator, settings, config.clone()).map_err(|e| {
@@ -51,7 +57,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
         None => None,
     };
     let commands = command_runner(config);
-    let executor = task_executor(settings).map_err(|e| usage(e.to_string()))?;
+    let executor = task_executor(settings, &root, &path).map_err(|e| usage(e.to_string()))?;
     let dirty = match (args.keep_dirty, args.stash) {
         (true, _) => DirtyTree::Keep,
         (false, true) => DirtyTree::Stash,
@@ -69,7 +75,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
         generator: &*generator,
         evaluator: evaluator.as_deref().map(|e| e as &dyn RoleAgent),
         commands: &*commands,
-        executor,
+        executor: &*executor,
         events: &view,
         options: RunOptions {
             dirty,

@@ -13,6 +13,9 @@
 //! (the model-probe scaffolding). They speak the ports' types only: this crate may depend on
 //! `corral-ports`, never on `corral-engine`, whose tests use it.
 //!
+//! [`ray_cluster`] starts a real two-node Ray cluster on 127.0.0.1 (from the pinned Ray in
+//! `.cache/venv`) for the `ray` executor's tests, and stops exactly its processes on drop.
+//!
 //! [`raw_reader`] is the raw tokio baseline the `corral-cli` benches measure `corral run` against.
 //!
 //! [`unprivileged_user`] gives the sandbox tests a user to run `corral` as when they run as root
@@ -30,6 +33,7 @@ pub mod pinned_clis;
 pub mod probe;
 mod pty;
 pub mod raw_reader;
+pub mod ray_cluster;
 pub mod recorded;
 pub mod session;
 

@@ -27,6 +27,7 @@ mod hostile;
 mod live_view;
 mod lossless;
 mod probes;
+mod ray;
 mod resume;
 mod sandbox_holds;
 mod sprint;

@@ -18,4 +18,5 @@ mod fake_api_openai;
 mod fake_api_sprint;
 mod grok_cli;
 mod opencode_cli;
+mod ray_cluster;
 mod recorded;

@@ -1,0 +1,531 @@
+//! [`RayExecutor`]: each task one Ray job whose entrypoint is `corral sprint work`.
+//!
+//! Per task: the base commit is pushed to the remote (the worker must reach it), the job is
+//! submitted, its status polled and its log appended to `implement/<task>/ray-job-<n>.log`.
+//! When the job ends with a handback (exit 0 done, 3 blocked) the task's branch and record are
+//! fetched from the remote; when Ray lost it (its node went away, or someone stopped it) the job
+//! is resubmitted under a new id, at most `max_resubmits` times, and the worker resumes from the
+//! record it pushed after its last step. Cancelling the run stops the job.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use corral_ports::CancellationToken;
+use corral_sprint::{
+    ExecutorError, SprintEnd, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskState,
+};
+use serde::Deserialize;
+
+use crate::jobs::{JobInfo, JobStatus, JobSubmission, JobsClient, JobsError, RuntimeEnv};
+
+/// The name of this executor in settings (`executor.kind`).
+pub const KIND: &str = "ray";
+
+/// How long a stopped job gets to reach a terminal status before the executor stops waiting.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+/// Consecutive failed polls of a job's status before the cluster counts as unreachable.
+const POLL_FAILURES: u32 = 20;
+
+/// What the ray executor needs to know, built by the composition root from `executor.ray.*`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RaySettings {
+    /// The cluster's Jobs HTTP address (`http://host:port`).
+    pub address: String,
+    /// The git remote the workers clone from and push to (a URL the cluster reaches).
+    pub remote: String,
+    /// The sprint file's path inside the repository (what `--sprint-file` names).
+    pub sprint_file: String,
+    /// The `corral` program on the workers.
+    pub corral: String,
+    /// The folder the workers clone into (`<work_root>/<sprint>/<task>`).
+    pub work_root: String,
+    /// CPUs reserved for each job's entrypoint.
+    pub entrypoint_num_cpus: f64,
+    /// Memory reserved for each job's entrypoint, in MiB (0: none).
+    pub entrypoint_memory_mb: u64,
+    /// Times a lost job is resubmitted.
+    pub max_resubmits: u32,
+    /// How often a job's status and log are read.
+    pub poll_interval: Duration,
+    /// Environment variables of every job (credentials by environment, `PATH`).
+    pub env_vars: BTreeMap<String, String>,
+}
+
+/// Runs every task as a job on a Ray cluster.
+#[derive(Debug, Clone)]
+pub struct RayExecutor {
+    client: JobsClient,
+    settings: RaySettings,
+}
+
+impl RayExecutor {
+    /// The executor for the cluster in `settings`.
+    ///
+    /// # Errors
+    /// [`ExecutorError::Settings`] when the address is not an `http://host:port` URL.
+    pub fn new(settings: RaySettings) -> Result<Self, ExecutorError> {
+        let client = JobsClient::new(&settings.address).map_err(|e| ExecutorError::Settings {
+            key: "executor.ray.address".to_owned(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self { client, settings })
+    }
+
+    /// The Jobs API client.
+    pub fn client(&self) -> &JobsClient {
+        &self.client
+    }
+}
+
+/// The last stdout line of `corral sprint work --json`.
+#[derive(Debug, Deserialize)]
+struct WorkerHandback {
+    kind: String,
+    status: String,
+}
+
+/// How one job ended, as the executor sees it.
+enum JobEnd {
+    /// The worker handed the task back (done, blocked, paused).
+    HandedBack(WorkerHandback),
+    /// Ray lost the job or someone else stopped it: resubmit.
+    Lost(String),
+    /// The worker failed without a handback.
+    Failed(String),
+    /// The run was cancelled and the job stopped.
+    Cancelled,
+}
+
+#[async_trait]
+impl TaskExecutor for RayExecutor {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    async fn run_task(
+        &self,
+        job: TaskJob,
+        host: &dyn TaskHost,
+        cancel: &CancellationToken,
+    ) -> Result<TaskHandback, ExecutorError> {
+        let root = host.project_root().to_path_buf();
+        let task_dir = host.layout().task_dir(&job.task);
+        std::fs::create_dir_all(&task_dir).map_err(|e| ExecutorError::Failed {
+            task: job.task.clone(),
+            reason: format!("cannot create {}: {e}", task_dir.display()),
+        })?;
+        // The worker checks out `base`, so the remote must hold it under some ref.
+        let base_ref = format!("{}:refs/corral/{}/{}/base", job.base, job.sprint, job.task);
+        host.git_remote(
+            &root,
+            &[
+                "push",
+                "--quiet",
+                "--force",
+                &self.settings.remote,
+                &base_ref,
+            ],
+            &self.settings.remote,
+        )
+        .await?;
+        let mut state = job.resume.clone();
+        let mut losses = 0;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let log = task_dir.join(format!("ray-job-{attempt}.log"));
+            let id = self.submit(&job, attempt).await?;
+            tracing::info!(task = %job.task, job = %id, attempt, "submitted the task's Ray job");
+            host.job_log(
+                &job.task,
+                &format!("ray: submitted job {id} (log: {})", log.display()),
+            );
+            match self.follow(&id, &log, cancel).await? {
+                JobEnd::Cancelled => {
+                    return Ok(TaskHandback {
+                        end: TaskEnd::Paused(SprintEnd::Cancelled),
+                        head: None,
+                        state,
+                        record: task_dir,
+                    });
+                }
+                JobEnd::Failed(reason) => {
+                    return Err(ExecutorError::Failed {
+                        task: job.task.clone(),
+                        reason: format!("{reason} (its log: {})", log.display()),
+                    });
+                }
+                JobEnd::Lost(reason) => {
+                    losses += 1;
+                    tracing::warn!(task = %job.task, job = %id, %reason, losses, "the task's Ray job was lost");
+                    host.job_log(&job.task, &format!("ray: job {id} lost: {reason}"));
+                    if let Some(recorded) = self.fetch_record(&job, host).await? {
+                        state = recorded;
+                        host.record_progress(&state)?;
+                    }
+                    if losses > self.settings.max_resubmits {
+                        return Err(ExecutorError::Lost {
+                            task: job.task.clone(),
+                            times: losses,
+                            reason,
+                        });
+                    }
+                }
+                JobEnd::HandedBack(handback) => {
+                    return self.fold(&job, host, handback, task_dir).await;
+                }
+            }
+        }
+    }
+}
+
+impl RayExecutor {
+    /// Submits attempt `attempt` of the task's job; its submission id. An id already taken
+    /// on the cluster (an earlier run with the same run id) moves on to the next free one.
+    async fn submit(&self, job: &TaskJob, attempt: u32) -> Result<String, ExecutorError> {
+        let mut suffix = 0;
+        loop {
+            let id = match suffix {
+                0 => format!(
+                    "corral-{}-{}-{}-{attempt}",
+                    job.sprint, job.task, job.run_id
+                ),
+                n => format!(
+                    "corral-{}-{}-{}-{attempt}.{n}",
+                    job.sprint, job.task, job.run_id
+                ),
+            };
+            let submission = JobSubmission {
+                entrypoint: self.entrypoint(job, &id),
+                submission_id: id.clone(),
+                entrypoint_num_cpus: Some(self.settings.entrypoint_num_cpus),
+                entrypoint_memory: (self.settings.entrypoint_memory_mb > 0)
+                    .then(|| self.settings.entrypoint_memory_mb * 1024 * 1024),
+                runtime_env: RuntimeEnv {
+                    env_vars: self.settings.env_vars.clone(),
+                },
+                metadata: BTreeMap::from([
+                    ("corral.sprint".to_owned(), job.sprint.to_string()),
+                    ("corral.task".to_owned(), job.task.to_string()),
+                ]),
+            };
+            match self.client.submit(&submission).await {
+                Ok(id) => return Ok(id),
+                Err(JobsError::Taken { .. }) if suffix < 100 => suffix += 1,
+                Err(e) => return Err(self.cluster_error(e)),
+            }
+        }
+    }
+
+    /// The worker's command line, shell-quoted.
+    fn entrypoint(&self, job: &TaskJob, id: &str) -> String {
+        // One clone per task, reused by a resubmission that lands on the same node (the
+        // worker fetches into it); another node clones afresh and resumes from the record.
+        let _ = id;
+        let work_dir = format!(
+            "{}/{}/{}",
+            self.settings.work_root.trim_end_matches('/'),
+            job.sprint,
+            job.task
+        );
+        let words = [
+            self.settings.corral.as_str(),
+            "sprint",
+            "work",
+            "--remote",
+            &self.settings.remote,
+            "--sprint-file",
+            &self.settings.sprint_file,
+            "--task",
+            job.task.as_str(),
+            "--base",
+            &job.base,
+            "--branch",
+            &job.branch,
+            "--run-id",
+            &job.run_id,
+            "--work-dir",
+            &work_dir,
+            "--json",
+        ];
+        words
+            .iter()
+            .map(|w| shell_quote(w))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Polls the job until it ends or the run is cancelled, appending its log to `log`.
+    async fn follow(
+        &self,
+        id: &str,
+        log: &Path,
+        cancel: &CancellationToken,
+    ) -> Result<JobEnd, ExecutorError> {
+        let mut written = 0;
+        let mut failures = 0;
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => {
+                    self.stop(id, log, &mut written).await;
+                    return Ok(JobEnd::Cancelled);
+                }
+                () = tokio::time::sleep(self.settings.poll_interval) => {}
+            }
+            let info = match self.client.status(id).await {
+                Ok(info) => {
+                    failures = 0;
+                    info
+                }
+                Err(e) if e.is_retryable() && failures < POLL_FAILURES => {
+                    failures += 1;
+                    tracing::debug!(job = %id, error = %e, "a poll of the job failed; trying again");
+                    continue;
+                }
+                Err(e) => return Err(self.cluster_error(e)),
+            };
+            let logs = self.append_logs(id, log, &mut written).await;
+            if info.status.is_terminal() {
+                return Ok(classify(&info, logs.as_deref()));
+            }
+        }
+    }
+
+    /// Stops the job and waits (bounded) until Ray says it ended; best effort, the run is
+    /// ending anyway.
+    async fn stop(&self, id: &str, log: &Path, written: &mut usize) {
+        if let Err(e) = self.client.stop(id).await {
+            tracing::warn!(job = %id, error = %e, "could not stop the task's Ray job");
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + STOP_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            match self.client.status(id).await {
+                Ok(info) if info.status.is_terminal() => break,
+                Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        let _ = self.append_logs(id, log, written).await;
+    }
+
+    /// Appends what the job printed since the last call to `log`; the whole log so far.
+    async fn append_logs(&self, id: &str, log: &Path, written: &mut usize) -> Option<String> {
+        let logs = self.client.logs(id).await.ok()?;
+        if logs.len() > *written
+            && let Some(new) = logs.get(*written..)
+        {
+            use std::io::Write as _;
+            let appended = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .and_then(|mut file| file.write_all(new.as_bytes()));
+            match appended {
+                Ok(()) => *written = logs.len(),
+                Err(e) => {
+                    tracing::warn!(log = %log.display(), error = %e, "could not append the job's log")
+                }
+            }
+        }
+        Some(logs)
+    }
+
+    /// The task's record from its record ref on the remote, restored into the task's record
+    /// directory; its `task.json`. `None` when the worker pushed no record yet.
+    async fn fetch_record(
+        &self,
+        job: &TaskJob,
+        host: &dyn TaskHost,
+    ) -> Result<Option<TaskState>, ExecutorError> {
+        let root = host.project_root();
+        let record_ref = format!("refs/corral/{}/{}/record", job.sprint, job.task);
+        let refspec = format!("+{record_ref}:{record_ref}");
+        let fetched = host
+            .git_remote(
+                root,
+                &["fetch", "--quiet", &self.settings.remote, &refspec],
+                &self.settings.remote,
+            )
+            .await;
+        if fetched.is_err() {
+            // No record pushed yet (the job was lost before its first step).
+            return Ok(None);
+        }
+        let prefix = format!("implement/{}/", job.task);
+        let listing = host
+            .git(
+                root,
+                &["ls-tree", "-r", "--name-only", &record_ref, "--", &prefix],
+            )
+            .await?;
+        let sprint_dir = host.layout().root().to_path_buf();
+        for path in listing.lines().filter(|p| !p.is_empty()) {
+            let content = host
+                .git(root, &["show", &format!("{record_ref}:{path}")])
+                .await?;
+            let target = sprint_dir.join(path);
+            write_file(&job.task, &target, &content)?;
+        }
+        let task_json = host
+            .git(root, &["show", &format!("{record_ref}:{prefix}task.json")])
+            .await?;
+        let state = serde_json::from_str(&task_json).map_err(|e| ExecutorError::Failed {
+            task: job.task.clone(),
+            reason: format!("the task.json in {record_ref} is not a task state: {e}"),
+        })?;
+        Ok(Some(state))
+    }
+
+    /// The worker handed the task back: its record and (when done) its branch, fetched.
+    async fn fold(
+        &self,
+        job: &TaskJob,
+        host: &dyn TaskHost,
+        handback: WorkerHandback,
+        record: PathBuf,
+    ) -> Result<TaskHandback, ExecutorError> {
+        let state = self
+            .fetch_record(job, host)
+            .await?
+            .unwrap_or_else(|| job.resume.clone());
+        let root = host.project_root();
+        let head = if handback.status == "done" {
+            let refspec = format!("+refs/heads/{0}:refs/heads/{0}", job.branch);
+            host.git_remote(
+                root,
+                &["fetch", "--quiet", &self.settings.remote, &refspec],
+                &self.settings.remote,
+            )
+            .await?;
+            let head = host
+                .git(root, &["rev-parse", &format!("refs/heads/{}", job.branch)])
+                .await?;
+            Some(head.trim().to_owned())
+        } else {
+            None
+        };
+        let end = match handback.status.as_str() {
+            "done" | "blocked" | "skipped" => TaskEnd::Finished,
+            _ if state
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("RateLimited")) =>
+            {
+                TaskEnd::Paused(SprintEnd::RateLimited)
+            }
+            _ => TaskEnd::Paused(SprintEnd::Cancelled),
+        };
+        Ok(TaskHandback {
+            end,
+            head,
+            state,
+            record,
+        })
+    }
+
+    fn cluster_error(&self, e: JobsError) -> ExecutorError {
+        if e.is_retryable() {
+            ExecutorError::Unreachable {
+                what: format!("the Ray cluster at {}", self.client.address()),
+                reason: e.to_string(),
+            }
+        } else {
+            ExecutorError::Settings {
+                key: "executor.ray.address".to_owned(),
+                reason: e.to_string(),
+            }
+        }
+    }
+}
+
+/// How a job that reached a terminal status ended for the task.
+fn classify(info: &JobInfo, logs: Option<&str>) -> JobEnd {
+    let handback = logs.and_then(last_handback);
+    match (info.status, handback) {
+        // Not by this executor (its own stop returns before asking): the worker resumes from
+        // its record on a resubmission, whatever it printed on the way out.
+        (JobStatus::Stopped, _) => JobEnd::Lost(format!(
+            "stopped: {}",
+            info.message.as_deref().unwrap_or("no message")
+        )),
+        // Done, blocked, or paused by the worker itself (rate limited): the handback says.
+        (JobStatus::Succeeded | JobStatus::Failed, Some(handback)) => JobEnd::HandedBack(handback),
+        (JobStatus::Failed, None) if info.entrypoint_failed() => JobEnd::Failed(format!(
+            "the worker exited without handing the task back: {}",
+            info.message.as_deref().unwrap_or("no message")
+        )),
+        (JobStatus::Failed, None) => JobEnd::Lost(format!(
+            "{}: {}",
+            info.error_type.as_deref().unwrap_or("failed"),
+            info.message.as_deref().unwrap_or("no message")
+        )),
+        (JobStatus::Succeeded, None) => {
+            JobEnd::Failed("the worker exited 0 without handing the task back".to_owned())
+        }
+        (JobStatus::Pending | JobStatus::Running, _) => {
+            JobEnd::Lost("the job was not over when it was judged".to_owned())
+        }
+    }
+}
+
+/// The last handback line the worker printed.
+fn last_handback(logs: &str) -> Option<WorkerHandback> {
+    logs.lines()
+        .rev()
+        .filter(|line| line.trim_start().starts_with('{'))
+        .filter_map(|line| serde_json::from_str::<WorkerHandback>(line.trim()).ok())
+        .find(|h| h.kind == "handback")
+}
+
+fn write_file(
+    task: &corral_sprint::TaskId,
+    target: &Path,
+    content: &str,
+) -> Result<(), ExecutorError> {
+    let failed = |e: std::io::Error| ExecutorError::Failed {
+        task: task.clone(),
+        reason: format!(
+            "cannot restore {} from the task's record: {e}",
+            target.display()
+        ),
+    };
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent).map_err(failed)?;
+    }
+    std::fs::write(target, content).map_err(failed)
+}
+
+/// `word` quoted for a POSIX shell (Ray runs the entrypoint through one).
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@+,".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_with_shell_characters_are_quoted() {
+        assert_eq!(shell_quote("corral/s.tasks/a"), "corral/s.tasks/a");
+        assert_eq!(shell_quote("it's here"), r"'it'\''s here'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn the_last_handback_line_is_found_among_the_workers_output() {
+        let logs = "cloning\n{\"kind\":\"progress\",\"status\":\"x\"}\n{\"kind\":\"handback\",\"task\":\"a\",\"status\":\"done\",\"head\":\"abc\"}\n";
+        let handback = last_handback(logs).expect("a handback");
+        assert_eq!(handback.status, "done");
+        assert!(last_handback("nothing\n").is_none());
+    }
+}
