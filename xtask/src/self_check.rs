@@ -510,14 +510,14 @@ const SIXTH_EDITS: &[SixthEdit] = &[
     (
         SixthStep::Workspace,
         "Cargo.toml",
-        "  \"crates/providers/grok\",\n  \"crates/executors/local\",\n  \"xtask\",\n",
-        "  \"crates/providers/grok\",\n  \"crates/providers/sixth\",\n  \"crates/executors/local\",\n  \"xtask\",\n",
+        "  \"crates/providers/grok\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n  \"xtask\",\n",
+        "  \"crates/providers/grok\",\n  \"crates/providers/sixth\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n  \"xtask\",\n",
     ),
     (
         SixthStep::Workspace,
         "Cargo.toml",
-        "  \"crates/providers/grok\",\n  \"crates/executors/local\",\n]",
-        "  \"crates/providers/grok\",\n  \"crates/providers/sixth\",\n  \"crates/executors/local\",\n]",
+        "  \"crates/providers/grok\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n]",
+        "  \"crates/providers/grok\",\n  \"crates/providers/sixth\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n]",
     ),
     (
         SixthStep::Workspace,

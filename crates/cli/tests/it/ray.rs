@@ -107,7 +107,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_and_folds_the_branches() {
         transcript(&world.env, &out)
     );
     for task in TASKS {
-        let shown = std::process::Command::new("git")
+        let shown = corral_test_support::command(Path::new("git"))
             .current_dir(&project)
             .args(["show", &format!("corral/ray:{task}.txt")])
             .output()
