@@ -204,6 +204,28 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        dir: "executor-uses-sibling",
+        violation: "corral-executor-ray -> corral-executor-local (normal dep): one executor using another",
+        plant: Plant::Dependency {
+            manifest: "crates/executors/ray/Cargo.toml",
+            line: "corral-executor-local.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-executor-ray",
+                    "error[banned]: crate 'corral-executor-local",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-executor-ray -> corral-executor-local (normal dep) is not allowed"],
+            ),
+        ],
+    },
+    Case {
         dir: "executor-uses-engine",
         violation: "corral-executor-local -> corral-engine (normal dep): an executor creating processes",
         plant: Plant::Dependency {
