@@ -23,8 +23,27 @@ fn run_agent(env: &Env, acts: &str) -> std::path::PathBuf {
         .args(["run", "--json", "do the task"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", transcript(env, &out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\nthe run's records (but the CLI's lines):\n{}",
+        transcript(env, &out),
+        engine_records(env)
+    );
     run_dir(&summary(&out.stdout))
+}
+
+/// Every record but the CLI's own lines in the project's only run directory: what the inside
+/// check saw, how the CLI ended, for a failure message.
+fn engine_records(env: &Env) -> String {
+    let Some(dir) = only_run_dir(&env.project()) else {
+        return "(no run directory)".to_string();
+    };
+    log(&dir)
+        .iter()
+        .filter(|r| r["kind"] != "agent")
+        .map(|r| format!("  {r}\n"))
+        .collect()
 }
 
 /// `key=value` lines the agent wrote into `file` of the work tree.

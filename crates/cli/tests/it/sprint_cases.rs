@@ -566,12 +566,17 @@ fn killed_during(role: Role, signal: Signal) {
     );
     let mut child = spawn_sprint_run(&world);
     let hung = key(role, "t1", 1);
+    // Ends early when the sprint ended instead (its round 1 failed before asking the model, say):
+    // the engine's record of each spawn then says how it ended.
+    let mut ended = None;
+    let asked_in_time = wait_until(Duration::from_secs(300), || {
+        ended = child.try_wait().unwrap();
+        ended.is_some() || !world.api.spawn_requests(&hung).is_empty()
+    });
     assert!(
-        wait_until(Duration::from_secs(300), || !world
-            .api
-            .spawn_requests(&hung)
-            .is_empty()),
-        "{:#?}",
+        asked_in_time && ended.is_none(),
+        "{role:?} round 1 never asked the model (sprint ended: {ended:?})\n{}\nrequests: {:#?}",
+        spawn_records(&world),
         world.api.requests()
     );
     let spawn_dir = sprint_dir(&world).join(format!("implement/t1/rounds/1/{}", role.as_str()));
@@ -642,6 +647,37 @@ fn killed_during(role: Role, signal: Signal) {
     }
     // No round counted twice.
     assert!(!exists(&sprint_dir(&world).join("implement/t1/rounds/2")));
+}
+
+/// The engine's records of every spawn of the sprint so far, one line each, without the CLI's
+/// own stream lines: for a failure message that must say how a spawn ended.
+fn spawn_records(world: &World) -> String {
+    let mut dirs = Vec::new();
+    let mut todo = vec![sprint_dir(world).join("implement")];
+    while let Some(dir) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if entry.file_name() == "events.jsonl" {
+                dirs.push(dir.clone());
+            }
+        }
+    }
+    dirs.sort();
+    let mut out = String::new();
+    for dir in dirs {
+        out.push_str(&format!("{}:\n", dir.display()));
+        for record in log(&dir).iter().filter(|r| r["kind"] != "agent") {
+            let line = record.to_string();
+            let cut: String = line.chars().take(600).collect();
+            out.push_str(&format!("  {cut}\n"));
+        }
+    }
+    out
 }
 
 /// Whether a file called `name` is in `dir` or one level below it.
