@@ -5,8 +5,11 @@
 //! Each node is one `ray start --block` in a process group of its own, so dropping the
 //! [`RayCluster`] ends exactly this cluster's processes (never `ray stop`, which would end every
 //! Ray on the machine, including another test's cluster). Every port is picked free, and every
-//! Ray process's command line names the cluster's own temp dir, which is how [`RayCluster::leftovers`]
-//! finds anything that outlived the drop.
+//! process the nodes start inherits one environment entry naming this cluster
+//! ([`CLUSTER_VAR`]`=<its temp dir>`), which is how [`RayCluster::leftovers`] finds anything that
+//! outlived the drop. Not the command line: a sandboxed CLI anywhere on the machine names the
+//! host's unix sockets, this cluster's among them, in bubblewrap's arguments, and killing what
+//! merely mentions the temp dir killed other tests' sandboxes.
 //!
 //! Memory is kept small on purpose (the machine is shared): two CPUs on the head, one on the
 //! second node, a 100 MB object store each.
@@ -29,6 +32,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// The object store of each node: small, Ray's floor is 75 MB.
 const OBJECT_STORE_BYTES: u64 = 100 * 1024 * 1024;
+
+/// The variable every process of one cluster inherits from its nodes, set to the cluster's
+/// temp dir.
+pub const CLUSTER_VAR: &str = "CORRAL_TEST_RAY_CLUSTER";
 
 /// The virtual environment Ray is installed into, when it holds the `ray` command.
 pub fn ray_venv() -> Option<PathBuf> {
@@ -154,22 +161,23 @@ impl RayCluster {
         }
     }
 
-    /// The pids of processes whose command line names this cluster's temp dir (none once the
-    /// cluster is dropped, if the stop was clean).
+    /// The pids of the live processes of the cluster whose temp dir is `temp_dir`: those whose
+    /// environment holds exactly `CLUSTER_VAR=<temp_dir>` (none once the cluster is dropped, if
+    /// the stop was clean). Zombies do not count.
     pub fn leftovers(temp_dir: &Path) -> Vec<u32> {
-        let needle = temp_dir.to_string_lossy().into_owned();
+        let mut needle = format!("{CLUSTER_VAR}=").into_bytes();
+        needle.extend_from_slice(temp_dir.as_os_str().as_encoded_bytes());
+        let me = std::process::id();
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return Vec::new();
         };
         entries
             .filter_map(Result::ok)
             .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| pid != me && crate::is_alive(pid))
             .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
-                    String::from_utf8_lossy(&cmdline)
-                        .replace('\0', " ")
-                        .contains(&needle)
-                })
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|environ| environ.split(|b| *b == 0).any(|var| var == needle))
             })
             .collect()
     }
@@ -187,6 +195,7 @@ impl RayCluster {
             .args(&args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RAY_USAGE_STATS_ENABLED", "0")
+            .env(CLUSTER_VAR, self.temp_dir.path())
             // The nodes and the jobs' entrypoints find the venv's Python and `ray` first.
             .env("PATH", prepend_path(&self.venv.join("bin")))
             .env("VIRTUAL_ENV", &self.venv)
