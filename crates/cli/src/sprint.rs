@@ -7,9 +7,12 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use corral_compose::{EngineConfig, Settings, role_agent};
 
 use corral_sprint::{
-    RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintLayout, SprintName, SprintState,
+    RoleAgent, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintLayout, SprintName, SprintState,
     StateError, TaskStatus, read_state, recorded_sprints,
 };
 
@@ -93,6 +96,26 @@ pub(crate) fn load_or_report(path: &Path) -> anyhow::Result<Result<SprintFile, E
             Err(usage(format!("{e}{hint}")))
         }
     }
+}
+
+/// The generator's agent and, unless the sprint file turns it off, the evaluator's, built from
+/// `settings` on engines configured by `config`; a role that cannot be built is a usage error
+/// that names it. `sprint run` and `sprint work` build their agents here.
+pub(crate) fn role_agents(
+    file: &SprintFile,
+    settings: &Settings,
+    config: &EngineConfig,
+) -> anyhow::Result<(Arc<dyn RoleAgent>, Option<Arc<dyn RoleAgent>>)> {
+    let build = |table: &str, role: &RoleSettings| {
+        role_agent(role, settings, config.clone())
+            .map_err(|e| usage(format!("[roles.{table}] {}: {e}", role.provider)))
+    };
+    let generator = build("generator", &file.generator)?;
+    let evaluator = match &file.evaluator {
+        Some(role) => Some(build("evaluator", role)?),
+        None => None,
+    };
+    Ok((generator, evaluator))
 }
 
 /// A role as a short phrase: `claude (model x, effort high)`.
