@@ -98,6 +98,9 @@ pub(crate) fn load_or_report(path: &Path) -> anyhow::Result<Result<SprintFile, E
     }
 }
 
+/// A sprint's generator and, unless it is turned off, its evaluator.
+pub(crate) type RoleAgents = (Arc<dyn RoleAgent>, Option<Arc<dyn RoleAgent>>);
+
 /// The generator's agent and, unless the sprint file turns it off, the evaluator's, built from
 /// `settings` on engines configured by `config`; a role that cannot be built is a usage error
 /// that names it. `sprint run` and `sprint work` build their agents here.
@@ -105,7 +108,7 @@ pub(crate) fn role_agents(
     file: &SprintFile,
     settings: &Settings,
     config: &EngineConfig,
-) -> anyhow::Result<(Arc<dyn RoleAgent>, Option<Arc<dyn RoleAgent>>)> {
+) -> anyhow::Result<RoleAgents> {
     let build = |table: &str, role: &RoleSettings| {
         role_agent(role, settings, config.clone())
             .map_err(|e| usage(format!("[roles.{table}] {}: {e}", role.provider)))
