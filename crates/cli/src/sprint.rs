@@ -12,8 +12,8 @@ use std::sync::Arc;
 use corral_compose::{EngineConfig, Settings, role_agent};
 
 use corral_sprint::{
-    RoleAgent, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintLayout, SprintName, SprintState,
-    StateError, TaskStatus, read_state, recorded_sprints,
+    RoleAgent, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintLayout, SprintName,
+    SprintState, StateError, TaskStatus, read_state, recorded_sprints,
 };
 
 use crate::args::SprintCommand;
