@@ -205,7 +205,8 @@ impl ProviderAccount {
     }
 
     /// Records that the account is limited until `hold.until`, unless a later hold is already
-    /// there (see [`RateLimitGate::record`]).
+    /// there. The file is replaced atomically; two runs recording at once may both write, and
+    /// the later rename wins.
     pub fn record(&self, hold: &AccountHold) -> std::io::Result<()> {
         self.record_hold(&Hold {
             until_epoch_ms: epoch_ms(hold.until),
