@@ -179,6 +179,13 @@ fn state_home(env: &Env) -> std::path::PathBuf {
     env.dir.path().join("state")
 }
 
+/// `corral` of `env` with its `XDG_STATE_HOME` at [`state_home`].
+fn corral_with_state(env: &Env) -> assert_cmd::Command {
+    let mut cmd = env.corral();
+    cmd.env("XDG_STATE_HOME", state_home(env));
+    cmd
+}
+
 /// Records a hold on `provider`'s account in the rate-limit gate through the engine's own API,
 /// on the account a `corral` of [`Env::corral`] with `XDG_STATE_HOME` set would use.
 fn plant_hold(env: &Env, provider: ProviderId, until: SystemTime, set_by: &str) {
@@ -233,9 +240,7 @@ fn held_env() -> Env {
 #[test]
 fn status_says_which_account_is_held_until_when_and_which_task_waits() {
     let env = held_env();
-    let out = env
-        .corral()
-        .env("XDG_STATE_HOME", state_home(&env))
+    let out = corral_with_state(&env)
         .args(["sprint", "status"])
         .output()
         .unwrap();
@@ -245,9 +250,7 @@ fn status_says_which_account_is_held_until_when_and_which_task_waits() {
 #[test]
 fn status_json_lists_the_held_accounts_and_the_tasks_waiting_on_them() {
     let env = held_env();
-    let out = env
-        .corral()
-        .env("XDG_STATE_HOME", state_home(&env))
+    let out = corral_with_state(&env)
         .args(["sprint", "status", "example", "--json"])
         .output()
         .unwrap();
@@ -267,9 +270,7 @@ fn status_json_lists_the_held_accounts_and_the_tasks_waiting_on_them() {
         "only the hold still ahead, with the paused task; the passed Codex hold is not shown"
     );
     // Another account (another HOME) is not held.
-    let elsewhere = env
-        .corral()
-        .env("XDG_STATE_HOME", state_home(&env))
+    let elsewhere = corral_with_state(&env)
         .env("HOME", env.dir.path().join("other-home"))
         .args(["sprint", "status", "example", "--json"])
         .output()
