@@ -2,8 +2,9 @@
 //!
 //! `init` writes the commented example (never over an existing file), `check` validates a
 //! sprint file and prints its tasks in the order they run, or every error with its file, line,
-//! key and rule (exit 2), and `status` reads `.corral/sprints/<name>/sprint.json`. `run` is in
-//! `sprint_run`.
+//! key and rule (exit 2), and `status` reads `.corral/sprints/<name>/sprint.json` and the
+//! rate-limit gate's holds on the accounts of the sprint's roles. `run` is in `sprint_run`;
+//! [`role_agents`] builds the agents for it and for `sprint work`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
