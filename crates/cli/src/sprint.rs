@@ -2,15 +2,19 @@
 //!
 //! `init` writes the commented example (never over an existing file), `check` validates a
 //! sprint file and prints its tasks in the order they run, or every error with its file, line,
-//! key and rule (exit 2), and `status` reads `.corral/sprints/<name>/sprint.json`. `run` is in
-//! `sprint_run`.
+//! key and rule (exit 2), and `status` reads `.corral/sprints/<name>/sprint.json` and the
+//! rate-limit gate's holds on the accounts of the sprint's roles. `run` is in `sprint_run`;
+//! [`role_agents`] builds the agents for it and for `sprint work`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use corral_compose::{EngineConfig, Settings, engine_config, provider_account, role_agent};
+use corral_ports::ProviderId;
 use corral_sprint::{
-    RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintLayout, SprintName, SprintState,
-    StateError, TaskStatus, read_state, recorded_sprints,
+    RoleAgent, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintLayout, SprintName,
+    SprintState, StateError, Step, TaskId, TaskStatus, read_state, recorded_sprints,
 };
 
 use crate::args::SprintCommand;
@@ -95,6 +99,29 @@ pub(crate) fn load_or_report(path: &Path) -> anyhow::Result<Result<SprintFile, E
     }
 }
 
+/// A sprint's generator and, unless it is turned off, its evaluator.
+pub(crate) type RoleAgents = (Arc<dyn RoleAgent>, Option<Arc<dyn RoleAgent>>);
+
+/// The generator's agent and, unless the sprint file turns it off, the evaluator's, built from
+/// `settings` on engines configured by `config`; a role that cannot be built is a usage error
+/// that names it. `sprint run` and `sprint work` build their agents here.
+pub(crate) fn role_agents(
+    file: &SprintFile,
+    settings: &Settings,
+    config: &EngineConfig,
+) -> anyhow::Result<RoleAgents> {
+    let build = |table: &str, role: &RoleSettings| {
+        role_agent(role, settings, config.clone())
+            .map_err(|e| usage(format!("[roles.{table}] {}: {e}", role.provider)))
+    };
+    let generator = build("generator", &file.generator)?;
+    let evaluator = match &file.evaluator {
+        Some(role) => Some(build("evaluator", role)?),
+        None => None,
+    };
+    Ok((generator, evaluator))
+}
+
 /// A role as a short phrase: `claude (model x, effort high)`.
 fn role(r: &RoleSettings) -> String {
     let mut details = Vec::new();
@@ -169,25 +196,155 @@ fn status(name: Option<&str>, json: bool) -> anyhow::Result<Exit> {
         }
         Err(e) => return Err(e.into()),
     };
+    let holds = account_holds(&root, &cwd, &state, std::time::SystemTime::now());
     if json {
         let status = StatusJson {
             state: &state,
             roll_up: state.usage(),
+            account_holds: &holds,
         };
         outln!("{}", crate::term::json_pretty(&status)?);
     } else {
         print_state(&state);
+        for hold in &holds {
+            outln!("{}", hold.line());
+        }
     }
     Ok(Exit::Success)
 }
 
-/// `corral sprint status --json`: `sprint.json` as written, and its tokens and cost rolled up.
+/// `corral sprint status --json`: `sprint.json` as written, its tokens and cost rolled up, and
+/// the holds on the accounts its roles use.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct StatusJson<'a> {
     #[serde(flatten)]
     state: &'a SprintState,
     roll_up: corral_sprint::UsageRollUp,
+    account_holds: &'a [AccountHoldStatus],
+}
+
+/// A provider account that the sprint's roles use and that the rate-limit gate holds beyond
+/// now: its next spawn waits until `until`.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AccountHoldStatus {
+    provider: ProviderId,
+    /// The roles the provider plays (`generator`, `evaluator`).
+    roles: Vec<&'static str>,
+    /// RFC 3339, UTC, to the second.
+    until: String,
+    until_epoch_ms: u64,
+    /// Where the time came from (`until the reported reset time`, `exponential backoff`).
+    basis: String,
+    /// The run and attempt that recorded it.
+    set_by: String,
+    /// The running (or paused) tasks whose next spawn is on this account.
+    waiting_tasks: Vec<TaskId>,
+}
+
+impl AccountHoldStatus {
+    fn line(&self) -> String {
+        let until = self.until.replacen('T', " ", 1).replace('Z', " UTC");
+        let waiting = match self.waiting_tasks.as_slice() {
+            [] => String::new(),
+            [one] => format!("; {one} waits for it"),
+            many => {
+                let ids: Vec<&str> = many.iter().map(TaskId::as_str).collect();
+                format!("; {} wait for it", ids.join(", "))
+            }
+        };
+        format!(
+            "rate limit: {} ({}) is held until {until} ({}, set by {}){waiting}",
+            self.provider,
+            self.roles.join(", "),
+            one_line(&self.basis),
+            one_line(&self.set_by)
+        )
+    }
+}
+
+/// The holds beyond `now` on the accounts of the providers the sprint file's roles name, read
+/// from the rate-limit gate the settings here would run them on. Without a readable sprint file
+/// or settings there is nothing to ask about: no holds (the reason is logged).
+fn account_holds(
+    root: &Path,
+    cwd: &Path,
+    state: &SprintState,
+    now: std::time::SystemTime,
+) -> Vec<AccountHoldStatus> {
+    let file = match corral_sprint::load(&root.join(&state.sprint_file)) {
+        Ok(file) => file,
+        Err(e) => {
+            tracing::info!(error = %e, "no account holds shown: the sprint file is not readable");
+            return Vec::new();
+        }
+    };
+    let settings = match crate::config_cmd::load_settings(cwd, Vec::new()) {
+        Ok(loaded) => loaded.settings,
+        Err(e) => {
+            tracing::info!(error = %e, "no account holds shown: the settings do not load");
+            return Vec::new();
+        }
+    };
+    let config = engine_config(&settings);
+    let mut by_provider: Vec<(ProviderId, Vec<&'static str>)> = Vec::new();
+    let roles = std::iter::once(("generator", &file.generator))
+        .chain(file.evaluator.as_ref().map(|e| ("evaluator", e)));
+    for (name, role) in roles {
+        match by_provider.iter_mut().find(|(p, _)| *p == role.provider) {
+            Some((_, names)) => names.push(name),
+            None => by_provider.push((role.provider, vec![name])),
+        }
+    }
+    let mut holds = Vec::new();
+    for (provider, roles) in by_provider {
+        let account = match provider_account(provider, &settings, config.clone()) {
+            Ok(Some(account)) => account,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::info!(%provider, error = %e, "no account hold shown for the provider");
+                continue;
+            }
+        };
+        let Some(hold) = account.hold_at(now) else {
+            continue;
+        };
+        let waiting_tasks = state
+            .tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Running)
+            .filter(|t| {
+                next_spawn_role(&file, t.progress.as_ref().map(|p| p.step))
+                    .is_some_and(|r| r.provider == provider)
+            })
+            .map(|t| t.id.clone())
+            .collect();
+        holds.push(AccountHoldStatus {
+            provider,
+            roles,
+            until: humantime::format_rfc3339_seconds(hold.until).to_string(),
+            until_epoch_ms: hold
+                .until
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            basis: hold.basis,
+            set_by: hold.set_by,
+            waiting_tasks,
+        });
+    }
+    holds
+}
+
+/// The role whose spawn a running task at `step` starts next (`None` at its commit).
+fn next_spawn_role(file: &SprintFile, step: Option<Step>) -> Option<&RoleSettings> {
+    match step {
+        None | Some(Step::PreVerify | Step::Generate) => Some(&file.generator),
+        Some(Step::PostVerify | Step::Evaluate) => {
+            Some(file.evaluator.as_ref().unwrap_or(&file.generator))
+        }
+        Some(Step::Commit) => None,
+    }
 }
 
 /// The sprint to show when none is named: the only one recorded, else the one the sprint

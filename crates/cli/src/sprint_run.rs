@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_compose::{command_runner, engine_config, new_run_id, now, role_agent, task_executor};
+use corral_compose::{command_runner, engine_config, new_run_id, now, task_executor};
 use corral_ports::{CancellationToken, CommandEnd, CommandRunner, CommandSpec};
 use corral_sprint::{
     DirtyTree, RoleAgent, RunOptions, SPRINT_FILE, SprintEnd, SprintError, SprintRun,
@@ -43,19 +43,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
     let settings = &chosen;
     let root = loaded.project_root.clone();
     let config = engine_config(settings);
-    let generator = role_agent(&file.generator, settings, config.clone()).map_err(|e| {
-        usage(format!(
-            "[roles.generator] {}: {e}",
-            file.generator.provider
-        ))
-    })?;
-    let evaluator = match &file.evaluator {
-        Some(role) => Some(
-            role_agent(role, settings, config.clone())
-                .map_err(|e| usage(format!("[roles.evaluator] {}: {e}", role.provider)))?,
-        ),
-        None => None,
-    };
+    let (generator, evaluator) = crate::sprint::role_agents(&file, settings, &config)?;
     let commands = command_runner(config);
     let executor = task_executor(settings, &root, &path).map_err(|e| usage(e.to_string()))?;
     let dirty = match (args.keep_dirty, args.stash) {

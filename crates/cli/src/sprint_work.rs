@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_compose::{command_runner, engine_config, new_run_id, now, role_agent};
+use corral_compose::{command_runner, engine_config, new_run_id, now};
 use corral_ports::{CancellationToken, CommandRunner, CommandSpec};
 use corral_sprint::{
     RoleAgent, RunOptions, SprintError, SprintLayout, SprintRun, SprintState, TaskEnd, TaskId,
@@ -89,19 +89,7 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
     let loaded = load_settings(&work, Vec::new())?;
     let settings = &loaded.settings;
     let config = engine_config(settings);
-    let generator = role_agent(&file.generator, settings, config.clone()).map_err(|e| {
-        usage(format!(
-            "[roles.generator] {}: {e}",
-            file.generator.provider
-        ))
-    })?;
-    let evaluator = match &file.evaluator {
-        Some(role) => Some(
-            role_agent(role, settings, config.clone())
-                .map_err(|e| usage(format!("[roles.evaluator] {}: {e}", role.provider)))?,
-        ),
-        None => None,
-    };
+    let (generator, evaluator) = crate::sprint::role_agents(&file, settings, &config)?;
     let cancel = CancellationToken::new();
     let view = SprintView::new(Style::choose(args.json, false));
     install_signal_handlers(cancel.clone(), view.clone());

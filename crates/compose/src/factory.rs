@@ -108,6 +108,17 @@ pub fn provider(
     Ok((descriptor(id).provider)(engine, &cli)?)
 }
 
+/// Provider `id`'s account in the rate-limit gate of an engine configured by `config` (usually
+/// [`engine_config`]): the account its runs would use, to read or record a hold on; `None` when
+/// the engine keeps no gate.
+pub fn provider_account(
+    id: ProviderId,
+    settings: &Settings,
+    config: EngineConfig,
+) -> Result<Option<corral_engine::ProviderAccount>, ComposeError> {
+    Ok(provider(id, settings, config)?.account())
+}
+
 /// Builds the headless provider `id`.
 pub fn headless_provider(
     id: ProviderId,

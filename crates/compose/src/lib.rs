@@ -35,16 +35,18 @@ pub use corral_contract::{Contract, SignalsError, render_contract_section};
 /// configuration (tests tune it), ending every process group of this process's children on a
 /// second signal, the run directory's crash-safe record writes, finding a program to run on
 /// the host (never one the agent could have planted), and whether bubblewrap works here (for
-/// `corral doctor`).
+/// `corral doctor`), and a provider account's hold in the rate-limit gate (for
+/// `corral sprint status`; tests plant one where the user's state directory would be).
 pub use corral_engine::{
-    BackendChoice, EngineConfig, HOST_CWD, HostProgramError, bubblewrap_usable, host_program,
-    kill_child_groups, record_copy, write_record_file,
+    AccountHold, BackendChoice, EngineConfig, HOST_CWD, HostProgramError, ProviderAccount,
+    bubblewrap_usable, host_program, kill_child_groups, record_copy, user_rate_limit_dir,
+    write_record_file,
 };
 pub use executor::{local_executor, task_executor};
 pub use factory::{
     CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, command_runner,
     descriptor, engine_config, headless_provider, interactive_provider, model_probe, provider,
-    provider_facts, provider_settings,
+    provider_account, provider_facts, provider_settings,
 };
 pub use layers::{
     ENV_PREFIX, LoadedSettings, PROJECT_FILE, SettingSource, SettingsError, SettingsSources,

@@ -16,13 +16,27 @@ use corral_ports::{
     Capabilities, HeadlessAiProvider, InteractiveAiProvider, ModelAvailabilityProbe, ProviderId,
 };
 
-use crate::adapter::VersionCheck;
-use crate::engine::Engine;
+use crate::adapter::{CliAdapter, VersionCheck};
+use crate::engine::{Engine, SupervisedProvider};
+use crate::gate::ProviderAccount;
 
 /// A provider that runs headless and hands over the terminal: every `SupervisedProvider`.
-pub trait SupervisedAi: HeadlessAiProvider + InteractiveAiProvider {}
+pub trait SupervisedAi: HeadlessAiProvider + InteractiveAiProvider {
+    /// The provider account its runs use in the engine's rate-limit gate (`None` when the
+    /// engine keeps no gate): whether the account is held, and until when.
+    fn account(&self) -> Option<ProviderAccount>;
+}
 
-impl<P: HeadlessAiProvider + InteractiveAiProvider> SupervisedAi for P {}
+impl<A: CliAdapter> SupervisedAi for SupervisedProvider<A> {
+    fn account(&self) -> Option<ProviderAccount> {
+        let adapter = self.adapter();
+        ProviderAccount::of(
+            self.engine().config(),
+            adapter.provider(),
+            &adapter.env_profile(),
+        )
+    }
+}
 
 /// A provider-only setting's value.
 #[derive(Debug, Clone, PartialEq, Eq)]

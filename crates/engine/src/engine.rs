@@ -152,6 +152,11 @@ impl<A: CliAdapter> SupervisedProvider<A> {
     pub fn adapter(&self) -> &A {
         &self.adapter
     }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
 }
 
 #[async_trait]

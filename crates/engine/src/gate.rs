@@ -22,6 +22,7 @@ use corral_ports::ProviderId;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::config::EngineConfig;
 use crate::env::EnvProfile;
 
 /// The gate's directory under the user's state directory (`$XDG_STATE_HOME/corral/` or
@@ -152,6 +153,76 @@ impl RateLimitGate {
         let body = serde_json::to_vec(hold).map_err(std::io::Error::other)?;
         std::fs::write(&next, body)?;
         std::fs::rename(&next, &path)
+    }
+}
+
+/// One provider account's place in the gate, as a provider built on an engine sees it
+/// ([`crate::SupervisedAi::account`]): what a run records when it learns the account is limited,
+/// and what `corral sprint status` reads to say who waits and until when.
+#[derive(Debug, Clone)]
+pub struct ProviderAccount {
+    gate: RateLimitGate,
+    key: AccountKey,
+}
+
+/// A hold on a provider account: spawns on it wait until `until`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountHold {
+    /// When the account's next spawn may start (kept to the millisecond).
+    pub until: SystemTime,
+    /// Where `until` came from (a [`crate::WaitBasis`] in words).
+    pub basis: String,
+    /// The run that recorded it (`<run id>-<attempt>`).
+    pub set_by: String,
+}
+
+impl ProviderAccount {
+    /// The account a child of `provider` with credential profile `profile` uses on an engine
+    /// configured by `config` (its ambient environment selects the account); `None` when the
+    /// engine keeps no gate.
+    pub fn of(config: &EngineConfig, provider: ProviderId, profile: &EnvProfile) -> Option<Self> {
+        let dir = config.rate_limit_gate.as_deref()?;
+        Some(ProviderAccount {
+            gate: RateLimitGate::new(dir),
+            key: AccountKey::of(provider, profile, &config.ambient()),
+        })
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> ProviderId {
+        self.key.provider()
+    }
+
+    /// The account's hold, when it has a readable one that lasts beyond `now`.
+    pub fn hold_at(&self, now: SystemTime) -> Option<AccountHold> {
+        let hold = self.read()?;
+        remaining(hold.until_epoch_ms, now)?;
+        Some(AccountHold {
+            until: UNIX_EPOCH + Duration::from_millis(hold.until_epoch_ms),
+            basis: hold.basis,
+            set_by: hold.set_by,
+        })
+    }
+
+    /// Records that the account is limited until `hold.until`, unless a later hold is already
+    /// there. The file is replaced atomically; two runs recording at once may both write, and
+    /// the later rename wins.
+    pub fn record(&self, hold: &AccountHold) -> std::io::Result<()> {
+        self.record_hold(&Hold {
+            until_epoch_ms: epoch_ms(hold.until),
+            basis: hold.basis.clone(),
+            set_by: hold.set_by.clone(),
+        })
+    }
+
+    /// The account file's hold as written, past or not.
+    pub(crate) fn read(&self) -> Option<Hold> {
+        self.gate.read(&self.key)
+    }
+
+    /// Records `hold` as the account file keeps it.
+    pub(crate) fn record_hold(&self, hold: &Hold) -> std::io::Result<()> {
+        self.gate.record(&self.key, hold)
     }
 }
 

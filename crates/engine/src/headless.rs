@@ -18,7 +18,7 @@ use crate::backoff::WaitBasis;
 use crate::classify::{AttemptClass, ClassifyInput, classify};
 use crate::engine::Engine;
 use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
-use crate::gate::{self, AccountKey, Hold, RateLimitGate};
+use crate::gate::{self, Hold, ProviderAccount};
 use crate::host::{HOST_CWD, host_program};
 use crate::launch::{Launch, OpenEgress, Spawned, launch, spawn};
 use crate::log::Record;
@@ -69,7 +69,7 @@ async fn attempts(
     // Without the cold fallback, a stale session ends the run at once, as if the one cold run
     // had been spent.
     progress.stale_fallback_used = !scope.session.cold_fallback;
-    let account = AccountGate::of(scope);
+    let account = ProviderAccount::of(scope.config(), scope.provider, &scope.adapter.env_profile());
     loop {
         let attempt = progress.next_attempt();
         if !wait_for_account(scope, observer, account.as_ref(), attempt).await {
@@ -134,34 +134,11 @@ async fn attempts(
     }
 }
 
-/// The run's provider account and the gate it shares with every other run on it.
-struct AccountGate {
-    gate: RateLimitGate,
-    key: AccountKey,
-}
-
-impl AccountGate {
-    /// `None` when the engine keeps no gate.
-    fn of(scope: &RunScope<'_>) -> Option<Self> {
-        let config = scope.config();
-        let dir = config.rate_limit_gate.as_deref()?;
-        let key = AccountKey::of(
-            scope.provider,
-            &scope.adapter.env_profile(),
-            &config.ambient(),
-        );
-        Some(AccountGate {
-            gate: RateLimitGate::new(dir),
-            key,
-        })
-    }
-}
-
 /// Tells the gate that this run's account is limited until `until_epoch_ms`. A gate that cannot
 /// be written costs the other runs their own 429s, not this run its result: it is a warning.
 fn hold_account(
     scope: &mut RunScope<'_>,
-    account: Option<&AccountGate>,
+    account: Option<&ProviderAccount>,
     attempt: u32,
     until_epoch_ms: u64,
     basis: &str,
@@ -174,7 +151,7 @@ fn hold_account(
         basis: basis.to_string(),
         set_by: scope.token(attempt),
     };
-    if let Err(e) = account.gate.record(&account.key, &hold) {
+    if let Err(e) = account.record_hold(&hold) {
         tracing::warn!(error = %e, "could not record the rate-limit hold for the account");
         return;
     }
@@ -193,13 +170,13 @@ fn hold_account(
 async fn wait_for_account(
     scope: &mut RunScope<'_>,
     observer: &Arc<dyn RunObserver>,
-    account: Option<&AccountGate>,
+    account: Option<&ProviderAccount>,
     attempt: u32,
 ) -> bool {
     let Some(account) = account else {
         return true;
     };
-    let Some(hold) = account.gate.read(&account.key) else {
+    let Some(hold) = account.read() else {
         return true;
     };
     // This run's own hold is its backoff, already slept to its end: it has passed.
@@ -209,7 +186,7 @@ async fn wait_for_account(
     if wait > scope.config().retry.max_reset_wait {
         return true;
     }
-    let provider = account.key.provider();
+    let provider = account.provider();
     scope.log.record(
         attempt,
         &Record::RateLimitWait {

@@ -81,7 +81,7 @@ pub use files::{
     write_prompt_pointer, write_record_file,
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
-pub use gate::{RATE_LIMIT_DIR, user_rate_limit_dir};
+pub use gate::{AccountHold, ProviderAccount, RATE_LIMIT_DIR, user_rate_limit_dir};
 pub use git_check::{
     Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, git_snapshot, strays,
 };

@@ -2,7 +2,13 @@
 //! overwrites, check names every error's file, line, key and rule, and status reads what a
 //! sprint recorded, or says that none did.
 
-use corral_sprint::{SprintLayout, SprintName, SprintState, TaskStatus, parse, write_state};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use corral_compose::{AccountHold, Settings, engine_config, provider_account, user_rate_limit_dir};
+use corral_ports::ProviderId;
+use corral_sprint::{
+    SprintLayout, SprintName, SprintState, Step, TaskProgress, TaskStatus, parse, write_state,
+};
 
 use crate::support::*;
 
@@ -160,8 +166,117 @@ fn status_json_is_the_recorded_state() {
         .and_then(|o| o.remove("rollUp"))
         .expect("a rollUp beside the state");
     assert_eq!(roll_up, serde_json::to_value(state.usage()).unwrap());
+    let holds = printed
+        .as_object_mut()
+        .and_then(|o| o.remove("accountHolds"));
+    assert_eq!(holds, Some(serde_json::json!([])), "no account is held");
     let back: SprintState = serde_json::from_value(printed).unwrap();
     assert_eq!(back, state);
+}
+
+/// The state directory `corral` is given in [`held_env`]'s tests.
+fn state_home(env: &Env) -> std::path::PathBuf {
+    env.dir.path().join("state")
+}
+
+/// `corral` of `env` with its `XDG_STATE_HOME` at [`state_home`].
+fn corral_with_state(env: &Env) -> assert_cmd::Command {
+    let mut cmd = env.corral();
+    cmd.env("XDG_STATE_HOME", state_home(env));
+    cmd
+}
+
+/// Records a hold on `provider`'s account in the rate-limit gate through the engine's own API,
+/// on the account a `corral` of [`Env::corral`] with `XDG_STATE_HOME` set would use.
+fn plant_hold(env: &Env, provider: ProviderId, until: SystemTime, set_by: &str) {
+    let ambient: Vec<(String, String)> = [
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", env.home().display().to_string()),
+        ("XDG_STATE_HOME", state_home(env).display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let settings = Settings::default();
+    let mut config = engine_config(&settings);
+    config.rate_limit_gate = user_rate_limit_dir(&ambient);
+    config.ambient_env = Some(ambient);
+    let account = provider_account(provider, &settings, config)
+        .unwrap()
+        .expect("a gate in the state directory");
+    let hold = AccountHold {
+        until,
+        basis: "until the reported reset time".into(),
+        set_by: set_by.into(),
+    };
+    account.record(&hold).unwrap();
+}
+
+/// The example sprint paused on a rate limit: its second task's next step is the generator's
+/// spawn (Claude), whose account is held until 2099; the evaluator's (Codex) hold has passed.
+fn held_env() -> Env {
+    let env = Env::new();
+    env.write("project/corral-sprint.toml", corral_sprint::EXAMPLE);
+    let mut state = record_example(&env);
+    state.tasks[1].progress = Some(TaskProgress {
+        base: "0123abc".into(),
+        step: Step::Generate,
+        pre_passed: Some(true),
+        pre_failed_gates: Vec::new(),
+        critique: None,
+        regressions: 0,
+        reset_pending: false,
+        generator_session: None,
+    });
+    let layout = SprintLayout::new(&env.project(), &SprintName::new("example").unwrap());
+    write_state(&layout.state_file(), &state).unwrap();
+    let in_2099 = UNIX_EPOCH + Duration::from_secs(4_070_908_800);
+    plant_hold(&env, ProviderId::Claude, in_2099, "r-claude-3");
+    let passed = SystemTime::now() - Duration::from_secs(60);
+    plant_hold(&env, ProviderId::Codex, passed, "r-codex-1");
+    env
+}
+
+#[test]
+fn status_says_which_account_is_held_until_when_and_which_task_waits() {
+    let env = held_env();
+    let out = corral_with_state(&env)
+        .args(["sprint", "status"])
+        .output()
+        .unwrap();
+    insta::assert_snapshot!(transcript(&env, &out));
+}
+
+#[test]
+fn status_json_lists_the_held_accounts_and_the_tasks_waiting_on_them() {
+    let env = held_env();
+    let out = corral_with_state(&env)
+        .args(["sprint", "status", "example", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        printed["accountHolds"],
+        serde_json::json!([{
+            "provider": "claude",
+            "roles": ["generator"],
+            "until": "2099-01-01T00:00:00Z",
+            "untilEpochMs": 4_070_908_800_000_u64,
+            "basis": "until the reported reset time",
+            "setBy": "r-claude-3",
+            "waitingTasks": ["use-config"],
+        }]),
+        "only the hold still ahead, with the paused task; the passed Codex hold is not shown"
+    );
+    // Another account (another HOME) is not held.
+    let elsewhere = corral_with_state(&env)
+        .env("HOME", env.dir.path().join("other-home"))
+        .args(["sprint", "status", "example", "--json"])
+        .output()
+        .unwrap();
+    let printed: serde_json::Value = serde_json::from_slice(&elsewhere.stdout).unwrap();
+    assert_eq!(printed["accountHolds"], serde_json::json!([]), "{printed}");
 }
 
 #[test]

@@ -17,7 +17,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use corral_ports::PromptChannel;
-use corral_test_support::fake_api::{Role, Scenario, SpawnKey, Step};
+use corral_test_support::fake_api::{Role, Scenario, SpawnKey, Step, shell_tool_input};
 use corral_test_support::{Signal, require_cli};
 use serde_json::{Value, json};
 
@@ -1082,19 +1082,29 @@ fn two_independent_tasks_run_at_once_in_their_worktrees_with_jobs_2() {
             .join("worktrees")
             .join(id)
     };
+    // t1's agent also tries to write in the project root, outside its worktree, from its shell;
+    // what the shell said is kept in the worktree, so that the attempt is seen to have run.
+    let escape = |project: &Path| {
+        let command = format!(
+            "(echo escaped > '{}') 2> '{}'; true",
+            canonical(project).join("escaped-t1.txt").display(),
+            worktree(project, "t1").join("escape-t1.log").display()
+        );
+        Step::tool_use("Bash", shell_tool_input("Bash", &command))
+    };
     let world = World::new(&CLAUDE, |project| {
         let mut scenario = Scenario::default();
         for id in ["t1", "t2"] {
-            scenario = scenario.with_round(
-                Role::Generator,
-                id,
-                1,
-                [
-                    Step::write_file(&worktree(project, id).join(format!("{id}.txt")), "ok\n"),
-                    Step::write_signals(complete(&format!("Write {id}"))),
-                    Step::text("Done."),
-                ],
-            );
+            let mut steps = Vec::new();
+            if id == "t1" {
+                steps.push(escape(project));
+            }
+            steps.extend([
+                Step::write_file(&worktree(project, id).join(format!("{id}.txt")), "ok\n"),
+                Step::write_signals(complete(&format!("Write {id}"))),
+                Step::text("Done."),
+            ]);
+            scenario = scenario.with_round(Role::Generator, id, 1, steps);
         }
         scenario
     });
@@ -1165,6 +1175,21 @@ fn two_independent_tasks_run_at_once_in_their_worktrees_with_jobs_2() {
         String::from_utf8_lossy(&head.stdout).contains("t2.txt"),
         "{}",
         String::from_utf8_lossy(&head.stdout)
+    );
+    // The sandbox kept the worktree agent's write out of the project root.
+    assert!(
+        !project.join("escaped-t1.txt").exists(),
+        "t1's agent wrote in the project root, outside its worktree"
+    );
+    let said = corral_test_support::command(Path::new("git"))
+        .current_dir(&project)
+        .args(["show", "corral/it:escape-t1.log"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&said.stdout);
+    assert!(
+        said.contains("Read-only file system"),
+        "the shell said: {said:?}"
     );
     let s = status(&world);
     for t in s["tasks"].as_array().unwrap() {
