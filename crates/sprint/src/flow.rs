@@ -32,7 +32,7 @@ use crate::names::TaskId;
 use crate::prompt::{self, ShownLearning};
 use crate::state::{
     Attribution, RoleUsage, RunProgress, SprintState, StateError, Step, TaskProgress, TaskStatus,
-    UsageRollUp, read_state, write_state,
+    UsageRollUp, read_state, write_state_as,
 };
 
 /// The round's diff, in the round's directory.
@@ -360,10 +360,13 @@ impl<'r, 'a> Flow<'r, 'a> {
         self.run.events.event(&event);
     }
 
+    /// Writes the state, waiting for the disk only when it announces what must not be done
+    /// twice ([`SprintState::durability`]): every step's state is there for a `kill -9`
+    /// either way.
     fn save(&self, state: &mut SprintState) -> Result<(), SprintError> {
         state.updated_at = self.now();
         match self.shared {
-            None => write_state(&self.layout.state_file(), state)?,
+            None => write_state_as(&self.layout.state_file(), state, state.durability())?,
             Some((recorder, i)) => {
                 if let Some(mine) = state.tasks.get(i) {
                     recorder.record(mine)?;
