@@ -7,9 +7,12 @@
 //! (`! grep -qs TODO *.txt`); in round 2 it writes `done`, which passes. The evaluator is off.
 //!
 //! - **sprint**: `corral sprint run` over a generated `corral-sprint.toml` (`max_rounds = 2`,
-//!   `max_attempts = 2`): per task the pre-verify check, round 1, the failing check (regressed:
-//!   the patch is saved and the tree reset), round 2 resuming the session, the passing check, the
-//!   commit with its trailers; `sprint.json` written at every step.
+//!   `max_attempts = 2`): per task the pre-verify check (after the first task, the passing check
+//!   the task before ran on the same tree: not run again), round 1, the failing check
+//!   (regressed: the patch is saved and the tree reset), round 2 resuming the session, the
+//!   passing check, the commit with its trailers; `sprint.json` written at every step (synced
+//!   before the reset and before the commit). The checks run in the sandbox, as a sprint's do by
+//!   default; the script's run in its shell.
 //! - **script**: a generated `sh` script doing the same by hand: per task the check,
 //!   `corral run` for round 1, the check, `git diff` into a patch and `git reset --hard`,
 //!   `corral run --resume` for round 2, the check, `git add` and `git commit`.

@@ -32,7 +32,7 @@ use crate::names::TaskId;
 use crate::prompt::{self, ShownLearning};
 use crate::state::{
     Attribution, RoleUsage, RunProgress, SprintState, StateError, Step, TaskProgress, TaskStatus,
-    UsageRollUp, read_state, write_state,
+    UsageRollUp, read_state, write_state_as,
 };
 
 /// The round's diff, in the round's directory.
@@ -360,10 +360,13 @@ impl<'r, 'a> Flow<'r, 'a> {
         self.run.events.event(&event);
     }
 
+    /// Writes the state, waiting for the disk only when it announces what must not be done
+    /// twice ([`SprintState::durability`]): every step's state is there for a `kill -9`
+    /// either way.
     fn save(&self, state: &mut SprintState) -> Result<(), SprintError> {
         state.updated_at = self.now();
         match self.shared {
-            None => write_state(&self.layout.state_file(), state)?,
+            None => write_state_as(&self.layout.state_file(), state, state.durability())?,
             Some((recorder, i)) => {
                 if let Some(mine) = state.tasks.get(i) {
                     recorder.record(mine)?;
@@ -722,8 +725,29 @@ impl<'r, 'a> Flow<'r, 'a> {
         // Every gate, since the round's diff (which picks the gates after it) is not known
         // yet: the attribution compares each gate with itself.
         let gates: Vec<&Gate> = self.file().gates.iter().collect();
-        let Some(v) = self.verify(&gates).await? else {
-            return Ok(Next::Pause(SprintEnd::Cancelled));
+        // On the tree the task before just committed, after its passing check and nothing
+        // else that could write a file (`git::Known`), the check's answer is known: it is
+        // not run a second time on the same files. Not with gates: the round's check ran only
+        // the gates its diff picked, and the pre-verify runs every one.
+        let known = if gates.is_empty() {
+            self.git.take_checked()
+        } else {
+            None
+        };
+        let v = match known {
+            Some(report) => Verification {
+                passed: true,
+                check_passed: true,
+                gates: Vec::new(),
+                failed_gates: Vec::new(),
+                report: format!(
+                    "(the check after the task before, on the same tree: this task's base)\n{report}"
+                ),
+            },
+            None => match self.verify(&gates).await? {
+                Some(v) => v,
+                None => return Ok(Next::Pause(SprintEnd::Cancelled)),
+            },
         };
         write_file(
             &self.layout.task_dir(&task.id).join(PRE_VERIFY_FILE),
@@ -1061,6 +1085,9 @@ impl<'r, 'a> Flow<'r, 'a> {
         let Some(v) = self.verify(&gates).await? else {
             return Ok(Next::Pause(SprintEnd::Cancelled));
         };
+        if self.file().gates.is_empty() && v.passed {
+            self.git.checked(v.report.clone());
+        }
         let patch = match before_check {
             Some((patch, _)) => patch,
             None => self.git.patch_against(&progress.base).await?,

@@ -70,6 +70,11 @@ pub(crate) struct Known {
     /// nothing since but git commands that keep it so): a commit needs no staging first, and a
     /// `reset --hard` leaves no untracked file for `git clean` to remove.
     staged: AtomicBool,
+    /// The tree passed the check (a sprint without gates), with this report: set after a
+    /// passing check, kept through the git commands that write no file of the tree (staging,
+    /// the diff, the commit), so that the next task's pre-verify, on the tree just committed,
+    /// is that check's result instead of a second run on the same files.
+    checked: Mutex<Option<String>>,
 }
 
 impl Git<'_> {
@@ -81,8 +86,13 @@ impl Git<'_> {
         // Any command may move HEAD; the one that leaves it known says so afterwards. Only
         // the commands that write no file of the tree keep everything staged.
         self.known_head().take();
-        if !args.first().is_some_and(|a| KEEP_STAGED.contains(a)) {
+        let subcommand = args.first().copied().unwrap_or_default();
+        if !KEEP_STAGED.contains(&subcommand) {
             self.known.staged.store(false, Ordering::SeqCst);
+            // `add` writes the index only; anything else may write the tree's files.
+            if subcommand != "add" {
+                self.known_checked().take();
+            }
         }
         let mut spec = CommandSpec::git(args.iter().copied(), &self.cwd, GIT_TIMEOUT);
         spec.output_limit = limit;
@@ -101,6 +111,25 @@ impl Git<'_> {
     pub(crate) fn forget(&self) {
         self.known_head().take();
         self.known.staged.store(false, Ordering::SeqCst);
+        self.known_checked().take();
+    }
+
+    fn known_checked(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.known
+            .checked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that the tree, as it is, passed the check with `report` (see [`Known`]).
+    pub(crate) fn checked(&self, report: String) {
+        *self.known_checked() = Some(report);
+    }
+
+    /// The report of the check the tree passed as it is, when nothing that could write its
+    /// files ran since; taken (it stands for one pre-verify).
+    pub(crate) fn take_checked(&self) -> Option<String> {
+        self.known_checked().take()
     }
 
     fn known_head(&self) -> std::sync::MutexGuard<'_, Option<String>> {

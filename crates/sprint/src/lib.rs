@@ -53,8 +53,9 @@ pub use layout::{
 };
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
 pub use state::{
-    Attribution, RoleUsage, RunProgress, STATE_SCHEMA_VERSION, SprintState, StateError, Step,
-    TaskProgress, TaskState, TaskStatus, UsageRollUp, read_state, write_state,
+    Attribution, Durability, RoleUsage, RunProgress, STATE_SCHEMA_VERSION, SprintState, StateError,
+    Step, TaskProgress, TaskState, TaskStatus, UsageRollUp, read_state, write_state,
+    write_state_as,
 };
 
 /// Validates sprint file text `src` as if read from `path` (briefs are read relative to it).

@@ -383,10 +383,60 @@ pub fn read_state(path: &Path) -> Result<SprintState, StateError> {
     serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
 }
 
+impl SprintState {
+    /// How durably this state must be written. [`Durability::Synced`] when a task's state
+    /// announces what the flow does next and must not do twice: the commit (the step is
+    /// `commit`: were it lost in a power cut, the resume would judge the round again and
+    /// commit it a second time; found, it looks the commit up first) or the reset of a
+    /// regressed round (were it lost, the resume would judge the reset tree as the round's
+    /// work). Every other state a power cut may lose: the resume redoes a step that is safe to
+    /// redo (a check, a spawn whose report it finds or runs again, a reset to the task's base),
+    /// and counts no round twice, since the round is counted in the synced state before the
+    /// reset.
+    pub fn durability(&self) -> Durability {
+        let announces = self.tasks.iter().any(|t| {
+            t.progress
+                .as_ref()
+                .is_some_and(|p| p.step == Step::Commit || p.reset_pending)
+        });
+        if announces {
+            Durability::Synced
+        } else {
+            Durability::Cached
+        }
+    }
+}
+
+/// How far [`write_state_as`] makes sure a state reached the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Written and renamed over the old state, no `fsync`: a `kill -9` at any moment leaves
+    /// the old state or the new one (the kernel holds both the data and the rename), and so
+    /// does a power cut on a file system that orders a replace-by-rename after its data (ext4
+    /// by default: `auto_da_alloc`); after a power cut the newest of these states may be lost,
+    /// so the one before it is resumed. For a state whose loss makes the run redo a step that
+    /// is safe to redo.
+    Cached,
+    /// The data `fsync`ed before the rename and the directory after it: on disk before the
+    /// caller does what the state announces. For a state written before something that must
+    /// not be done twice (a commit, a reset): lost, the resume would do it again.
+    Synced,
+}
+
+/// Writes `state` to `path` atomically and durably ([`Durability::Synced`]).
+pub fn write_state(path: &Path, state: &SprintState) -> Result<(), StateError> {
+    write_state_as(path, state, Durability::Synced)
+}
+
 /// Writes `state` to `path` atomically (a temporary file in the same directory, then renamed
 /// over it), creating the directory: a reader, or the next `corral sprint run` after a kill,
-/// sees the old state or the new one, never half of one.
-pub fn write_state(path: &Path, state: &SprintState) -> Result<(), StateError> {
+/// sees the old state or the new one, never half of one. `durability` says whether it waits
+/// for the disk.
+pub fn write_state_as(
+    path: &Path,
+    state: &SprintState,
+    durability: Durability,
+) -> Result<(), StateError> {
     let failed = |source: io::Error| StateError::Write {
         path: path.to_path_buf(),
         source,
@@ -400,14 +450,22 @@ pub fn write_state(path: &Path, state: &SprintState) -> Result<(), StateError> {
         crate::layout::STATE_FILE,
         std::process::id()
     ));
+    let synced = durability == Durability::Synced;
     let written = (|| {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(&json)?;
-        // The state is what a crash resume trusts: it must be on disk before it replaces the
-        // old one, or a power cut could leave an empty file in its place.
-        file.sync_all()?;
+        // A synced state is what a crash resume must find after a power cut too: its data on
+        // disk before it replaces the old one (or the cut could leave an empty file in its
+        // place), and the rename itself after (the directory's entry).
+        if synced {
+            file.sync_all()?;
+        }
         drop(file);
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        if synced {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);

@@ -514,6 +514,79 @@ async fn status_porcelain(p: &Project) -> String {
 }
 
 #[tokio::test]
+async fn a_check_passed_on_the_tree_just_committed_is_not_run_again_before_the_next_task() {
+    // The check counts its runs in an ignored file. Without an evaluator and gates, nothing
+    // writes the tree between a round's passing check and the next task's pre-verify (the
+    // commit only), so that pre-verify is the check's answer; a reset (b's regression) or a
+    // spawn in between runs it again.
+    let head = SPRINT_HEAD.replace(
+        "check = \"test ! -e BROKEN\"",
+        "check = \"echo run >> .corral/checks.log; test ! -e BROKEN\"",
+    );
+    let p = project("").await;
+    std::fs::write(
+        p.root.join("corral-sprint.toml"),
+        format!("{head}\n{THREE_TASKS}"),
+    )
+    .unwrap();
+    git(
+        &p.root,
+        &["commit", "--quiet", "--all", "-m", "the counting check"],
+    )
+    .await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "b",
+        1,
+        Role::Generator,
+        write(&[("b.txt", "b\n"), ("BROKEN", "x")]),
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(commits(&p).await.len(), 3);
+    let runs = std::fs::read_to_string(p.root.join(".corral/checks.log")).unwrap();
+    // a: pre, round 1; b: (pre known), round 1 (regressed), round 2; c: (pre known), round 1.
+    assert_eq!(runs.lines().count(), 5, "check runs");
+    let pre = |task: &str| {
+        std::fs::read_to_string(
+            layout(&p)
+                .task_dir(&TaskId::new(task).unwrap())
+                .join("pre-verify.txt"),
+        )
+        .unwrap()
+    };
+    assert!(!pre("a").contains("the task before"), "{}", pre("a"));
+    for task in ["b", "c"] {
+        assert!(
+            pre(task).starts_with("(the check after the task before"),
+            "{}",
+            pre(task)
+        );
+    }
+    // The regression of b still counts as one: its round 1 broke a check that passed before.
+    assert_eq!(task_state(&p, "b").round, 2);
+
+    // With the evaluator, a spawn runs between the check and the commit: checked again.
+    let p = project("").await;
+    std::fs::write(
+        p.root.join("corral-sprint.toml"),
+        format!("{head}\n{THREE_TASKS}"),
+    )
+    .unwrap();
+    git(
+        &p.root,
+        &["commit", "--quiet", "--all", "-m", "the counting check"],
+    )
+    .await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let runs = std::fs::read_to_string(p.root.join(".corral/checks.log")).unwrap();
+    assert_eq!(runs.lines().count(), 6, "check runs with an evaluator");
+}
+
+#[tokio::test]
 async fn three_tasks_pass_first_time_after_a_regression_and_after_a_failed_review() {
     let p = project(THREE_TASKS).await;
     let generator = FakeAgent::new(ProviderId::Claude);

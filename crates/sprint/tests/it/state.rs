@@ -4,8 +4,9 @@ use std::path::Path;
 
 use corral_ports::{Effort, ProviderId};
 use corral_sprint::{
-    EXAMPLE, Role, RoleMeta, SprintLayout, SprintName, SprintState, StateError, TaskId, TaskStatus,
-    parse, read_state, recorded_sprints, write_state,
+    Durability, EXAMPLE, Role, RoleMeta, SprintLayout, SprintName, SprintState, StateError, Step,
+    TaskId, TaskProgress, TaskStatus, parse, read_state, recorded_sprints, write_state,
+    write_state_as,
 };
 
 #[test]
@@ -82,6 +83,51 @@ fn the_state_is_written_atomically_and_read_back() {
         recorded_sprints(dir.path()).unwrap(),
         [SprintName::new("example").unwrap()]
     );
+}
+
+#[test]
+fn only_a_state_announcing_a_commit_or_a_reset_waits_for_the_disk() {
+    // What a power cut may lose is only what the resume can redo: a state that says the
+    // commit or a regressed round's reset comes next is synced before either is done.
+    let mut state = example_state();
+    assert_eq!(state.durability(), Durability::Cached, "all pending");
+    let progress = |step: Step, reset_pending: bool| TaskProgress {
+        base: "abc123".into(),
+        step,
+        pre_passed: Some(true),
+        pre_failed_gates: Vec::new(),
+        critique: None,
+        regressions: 0,
+        reset_pending,
+        generator_session: None,
+    };
+    state.tasks[0].status = TaskStatus::Running;
+    for step in [
+        Step::PreVerify,
+        Step::Generate,
+        Step::PostVerify,
+        Step::Evaluate,
+    ] {
+        state.tasks[0].progress = Some(progress(step, false));
+        assert_eq!(state.durability(), Durability::Cached, "{step:?}");
+        state.tasks[0].progress = Some(progress(step, true));
+        assert_eq!(
+            state.durability(),
+            Durability::Synced,
+            "{step:?} with a reset pending"
+        );
+    }
+    state.tasks[0].progress = Some(progress(Step::Commit, false));
+    assert_eq!(state.durability(), Durability::Synced, "the commit next");
+    state.tasks[0].status = TaskStatus::Done;
+    state.tasks[0].progress = None;
+    state.tasks[0].commit = Some("def456".into());
+    assert_eq!(state.durability(), Durability::Cached, "the commit made");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sprint.json");
+    write_state_as(&path, &state, Durability::Cached).unwrap();
+    assert_eq!(read_state(&path).unwrap(), state);
 }
 
 #[test]
