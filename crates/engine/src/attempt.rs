@@ -253,7 +253,11 @@ fn spawn_stdin_writer(
     prompt: Option<Arc<str>>,
 ) -> Option<JoinHandle<(usize, Option<String>)>> {
     let prompt = prompt?;
-    let mut stdin = child.take_stdin()?;
+    let Some(mut stdin) = child.take_stdin() else {
+        // Handed over whole as the file on its stdin (`StdinMode::Prompt`) before it started.
+        let bytes = prompt.len();
+        return Some(tokio::spawn(async move { (bytes, None) }));
+    };
     Some(tokio::spawn(async move {
         let bytes = prompt.len();
         let result = async {

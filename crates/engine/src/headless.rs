@@ -395,8 +395,8 @@ async fn one_attempt(
             PromptDelivery::Stdin => (Some(Arc::clone(&scope.session.prompt)), "prompt"),
             PromptDelivery::PointerFile { .. } => (None, "null"),
         };
-    let stdin = match stdin_prompt {
-        Some(_) => StdinMode::Piped,
+    let stdin = match &stdin_prompt {
+        Some(prompt) => StdinMode::Prompt(Arc::clone(prompt)),
         None => StdinMode::Null,
     };
     let mut launched = launch(scope, inputs.sandbox, &spec, &token, stdin, Vec::new())?;
@@ -830,7 +830,7 @@ mod tests {
         spawner
             .expect_spawn()
             .withf(|r: &SpawnRequest| {
-                r.stdin == StdinMode::Piped
+                matches!(&r.stdin, StdinMode::Prompt(p) if !p.is_empty())
                     && r.args == [std::ffi::OsString::from("--headless")]
                     && r.env.iter().any(|(k, v)| k == "TEST_KNOB" && v == "1")
                     && r.env.iter().any(|(k, _)| k == RUN_TOKEN_VAR)
