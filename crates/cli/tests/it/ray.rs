@@ -45,11 +45,7 @@ if [ "$1" = "--version" ]; then exec "REAL_CLAUDE" "$@"; fi
 PROMPT=$(cat)
 SIGNALS=$(printf '%s\n' "$PROMPT" | grep -o '/[^`]*signals\.json' | head -n 1)
 R=${SIGNALS%/generator/signals.json}; ROUND=${R##*/}; T=${R%/rounds/*}; TASK=${T##*/}
-if [ "$TASK" = "REAL_TASK" ]; then
-exec "REAL_CLAUDE" "$@" <<PROMPT_END
-$PROMPT
-PROMPT_END
-fi
+if [ "$TASK" = "REAL_TASK" ]; then printf '%s\n' "$PROMPT" | "REAL_CLAUDE" "$@"; exit $?; fi
 echo '{"type":"system","subtype":"init","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","model":"claude-opus-4-8"}'
 TEXT=done
 case "$TASK.$ROUND" in
@@ -142,14 +138,14 @@ fn wait_for(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
     })
 }
 
-/// The `Corral-Task:` trailers of the commits on `branch` since `main`, sorted.
-fn folded_tasks(project: &Path, branch: &str) -> Vec<String> {
+/// The `Corral-Task:` trailers of the commits on `branch` since `since`, sorted.
+fn folded_tasks(project: &Path, since: &str, branch: &str) -> Vec<String> {
     let mut tasks: Vec<String> = git_out(
         project,
         &[
             "log",
             "--format=%(trailers:key=Corral-Task,valueonly)",
-            &format!("main..{branch}"),
+            &format!("{since}..{branch}"),
         ],
     )
     .lines()
@@ -301,7 +297,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     let out = wait_with_cap(child, RUN_CAP);
     assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
     assert_eq!(
-        folded_tasks(&project, "corral/ray"),
+        folded_tasks(&project, "main", "corral/ray"),
         TASKS,
         "every task folded once onto corral/ray: {}",
         transcript_of(&out)
@@ -385,7 +381,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     let out = wait_with_cap(spawn_logged(&mut sprint_run(), &scratch, "run-3"), RUN_CAP);
     assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
     assert_eq!(
-        folded_tasks(&project, "corral/ray-int"),
+        folded_tasks(&project, "corral/ray", "corral/ray-int"),
         HELD,
         "{}",
         transcript_of(&out)
