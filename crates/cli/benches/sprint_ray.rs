@@ -284,7 +284,11 @@ fn rounds(corral: &Path, place: &Place, cluster: &RayCluster, rounds: usize) -> 
         };
         for side in order {
             let wall = run(corral, place, cluster, side);
-            eprintln!("  {} round {}/{rounds}: {wall:.2} s", side.name(), round + 1);
+            eprintln!(
+                "  {} round {}/{rounds}: {wall:.2} s",
+                side.name(),
+                round + 1
+            );
             walls[usize::from(side == Side::Ray)].push(wall);
         }
     }

@@ -187,35 +187,10 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     let scratch = project.parent().unwrap().to_path_buf();
     let tmp = scratch.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let claude_key = "CORRAL_PROVIDERS__CLAUDE__COMMAND";
-    let real_claude = world
-        .vars()
-        .iter()
-        .find(|(k, _)| k == claude_key)
-        .map(|(_, v)| v.clone())
-        .unwrap();
     let go_stopped = scratch.join("go-stopped");
     let go_held = scratch.join("go-held");
-    let stand_in = scratch.join("claude-stand-in");
-    std::fs::write(
-        &stand_in,
-        STAND_IN
-            .replace("REAL_CLAUDE", &real_claude)
-            .replace("REAL_TASK", REAL)
-            .replace("STOPPED_TASK", STOPPED)
-            .replace("GO_STOPPED", &go_stopped.display().to_string())
-            .replace("GO_HELD", &go_held.display().to_string()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
     // The coordinator's environment; its `CORRAL_` variables reach the jobs.
-    let mut vars: Vec<(String, String)> = world
-        .vars()
-        .iter()
-        .filter(|(k, _)| k != claude_key)
-        .cloned()
-        .collect();
-    vars.push((claude_key.into(), stand_in.display().to_string()));
+    let vars = with_stand_in(&world, &scratch, &go_stopped, &go_held);
 
     std::fs::write(
         project.join("corral-sprint.toml"),
@@ -296,51 +271,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     std::fs::write(&go_stopped, "").unwrap();
     let out = wait_with_cap(child, RUN_CAP);
     assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
-    assert_eq!(
-        folded_tasks(&project, "main", "corral/ray"),
-        TASKS,
-        "every task folded once onto corral/ray: {}",
-        transcript_of(&out)
-    );
-    for task in TASKS {
-        let shown = git_out(&project, &["show", &format!("corral/ray:{task}.txt")]);
-        let expected = if task == REAL { "ok" } else { "done" };
-        assert_eq!(shown, expected, "{task}.txt on corral/ray");
-        let task_dir = project.join(".corral/sprints/ray/implement").join(task);
-        let log = std::fs::read_to_string(task_dir.join("ray-job-1.log")).unwrap_or_default();
-        assert!(
-            log.contains("\"handback\"") || task == STOPPED,
-            "{task}'s job log is kept in the sprint's record: {log}"
-        );
-        assert!(
-            task_dir.join("task.json").is_file(),
-            "{task}'s record is fetched back"
-        );
-    }
-    let task_dir = project.join(".corral/sprints/ray/implement").join(STOPPED);
-    let task: Value =
-        serde_json::from_str(&std::fs::read_to_string(task_dir.join("task.json")).unwrap())
-            .unwrap();
-    assert_eq!(task["status"], "done", "{task}");
-    assert_eq!(
-        task["round"], 2,
-        "round 2 resumed, not counted again: {task}"
-    );
-    assert!(!exists(&task_dir.join("rounds/3")), "no third round");
-    assert!(!exists(&task_dir.join("ray-job-3.log")), "one resubmission");
-    let resumed = std::fs::read_to_string(task_dir.join("ray-job-2.log"))
-        .expect("the stopped job was resubmitted, its log kept");
-    let started: Vec<Value> = resumed
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
-        .filter(|e| e["event"] == "task-started")
-        .collect();
-    assert_eq!(started.len(), 1, "{resumed}");
-    assert_eq!(
-        (&started[0]["round"], &started[0]["step"]),
-        (&json!(2), &json!("generate")),
-        "the resubmitted job resumed at round 2, not round 1: {resumed}"
-    );
+    check_act_one(&project, &transcript_of(&out));
 
     // Act 2: a second sprint, interrupted while its jobs run.
     std::fs::write(
@@ -392,6 +323,92 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     assert!(
         RayCluster::leftovers(&temp_dir).is_empty(),
         "no Ray process is left"
+    );
+}
+
+/// The world's variables with Claude Code's command replaced by the stand-in, written into
+/// `scratch` with its gates at `go_stopped` and `go_held`.
+fn with_stand_in(
+    world: &World,
+    scratch: &Path,
+    go_stopped: &Path,
+    go_held: &Path,
+) -> Vec<(String, String)> {
+    let claude_key = "CORRAL_PROVIDERS__CLAUDE__COMMAND";
+    let real_claude = world
+        .vars()
+        .iter()
+        .find(|(k, _)| k == claude_key)
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let stand_in = scratch.join("claude-stand-in");
+    std::fs::write(
+        &stand_in,
+        STAND_IN
+            .replace("REAL_CLAUDE", &real_claude)
+            .replace("REAL_TASK", REAL)
+            .replace("STOPPED_TASK", STOPPED)
+            .replace("GO_STOPPED", &go_stopped.display().to_string())
+            .replace("GO_HELD", &go_held.display().to_string()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut vars: Vec<(String, String)> = world
+        .vars()
+        .iter()
+        .filter(|(k, _)| k != claude_key)
+        .cloned()
+        .collect();
+    vars.push((claude_key.into(), stand_in.display().to_string()));
+    vars
+}
+
+/// Act 1's end: every task folded once with its file and log, and `t3` resumed at round 2 by
+/// its resubmitted job, not run again from round 1.
+fn check_act_one(project: &Path, transcript: &str) {
+    assert_eq!(
+        folded_tasks(project, "main", "corral/ray"),
+        TASKS,
+        "every task folded once onto corral/ray: {transcript}"
+    );
+    for task in TASKS {
+        let shown = git_out(project, &["show", &format!("corral/ray:{task}.txt")]);
+        let expected = if task == REAL { "ok" } else { "done" };
+        assert_eq!(shown, expected, "{task}.txt on corral/ray");
+        let task_dir = project.join(".corral/sprints/ray/implement").join(task);
+        let log = std::fs::read_to_string(task_dir.join("ray-job-1.log")).unwrap_or_default();
+        assert!(
+            log.contains("\"handback\"") || task == STOPPED,
+            "{task}'s job log is kept in the sprint's record: {log}"
+        );
+        assert!(
+            task_dir.join("task.json").is_file(),
+            "{task}'s record is fetched back"
+        );
+    }
+    let task_dir = project.join(".corral/sprints/ray/implement").join(STOPPED);
+    let task: Value =
+        serde_json::from_str(&std::fs::read_to_string(task_dir.join("task.json")).unwrap())
+            .unwrap();
+    assert_eq!(task["status"], "done", "{task}");
+    assert_eq!(
+        task["round"], 2,
+        "round 2 resumed, not counted again: {task}"
+    );
+    assert!(!exists(&task_dir.join("rounds/3")), "no third round");
+    assert!(!exists(&task_dir.join("ray-job-3.log")), "one resubmission");
+    let resumed = std::fs::read_to_string(task_dir.join("ray-job-2.log"))
+        .expect("the stopped job was resubmitted, its log kept");
+    let started: Vec<Value> = resumed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+        .filter(|e| e["event"] == "task-started")
+        .collect();
+    assert_eq!(started.len(), 1, "{resumed}");
+    assert_eq!(
+        (&started[0]["round"], &started[0]["step"]),
+        (&json!(2), &json!("generate")),
+        "the resubmitted job resumed at round 2, not round 1: {resumed}"
     );
 }
 
