@@ -247,10 +247,11 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> f64 {
     let wall = started.elapsed().as_secs_f64();
     assert!(
         out.status.success(),
-        "{} exited with {}\nstderr: {}",
+        "{} exited with {}\nstderr: {}\n{}",
         side.name(),
         out.status,
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        job_logs(&project)
     );
     let log = git(&project, &["log", "--format=%s", "corral/bench"]);
     let commits = log.lines().filter(|l| l.starts_with("Task t")).count();
@@ -271,6 +272,26 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> f64 {
     }
     place.clean(&project, &tmp);
     wall
+}
+
+/// Every task's record of a failed run: its `task.json` and its jobs' logs.
+fn job_logs(project: &Path) -> String {
+    let mut out = String::new();
+    let tasks = project.join(".corral/sprints/bench/implement");
+    for entry in std::fs::read_dir(&tasks).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(entry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = file.file_name().to_string_lossy().into_owned();
+            if name == "task.json" || name.starts_with("ray-job-") {
+                let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+                let _ = writeln!(out, "--- {} ---\n{text}", file.path().display());
+            }
+        }
+    }
+    out
 }
 
 /// `rounds` alternating rounds of both sides; walls in seconds, `[local, ray]`.
