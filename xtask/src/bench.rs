@@ -14,7 +14,10 @@
 //! beside a shell script doing the same `corral run`s, checks and commits, and writes
 //! `target/bench-sprint-report.md`. Then `cargo bench -p corral-cli --bench sprint_jobs` sets
 //! `corral sprint run --jobs 4` beside `--jobs 1` over eight independent tasks whose stand-in
-//! agent works for 2 s each, and writes `target/bench-sprint-jobs-report.md`.
+//! agent works for 2 s each, and writes `target/bench-sprint-jobs-report.md`. Last, `cargo
+//! bench -p corral-cli --bench sprint_ray` sets the same sprint through a real Ray cluster on
+//! this machine (`--jobs 4 --executor ray`) beside local worktrees (`--jobs 4`), and writes
+//! `target/bench-sprint-ray-report.md`.
 //! `docs/benchmarks.md` explains
 //! the scenarios and targets; `cargo xtask ci` runs every bench target once in its smoke mode.
 
@@ -93,6 +96,12 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         sprint_jobs.args(["--", "--quick"]);
     }
     shell::run(&mut sprint_jobs)?;
+    let mut sprint_ray = shell::cargo(root);
+    sprint_ray.args(["bench", "-p", "corral-cli", "--bench", "sprint_ray"]);
+    if opts.quick {
+        sprint_ray.args(["--", "--quick"]);
+    }
+    shell::run(&mut sprint_ray)?;
     for report in [
         "target/bench-report.md",
         "target/bench-egress-report.md",
@@ -100,6 +109,7 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         "target/bench-cli-path-report.md",
         "target/bench-sprint-report.md",
         "target/bench-sprint-jobs-report.md",
+        "target/bench-sprint-ray-report.md",
     ] {
         println!("report: {}", shell::relative(root, &root.join(report)));
     }

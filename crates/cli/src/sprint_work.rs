@@ -350,6 +350,14 @@ impl Worker<'_> {
     /// The task's branch at `base`, nothing else in the tree (the record's directory, which
     /// git ignores, stays).
     async fn checkout_base(&self, branch: &str, base: &str) -> anyhow::Result<()> {
+        // By its id: the coordinator pushes the base under `refs/corral/…/base`, not under a
+        // branch, when the remote's branches do not hold it (a project ahead of its remote).
+        self.git(
+            &self.work,
+            &["fetch", "--quiet", &self.remote, base],
+            &self.to_remote(),
+        )
+        .await?;
         self.git(
             &self.work,
             &["checkout", "--quiet", "--force", "-B", branch, base],

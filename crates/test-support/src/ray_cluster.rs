@@ -152,6 +152,32 @@ impl RayCluster {
         self.temp_dir.path()
     }
 
+    /// Every job the cluster knows, as `GET /api/jobs/` lists them (submission id, status,
+    /// metadata, ...); empty when the Jobs API does not answer.
+    pub fn jobs(&self) -> Vec<serde_json::Value> {
+        http_get(self.dashboard_port, "/api/jobs/")
+            .and_then(|body| serde_json::from_str::<Vec<serde_json::Value>>(&body).ok())
+            .unwrap_or_default()
+    }
+
+    /// The status Ray reports for the job `submission_id` (`RUNNING`, `STOPPED`, ...).
+    pub fn job_status(&self, submission_id: &str) -> Option<String> {
+        let body = http_get(self.dashboard_port, &format!("/api/jobs/{submission_id}"))?;
+        let job: serde_json::Value = serde_json::from_str(&body).ok()?;
+        job["status"].as_str().map(str::to_owned)
+    }
+
+    /// Stops the job `submission_id` through the Jobs API (`POST /api/jobs/<id>/stop`), as an
+    /// operator would; whether Ray accepted the request.
+    pub fn stop_job(&self, submission_id: &str) -> bool {
+        http_request(
+            self.dashboard_port,
+            "POST",
+            &format!("/api/jobs/{submission_id}/stop"),
+        )
+        .is_some()
+    }
+
     /// Stops the second node (its processes and the jobs' processes on it), as a node lost
     /// from under the cluster.
     pub fn kill_second_node(&mut self) {
@@ -184,8 +210,12 @@ impl RayCluster {
 
     fn spawn_node(&mut self, name: &'static str, args: Vec<String>) -> io::Result<()> {
         let log = std::fs::File::create(self.temp_dir.path().join(format!("{name}.out")))?;
-        let mut cmd = Command::new(self.venv.join("bin/ray"));
-        cmd.arg("start")
+        // Through the venv's Python, not the `ray` script's shebang: the shebang names the
+        // path the venv was created at, which a venv moved or shared between checkouts no
+        // longer has.
+        let mut cmd = Command::new(self.venv.join("bin/python3"));
+        cmd.arg(self.venv.join("bin/ray"))
+            .arg("start")
             .arg("--block")
             .arg("--disable-usage-stats")
             .arg("--node-ip-address=127.0.0.1")
@@ -313,15 +343,23 @@ fn prepend_path(dir: &Path) -> std::ffi::OsString {
 
 /// The body of `GET <path>` on 127.0.0.1:`port` when it answers 200 within two seconds.
 fn http_get(port: u16, path: &str) -> Option<String> {
+    http_request(port, "GET", path)
+}
+
+/// The body of `<method> <path>` (no request body) on 127.0.0.1:`port` when it answers 200
+/// within two seconds.
+fn http_request(port: u16, method: &str, path: &str) -> Option<String> {
     let timeout = Duration::from_secs(2);
     let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
     stream.set_write_timeout(Some(timeout)).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
+    )
+    .ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     let (head, body) = response.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200")
-        .then(|| body.to_owned())
-        .or_else(|| head.starts_with("HTTP/1.0 200").then(|| body.to_owned()))
+    (head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200")).then(|| body.to_owned())
 }

@@ -1,24 +1,69 @@
 //! `corral sprint run --executor ray` against a real two-node Ray cluster on 127.0.0.1 (the
 //! test-support harness; skipped outside CI when Ray is not installed, a failure in CI): each
-//! task one job whose entrypoint is `corral sprint work`, through the real Claude Code against
-//! the fake model API, cloning from a `file://` bare remote; the coordinator folds the branches
-//! the jobs push back.
+//! task one job whose entrypoint is `corral sprint work`, cloning from a `file://` bare remote;
+//! the coordinator folds the branches the jobs push back.
+//!
+//! One cluster for the whole story (starting one costs 15-25 s), told in three acts:
+//! 1. a four-task sprint, three tasks through a stand-in agent (a shell script in place of
+//!    Claude Code) and one through the real Claude Code against the fake model API; one of the
+//!    stand-in's tasks fails its check in round 1, and its job is stopped through the Jobs API
+//!    in the middle of round 2: the executor resubmits it and the task resumes at round 2;
+//! 2. a second sprint interrupted with SIGINT while its jobs run: exit 130, its jobs stopped on
+//!    the cluster, no worker left;
+//! 3. that sprint run again: it continues and folds its tasks.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
 
+use corral_test_support::Signal;
 use corral_test_support::fake_api::{Role, Scenario, Step};
 use corral_test_support::ray_cluster::{RayCluster, require_ray};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::providers::{CLAUDE, RUN_CAP, World};
 use crate::support::*;
 
 const TS: &str = "2026-12-02T10:00:00Z";
-const TASKS: [&str; 2] = ["t1", "t2"];
+/// The four tasks of the first sprint: `t4` through the real Claude Code, the others through
+/// the stand-in; `t3` needs two rounds and its job is stopped in the second.
+const TASKS: [&str; 4] = ["t1", "t2", "t3", "t4"];
+const REAL: &str = "t4";
+const STOPPED: &str = "t3";
+/// The second sprint's tasks, held by the stand-in until the test lets them go.
+const HELD: [&str; 2] = ["c1", "c2"];
+/// The check of both sprints: a task whose file still says TODO is not done.
+const CHECK: &str = "! grep -qs TODO *.txt";
+
+/// The stand-in for Claude Code. The sprint's spawn directory
+/// (`…/implement/<task>/rounds/<N>/generator/signals.json`, named in the prompt) names the task
+/// and the round. `t4` goes to the real Claude Code; `t3` writes TODO in round 1 (the check
+/// fails) and in round 2 waits for the file `GO_STOPPED`; the `c` tasks wait for `GO_HELD`.
+const STAND_IN: &str = r#"#!/bin/sh
+if [ "$1" = "--version" ]; then exec "REAL_CLAUDE" "$@"; fi
+PROMPT=$(cat)
+SIGNALS=$(printf '%s\n' "$PROMPT" | grep -o '/[^`]*signals\.json' | head -n 1)
+R=${SIGNALS%/generator/signals.json}; ROUND=${R##*/}; T=${R%/rounds/*}; TASK=${T##*/}
+if [ "$TASK" = "REAL_TASK" ]; then printf '%s\n' "$PROMPT" | "REAL_CLAUDE" "$@"; exit $?; fi
+echo '{"type":"system","subtype":"init","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","model":"claude-opus-4-8"}'
+TEXT=done
+case "$TASK.$ROUND" in
+  STOPPED_TASK.1) TEXT=TODO ;;
+  STOPPED_TASK.*) GATE="GO_STOPPED" ;;
+  c*) GATE="GO_HELD" ;;
+esac
+if [ -n "$GATE" ]; then
+  n=0; while [ ! -e "$GATE" ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
+fi
+echo "$TEXT" > "$TASK.txt"
+printf '%s' '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}]}' > "$SIGNALS"
+echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":5}}'
+"#;
 
 /// Where the jobs clone: the coordinator's `$TMPDIR/corral-work/<sprint>/<task>`.
-fn clone_dir(tmp: &Path, task: &str) -> PathBuf {
-    tmp.join("corral-work").join("ray").join(task)
+fn clone_dir(tmp: &Path, sprint: &str, task: &str) -> PathBuf {
+    tmp.join("corral-work").join(sprint).join(task)
 }
 
 fn round(task: &str) -> Vec<Step> {
@@ -34,38 +79,131 @@ fn round(task: &str) -> Vec<Step> {
     ]
 }
 
-#[test]
-fn a_sprint_through_ray_runs_each_task_as_a_job_and_folds_the_branches() {
-    let Some(venv) = require_ray() else {
-        return;
-    };
-    let world = World::new(&CLAUDE, |_| {
-        TASKS.iter().fold(Scenario::default(), |s, task| {
-            s.with_round(Role::Generator, *task, 1, round(task))
-        })
-    });
-    let project = world.project();
-    let tmp = project.parent().unwrap().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let mut file = "[sprint]\nname = \"ray\"\ncheck = \"true\"\ncheck_timeout_ms = 60000\n\
+fn sprint_file(name: &str, tasks: &[&str], tmp: &Path) -> String {
+    let mut file = format!(
+        "[sprint]\nname = \"{name}\"\ncheck = \"{CHECK}\"\ncheck_timeout_ms = 60000\n\
          max_rounds = 3\nmax_attempts = 2\n\n[roles.generator]\nprovider = \"claude\"\n\n\
          [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
-        .to_owned();
-    for task in TASKS {
-        let target = clone_dir(&tmp, task).join(format!("{task}.txt"));
+    );
+    for task in tasks {
+        let target = clone_dir(tmp, name, task).join(format!("{task}.txt"));
         file.push_str(&format!(
             "\n[[tasks]]\nid = \"{task}\"\ntitle = \"Write {task}\"\nprompt = \"Write ok to {}.\"\n",
             target.display()
         ));
     }
-    std::fs::write(project.join("corral-sprint.toml"), file).unwrap();
+    file
+}
+
+fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = corral_test_support::command(Path::new("git"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The task's state as its record on the remote holds it.
+fn recorded_task(remote: &Path, sprint: &str, task: &str) -> Option<Value> {
+    let shown = git_out(
+        remote,
+        &[
+            "show",
+            &format!("refs/corral/{sprint}/{task}/record:implement/{task}/task.json"),
+        ],
+    );
+    serde_json::from_str(&shown).ok()
+}
+
+/// The running jobs of `sprint`'s task `task` (any task when `None`), by submission id.
+fn jobs_of(cluster: &RayCluster, sprint: &str, task: Option<&str>, status: &str) -> Vec<String> {
+    cluster
+        .jobs()
+        .iter()
+        .filter(|job| job["metadata"]["corral.sprint"] == sprint)
+        .filter(|job| task.is_none_or(|t| job["metadata"]["corral.task"] == t))
+        .filter(|job| job["status"] == status)
+        .filter_map(|job| job["submission_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Like [`wait_until`], polling every 250 ms (the Jobs API and git are not free).
+fn wait_for(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    wait_until(timeout, || {
+        done() || {
+            std::thread::sleep(Duration::from_millis(250));
+            false
+        }
+    })
+}
+
+/// The `Corral-Task:` trailers of the commits on `branch` since `since`, sorted.
+fn folded_tasks(project: &Path, since: &str, branch: &str) -> Vec<String> {
+    let mut tasks: Vec<String> = git_out(
+        project,
+        &[
+            "log",
+            "--format=%(trailers:key=Corral-Task,valueonly)",
+            &format!("{since}..{branch}"),
+        ],
+    )
+    .lines()
+    .map(|l| l.trim().to_owned())
+    .filter(|l| !l.is_empty())
+    .collect();
+    tasks.sort();
+    tasks
+}
+
+/// The processes whose command line names `needle` (the test's scratch directory: every
+/// worker's `--work-dir` and the stand-in's path are under it).
+fn processes_naming(needle: &Path) -> Vec<String> {
+    let needle = needle.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&needle))
+        .collect()
+}
+
+#[test]
+fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_its_jobs_on_ctrl_c()
+{
+    let Some(venv) = require_ray() else {
+        return;
+    };
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::default().with_round(Role::Generator, REAL, 1, round(REAL))
+    });
+    let project = world.project();
+    let scratch = project.parent().unwrap().to_path_buf();
+    let tmp = scratch.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let go_stopped = scratch.join("go-stopped");
+    let go_held = scratch.join("go-held");
+    // The coordinator's environment; its `CORRAL_` variables reach the jobs.
+    let vars = with_stand_in(&world, &scratch, &go_stopped, &go_held);
+
+    std::fs::write(
+        project.join("corral-sprint.toml"),
+        sprint_file("ray", &TASKS, &tmp),
+    )
+    .unwrap();
     std::fs::write(project.join(".gitignore"), ".corral/\n").unwrap();
     git(&project, &["init", "-q", "-b", "main"]);
     git(&project, &["config", "user.email", "it@example.invalid"]);
     git(&project, &["config", "user.name", "it"]);
     git(&project, &["add", "-A"]);
     git(&project, &["commit", "-q", "-m", "start"]);
-    let remote = project.parent().unwrap().join("remote.git");
+    let remote = scratch.join("remote.git");
     git(
         &project,
         &["init", "-q", "--bare", &remote.display().to_string()],
@@ -86,53 +224,226 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_and_folds_the_branches() {
         node_env.push((k.into(), v.into()));
     }
     let cluster = RayCluster::start_with_env(&venv, &node_env).expect("the cluster starts");
-    let out = world
-        .env
-        .corral()
-        .envs(world.vars().iter().map(|(k, v)| (k, v)))
-        .env("TMPDIR", &tmp)
-        .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
-        .env("CORRAL_EXECUTOR__RAY__REMOTE", &remote_url)
-        .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", "0.5")
-        .timeout(RUN_CAP * 4)
-        .args(["sprint", "run", "--jobs", "2", "--executor", "ray"])
-        .output()
-        .unwrap();
-    let temp_dir = cluster.temp_dir().to_path_buf();
-    drop(cluster);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        transcript(&world.env, &out)
-    );
-    for task in TASKS {
-        let shown = corral_test_support::command(Path::new("git"))
+    let sprint_run = || {
+        let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", world.env.home())
+            .envs(vars.iter().map(|(k, v)| (k, v)))
+            .env("TMPDIR", &tmp)
+            .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
+            .env("CORRAL_EXECUTOR__RAY__REMOTE", &remote_url)
+            .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", "0.5")
             .current_dir(&project)
-            .args(["show", &format!("corral/ray:{task}.txt")])
-            .output()
-            .unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&shown.stdout).trim(),
-            "ok",
-            "{task}.txt is folded onto corral/ray: {}",
-            transcript(&world.env, &out)
-        );
-        let task_dir = project.join(".corral/sprints/ray/implement").join(task);
-        let log = std::fs::read_to_string(task_dir.join("ray-job-1.log")).unwrap_or_default();
-        assert!(
-            !log.is_empty(),
-            "the job's log is kept in the sprint's record: {}",
-            transcript(&world.env, &out)
-        );
-        assert!(
-            task_dir.join("task.json").is_file(),
-            "the task's record is fetched back: {}",
-            transcript(&world.env, &out)
+            .stdin(Stdio::null())
+            .args(["sprint", "run", "--jobs", "4", "--executor", "ray"]);
+        cmd
+    };
+    let transcript_of = |out: &std::process::Output| transcript(&world.env, out);
+
+    // Act 1: four tasks; t3's job stopped in the middle of round 2.
+    let mut child = spawn_logged(&mut sprint_run(), &scratch, "run-1");
+    let in_round_2 = wait_for(RUN_CAP, || {
+        child.0.try_wait().unwrap().is_some()
+            || recorded_task(&remote, "ray", STOPPED)
+                .is_some_and(|t| t["round"] == 2 && t["progress"]["step"] == "generate")
+    }) && child.0.try_wait().unwrap().is_none();
+    let running = jobs_of(&cluster, "ray", Some(STOPPED), "RUNNING");
+    if !in_round_2 || running.len() != 1 {
+        let out = wait_with_cap(child, Duration::ZERO);
+        panic!(
+            "t3 never reached round 2 in a running job ({running:?}): {}",
+            transcript_of(&out)
         );
     }
+    assert!(
+        cluster.stop_job(&running[0]),
+        "the Jobs API stops {}",
+        running[0]
+    );
+    assert!(
+        wait_for(Duration::from_secs(60), || cluster
+            .job_status(&running[0])
+            .is_some_and(|s| s == "STOPPED")),
+        "{} is stopped",
+        running[0]
+    );
+    std::fs::write(&go_stopped, "").unwrap();
+    let out = wait_with_cap(child, RUN_CAP);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
+    check_act_one(&project, &transcript_of(&out));
+
+    // Act 2: a second sprint, interrupted while its jobs run.
+    std::fs::write(
+        project.join("corral-sprint.toml"),
+        sprint_file("ray-int", &HELD, &tmp),
+    )
+    .unwrap();
+    git(&project, &["commit", "-q", "-am", "second sprint"]);
+    let mut child = spawn_logged(&mut sprint_run(), &scratch, "run-2");
+    let held = wait_for(RUN_CAP, || {
+        child.0.try_wait().unwrap().is_some()
+            || (HELD.iter().all(|t| {
+                recorded_task(&remote, "ray-int", t)
+                    .is_some_and(|s| s["progress"]["step"] == "generate")
+            }) && jobs_of(&cluster, "ray-int", None, "RUNNING").len() == HELD.len())
+    });
+    let jobs = jobs_of(&cluster, "ray-int", None, "RUNNING");
+    corral_test_support::send_signal(child.0.id(), Signal::SIGINT);
+    let out = wait_with_cap(child, Duration::from_secs(120));
+    assert!(held, "both jobs ran: {}", transcript_of(&out));
+    assert_eq!(out.status.code(), Some(130), "{}", transcript_of(&out));
+    for id in &jobs {
+        assert_eq!(
+            cluster.job_status(id).as_deref(),
+            Some("STOPPED"),
+            "{id} is stopped on the cluster"
+        );
+    }
+    assert!(
+        wait_for(Duration::from_secs(30), || processes_naming(&scratch)
+            .is_empty()),
+        "no worker or agent left: {:#?}",
+        processes_naming(&scratch)
+    );
+
+    // Act 3: run again; it continues.
+    std::fs::write(&go_held, "").unwrap();
+    let out = wait_with_cap(spawn_logged(&mut sprint_run(), &scratch, "run-3"), RUN_CAP);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
+    assert_eq!(
+        folded_tasks(&project, "corral/ray", "corral/ray-int"),
+        HELD,
+        "{}",
+        transcript_of(&out)
+    );
+
+    let temp_dir = cluster.temp_dir().to_path_buf();
+    drop(cluster);
     assert!(
         RayCluster::leftovers(&temp_dir).is_empty(),
         "no Ray process is left"
     );
+}
+
+/// The world's variables with Claude Code's command replaced by the stand-in, written into
+/// `scratch` with its gates at `go_stopped` and `go_held`.
+fn with_stand_in(
+    world: &World,
+    scratch: &Path,
+    go_stopped: &Path,
+    go_held: &Path,
+) -> Vec<(String, String)> {
+    let claude_key = "CORRAL_PROVIDERS__CLAUDE__COMMAND";
+    let real_claude = world
+        .vars()
+        .iter()
+        .find(|(k, _)| k == claude_key)
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let stand_in = scratch.join("claude-stand-in");
+    std::fs::write(
+        &stand_in,
+        STAND_IN
+            .replace("REAL_CLAUDE", &real_claude)
+            .replace("REAL_TASK", REAL)
+            .replace("STOPPED_TASK", STOPPED)
+            .replace("GO_STOPPED", &go_stopped.display().to_string())
+            .replace("GO_HELD", &go_held.display().to_string()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut vars: Vec<(String, String)> = world
+        .vars()
+        .iter()
+        .filter(|(k, _)| k != claude_key)
+        .cloned()
+        .collect();
+    vars.push((claude_key.into(), stand_in.display().to_string()));
+    vars
+}
+
+/// Act 1's end: every task folded once with its file and log, and `t3` resumed at round 2 by
+/// its resubmitted job, not run again from round 1.
+fn check_act_one(project: &Path, transcript: &str) {
+    assert_eq!(
+        folded_tasks(project, "main", "corral/ray"),
+        TASKS,
+        "every task folded once onto corral/ray: {transcript}"
+    );
+    for task in TASKS {
+        let shown = git_out(project, &["show", &format!("corral/ray:{task}.txt")]);
+        let expected = if task == REAL { "ok" } else { "done" };
+        assert_eq!(shown, expected, "{task}.txt on corral/ray");
+        let task_dir = project.join(".corral/sprints/ray/implement").join(task);
+        let log = std::fs::read_to_string(task_dir.join("ray-job-1.log")).unwrap_or_default();
+        assert!(
+            log.contains("\"handback\"") || task == STOPPED,
+            "{task}'s job log is kept in the sprint's record: {log}"
+        );
+        assert!(
+            task_dir.join("task.json").is_file(),
+            "{task}'s record is fetched back"
+        );
+    }
+    let task_dir = project.join(".corral/sprints/ray/implement").join(STOPPED);
+    let task: Value =
+        serde_json::from_str(&std::fs::read_to_string(task_dir.join("task.json")).unwrap())
+            .unwrap();
+    assert_eq!(task["status"], "done", "{task}");
+    assert_eq!(
+        task["round"], 2,
+        "round 2 resumed, not counted again: {task}"
+    );
+    assert!(!exists(&task_dir.join("rounds/3")), "no third round");
+    assert!(!exists(&task_dir.join("ray-job-3.log")), "one resubmission");
+    let resumed = std::fs::read_to_string(task_dir.join("ray-job-2.log"))
+        .expect("the stopped job was resubmitted, its log kept");
+    let started: Vec<Value> = resumed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+        .filter(|e| e["event"] == "task-started")
+        .collect();
+    assert_eq!(started.len(), 1, "{resumed}");
+    assert_eq!(
+        (&started[0]["round"], &started[0]["step"]),
+        (&json!(2), &json!("generate")),
+        "the resubmitted job resumed at round 2, not round 1: {resumed}"
+    );
+}
+
+/// A running `corral` whose stdout and stderr go to files beside the project (a pipe nobody
+/// reads could fill and stall it).
+struct Logged(std::process::Child, PathBuf, PathBuf);
+
+fn spawn_logged(cmd: &mut std::process::Command, dir: &Path, name: &str) -> Logged {
+    let stdout = dir.join(format!("{name}.stdout"));
+    let stderr = dir.join(format!("{name}.stderr"));
+    let child = cmd
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    Logged(child, stdout, stderr)
+}
+
+/// The child's output once it exited; killed (and the test failed) after `cap`.
+fn wait_with_cap(logged: Logged, cap: Duration) -> std::process::Output {
+    let Logged(mut child, stdout, stderr) = logged;
+    let exited = wait_for(cap, || child.try_wait().unwrap().is_some());
+    if !exited {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    let out = std::process::Output {
+        status,
+        stdout: std::fs::read(stdout).unwrap_or_default(),
+        stderr: std::fs::read(stderr).unwrap_or_default(),
+    };
+    assert!(
+        exited || cap.is_zero(),
+        "still running after {cap:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }

@@ -1,0 +1,374 @@
+//! `cargo bench -p corral-cli --bench sprint_ray`: what running each task as a Ray job costs
+//! over running it in a local worktree (issue 13, "Ray").
+//!
+//! Both sides run the same sprint as `sprint_jobs`: eight independent tasks, one round each,
+//! evaluator off, through a stand-in for Claude Code that works for 2 s (a `sleep`), writes
+//! `<task>.txt` and `signals.json` and prints a stream-json init and result line. The local
+//! side is `corral sprint run --jobs 4`; the Ray side is `corral sprint run --jobs 4 --executor
+//! ray` against a real two-node Ray cluster on 127.0.0.1 (the test-support harness, started
+//! once before the rounds and not timed), each task one job whose entrypoint is `corral sprint
+//! work`, cloning from and pushing to a `file://` bare remote.
+//!
+//! Each run in a fresh copy of the same repository (and, on the Ray side, a fresh remote and
+//! work root); the sides alternate round by round (ABBA). Target: the Ray side's median wall ≤
+//! 1.5× the local side's. The table goes to stdout and `target/bench-sprint-ray-report.md`;
+//! `docs/benchmarks.md` has the last figures. Without Ray installed (`.cache/venv`) it says so
+//! and exits 0. Run without `--bench` (as `cargo test --benches` does), it makes one small run
+//! of each side (two tasks) and checks both made their commits.
+
+// A benchmark is a tool, not product: a failed run stops it loudly, and it runs git itself.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
+mod common;
+
+use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::Instant;
+
+use common::{fmt_list, median};
+use corral_test_support::is_root;
+use corral_test_support::ray_cluster::{RayCluster, ray_venv};
+
+/// Tasks per run, measured and in the smoke run.
+const TASKS: usize = 8;
+const SMOKE_TASKS: usize = 2;
+/// `--jobs` of both sides.
+const JOBS: usize = 4;
+/// How long the stand-in agent works per task, in seconds.
+const WORK_S: u32 = 2;
+/// Target: the Ray side's wall over the local side's.
+const TARGET: f64 = 1.5;
+/// The check both sides run.
+const CHECK: &str = "! grep -qs TODO *.txt";
+/// CPUs each job's entrypoint reserves: the harness's cluster has three, so four jobs fit.
+const ENTRYPOINT_CPUS: &str = "0.5";
+
+/// The stand-in for Claude Code (as in `sprint_jobs`). The sprint's spawn directory
+/// (`…/implement/<task>/rounds/<N>/generator/signals.json`) names the task.
+const STAND_IN: &str = r#"#!/bin/sh
+if [ "$1" = "--version" ]; then echo "2.1.197 (Claude Code)"; exit 0; fi
+PROMPT=$(cat)
+SIGNALS=$(printf '%s\n' "$PROMPT" | grep -o '/[^`]*signals\.json' | head -n 1)
+R=${SIGNALS%/generator/signals.json}; T=${R%/rounds/*}; TASK=${T##*/}
+echo '{"type":"system","subtype":"init","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","model":"claude-opus-4-8"}'
+sleep WORK_S
+echo done > "$TASK.txt"
+printf '%s' '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}]}' > "$SIGNALS"
+echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":5}}'
+"#;
+
+/// The two sides.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Side {
+    Local,
+    Ray,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Local => "--jobs 4",
+            Side::Ray => "--jobs 4 --executor ray",
+        }
+    }
+}
+
+/// A scratch home, the stand-in, and a template repository that each run copies.
+struct Place {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    stand_in: PathBuf,
+    template: PathBuf,
+    tasks: usize,
+    runs: std::cell::Cell<usize>,
+}
+
+impl Place {
+    fn new(tasks: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let stand_in = root.join("claude");
+        std::fs::write(&stand_in, STAND_IN.replace("WORK_S", &WORK_S.to_string())).unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let template = root.join("template");
+        std::fs::create_dir_all(&template).unwrap();
+        std::fs::write(template.join("README"), "bench\n").unwrap();
+        std::fs::write(template.join(".gitignore"), ".corral/\n").unwrap();
+        std::fs::write(template.join("corral-sprint.toml"), sprint_file(tasks)).unwrap();
+        for args in [
+            &["init", "--quiet", "--initial-branch=main"][..],
+            &["config", "user.name", "Bench"],
+            &["config", "user.email", "bench@example.invalid"],
+            &["add", "--all"],
+            &["commit", "--quiet", "-m", "start"],
+        ] {
+            git(&template, args);
+        }
+        Place {
+            _dir: dir,
+            root,
+            home,
+            stand_in,
+            template,
+            tasks,
+            runs: std::cell::Cell::new(0),
+        }
+    }
+
+    /// What a worker node's image provides: a home, the stand-in's key, a git identity.
+    fn node_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("HOME".to_owned(), self.home.display().to_string()),
+            ("ANTHROPIC_API_KEY".to_owned(), "sk-bench".to_owned()),
+        ];
+        for (k, v) in [
+            ("GIT_AUTHOR_NAME", "Bench"),
+            ("GIT_AUTHOR_EMAIL", "bench@example.invalid"),
+            ("GIT_COMMITTER_NAME", "Bench"),
+            ("GIT_COMMITTER_EMAIL", "bench@example.invalid"),
+        ] {
+            env.push((k.to_owned(), v.to_owned()));
+        }
+        if is_root() {
+            env.push(("IS_SANDBOX".to_owned(), "1".to_owned()));
+        }
+        env
+    }
+
+    /// A fresh copy of the template repository, a fresh temp dir (the Ray side's work root)
+    /// and, for the Ray side, a fresh bare remote holding `main`: `(project, tmp, remote URL)`.
+    fn project(&self, side: Side) -> (PathBuf, PathBuf, Option<String>) {
+        let n = self.runs.get() + 1;
+        self.runs.set(n);
+        let project = self.root.join(format!("run-{n}"));
+        let status = corral_test_support::command(Path::new("cp"))
+            .arg("-a")
+            .arg(&self.template)
+            .arg(&project)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let tmp = self.root.join(format!("run-{n}-tmp"));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let remote = (side == Side::Ray).then(|| {
+            let remote = self.root.join(format!("run-{n}-remote.git"));
+            git(
+                &self.root,
+                &["init", "--quiet", "--bare", &remote.display().to_string()],
+            );
+            let url = format!("file://{}", remote.display());
+            git(&project, &["push", "--quiet", &url, "main"]);
+            url
+        });
+        (project, tmp, remote)
+    }
+
+    /// Removes a run's copies (the disk is shared).
+    fn clean(&self, project: &Path, tmp: &Path) {
+        let _ = std::fs::remove_dir_all(project);
+        let _ = std::fs::remove_dir_all(tmp);
+        let remote = PathBuf::from(format!("{}-remote.git", project.display()));
+        let _ = std::fs::remove_dir_all(remote);
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = corral_test_support::command(Path::new("git"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn task_id(n: usize) -> String {
+    format!("t{n:02}")
+}
+
+fn sprint_file(tasks: usize) -> String {
+    let mut out = format!(
+        "[sprint]\nname = \"bench\"\ncheck = \"{CHECK}\"\ncheck_timeout_ms = 30000\n\
+         max_rounds = 1\nmax_attempts = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n\
+         [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
+    );
+    for n in 1..=tasks {
+        let id = task_id(n);
+        write!(
+            out,
+            "\n[[tasks]]\nid = \"{id}\"\ntitle = \"Task {id}\"\nprompt = \"Write {id}.txt.\"\n"
+        )
+        .unwrap();
+    }
+    out
+}
+
+/// One run of `side` in a fresh copy: its wall in seconds. Checks that every task was
+/// committed on the sprint's branch with its file.
+fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> f64 {
+    let (project, tmp, remote) = place.project(side);
+    let mut cmd = corral_test_support::command(corral);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &place.home)
+        .env("TMPDIR", &tmp)
+        .env("ANTHROPIC_API_KEY", "sk-bench")
+        .env("CORRAL_PROVIDERS__CLAUDE__COMMAND", &place.stand_in)
+        .current_dir(&project)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .args(["sprint", "run", "--jobs", &JOBS.to_string()]);
+    if is_root() {
+        cmd.env("IS_SANDBOX", "1");
+    }
+    if let Some(remote) = &remote {
+        cmd.args(["--executor", "ray"])
+            .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
+            .env("CORRAL_EXECUTOR__RAY__REMOTE", remote)
+            .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", ENTRYPOINT_CPUS);
+    }
+    let started = Instant::now();
+    let out = cmd.output().unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{} exited with {}\nstderr: {}\n{}",
+        side.name(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        job_logs(&project)
+    );
+    let log = git(&project, &["log", "--format=%s", "corral/bench"]);
+    let commits = log.lines().filter(|l| l.starts_with("Task t")).count();
+    assert_eq!(
+        commits,
+        place.tasks,
+        "{} made {commits} commits:\n{log}",
+        side.name()
+    );
+    let files = git(&project, &["ls-tree", "--name-only", "corral/bench"]);
+    for n in 1..=place.tasks {
+        let name = format!("{}.txt", task_id(n));
+        assert!(
+            files.lines().any(|f| f == name),
+            "{}: no {name} in\n{files}",
+            side.name()
+        );
+    }
+    place.clean(&project, &tmp);
+    wall
+}
+
+/// Every task's record of a failed run: its `task.json` and its jobs' logs.
+fn job_logs(project: &Path) -> String {
+    let mut out = String::new();
+    let tasks = project.join(".corral/sprints/bench/implement");
+    for entry in std::fs::read_dir(&tasks).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(entry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = file.file_name().to_string_lossy().into_owned();
+            if name == "task.json" || name.starts_with("ray-job-") {
+                let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+                let _ = writeln!(out, "--- {} ---\n{text}", file.path().display());
+            }
+        }
+    }
+    out
+}
+
+/// `rounds` alternating rounds of both sides; walls in seconds, `[local, ray]`.
+fn rounds(corral: &Path, place: &Place, cluster: &RayCluster, rounds: usize) -> [Vec<f64>; 2] {
+    let mut walls: [Vec<f64>; 2] = Default::default();
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [Side::Local, Side::Ray]
+        } else {
+            [Side::Ray, Side::Local]
+        };
+        for side in order {
+            let wall = run(corral, place, cluster, side);
+            eprintln!(
+                "  {} round {}/{rounds}: {wall:.2} s",
+                side.name(),
+                round + 1
+            );
+            walls[usize::from(side == Side::Ray)].push(wall);
+        }
+    }
+    walls
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+fn report(walls: &[Vec<f64>; 2], load_before: &str, load_after: &str) -> String {
+    let local = median(&walls[0]);
+    let ray = median(&walls[1]);
+    let ratio = ray / local;
+    let verdict = if ratio <= TARGET { "PASS" } else { "MISS" };
+    format!(
+        "| {TASKS} independent tasks, agent works {WORK_S} s each, stand-in Claude Code, default sandbox ({} rounds) | median wall (s) | runs (s) | ratio to local | Target | Result |\n\
+         |---|---|---|---|---|---|\n\
+         | `corral sprint run --jobs {JOBS}` (local worktrees) | {local:.2} | {} | 1.00 | | |\n\
+         | `corral sprint run --jobs {JOBS} --executor ray` (two-node cluster on 127.0.0.1) | {ray:.2} | {} | {ratio:.2}× | ≤ {TARGET:.2}× | {verdict} |\n\n\
+         Load average (1, 5, 15 min): {load_before} before, {load_after} after.\n",
+        walls[0].len(),
+        fmt_list(&walls[0]),
+        fmt_list(&walls[1]),
+    )
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let benching = args.iter().any(|a| a == "--bench");
+    let quick = args.iter().any(|a| a == "--quick");
+    let corral = PathBuf::from(env!("CARGO_BIN_EXE_corral"));
+    let Some(venv) = ray_venv() else {
+        eprintln!(
+            "sprint_ray: skipped, Ray is not installed in .cache/venv (`cargo xtask \
+             prerequisites ci` installs the pinned ray[default])"
+        );
+        return ExitCode::SUCCESS;
+    };
+    let place = Place::new(if benching { TASKS } else { SMOKE_TASKS });
+    // Not timed: a cluster stands before any sprint is sent to it.
+    let cluster = RayCluster::start_with_env(&venv, &place.node_env()).unwrap();
+    if !benching {
+        let walls = rounds(&corral, &place, &cluster, 1);
+        eprintln!("sprint_ray bench smoke ({SMOKE_TASKS} tasks): local, ray {walls:?}");
+        return ExitCode::SUCCESS;
+    }
+    let n = if quick { 2 } else { 4 };
+    // Warm-up, not counted: Corral's version cache, the page cache, Ray's first workers.
+    run(&corral, &place, &cluster, Side::Ray);
+    let load_before = load_average();
+    eprintln!("sprint_ray: {n} alternating rounds of local / ray, {TASKS} tasks, --jobs {JOBS}");
+    let walls = rounds(&corral, &place, &cluster, n);
+    let table = report(&walls, &load_before, &load_average());
+    println!("{table}");
+    let target =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-sprint-ray-report.md");
+    let _ = std::fs::write(&target, &table);
+    ExitCode::SUCCESS
+}
