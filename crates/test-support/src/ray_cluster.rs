@@ -301,7 +301,7 @@ impl Drop for RayCluster {
             stop_group(node);
         }
         // Anything that left the process groups (Ray's workers are its raylet's children, but
-        // a job may start processes of its own): by the temp dir in its command line.
+        // a job may start processes of its own): by the mark it inherited ([`CLUSTER_VAR`]).
         for pid in Self::leftovers(self.temp_dir.path()) {
             if let Ok(pid) = i32::try_from(pid) {
                 let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
