@@ -34,8 +34,9 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 const OBJECT_STORE_BYTES: u64 = 100 * 1024 * 1024;
 
 /// The variable every process of one cluster inherits from its nodes, set to the cluster's
-/// temp dir.
-pub const CLUSTER_VAR: &str = "CORRAL_TEST_RAY_CLUSTER";
+/// temp dir. Not `CORRAL_…` (a `corral` started by a job reads those as its settings) and not
+/// `RAY_…` (Ray reads those as its own configuration).
+pub const CLUSTER_VAR: &str = "TEST_SUPPORT_RAY_CLUSTER";
 
 /// The virtual environment Ray is installed into, when it holds the `ray` command.
 pub fn ray_venv() -> Option<PathBuf> {
