@@ -90,6 +90,14 @@ async fn attempts(
         let result = one_attempt(scope, &context, &mut progress).await?;
         progress.absorb(&result);
         let class = judge(scope, attempt, &result, progress.resume.as_ref());
+        tracing::debug!(
+            attempt,
+            exit = ?result.exit,
+            killed_by = ?result.killed_by,
+            session = result.session_id.as_ref().map(SessionId::as_str),
+            class = ?class,
+            "attempt ended"
+        );
         match step(
             class,
             result.session_id.as_ref(),
@@ -321,6 +329,14 @@ async fn check_version(
             overridden: !accepted && check.allow_mismatch,
             cached: from_cache,
         },
+    );
+    tracing::debug!(
+        %program,
+        %found,
+        %required,
+        accepted,
+        cached = from_cache,
+        "the CLI's version"
     );
     if accepted || check.allow_mismatch {
         return Ok(found);

@@ -346,6 +346,16 @@ pub(crate) async fn spawn(
         },
     );
     scope.log.flush();
+    tracing::debug!(
+        attempt,
+        pid = child.pid(),
+        program = %request.program.display(),
+        args = request.args.len(),
+        argv_bytes = launch.argv_bytes,
+        stdin = stdin_label,
+        resume = resume.map(SessionId::as_str),
+        "spawned"
+    );
     // bubblewrap holds its own copy of the seccomp program's descriptor now.
     drop(launch.seccomp);
     let mut probe = launch.probe;
