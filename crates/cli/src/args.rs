@@ -179,6 +179,10 @@ pub enum RunsCommand {
         /// One JSON object per run.
         #[arg(long)]
         json: bool,
+        /// Also the runs refused before their CLI started (CLI missing or untested, sandbox
+        /// refused), which are left out otherwise.
+        #[arg(short, long)]
+        all: bool,
     },
     /// Show one run's summary, its answer and its files.
     Show {

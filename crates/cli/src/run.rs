@@ -375,6 +375,15 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
             loaded.runs_root().display()
         )
     })?;
+    tracing::info!(
+        %run_id,
+        provider = provider_id.as_str(),
+        cwd = %cwd.display(),
+        project_root = %loaded.project_root.display(),
+        sandbox = ?settings.sandbox.backend,
+        network = ?settings.sandbox.network,
+        "starting the run"
+    );
     let renderer = Renderer::new(Style::choose(args.json, args.quiet), provider_id.as_str());
     renderer.line(&format!(
         "run {run_id} · {provider_id} · {}",
@@ -446,6 +455,13 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
     if let Some(file) = &args.output_last_message {
         write_answer(&renderer, file, record.result.as_deref());
     }
+    if renderer.style() != Style::Json
+        && record.refused_before_start()
+        && let Some(err) = ending.run.result.as_ref().err()
+    {
+        print_refusal(err, settings, &run_dir);
+        return Ok(ending.exit);
+    }
     print_summary(
         &renderer,
         &record,
@@ -456,6 +472,18 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         end.record_error,
     );
     Ok(ending.exit)
+}
+
+/// A run refused before its CLI started has no summary worth a screen (no session, no usage, no
+/// cost): the refusal goes to stderr, as any error does, with the fix and where its record is;
+/// stdout stays empty for a script that reads the answer from it.
+fn print_refusal(err: &ProviderError, settings: &corral_compose::Settings, run_dir: &Path) {
+    errln!("error: {err}");
+    if let ProviderError::CliNotFound { provider, .. } = err {
+        let package = corral_compose::provider_facts(*provider, settings).npm_package;
+        errln!("  install: npm install -g {package}");
+    }
+    errln!("record: {}", run_dir.display());
 }
 
 /// The settings `corral run`'s flags set, as the highest settings layer.

@@ -102,20 +102,26 @@ pub(crate) fn find_run(root: &Path, id: &str) -> anyhow::Result<PathBuf> {
 /// Runs a `corral runs` subcommand.
 pub async fn runs(cmd: RunsCommand) -> anyhow::Result<Exit> {
     match cmd {
-        RunsCommand::List { dir, json } => list(&runs_root(dir)?, json),
+        RunsCommand::List { dir, json, all } => list(&runs_root(dir)?, json, all),
         RunsCommand::Show { id, dir, json } => show(&find_run(&runs_root(dir)?, &id)?, json),
         RunsCommand::Follow { id, dir } => follow(&find_run(&runs_root(dir)?, &id)?).await,
     }
 }
 
-fn list(root: &Path, json: bool) -> anyhow::Result<Exit> {
-    let runs: Vec<(PathBuf, Result<RunRecord, corral_compose::RunRecordError>)> = run_dirs(root)
-        .into_iter()
-        .map(|dir| {
-            let record = read_record(&dir);
-            (dir, record)
-        })
-        .collect();
+fn list(root: &Path, json: bool, all: bool) -> anyhow::Result<Exit> {
+    let mut runs: Vec<(PathBuf, Result<RunRecord, corral_compose::RunRecordError>)> =
+        run_dirs(root)
+            .into_iter()
+            .map(|dir| {
+                let record = read_record(&dir);
+                (dir, record)
+            })
+            .collect();
+    let before = runs.len();
+    if !all {
+        runs.retain(|(_, record)| !record.as_ref().is_ok_and(RunRecord::refused_before_start));
+    }
+    let left_out = before - runs.len();
     if json {
         for (dir, record) in &runs {
             let value = match record {
@@ -137,8 +143,18 @@ fn list(root: &Path, json: bool) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Success);
     }
+    let left_out_note = match left_out {
+        0 => None,
+        1 => Some("1 run refused before its CLI started is left out (--all lists it)".to_string()),
+        n => Some(format!(
+            "{n} runs refused before their CLI started are left out (--all lists them)"
+        )),
+    };
     if runs.is_empty() {
         outln!("no runs under {}", root.display());
+        if let Some(note) = &left_out_note {
+            outln!("{note}");
+        }
         return Ok(Exit::Success);
     }
     outln!(
@@ -182,6 +198,9 @@ fn list(root: &Path, json: bool) -> anyhow::Result<Exit> {
             cost(&r),
             one_line(&prompt_line(&dir, PROMPT_COLUMN))
         );
+    }
+    if let Some(note) = &left_out_note {
+        outln!("({note})");
     }
     Ok(Exit::Success)
 }

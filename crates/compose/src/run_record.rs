@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use corral_contract::{UntrustedFileError, read_untrusted_file};
 use corral_ports::run_dir::RUN_FILE;
-use corral_ports::{ProviderId, Usage};
+use corral_ports::{Outcome, ProviderId, Usage};
 use serde::{Deserialize, Serialize};
 
 /// The largest `run.json` read back.
@@ -121,6 +121,18 @@ impl RunRecord {
     /// finished.
     pub fn supervisor_gone(&self) -> bool {
         self.finished_at.is_none() && self.supervisor.is_some_and(|s| !s.is_alive())
+    }
+
+    /// Whether the run was refused before its CLI started (the CLI missing or untested, the
+    /// sandbox refused, a flag the CLI cannot honour): it has an outcome of its own and no
+    /// session, so there is nothing to resume, follow or pay for.
+    pub fn refused_before_start(&self) -> bool {
+        self.finished_at.is_some()
+            && self.session_id.is_none()
+            && self.provider_runs <= 1
+            && [Outcome::NotStarted, Outcome::SpawnFailed]
+                .iter()
+                .any(|o| o.as_str() == self.outcome)
     }
 }
 

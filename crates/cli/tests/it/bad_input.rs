@@ -106,8 +106,10 @@ fn a_resume_id_that_looks_like_a_flag_is_refused() {
     );
 }
 
+/// Issue 11 item 5: a refusal before the start is an error on stderr with the fix, not a run
+/// summary of dashes on stdout, and `runs list` leaves it out unless asked; its record stays.
 #[test]
-fn a_missing_cli_is_exit_8_with_a_hint_and_a_run_record() {
+fn a_missing_cli_is_exit_8_on_stderr_with_the_install_command_and_left_out_of_runs_list() {
     let env = Env::new();
     // The program is a user-only setting: the user's own config names it.
     env.write(
@@ -115,22 +117,52 @@ fn a_missing_cli_is_exit_8_with_a_hint_and_a_run_record() {
         "[providers.claude]\ncommand = \"/no/such/claude\"\n",
     );
     let out = env.corral().args(["run", "hello"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(8), "{}", transcript(&env, &out));
-    let stdout = env.clean(&out.stdout);
+    let text = transcript(&env, &out);
+    assert_eq!(out.status.code(), Some(8), "{text}");
+    assert!(out.stdout.is_empty(), "{text}");
+    let stderr = env.clean(&out.stderr);
     assert!(
-        stdout.contains("is the CLI installed and on PATH"),
-        "{stdout}"
+        stderr.contains("\nerror: claude: cannot start \"/no/such/claude\"")
+            && stderr.contains("\nhint: is the CLI installed and on PATH")
+            && stderr.contains("\n  install: npm install -g @anthropic-ai/claude-code\n")
+            && stderr.contains("record: <tmp>/project/.corral/runs/"),
+        "{text}"
+    );
+    assert!(
+        !stderr.contains("usage") && !stderr.contains("cost"),
+        "{text}"
     );
     let runs = env.project().join(".corral/runs");
     let run = std::fs::read_dir(&runs)
         .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap();
     let record: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
     assert_eq!(record["outcome"], "spawn-failed");
     assert_eq!(record["exit_code"], 8);
     assert!(exists(&run.join("prompt.md")));
+    let id = run.file_name().unwrap().to_string_lossy().into_owned();
+
+    let list = env.corral().args(["runs", "list"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        !listed.contains(&id)
+            && listed.contains("1 run refused before its CLI started is left out (--all lists it)"),
+        "{listed}"
+    );
+    let all = env
+        .corral()
+        .args(["runs", "list", "--all"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&all.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains("spawn-failed")),
+        "{listed}"
+    );
 }
