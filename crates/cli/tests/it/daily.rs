@@ -221,8 +221,15 @@ fn runs_show_prints_a_summary_or_the_record_as_json() {
     let list = env.corral().args(["runs", "list"]).output().unwrap();
     let text = String::from_utf8_lossy(&list.stdout);
     let row = text.lines().find(|l| l.starts_with(&id)).unwrap();
+    let started = record(&dir)["started_at"].as_str().unwrap().to_string();
+    let started = format!("{} {}", &started[5..10], &started[11..16]);
     assert!(
-        row.contains("succeeded") && row.contains("$0.0010") && row.ends_with("Say it is all good"),
+        text.starts_with("run ")
+            && text.lines().next().unwrap().contains("started")
+            && row.contains("succeeded")
+            && row.contains(&started)
+            && row.contains("$0.0010")
+            && row.ends_with("Say it is all good"),
         "{text}"
     );
 }

@@ -24,6 +24,7 @@ mod commands;
 mod conformance;
 mod daily;
 mod hostile;
+mod knobs;
 mod live_view;
 mod lossless;
 mod probes;

@@ -1,0 +1,236 @@
+//! The knobs users of the peer CLIs reach for (issue 11 item 8), through the `corral` binary and
+//! the default sandbox: timeouts written as durations, `-q`, a `-v` that shows what Corral does,
+//! `--max-budget-usd` and `--max-turns` refused with the reason by a CLI that cannot enforce
+//! them, `--read-only` and `--add-dir` held by the sandbox rather than by the agent's goodwill.
+
+use crate::support::*;
+
+/// A Claude stand-in that runs `acts`, then answers `answer`.
+fn agent(env: &Env, acts: &str, answer: &str) -> FakeClaude {
+    FakeClaude::new(
+        env,
+        acts,
+        &[
+            FakeClaude::init("fake"),
+            FakeClaude::text("Working on it."),
+            FakeClaude::result(answer, 0.001),
+        ],
+        "",
+    )
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_timeout_written_as_a_duration_ends_the_run_and_a_bad_one_is_named() {
+    let env = Env::new();
+    // Without the limit the stand-in would end after 20 s with no result line: a crash (6).
+    let agent = FakeClaude::new(&env, "", &[FakeClaude::init("fake")], "sleep 20");
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "--no-contract", "--timeout", "1s", "wait"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", transcript(&env, &out));
+    let dir = only_run_dir(&env.project()).unwrap();
+    assert_eq!(record(&dir)["outcome"], "wall-timeout");
+
+    let out = env
+        .corral()
+        .args(["run", "--no-contract", "--idle-timeout", "5x", "wait"])
+        .output()
+        .unwrap();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&env, &out));
+    assert!(
+        text.contains("'5x'") && text.contains("--idle-timeout") && text.contains("90s, 5m"),
+        "{text}"
+    );
+}
+
+#[test]
+fn quiet_leaves_the_answer_and_the_summary_and_nothing_on_stderr() {
+    let env = Env::new();
+    let agent = agent(&env, "", "The answer.");
+    let (name, path) = agent.setting();
+    let run = |quiet: bool| {
+        let mut cmd = env.corral();
+        cmd.env(name, &path).args(["run", "--no-contract"]);
+        if quiet {
+            cmd.arg("-q");
+        }
+        let out = cmd.arg("answer").output().unwrap();
+        assert!(out.status.success(), "{}", transcript(&env, &out));
+        out
+    };
+    let plain = run(false);
+    assert!(
+        stderr(&plain).contains("session 11111111") && stderr(&plain).contains("Working on it."),
+        "{}",
+        transcript(&env, &plain)
+    );
+    let quiet = run(true);
+    assert_eq!(stderr(&quiet), "", "{}", transcript(&env, &quiet));
+    let stdout = String::from_utf8_lossy(&quiet.stdout);
+    assert!(
+        stdout.starts_with("The answer.\n\noutcome   succeeded"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn verbose_shows_the_run_the_cli_version_the_spawn_and_how_the_attempt_ended() {
+    let env = Env::new();
+    let agent = agent(&env, "", "Done.");
+    let (name, path) = agent.setting();
+    let run = |verbose: bool| {
+        let mut cmd = env.corral();
+        cmd.env(name, &path).args(["run", "--no-contract"]);
+        if verbose {
+            cmd.arg("-v");
+        }
+        let out = cmd.arg("go").output().unwrap();
+        assert!(out.status.success(), "{}", transcript(&env, &out));
+        stderr(&out)
+    };
+    let wanted = [
+        "starting the run",
+        "the CLI's version",
+        "spawned",
+        "attempt ended",
+    ];
+    let text = run(true);
+    for message in wanted {
+        assert!(text.contains(message), "no {message:?} in:\n{text}");
+    }
+    assert!(text.contains(&path.display().to_string()), "{text}");
+    let text = run(false);
+    for message in wanted {
+        assert!(!text.contains(message), "{message:?} without -v:\n{text}");
+    }
+}
+
+#[test]
+fn a_budget_reaches_claude_code_and_a_cli_that_cannot_enforce_one_refuses_it_with_the_reason() {
+    let env = Env::new();
+    let agent = agent(&env, "printf '%s\\n' \"$@\" > argv.txt", "Done.");
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args([
+            "run",
+            "--no-contract",
+            "--max-budget-usd",
+            "0.5",
+            "--max-turns",
+            "3",
+        ])
+        .arg("go")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", transcript(&env, &out));
+    let argv = std::fs::read_to_string(env.project().join("argv.txt")).unwrap();
+    assert!(
+        argv.contains("--max-budget-usd\n0.5\n") && argv.contains("--max-turns\n3\n"),
+        "{argv}"
+    );
+
+    // OpenCode has neither: a stand-in that only knows its version, never started.
+    let opencode = env.write(
+        "fake-opencode.sh",
+        "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo 1.18.3; exit 0; fi\ntouch \"$0.ran\"\nexit 1\n",
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&opencode, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (flag, value, reason) in [
+        (
+            "--max-budget-usd",
+            "1",
+            "max_budget_usd 1 cannot be enforced: OpenCode has no spend cap",
+        ),
+        (
+            "--max-turns",
+            "3",
+            "max_turns 3 cannot be enforced: `opencode run` has no turn limit",
+        ),
+    ] {
+        let out = env
+            .corral()
+            .env("CORRAL_PROVIDERS__OPENCODE__COMMAND", &opencode)
+            .args([
+                "run",
+                "--provider",
+                "opencode",
+                "--no-contract",
+                flag,
+                value,
+                "go",
+            ])
+            .output()
+            .unwrap();
+        let text = transcript(&env, &out);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains(reason), "{text}");
+    }
+    assert!(!exists(&env.dir.path().join("fake-opencode.sh.ran")));
+}
+
+#[test]
+fn read_only_keeps_the_work_tree_as_it_was_whatever_the_agent_runs() {
+    let env = Env::new();
+    env.write("project/existing.txt", "as it was\n");
+    let agent = agent(
+        &env,
+        "echo changed > existing.txt; echo new > new.txt; rm -f existing.txt; mkdir made",
+        "Looked.",
+    );
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "--no-contract", "--read-only", "look around"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", transcript(&env, &out));
+    let project = env.project();
+    assert_eq!(
+        std::fs::read_to_string(project.join("existing.txt")).unwrap(),
+        "as it was\n"
+    );
+    assert!(!exists(&project.join("new.txt")) && !exists(&project.join("made")));
+}
+
+#[test]
+fn an_added_directory_is_writable_and_its_sibling_is_not() {
+    let env = Env::new();
+    let added = env.dir.path().join("added");
+    let sibling = env.dir.path().join("sibling");
+    std::fs::create_dir_all(&added).unwrap();
+    std::fs::create_dir_all(&sibling).unwrap();
+    let acts = format!(
+        "echo in > '{}'; echo out > '{}'",
+        added.join("note.txt").display(),
+        sibling.join("note.txt").display()
+    );
+    let agent = agent(&env, &acts, "Noted.");
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "--no-contract", "--add-dir"])
+        .arg(&added)
+        .arg("note it")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", transcript(&env, &out));
+    assert_eq!(
+        std::fs::read_to_string(added.join("note.txt")).unwrap(),
+        "in\n"
+    );
+    assert!(!exists(&sibling.join("note.txt")));
+}
