@@ -278,9 +278,26 @@ impl FloodSide {
     const ALL: [FloodSide; 3] = [FloodSide::Raw, FloodSide::Json, FloodSide::Plain];
 }
 
+/// Before each timed flood run, untimed: the earlier runs' records and outputs removed and the
+/// disk caught up (`sync`). Each `corral` run writes about 470 MB (the CLI's raw stream, the
+/// execution log) and the raw reader 205 MB; left in place, the page cache's writeback of the
+/// earlier rounds' data lands inside whichever run comes later, and one side's median moved by
+/// 2x between two runs of the bench on an idle machine.
+fn settle(flood: &Flood) {
+    let _ = std::fs::remove_dir_all(flood.place.project.join(".corral/runs"));
+    for file in ["raw.jsonl", "stdout", "stderr"] {
+        let _ = std::fs::remove_file(flood.place.root.join(file));
+    }
+    let synced = corral_test_support::command(Path::new("sync"))
+        .status()
+        .unwrap();
+    assert!(synced.success(), "sync: {synced}");
+}
+
 /// One run of `side` over the whole flood: wall in seconds and, for `corral`, its peak MiB.
 fn flood_run(corral: &Path, flood: &Flood, side: FloodSide) -> (f64, Option<f64>) {
     let want = flood.lines + 2;
+    settle(flood);
     match side {
         FloodSide::Raw => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -426,7 +443,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let (start_n, flood_n) = if quick { (3, 1) } else { (10, 3) };
+    let (start_n, flood_n) = if quick { (3, 1) } else { (10, 7) };
     eprintln!("start: {start_n} rotating rounds of bare / no sandbox / default sandbox");
     let start = start_rounds(&corral, &claude, start_n);
     eprintln!("flood: {flood_n} rotating rounds of {FLOOD_LINES} lines, raw / --json / plain");
