@@ -26,6 +26,11 @@ const MAX_HEAD: usize = 64 * 1024;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long connecting to an allowed target may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Each direction's copy buffer. A streamed reply arrives as many small writes; what has piled
+/// up in the socket while the proxy was busy goes on in one read and one write, as large as the
+/// CLI would have read it straight from the socket (Node reads 64 KiB at a time), instead of in
+/// 8 KiB pieces that each cost the CLI's event loop a turn.
+const COPY_BUFFER: usize = 64 * 1024;
 
 /// Something the proxy did that the run's log must show.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,7 +336,13 @@ async fn handle(mut client: TcpStream, allow: Arc<AllowList>, notes: UnboundedSe
     if started.is_err() || upstream.write_all(&rest).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    let _ = tokio::io::copy_bidirectional_with_sizes(
+        &mut client,
+        &mut upstream,
+        COPY_BUFFER,
+        COPY_BUFFER,
+    )
+    .await;
 }
 
 #[cfg(test)]
