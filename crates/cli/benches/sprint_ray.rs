@@ -14,7 +14,10 @@
 //! 1.5× the local side's. The table goes to stdout and `target/bench-sprint-ray-report.md`;
 //! `docs/benchmarks.md` has the last figures. Without Ray installed (`.cache/venv`) it says so
 //! and exits 0. Run without `--bench` (as `cargo test --benches` does), it makes one small run
-//! of each side (two tasks) and checks both made their commits.
+//! of each side (two tasks) and checks both made their commits. With `RAY_PROFILE_DIR=DIR` it
+//! keeps each Ray run's coordinator output, the jobs' logs and Ray's job list (`GET
+//! /api/jobs/`: each job's submission and end times) under `DIR/run-N`, for the split of where
+//! a job's time goes.
 
 // A benchmark is a tool, not product: a failed run stops it loudly, and it runs git itself.
 #![allow(
@@ -253,6 +256,18 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> f64 {
         String::from_utf8_lossy(&out.stderr),
         job_logs(&project)
     );
+    if let (Some(dir), Some(_)) = (std::env::var_os("RAY_PROFILE_DIR"), &remote) {
+        let dir = PathBuf::from(dir).join(format!("run-{}", place.runs.get()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("coordinator.stderr"), &out.stderr).unwrap();
+        std::fs::write(dir.join("jobs.txt"), job_logs(&project)).unwrap();
+        let jobs = corral_test_support::command(Path::new("curl"))
+            .args(["-s", &format!("{}/api/jobs/", cluster.address())])
+            .output()
+            .unwrap();
+        std::fs::write(dir.join("jobs.json"), &jobs.stdout).unwrap();
+        std::fs::write(dir.join("wall"), format!("{wall}\n")).unwrap();
+    }
     let log = git(&project, &["log", "--format=%s", "corral/bench"]);
     let commits = log.lines().filter(|l| l.starts_with("Task t")).count();
     assert_eq!(
