@@ -493,32 +493,33 @@ impl GitProgram {
         cwd: &Path,
         budget: &Budget,
     ) -> Result<Option<GitSnapshot>, GitCheckError> {
+        // One process for both: the work tree's top, then HEAD's id (exit 1 and no id on an
+        // unborn branch). Each git process is some 4 ms of every run's start and end.
         let top = self
-            .run(cwd, &["rev-parse", "--show-toplevel"], budget)
+            .run(
+                cwd,
+                &["rev-parse", "--show-toplevel", "--verify", "-q", "HEAD"],
+                budget,
+            )
             .await?;
-        if !top.exit.success() {
-            let outside = top.stderr.contains("not a git repository")
-                || top.stderr.contains("must be run in a work tree");
-            return if outside && top.exit.code == Some(128) {
-                Ok(None)
-            } else {
-                Err(top.failed())
-            };
-        }
-        let root = parse_toplevel(&top.stdout).ok_or_else(|| GitCheckError::Malformed {
-            command: top.command.clone(),
-            detail: "no absolute path".to_owned(),
-        })?;
-
-        let head = self
-            .run(&root, &["rev-parse", "--verify", "-q", "HEAD"], budget)
-            .await?;
-        let head = match head.exit.code {
-            Some(0) => Some(String::from_utf8_lossy(&head.stdout).trim().to_owned()),
-            // No commit yet (an unborn branch).
-            Some(1) => None,
-            Some(_) | None => return Err(head.failed()),
+        let born = match top.exit.code {
+            Some(0) => true,
+            Some(1) => false,
+            Some(_) | None => {
+                let outside = top.stderr.contains("not a git repository")
+                    || top.stderr.contains("must be run in a work tree");
+                return if outside && top.exit.code == Some(128) {
+                    Ok(None)
+                } else {
+                    Err(top.failed())
+                };
+            }
         };
+        let (root, head) =
+            parse_top_and_head(&top.stdout, born).ok_or_else(|| GitCheckError::Malformed {
+                command: top.command.clone(),
+                detail: "no absolute path, or no commit id after it".to_owned(),
+            })?;
 
         let filters = self.filter_overrides(&root, budget).await?;
         let status = self
@@ -904,6 +905,20 @@ fn parse_toplevel(out: &[u8]) -> Option<PathBuf> {
     path.is_absolute().then_some(path)
 }
 
+/// The output of `git rev-parse --show-toplevel --verify -q HEAD`: the top (which may hold a
+/// newline), then, when `born`, HEAD's id on the last line.
+fn parse_top_and_head(out: &[u8], born: bool) -> Option<(PathBuf, Option<String>)> {
+    if !born {
+        return Some((parse_toplevel(out)?, None));
+    }
+    let text = out.strip_suffix(b"\n").unwrap_or(out);
+    let split = text.iter().rposition(|&b| b == b'\n')?;
+    let (top, id) = (&text[..split], &text[split + 1..]);
+    let id = std::str::from_utf8(id).ok()?;
+    let hex = matches!(id.len(), 40 | 64) && id.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| Some((parse_toplevel(top)?, Some(id.to_owned()))))?
+}
+
 /// One record of `git status --porcelain=v1 -z`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct StatusRecord {
@@ -1177,6 +1192,21 @@ mod tests {
     #[test]
     fn toplevel_is_absolute_and_keeps_inner_newlines() {
         assert_eq!(parse_toplevel(b"/r/a\nb\n"), Some(PathBuf::from("/r/a\nb")));
+        let id = "d69faeeb850adeb44b8eb71864c32550e30ffa65";
+        assert_eq!(
+            parse_top_and_head(format!("/r/a\nb\n{id}\n").as_bytes(), true),
+            Some((PathBuf::from("/r/a\nb"), Some(id.to_owned())))
+        );
+        assert_eq!(
+            parse_top_and_head(b"/r/a\n", false),
+            Some((PathBuf::from("/r/a"), None))
+        );
+        assert_eq!(parse_top_and_head(b"/r/a\n", true), None);
+        assert_eq!(parse_top_and_head(b"/r/a\nnot-an-id\n", true), None);
+        assert_eq!(
+            parse_top_and_head(format!("r\n{id}\n").as_bytes(), true),
+            None
+        );
         assert_eq!(parse_toplevel(b"relative\n"), None);
         assert_eq!(parse_toplevel(b""), None);
     }
