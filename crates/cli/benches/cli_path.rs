@@ -7,7 +7,10 @@
 //!   `corral run --no-contract --json` around the same CLI, without a sandbox (what supervision
 //!   costs: target ≤ 1.05× the bare wall) and with the default sandbox (reported; its own cost is
 //!   the egress bench's subject). One home for every run, as on a user's machine: Corral's
-//!   version probe is cached per binary, so only the first run starts the CLI twice.
+//!   version probe is cached per binary, so only the first run starts the CLI twice. The same
+//!   two, bare and without a sandbox, also run in a git repository of 50 committed files
+//!   (reported: there the stray-write check takes its git snapshots before and after the CLI,
+//!   and Claude Code reads the repository's status too).
 //! - **flood**: 200 000 lines of about 1 KiB in Claude Code's stream-json format (one assistant
 //!   text message each, between an init and a result line), printed by a stand-in for the CLI that
 //!   copies a file to its stdout, read by `corral run --no-contract` with `--json` and in plain
@@ -134,18 +137,68 @@ enum StartSide {
     Bare,
     Native,
     Sandboxed,
+    /// Bare, in a git repository: Claude Code reads its status too.
+    BareInRepo,
+    /// No sandbox, in a git repository: Corral's stray-write check takes its git snapshots.
+    NativeInRepo,
 }
 
 impl StartSide {
-    const ALL: [StartSide; 3] = [StartSide::Bare, StartSide::Native, StartSide::Sandboxed];
+    const ALL: [StartSide; 5] = [
+        StartSide::Bare,
+        StartSide::Native,
+        StartSide::Sandboxed,
+        StartSide::BareInRepo,
+        StartSide::NativeInRepo,
+    ];
+
+    fn in_repo(self) -> bool {
+        matches!(self, StartSide::BareInRepo | StartSide::NativeInRepo)
+    }
+}
+
+/// Files in the start scenario's git repository.
+const REPO_FILES: usize = 50;
+
+/// A git repository of [`REPO_FILES`] committed files under `place`, for the in-repository sides.
+fn start_repo(place: &Place) -> PathBuf {
+    let repo = place.root.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    for i in 0..REPO_FILES {
+        std::fs::write(repo.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    for args in [
+        &["init", "--quiet"][..],
+        &["add", "--all"],
+        &[
+            "-c",
+            "user.name=B",
+            "-c",
+            "user.email=b@example.invalid",
+            "commit",
+            "--quiet",
+            "-m",
+            "start",
+        ],
+    ] {
+        let status = corral_test_support::command(Path::new("git"))
+            .current_dir(&repo)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}: {status}");
+    }
+    // Corral's runs stay out of the status the next run's check reads.
+    std::fs::write(repo.join(".gitignore"), ".corral/\n").unwrap();
+    repo
 }
 
 /// One run of `side` answering "ok": its wall time in seconds.
-fn start_run(corral: &Path, claude: &Path, place: &Place, side: StartSide) -> f64 {
+fn start_run(corral: &Path, claude: &Path, place: &Place, repo: &Path, side: StartSide) -> f64 {
     // A fresh API per run, started before the clock: Claude Code may ask it more than once.
     let api = FakeApi::start(Scenario::script([Step::text("ok")])).unwrap();
     let mut cmd = match side {
-        StartSide::Bare => {
+        StartSide::Bare | StartSide::BareInRepo => {
             let mut cmd = place.command(claude);
             cmd.args([
                 "-p",
@@ -158,7 +211,7 @@ fn start_run(corral: &Path, claude: &Path, place: &Place, side: StartSide) -> f6
             ]);
             cmd
         }
-        StartSide::Native | StartSide::Sandboxed => {
+        StartSide::Native | StartSide::Sandboxed | StartSide::NativeInRepo => {
             let mut cmd = place.command(corral);
             cmd.env("CORRAL_PROVIDERS__CLAUDE__COMMAND", claude).args([
                 "run",
@@ -167,7 +220,7 @@ fn start_run(corral: &Path, claude: &Path, place: &Place, side: StartSide) -> f6
                 "--no-contract",
                 "--json",
             ]);
-            if matches!(side, StartSide::Native) {
+            if matches!(side, StartSide::Native | StartSide::NativeInRepo) {
                 cmd.args([
                     "--sandbox",
                     "native",
@@ -181,10 +234,13 @@ fn start_run(corral: &Path, claude: &Path, place: &Place, side: StartSide) -> f6
         }
     };
     cmd.env("ANTHROPIC_BASE_URL", api.url());
+    if side.in_repo() {
+        cmd.current_dir(repo);
+    }
     let (wall, _, stdout) = measure(cmd, place, &format!("{side:?}"));
     let answered = match side {
-        StartSide::Bare => stdout.contains("\"type\":\"result\""),
-        StartSide::Native | StartSide::Sandboxed => stdout
+        StartSide::Bare | StartSide::BareInRepo => stdout.contains("\"type\":\"result\""),
+        StartSide::Native | StartSide::Sandboxed | StartSide::NativeInRepo => stdout
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .any(|v| v["type"] == "summary" && v["outcome"] == "succeeded"),
@@ -193,18 +249,19 @@ fn start_run(corral: &Path, claude: &Path, place: &Place, side: StartSide) -> f6
     wall
 }
 
-/// `rounds` rotating rounds of the three start sides; walls in seconds, indexed like `ALL`.
-fn start_rounds(corral: &Path, claude: &Path, rounds: usize) -> [Vec<f64>; 3] {
+/// `rounds` rotating rounds of the start sides; walls in seconds, indexed like `ALL`.
+fn start_rounds(corral: &Path, claude: &Path, rounds: usize) -> [Vec<f64>; 5] {
     let place = Place::new();
+    let repo = start_repo(&place);
     // Warm-up, not counted: Claude Code's first start in a new home, Corral's version cache.
     for side in StartSide::ALL {
-        start_run(corral, claude, &place, side);
+        start_run(corral, claude, &place, &repo, side);
     }
-    let mut walls: [Vec<f64>; 3] = Default::default();
+    let mut walls: [Vec<f64>; 5] = Default::default();
     for round in 0..rounds {
-        for i in rotation(round, 3) {
+        for i in rotation(round, StartSide::ALL.len()) {
             let side = StartSide::ALL[i];
-            let wall = start_run(corral, claude, &place, side);
+            let wall = start_run(corral, claude, &place, &repo, side);
             eprintln!("  start {side:?} round {}/{rounds}: {wall:.3} s", round + 1);
             walls[i].push(wall);
         }
@@ -377,10 +434,12 @@ fn verdict(pass: bool) -> &'static str {
     if pass { "PASS" } else { "MISS" }
 }
 
-fn report(start: &[Vec<f64>; 3], flood: &FloodFigures, lines: usize) -> String {
+fn report(start: &[Vec<f64>; 5], flood: &FloodFigures, lines: usize) -> String {
     let bare = median(&start[0]);
     let native = median(&start[1]);
     let sandboxed = median(&start[2]);
+    let bare_repo = median(&start[3]);
+    let native_repo = median(&start[4]);
     let raw = median(&flood.walls[0]);
     let json = median(&flood.walls[1]);
     let plain = median(&flood.walls[2]);
@@ -392,7 +451,9 @@ fn report(start: &[Vec<f64>; 3], flood: &FloodFigures, lines: usize) -> String {
          |---|---|---|---|---|---|\n\
          | `claude -p` bare | {bare:.3} | {} | 1.00 | | |\n\
          | `corral run --no-contract`, no sandbox | {native:.3} | {} | {:.2}× | ≤ {START_TARGET:.2}× | {} |\n\
-         | `corral run --no-contract`, default sandbox | {sandboxed:.3} | {} | {:.2}× | (reported) | |\n\n",
+         | `corral run --no-contract`, default sandbox | {sandboxed:.3} | {} | {:.2}× | (reported) | |\n\
+         | `claude -p` bare, in a git repository of {REPO_FILES} files | {bare_repo:.3} | {} | 1.00 | | |\n\
+         | `corral run --no-contract`, no sandbox, in that repository | {native_repo:.3} | {} | {:.2}× | (reported: the stray-write check's git snapshots) | |\n\n",
         start[0].len(),
         fmt_ms(&start[0]),
         fmt_ms(&start[1]),
@@ -400,6 +461,9 @@ fn report(start: &[Vec<f64>; 3], flood: &FloodFigures, lines: usize) -> String {
         verdict(native / bare <= START_TARGET),
         fmt_ms(&start[2]),
         sandboxed / bare,
+        fmt_ms(&start[3]),
+        fmt_ms(&start[4]),
+        native_repo / bare_repo,
     ));
     out.push_str(&format!(
         "| Flood: {lines} × {FLOOD_LINE_BYTES} B Claude lines ({} rounds) | median wall (s) | runs (s) | throughput vs raw | peak RSS (MiB, max) | Target | Result |\n\
