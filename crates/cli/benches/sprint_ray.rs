@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Instant;
 
+use common::parallel::{WORK_S, git, sprint_file, stand_in_script, task_id};
 use common::{fmt_list, median};
 use corral_test_support::is_root;
 use corral_test_support::ray_cluster::{RayCluster, ray_venv};
@@ -44,28 +45,10 @@ const TASKS: usize = 8;
 const SMOKE_TASKS: usize = 2;
 /// `--jobs` of both sides.
 const JOBS: usize = 4;
-/// How long the stand-in agent works per task, in seconds.
-const WORK_S: u32 = 2;
 /// Target: the Ray side's wall over the local side's.
 const TARGET: f64 = 1.5;
-/// The check both sides run.
-const CHECK: &str = "! grep -qs TODO *.txt";
 /// CPUs each job's entrypoint reserves: the harness's cluster has three, so four jobs fit.
 const ENTRYPOINT_CPUS: &str = "0.5";
-
-/// The stand-in for Claude Code (as in `sprint_jobs`). The sprint's spawn directory
-/// (`…/implement/<task>/rounds/<N>/generator/signals.json`) names the task.
-const STAND_IN: &str = r#"#!/bin/sh
-if [ "$1" = "--version" ]; then echo "2.1.197 (Claude Code)"; exit 0; fi
-PROMPT=$(cat)
-SIGNALS=$(printf '%s\n' "$PROMPT" | grep -o '/[^`]*signals\.json' | head -n 1)
-R=${SIGNALS%/generator/signals.json}; T=${R%/rounds/*}; TASK=${T##*/}
-echo '{"type":"system","subtype":"init","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","model":"claude-opus-4-8"}'
-sleep WORK_S
-echo done > "$TASK.txt"
-printf '%s' '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}]}' > "$SIGNALS"
-echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":5}}'
-"#;
 
 /// The two sides.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -101,7 +84,7 @@ impl Place {
         let home = root.join("home");
         std::fs::create_dir_all(&home).unwrap();
         let stand_in = root.join("claude");
-        std::fs::write(&stand_in, STAND_IN.replace("WORK_S", &WORK_S.to_string())).unwrap();
+        std::fs::write(&stand_in, stand_in_script()).unwrap();
         std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
         let template = root.join("template");
         std::fs::create_dir_all(&template).unwrap();
@@ -183,41 +166,6 @@ impl Place {
         let remote = PathBuf::from(format!("{}-remote.git", project.display()));
         let _ = std::fs::remove_dir_all(remote);
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = corral_test_support::command(Path::new("git"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn task_id(n: usize) -> String {
-    format!("t{n:02}")
-}
-
-fn sprint_file(tasks: usize) -> String {
-    let mut out = format!(
-        "[sprint]\nname = \"bench\"\ncheck = \"{CHECK}\"\ncheck_timeout_ms = 30000\n\
-         max_rounds = 1\nmax_attempts = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n\
-         [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
-    );
-    for n in 1..=tasks {
-        let id = task_id(n);
-        write!(
-            out,
-            "\n[[tasks]]\nid = \"{id}\"\ntitle = \"Task {id}\"\nprompt = \"Write {id}.txt.\"\n"
-        )
-        .unwrap();
-    }
-    out
 }
 
 /// One run of `side` in a fresh copy: its wall in seconds. Checks that every task was

@@ -2,6 +2,8 @@
 //! statistics their tables print. Each target uses a part of it.
 #![allow(dead_code)]
 
+pub mod parallel;
+
 /// `VmHWM` of `pid` in KiB: the kernel's high-water mark of its resident set. `None` once it
 /// has exited (a zombie has no memory left to report).
 pub fn hwm_kib(pid: u32) -> Option<u64> {
