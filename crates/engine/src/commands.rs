@@ -407,6 +407,7 @@ fn request(
         parent_death_signal: true,
         inherit_fds: Vec::new(),
         output: ChildOutputs::Pipes,
+        write_watch: None,
     }
 }
 

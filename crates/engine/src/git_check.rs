@@ -630,6 +630,7 @@ impl GitProgram {
             parent_death_signal: true,
             inherit_fds: Vec::new(),
             output: crate::spawn::ChildOutputs::Pipes,
+            write_watch: None,
         };
         let bounded = BoundedCommand {
             stdout_limit: STDOUT_LIMIT,

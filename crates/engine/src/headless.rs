@@ -417,7 +417,11 @@ async fn one_attempt(
     };
     let mut launched = launch(scope, inputs.sandbox, &spec, &token, stdin, Vec::new())?;
     let follower = follow_stream_files(scope, attempt, &mut launched)?;
-    let Spawned { child, egress } = spawn(
+    let Spawned {
+        child,
+        egress,
+        watch,
+    } = spawn(
         scope,
         attempt,
         launched,
@@ -467,6 +471,7 @@ async fn one_attempt(
     .await;
     // Only now: the proxy also holds bubblewrap's status pipe open until it was reaped.
     drop(egress_proxy);
+    scope.watch_ended(attempt, watch);
     Ok(result)
 }
 

@@ -91,6 +91,7 @@ async fn hand_over(
     let Spawned {
         mut child,
         mut egress,
+        watch,
     } = spawn(scope, ATTEMPT, launched, "terminal", resume.as_ref()).await?;
     let pgid = child.pid();
     terminal::give_terminal_to(pgid);
@@ -131,6 +132,7 @@ async fn hand_over(
         }
     }
     drop(egress);
+    scope.watch_ended(ATTEMPT, watch);
     let session_id = spec.session_id.or(resume);
     let outcome = match (cancelled, exit.and_then(|e| e.code)) {
         (true, _) => Outcome::Cancelled,

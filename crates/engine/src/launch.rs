@@ -20,6 +20,7 @@ use crate::process_group::RUN_TOKEN_VAR;
 use crate::run::RunScope;
 use crate::sandbox::{NetworkPolicy, SandboxPlan};
 use crate::spawn::{SpawnRequest, SpawnedChild, StdinMode};
+use crate::write_watch::{PendingWatch, Watch};
 
 /// A CLI ready to start.
 #[derive(Debug)]
@@ -39,6 +40,9 @@ pub(crate) struct Launch {
     /// Under bubblewrap: the probe that checks the sandbox from inside before the CLI runs
     /// (see `inside`).
     pub probe: Option<InsideProbe>,
+    /// Under the native backend: the write watch, until the child handed over its listener
+    /// (see `write_watch`).
+    pub watch: Option<PendingWatch>,
 }
 
 /// A started CLI, and the way out of its sandbox when its egress is confined.
@@ -47,6 +51,8 @@ pub(crate) struct Spawned {
     pub child: Box<dyn SpawnedChild>,
     /// The proxy, served while this lives, and what it reports for the log.
     pub egress: Option<OpenEgress>,
+    /// Under the native backend: the write watch serving the child, or why there is none.
+    pub watch: Option<Result<Watch, String>>,
 }
 
 /// A confined sandbox's proxy and its reports. Drop it only after the child was reaped: it also
@@ -110,6 +116,10 @@ pub(crate) fn launch(
                 .map_err(|e| scope.io_error(&scope.session.output_dir, &e))?,
         ),
     };
+    let watch = match plan.backend {
+        SandboxBackend::Native => Some(native_watch(scope, &env, &mut env_os)?),
+        SandboxBackend::Bubblewrap => None,
+    };
     let (program, mut args, probe) = match plan.backend {
         SandboxBackend::Native => (spec.program.clone(), spec.args.clone(), None),
         SandboxBackend::Bubblewrap => wrap_in_bubblewrap(
@@ -159,13 +169,57 @@ pub(crate) fn launch(
             parent_death_signal: config.parent_death_signal,
             inherit_fds,
             output: crate::spawn::ChildOutputs::Pipes,
+            write_watch: watch.as_ref().map(PendingWatch::child_part),
         },
         env,
         argv_bytes,
         egress: egress.map(|(gate, allow, _)| (gate, allow)),
         seccomp,
         probe,
+        watch,
     })
+}
+
+/// The native backend's write watch: the paths the CLI may write (the run directory, the
+/// working directory when it may edit, the extra roots, the CLI's own state, and the run's
+/// private `TMPDIR`, which the CLI gets here as it does in a sandbox, so that what honours
+/// `TMPDIR` stays out of the shared `/tmp`).
+fn native_watch(
+    scope: &RunScope<'_>,
+    env: &ResolvedEnv,
+    env_os: &mut Vec<(OsString, OsString)>,
+) -> Result<PendingWatch, ProviderError> {
+    let session = &scope.session;
+    let tmp = crate::sandbox::private_tmp(&session.output_dir);
+    crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
+    env_os.retain(|(k, _)| k != "TMPDIR");
+    env_os.push(("TMPDIR".into(), tmp.into_os_string()));
+    let mut allowed = vec![session.output_dir.clone()];
+    if session.permissions.edit_files {
+        allowed.push(session.cwd.clone());
+    }
+    allowed.extend(session.extra_roots.iter().cloned());
+    let child_env = ChildEnv::new(&env.vars);
+    let state = scope.adapter.state_paths(&child_env);
+    // What the sandbox binds read-only inside the writable paths stays named when written.
+    let mut protected = scope.adapter.protected_paths(&child_env);
+    let mut trees: Vec<&Path> = session.extra_roots.iter().map(PathBuf::as_path).collect();
+    if session.permissions.edit_files {
+        trees.push(&session.cwd);
+    }
+    let mut git_dirs = Vec::new();
+    for tree in trees {
+        for git_dir in crate::sandbox::git_paths(tree) {
+            protected.extend(
+                ["config", "hooks", "info", "commondir"]
+                    .iter()
+                    .map(|name| git_dir.join(name)),
+            );
+            git_dirs.push(git_dir);
+        }
+    }
+    PendingWatch::new(allowed, state, protected, git_dirs)
+        .map_err(|e| scope.io_error(&session.output_dir, &e))
 }
 
 /// bubblewrap's program and arguments around the CLI's: the CLI's state paths prepared, the
@@ -358,6 +412,19 @@ pub(crate) async fn spawn(
     );
     // bubblewrap holds its own copy of the seccomp program's descriptor now.
     drop(launch.seccomp);
+    let watch = launch.watch.map(|pending| {
+        let started = pending.start();
+        scope.log.record(
+            attempt,
+            &Record::WriteWatchStarted {
+                error: started.as_ref().err().cloned(),
+            },
+        );
+        if let Err(why) = &started {
+            tracing::warn!(why = %why, "the native backend's write watch is not running");
+        }
+        started
+    });
     let mut probe = launch.probe;
     if let Some(probe) = probe.as_mut() {
         probe.spawned();
@@ -396,7 +463,11 @@ pub(crate) async fn spawn(
         };
         check_inside(scope, attempt, probe, report, proxy_netns, child.as_mut()).await?;
     }
-    Ok(Spawned { child, egress })
+    Ok(Spawned {
+        child,
+        egress,
+        watch,
+    })
 }
 
 /// Judges the probe's report: the attestation keeps only what it confirmed, and records what it

@@ -52,6 +52,7 @@ mod text;
 mod verdict;
 mod version;
 mod version_cache;
+mod write_watch;
 
 pub use adapter::{
     AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, Diagnosis, Liveness,
@@ -106,3 +107,4 @@ pub use streams::{OutputCapture, RAW_STREAMS_DIR, RawStreamRetention, StreamFile
 pub use text::shorten;
 pub use version::{VersionProbe, describe_cli, parse_version, probe_version, version_env};
 pub use version_cache::{VERSION_CACHE_FILE, user_version_cache};
+pub use write_watch::WatchChild as WriteWatchChild;

@@ -18,6 +18,10 @@ use corral_ports::run_dir::EVENTS_FILE;
 use corral_ports::{AgentEvent, Outcome, SessionId, Usage};
 use serde::Serialize;
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The longest a record waits in the buffer while a run goes on.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
@@ -71,6 +75,26 @@ pub enum Record<'a> {
         /// Each stray change (`modified /repo/README`).
         strays: &'a [String],
         /// Why the check could not run, if it could not.
+        error: Option<String>,
+    },
+    /// Under the native backend, right after the spawn: whether the write watch runs (see
+    /// `write_watch`), and why not when it does not.
+    WriteWatchStarted {
+        /// Why there is no watch for this attempt.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// Under the native backend, at the attempt's end: what the write watch saw.
+    WriteWatch {
+        /// The calls it stopped (every write-like call of the process tree).
+        calls: u64,
+        /// Each write outside the paths the spawn may write (`added /home/me/x`).
+        strays: &'a [String],
+        /// Further strays, counted only.
+        #[serde(skip_serializing_if = "is_zero")]
+        more: u64,
+        /// Why the watch stopped before the attempt ended, if it did.
+        #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
     /// The CLI's version was checked.

@@ -73,6 +73,19 @@ pub(crate) struct RunScope<'a> {
     /// when untouched (see `sandbox::remove_placeholders`).
     placeholders: std::sync::Mutex<Vec<crate::sandbox::Placeholder>>,
     finished: Option<Finished>,
+    /// What the native backend's write watch saw over the run's attempts.
+    watched: Watched,
+}
+
+/// The write watches of a run's attempts under the native backend, taken together.
+#[derive(Debug, Default)]
+struct Watched {
+    /// Attempts that ran natively.
+    attempts: u32,
+    /// Every stray they saw, once.
+    strays: std::collections::BTreeSet<String>,
+    /// Why some attempt's watch did not see all of it, when one did not.
+    gap: Option<String>,
 }
 
 impl<'a> RunScope<'a> {
@@ -119,6 +132,7 @@ impl<'a> RunScope<'a> {
             git_missing: "the run ended before the git work tree was noted".to_string(),
             placeholders: std::sync::Mutex::default(),
             finished: None,
+            watched: Watched::default(),
         })
     }
 
@@ -127,6 +141,45 @@ impl<'a> RunScope<'a> {
         if let Ok(mut all) = self.placeholders.lock() {
             all.extend(made);
         }
+    }
+
+    /// An attempt under the native backend ended: what its write watch saw goes to the log and
+    /// into the run's stray writes.
+    pub fn watch_ended(
+        &mut self,
+        attempt: u32,
+        watch: Option<Result<crate::write_watch::Watch, String>>,
+    ) {
+        let Some(watch) = watch else {
+            return;
+        };
+        self.watched.attempts += 1;
+        let seen = match watch {
+            Ok(watch) => watch.finish(),
+            Err(why) => {
+                self.watched.gap.get_or_insert(why);
+                return;
+            }
+        };
+        self.log.record(
+            attempt,
+            &Record::WriteWatch {
+                calls: seen.calls,
+                strays: &seen.strays,
+                more: seen.more,
+                error: seen.error.clone(),
+            },
+        );
+        if let Some(e) = seen.error {
+            self.watched.gap.get_or_insert(e);
+        }
+        if seen.more > 0 {
+            self.watched.strays.insert(format!(
+                "... and {} more writes outside the allowed paths",
+                seen.more
+            ));
+        }
+        self.watched.strays.extend(seen.strays);
     }
 
     /// The attempt number of the records before this run's first attempt: 0, or the attempts
@@ -416,6 +469,31 @@ impl<'a> RunScope<'a> {
     /// `Err` says why they were not checked (outside a git work tree, git failed): never an
     /// empty list, which would read as a clean tree.
     async fn stray_writes(&mut self, attempt: u32) -> Result<Vec<String>, String> {
+        let from_git = self.git_strays(attempt).await;
+        if self.watched.attempts == 0 {
+            return from_git;
+        }
+        // Under the native backend the write watch saw every write of the CLI's process tree,
+        // wherever it went: with it whole, the check is whole even outside a git work tree.
+        let watched = std::mem::take(&mut self.watched.strays);
+        let whole_watch = self.watched.gap.is_none();
+        match from_git {
+            Ok(found) => {
+                let mut all: std::collections::BTreeSet<String> = found.into_iter().collect();
+                all.extend(watched);
+                Ok(all.into_iter().collect())
+            }
+            Err(_) if whole_watch => Ok(watched.into_iter().collect()),
+            Err(why) => Err(format!(
+                "{why}; and the write watch did not see every write: {}",
+                self.watched.gap.as_deref().unwrap_or("")
+            )),
+        }
+    }
+
+    /// The changes the git snapshots show outside the allowed paths since [`RunScope::begin`],
+    /// recorded in the log; `Err` says why they were not checked.
+    async fn git_strays(&mut self, attempt: u32) -> Result<Vec<String>, String> {
         let Some(snapshot) = self.git.as_ref() else {
             return Err(self.git_missing.clone());
         };

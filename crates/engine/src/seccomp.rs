@@ -17,19 +17,21 @@
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
 
-/// `struct sock_filter`: one classic BPF instruction.
-#[derive(Debug, Clone, Copy)]
-struct Instruction {
-    code: u16,
-    jt: u8,
-    jf: u8,
-    k: u32,
+/// `struct sock_filter`: one classic BPF instruction, in the kernel's layout (the write watch
+/// hands a slice of them to `seccomp(2)` as they are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct Instruction {
+    pub code: u16,
+    pub jt: u8,
+    pub jf: u8,
+    pub k: u32,
 }
 
-const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+pub(crate) const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+pub(crate) const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+pub(crate) const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+pub(crate) const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 
 const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
@@ -39,12 +41,12 @@ const NR_OFFSET: u32 = 0;
 const ARCH_OFFSET: u32 = 4;
 
 #[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
+pub(crate) const AUDIT_ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
 #[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
+pub(crate) const AUDIT_ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
 
 /// The x32 ABI's bit in a system-call number on x86-64: such numbers are refused whole.
-const X32_BIT: u32 = 0x4000_0000;
+pub(crate) const X32_BIT: u32 = 0x4000_0000;
 
 /// Refused with `EPERM`.
 const REFUSED: &[libc::c_long] = &[

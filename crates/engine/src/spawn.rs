@@ -56,6 +56,9 @@ pub struct SpawnRequest {
     pub inherit_fds: Vec<std::os::fd::RawFd>,
     /// Where stdout and stderr go (ignored with [`StdinMode::Terminal`], which inherits them).
     pub output: ChildOutputs,
+    /// Under the native backend: the write watch the child installs last before exec (see
+    /// `write_watch`); `None` everywhere else.
+    pub write_watch: Option<crate::write_watch::WatchChild>,
 }
 
 /// Where a child's stdout and stderr go.
@@ -218,6 +221,10 @@ impl ProviderSpawn for TokioSpawner {
         if !request.inherit_fds.is_empty() {
             inherit::install(&mut cmd, request.inherit_fds.clone());
         }
+        // Last: every step before exec runs unwatched, the keeper included.
+        if let Some(watch) = request.write_watch.clone() {
+            watched::install(&mut cmd, watch);
+        }
         // Registered before the spawn returns, so no sweep can see the pid unregistered.
         let registration = Registration::lock()?;
         let child = cmd.spawn()?;
@@ -341,6 +348,22 @@ pub(crate) mod terminal {
                     libc::tcsetpgrp(0, libc::getpid());
                 }
                 libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+                Ok(())
+            });
+        }
+    }
+}
+
+mod watched {
+    //! The write watch's filter, installed by the child itself as its last step before exec.
+
+    #[allow(unsafe_code)]
+    pub fn install(cmd: &mut tokio::process::Command, watch: crate::write_watch::WatchChild) {
+        // SAFETY: the closure runs between fork and exec; `install_in_child` calls only
+        // async-signal-safe functions and allocates nothing (the program was built before).
+        unsafe {
+            cmd.pre_exec(move || {
+                crate::write_watch::install_in_child(&watch);
                 Ok(())
             });
         }

@@ -59,6 +59,7 @@ pub async fn probe_version(
         parent_death_signal: true,
         inherit_fds: Vec::new(),
         output: crate::spawn::ChildOutputs::Pipes,
+        write_watch: None,
     };
     let output = match run_bounded(spawner, &BoundedCommand::limited(request, timeout)).await {
         Ok(output) => output,

@@ -651,7 +651,7 @@ fn run_suite(who: As, backend: Backend) -> Vec<Outcome> {
         who,
         &mut Host {
             env: &env,
-            outside,
+            outside: outside.clone(),
             report: &report,
             tcp: &tcp,
             sock: &sock,
@@ -673,8 +673,97 @@ fn run_suite(who: As, backend: Backend) -> Vec<Outcome> {
             "rows that did not hold as {who:?}:\n{table}"
         );
         assert_attested(&run_dir(&summary(&out.stdout)));
+    } else {
+        assert_watched(&env, &outside, &nonce, &summary(&out.stdout));
     }
     rows
+}
+
+/// Without a sandbox the write watch names every write outside the paths the agent may write,
+/// each probe's target with it: outside the work tree (wherever: `/tmp`, the home directory,
+/// through a symlink or `/proc/self/root`), through a second name of a file, and the control
+/// files the sandbox binds read-only inside it (the CLI's and git's).
+fn assert_watched(env: &Env, outside: &Path, nonce: &str, summary: &serde_json::Value) {
+    let strays: Vec<&str> = summary["stray_writes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no stray_writes: {summary}"))
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    let root = std::fs::canonicalize(env.dir.path()).unwrap();
+    let outside = std::fs::canonicalize(outside).unwrap();
+    let project = root.join("project");
+    let home = root.join("home");
+    let linked = "(a file of 2 names, written through this one: the others may lie anywhere)";
+    let expected = [
+        (
+            "write-direct",
+            format!("added {}", outside.join("direct").display()),
+        ),
+        (
+            "write-parent",
+            format!("added {}", root.join("parent-write").display()),
+        ),
+        (
+            "write-home",
+            format!("added {}", home.join("home-write").display()),
+        ),
+        ("write-tmp", format!("added /tmp/corral-probe-{nonce}")),
+        (
+            "write-symlink",
+            format!("added {}", outside.join("via-symlink").display()),
+        ),
+        (
+            "write-proc-root",
+            format!("added {}", outside.join("via-proc").display()),
+        ),
+        (
+            "write-existing-link",
+            format!("modified {} {linked}", project.join("linked.txt").display()),
+        ),
+        (
+            "write-new-link",
+            format!(
+                "modified {} {linked}",
+                project.join("new-link.txt").display()
+            ),
+        ),
+        (
+            "claude-settings",
+            format!("{}", home.join(".claude/settings.json").display()),
+        ),
+        (
+            "codex-config",
+            format!("{}", home.join(".codex/config.toml").display()),
+        ),
+        (
+            "git-config",
+            format!("modified {}", project.join(".git/config").display()),
+        ),
+        (
+            "git-hooks",
+            format!("added {}", project.join(".git/hooks/pre-commit").display()),
+        ),
+        (
+            "git-commondir",
+            format!("added {}", project.join(".git/commondir").display()),
+        ),
+        (
+            "git-rename",
+            format!("deleted {}", project.join(".git").display()),
+        ),
+    ];
+    let missed: Vec<String> = expected
+        .iter()
+        .filter(|(_, want)| !strays.iter().any(|s| s.ends_with(want.as_str())))
+        .map(|(row, want)| format!("{row}: {want}"))
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "the write watch did not name:\n{}\nit named:\n{}",
+        missed.join("\n"),
+        strays.join("\n")
+    );
 }
 
 fn table(rows: &[Outcome]) -> String {

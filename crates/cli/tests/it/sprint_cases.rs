@@ -846,6 +846,101 @@ fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
     ));
 }
 
+/// Under the native backend (degraded, on the user's word) nothing stops a generator writing
+/// outside its work tree, and no git snapshot of the work tree sees the home directory, `/tmp`
+/// or a sibling checkout: the write watch does, and the sprint names each write in the task's
+/// warnings, as the spawn's `run.json` lists it. What Claude Code itself writes (its state, its
+/// temporary files) is not named.
+#[test]
+fn a_native_generator_writing_outside_its_work_tree_is_named_with_each_path() {
+    let tmp_name = format!(
+        "corral-it-stray-{}-{}",
+        std::process::id(),
+        fastrand_suffix()
+    );
+    let tmp_stray = PathBuf::from("/tmp").join(&tmp_name);
+    let world = World::new(&CLAUDE, |project| {
+        let sibling = project.parent().unwrap().join("sibling");
+        std::fs::create_dir_all(&sibling).unwrap();
+        std::fs::write(sibling.join("kept"), "theirs\n").unwrap();
+        let command = format!(
+            "echo home > \"$HOME/stray-home.txt\" && echo tmp > {tmp} && echo mine > {sib}/kept \
+             && rm {sib}/kept && mkdir {sib}/made",
+            tmp = tmp_stray.display(),
+            sib = sibling.display(),
+        );
+        let mut steps = vec![Step::tool_use(
+            "Bash",
+            json!({"command": command, "description": "write elsewhere"}),
+        )];
+        steps.extend(spawn_steps(
+            &CLAUDE,
+            project,
+            &key(Role::Generator, "t1", 1),
+            &[("t1.txt", "ok")],
+            &complete("Write t1"),
+        ));
+        Scenario::default().with_round(Role::Generator, "t1", 1, steps)
+    });
+    repository(
+        &world,
+        &sprint_file(&world.project(), &[task("t1")], CHECK, &CLAUDE, None, 2),
+    );
+    let native = [
+        ("CORRAL_SANDBOX__BACKEND".to_owned(), "native".to_owned()),
+        (
+            "CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE".to_owned(),
+            "true".to_owned(),
+        ),
+    ];
+    let out = sprint_run(&world, &native);
+    let _ = std::fs::remove_file(&tmp_stray);
+    let text = transcript(&world.env, &out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the write does not block the task: {text}"
+    );
+    let home = canonical(&world.env.home());
+    let sibling = canonical(&world.project().parent().unwrap().join("sibling"));
+    let mut expected = vec![
+        format!("added {}", home.join("stray-home.txt").display()),
+        format!("added {}", tmp_stray.display()),
+        format!("modified {}", sibling.join("kept").display()),
+        format!("deleted {}", sibling.join("kept").display()),
+        format!("added {}", sibling.join("made").display()),
+    ];
+    expected.sort();
+    let run = sprint_dir(&world).join("implement/t1/rounds/1/generator/run.json");
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    let mut listed: Vec<String> = record["attestation"]["stray_writes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no stray_writes in {record}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, expected, "{record}");
+    let s = status(&world).to_string();
+    for change in &expected {
+        assert!(
+            s.contains(change.as_str()),
+            "{change} not in the status: {s}"
+        );
+    }
+    assert!(s.contains("wrote outside the paths it may write"), "{s}");
+    assert_eq!(
+        sprint_commits(&world),
+        [("Write t1".to_owned(), "t1".to_owned())]
+    );
+}
+
+fn fastrand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()))
+}
+
 #[test]
 fn rate_limit_retries_used_up_pause_with_exit_4_and_a_rerun_finishes() {
     let world = World::new(&CLAUDE, |project| {
