@@ -65,6 +65,7 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
             home: settings.sandbox.home,
             bwrap: settings.sandbox.bwrap.clone().into(),
             refuse_dirty_tree: settings.sandbox.refuse_dirty_tree,
+            watch_native_writes: settings.sandbox.watch_native_writes,
         },
         ..EngineConfig::default()
     };

@@ -162,6 +162,12 @@ pub struct SandboxSettings {
     /// Refuse to start when the git work tree has uncommitted changes.
     #[garde(skip)]
     pub refuse_dirty_tree: bool,
+    /// Under the native backend, watch every write of the agent's processes and name those
+    /// outside the paths it may write (the run's stray writes). Turning it off gives the agent
+    /// back `ptrace`, `io_uring` and setuid programs (`sudo`), and leaves a write outside the
+    /// git work tree unseen.
+    #[garde(skip)]
+    pub watch_native_writes: bool,
 }
 
 /// `[run]`
@@ -242,6 +248,7 @@ impl Default for SandboxSettings {
             home: corral_engine::HomePolicy::Host,
             bwrap: "bwrap".to_string(),
             refuse_dirty_tree: false,
+            watch_native_writes: true,
         }
     }
 }

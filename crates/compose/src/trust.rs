@@ -125,6 +125,13 @@ pub const KEYS: &[(&str, Who)] = &[
         user_only("what the agent can reach", ProjectMay::Only("\"none\"")),
     ),
     (
+        "sandbox.watch_native_writes",
+        user_only(
+            "whether Corral sees the agent's writes outside its work tree without a sandbox",
+            ProjectMay::Only("true"),
+        ),
+    ),
+    (
         "sandbox.network_allow",
         user_only(
             "which hosts the agent can reach beyond its model API",
@@ -386,6 +393,8 @@ mod tests {
         assert!(!may("sandbox.network_allow", "[\"evil.example:443\"]"));
         assert!(may("sandbox.allow_degraded_native", "false"));
         assert!(!may("sandbox.allow_degraded_native", "true"));
+        assert!(may("sandbox.watch_native_writes", "true"));
+        assert!(!may("sandbox.watch_native_writes", "false"));
         assert!(!may("sandbox.bwrap", "\"bwrap\""));
         assert!(!may("providers.claude.command", "\"claude\""));
         assert!(may("providers.claude.args", "[]"));

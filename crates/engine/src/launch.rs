@@ -117,8 +117,10 @@ pub(crate) fn launch(
         ),
     };
     let watch = match plan.backend {
-        SandboxBackend::Native => Some(native_watch(scope, &env, &mut env_os)?),
-        SandboxBackend::Bubblewrap => None,
+        SandboxBackend::Native if config.sandbox.watch_native_writes => {
+            Some(native_watch(scope, &env, &mut env_os)?)
+        }
+        SandboxBackend::Native | SandboxBackend::Bubblewrap => None,
     };
     let (program, mut args, probe) = match plan.backend {
         SandboxBackend::Native => (spec.program.clone(), spec.args.clone(), None),

@@ -96,6 +96,10 @@ pub struct SandboxConfig {
     pub bwrap: PathBuf,
     /// Refuse to start when the git work tree has changes outside the run directory.
     pub refuse_dirty_tree: bool,
+    /// Under the native backend, watch every write of the CLI's process tree and name those
+    /// outside the paths it may write (see `write_watch`): sets `no_new_privs` on the CLI and
+    /// refuses it `ptrace` and `io_uring`.
+    pub watch_native_writes: bool,
 }
 
 impl Default for SandboxConfig {
@@ -108,6 +112,7 @@ impl Default for SandboxConfig {
             home: HomePolicy::Host,
             bwrap: PathBuf::from("bwrap"),
             refuse_dirty_tree: false,
+            watch_native_writes: true,
         }
     }
 }

@@ -234,3 +234,76 @@ fn an_added_directory_is_writable_and_its_sibling_is_not() {
     );
     assert!(!exists(&sibling.join("note.txt")));
 }
+
+/// `sandbox.watch_native_writes` (on by default): under the native backend the run names the
+/// agent's writes to the home directory and `/tmp` (outside any git work tree, so only the watch
+/// can), not those to the private `TMPDIR` it is given; turned off by the user, they go unseen
+/// and the check says it did not run; a project's `corral.toml` cannot turn it off.
+#[test]
+fn the_native_write_watch_names_writes_outside_and_only_the_user_turns_it_off() {
+    let env = Env::new();
+    let stray_tmp = format!("/tmp/corral-knobs-{}", std::process::id());
+    let agent = agent(
+        &env,
+        &format!(
+            "echo h > \"$HOME/stray.txt\"; echo t > {stray_tmp}; echo ok > \"$TMPDIR/scratch\""
+        ),
+        "done",
+    );
+    let (name, path) = agent.setting();
+    let run = |extra: &[(&str, &str)]| {
+        let mut cmd = env.corral();
+        cmd.env(name, &path)
+            .env("CORRAL_SANDBOX__BACKEND", "native")
+            .env("CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE", "true");
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let out = cmd
+            .args(["run", "--no-contract", "--json", "write"])
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&stray_tmp);
+        assert!(out.status.success(), "{}", transcript(&env, &out));
+        summary(&out.stdout)
+    };
+    let home = std::fs::canonicalize(env.home()).unwrap();
+    let watched = run(&[]);
+    let mut expected = vec![
+        format!("added {stray_tmp}"),
+        format!("added {}", home.join("stray.txt").display()),
+    ];
+    expected.sort();
+    assert_eq!(
+        watched["stray_writes"],
+        serde_json::json!(expected),
+        "{watched}"
+    );
+    assert_eq!(watched["stray_check"], "checked");
+
+    let _ = std::fs::remove_file(home.join("stray.txt"));
+    let unwatched = run(&[("CORRAL_SANDBOX__WATCH_NATIVE_WRITES", "false")]);
+    assert_eq!(
+        unwatched["stray_writes"],
+        serde_json::Value::Null,
+        "{unwatched}"
+    );
+    assert_eq!(unwatched["stray_check"], "not-checked");
+
+    env.write(
+        "project/corral.toml",
+        "[sandbox]\nwatch_native_writes = false\n",
+    );
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "--no-contract", "write"])
+        .output()
+        .unwrap();
+    let text = transcript(&env, &out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("sandbox.watch_native_writes = false"),
+        "{text}"
+    );
+}
