@@ -4,7 +4,8 @@
 //!
 //! Each node is one `ray start --block` in a process group of its own, so dropping the
 //! [`RayCluster`] ends exactly this cluster's processes (never `ray stop`, which would end every
-//! Ray on the machine, including another test's cluster). Every port is picked free, and every
+//! Ray on the machine, including another test's cluster). Every port a node is told to use is
+//! leased below the kernel's ephemeral range (free, and locked against other clusters), and every
 //! process the nodes start inherits one environment entry naming this cluster
 //! ([`CLUSTER_VAR`]`=<its temp dir>`), which is how [`RayCluster::leftovers`] finds anything that
 //! outlived the drop. Not the command line: a sandboxed CLI anywhere on the machine names the
@@ -82,6 +83,8 @@ pub struct RayCluster {
     gcs_port: u16,
     nodes: Vec<Node>,
     env: Vec<(String, String)>,
+    /// The locks that keep this cluster's ports from every other cluster on the machine.
+    leases: Vec<std::fs::File>,
 }
 
 impl RayCluster {
@@ -104,20 +107,23 @@ impl RayCluster {
     pub fn start_with_env(venv: &Path, env: &[(String, String)]) -> io::Result<Self> {
         // Short on purpose: Ray puts Unix sockets under it, whose paths may not exceed 107 bytes.
         let temp_dir = tempfile::Builder::new().prefix("ray").tempdir_in("/tmp")?;
+        let mut leases = Vec::new();
         let mut cluster = Self {
             venv: venv.to_path_buf(),
-            dashboard_port: free_port()?,
-            gcs_port: free_port()?,
+            dashboard_port: lease_port(&mut leases)?,
+            gcs_port: lease_port(&mut leases)?,
             temp_dir,
             nodes: Vec::new(),
             env: env.to_vec(),
+            leases,
         };
+        let client_port = lease_port(&mut cluster.leases)?;
         let head_args = vec![
             "--head".to_owned(),
             format!("--port={}", cluster.gcs_port),
             "--dashboard-host=127.0.0.1".to_owned(),
             format!("--dashboard-port={}", cluster.dashboard_port),
-            format!("--ray-client-server-port={}", free_port()?),
+            format!("--ray-client-server-port={client_port}"),
             format!("--temp-dir={}", cluster.temp_dir.path().display()),
             "--num-cpus=2".to_owned(),
         ];
@@ -221,8 +227,14 @@ impl RayCluster {
             .arg("--disable-usage-stats")
             .arg("--node-ip-address=127.0.0.1")
             .arg(format!("--object-store-memory={OBJECT_STORE_BYTES}"))
-            .arg(format!("--dashboard-agent-listen-port={}", free_port()?))
-            .arg(format!("--metrics-export-port={}", free_port()?))
+            .arg(format!(
+                "--dashboard-agent-listen-port={}",
+                lease_port(&mut self.leases)?
+            ))
+            .arg(format!(
+                "--metrics-export-port={}",
+                lease_port(&mut self.leases)?
+            ))
             .args(&args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RAY_USAGE_STATS_ENABLED", "0")
@@ -328,10 +340,45 @@ fn stop_group(mut node: Node) {
     let _ = node.child.wait();
 }
 
-/// A port free on 127.0.0.1 right now (the OS's pick; a race with another process is unlikely
-/// enough for tests).
-fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// Where the ports a cluster is told to listen on come from: above Ray's worker ports
+/// (10002-19999 by default) and below the kernel's ephemeral range, so that no port the kernel
+/// hands out meanwhile (to this cluster's own processes, which bind dozens while the head starts,
+/// or to any other test) can take one before Ray binds it. That race did happen with ports the
+/// kernel picked: "Failed to bind to address 127.0.0.1:36347 ... Address already in use".
+const LEASED_PORTS_FROM: u16 = 20_000;
+
+/// A port free on 127.0.0.1 now and leased to this cluster: a lock file under
+/// `/tmp/corral-test-ports/` held in `leases` keeps every other cluster on the machine off it.
+fn lease_port(leases: &mut Vec<std::fs::File>) -> io::Result<u16> {
+    let below = ephemeral_low().max(LEASED_PORTS_FROM + 1000);
+    let dir = Path::new("/tmp/corral-test-ports");
+    std::fs::create_dir_all(dir)?;
+    for _ in 0..1000 {
+        let port = fastrand::u16(LEASED_PORTS_FROM..below);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))?;
+        if lock.try_lock().is_err() {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            leases.push(lock);
+            return Ok(port);
+        }
+    }
+    Err(io::Error::other(format!(
+        "no free port between {LEASED_PORTS_FROM} and {below} after 1000 tries"
+    )))
+}
+
+/// The low end of the kernel's ephemeral port range (`net.ipv4.ip_local_port_range`).
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 fn prepend_path(dir: &Path) -> std::ffi::OsString {
