@@ -16,14 +16,17 @@
 //! change, a path that is not there to remove) is not noted: it does not happen.
 //!
 //! What it refuses, with `EPERM`, because the filter could not see through them: the
-//! `io_uring_*` calls (a second path to the same operations), `ptrace` and `process_vm_writev`
-//! (making another process do the write), and any other architecture's system calls.
+//! `io_uring_*` calls (a second path to the same operations), `open_by_handle_at` (an open by
+//! file handle, not by path), `ptrace` and `process_vm_writev` (making another process do the
+//! write), and any other architecture's system calls.
 //!
 //! What it is not: a boundary. The calls go on whatever their paths; a multithreaded program
 //! can rewrite a path between the supervisor's read and the kernel's; what another process
-//! does on the CLI's behalf (a daemon it asks over a socket) is that process's call; a process
-//! that made itself undumpable cannot have its memory read, and such a call is noted as a
-//! write to an unknown path. The default sandbox is the boundary; this is the record of the
+//! does on the CLI's behalf (a daemon it asks over a socket) is that process's call; paths are
+//! resolved in Corral's own mount namespace, so a process in one of its own (Codex's sandbox,
+//! `unshare -m`) can bind a directory from outside under its work tree and write there as if
+//! inside; a process that made itself undumpable cannot have its memory read, and such a call
+//! is noted as a write to an unknown path. The default sandbox is the boundary; this is the record of the
 //! degraded backend the user consented to.
 
 use std::collections::BTreeSet;
@@ -192,8 +195,10 @@ fn watched_calls() -> Vec<(libc::c_long, Op)> {
     calls
 }
 
-/// Refused with `EPERM`: ways around the filter.
+/// Refused with `EPERM`: ways around the filter (`open_by_handle_at` opens a file, for writing
+/// too, by a handle instead of a path; root's only, and no CLI needs it).
 const REFUSED: &[libc::c_long] = &[
+    libc::SYS_open_by_handle_at,
     libc::SYS_io_uring_setup,
     libc::SYS_io_uring_enter,
     libc::SYS_io_uring_register,
