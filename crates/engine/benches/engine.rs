@@ -156,9 +156,20 @@ struct Scratch {
 
 impl Scratch {
     fn new() -> Self {
+        Self::in_dir(&std::env::temp_dir())
+    }
+
+    /// In memory where the machine has `/dev/shm`: for a scenario whose agent writes many
+    /// files, so that the disk's own noise (journal, discard) does not drown what is measured.
+    fn in_memory() -> Self {
+        let shm = Path::new("/dev/shm");
+        Self::in_dir(if shm.is_dir() { shm } else { Path::new("/tmp") })
+    }
+
+    fn in_dir(parent: &Path) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("corral-bench-")
-            .tempdir()
+            .tempdir_in(parent)
             .expect("tempdir");
         std::fs::create_dir_all(dir.path().join("work")).expect("work dir");
         std::fs::create_dir_all(dir.path().join("run")).expect("run dir");
@@ -580,7 +591,7 @@ fn in_child(fake: &Path, scenario: ChildScenario, side: Side) -> MemSample {
 // ---------------------------------------------------------------------------------------------
 
 /// The scenario names `--only` accepts, in the order they run.
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "throughput",
     "capture",
     "overhead",
@@ -588,7 +599,11 @@ const SCENARIOS: [&str; 7] = [
     "stream",
     "giant",
     "cancel",
+    "watch",
 ];
+
+/// Files the write-heavy agent of the watch scenario creates.
+const WATCH_FILES: u64 = 2_000;
 
 #[derive(Debug, Clone)]
 struct Opts {
@@ -960,6 +975,58 @@ impl Bench {
             fmt_list(&cpus[0], 3),
             fmt_list(&cpus[1], 3),
             fmt_list(&cpus[2], 3)
+        ));
+    }
+
+    /// Scenario 7, what the native backend's write watch costs an agent that writes many files: the same
+    /// engine runs with the watch (the default) and without it (the setting
+    /// `sandbox.watch_native_writes` false), ABBA, the agent creating [`WATCH_FILES`] files in
+    /// memory. Each file is one stopped call.
+    fn watch(&mut self) {
+        let job = Job {
+            mode: "write-files",
+            args: vec!["--count".into(), WATCH_FILES.to_string()],
+            lines: Some(2),
+        };
+        let mut config = engine_config();
+        config.sandbox.watch_native_writes = false;
+        let unwatched = Engine::new(config);
+        let runs = self.opts.overhead_runs.min(20);
+        let (mut w, mut u) = (Vec::new(), Vec::new());
+        for i in 0..runs {
+            for side in Side::order(i) {
+                let scratch = Scratch::in_memory();
+                let engine = match side {
+                    Side::Engine => &self.engine,
+                    Side::Baseline => &unwatched,
+                };
+                let wall =
+                    self.rt
+                        .block_on(timed_run(Side::Engine, engine, &self.fake, &scratch, &job));
+                match side {
+                    Side::Engine => w.push(wall * 1e3),
+                    Side::Baseline => u.push(wall * 1e3),
+                }
+            }
+        }
+        let (mw, mu) = (median(&w), median(&u));
+        let per_call_us = (mw - mu) * 1e3 / WATCH_FILES as f64;
+        self.report.row(
+            Row::new(
+                "7. Native write watch, 2 000 files written",
+                "wall per run, ms (median; baseline: watch off)",
+            )
+            .values(
+                format!("{mw:.1}"),
+                format!("{mu:.1}"),
+                format!("{:.2}× ({per_call_us:+.1} µs a call)", mw / mu),
+            )
+            .judged("(reported: the cost of the record)", ""),
+        );
+        self.report.detail(format!(
+            "watch over {runs} runs each (ms): watched {}; unwatched {}",
+            fmt_list(&w, 1),
+            fmt_list(&u, 1)
         ));
     }
 
@@ -1348,6 +1415,17 @@ fn smoke() -> ExitCode {
         let wall = rt.block_on(timed_run(side, &engine, &fake, &scratch, &job));
         eprintln!("engine bench smoke: {name} ok in {:.1} ms", wall * 1e3);
     }
+    let writes = Job {
+        mode: "write-files",
+        args: vec!["--count".into(), "20".into()],
+        lines: Some(2),
+    };
+    let scratch = Scratch::new();
+    let wall = rt.block_on(timed_run(Side::Engine, &engine(), &fake, &scratch, &writes));
+    eprintln!(
+        "engine bench smoke: engine, write watch ok in {:.1} ms",
+        wall * 1e3
+    );
     eprintln!("engine bench: measure with `cargo xtask bench` (cargo bench passes --bench)");
     ExitCode::SUCCESS
 }
@@ -1391,7 +1469,7 @@ fn main() -> ExitCode {
     }
 
     let wanted = |name: &str| bench.opts.only.iter().any(|s| s == name);
-    let steps: [Step; 7] = [
+    let steps: [Step; 8] = [
         (
             "throughput",
             "throughput, 200 000 lines × 1 KiB",
@@ -1419,6 +1497,11 @@ fn main() -> ExitCode {
             |b| b.memory(ChildScenario::Giant),
         ),
         ("cancel", "cancel → whole tree gone", Bench::cancel),
+        (
+            "watch",
+            "a write-heavy agent with and without the native write watch",
+            Bench::watch,
+        ),
     ];
     let selected: Vec<_> = steps.iter().filter(|(name, ..)| wanted(name)).collect();
     for (i, (_, title, step)) in selected.iter().enumerate() {

@@ -453,6 +453,7 @@ impl PendingWatch {
     pub fn start(self) -> Result<Watch, String> {
         drop(self.child);
         let listener = receive_listener(&self.parent)?;
+        sync_wake_up(&listener);
         let stop = Arc::new(AtomicBool::new(false));
         let rules = self.rules;
         let stopping = Arc::clone(&stop);
@@ -464,6 +465,26 @@ impl PendingWatch {
             stop,
             thread: Some(thread),
         })
+    }
+}
+
+/// Asks the kernel to switch straight to the watch thread when a call stops, and back when it
+/// is answered (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`, Linux 6.6): each stopped call costs a
+/// direct switch instead of two wake-ups through the scheduler. Older kernels refuse the flag;
+/// the watch works the same, only slower.
+#[allow(unsafe_code)]
+fn sync_wake_up(listener: &OwnedFd) {
+    const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
+    // SAFETY: the ioctl takes the flags by value.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
+    if rc < 0 {
+        tracing::debug!(error = %io::Error::last_os_error(), "the write watch runs without synchronous wake-ups");
     }
 }
 

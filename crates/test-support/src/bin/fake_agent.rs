@@ -381,6 +381,15 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
             out.line(&FakeLine::done())?;
             Ok(0)
         }
+        Mode::WriteFiles => {
+            out.line(&FakeLine::init(&session))?;
+            // What an agent's build or install does to the disk: many small files.
+            for i in 0..opts.count.unwrap_or(1000) {
+                std::fs::write(format!("written-{i}.txt"), b"x")?;
+            }
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
         Mode::Usage => {
             out.raw(cli::usage_text().as_bytes())?;
             Ok(0)

@@ -40,6 +40,7 @@ pub enum Mode {
     StaleSession,
     EchoStdin,
     Flood,
+    WriteFiles,
     Usage,
     /// Internal: spawns `--count` sleepers, then sleeps forever.
     Spawner,
@@ -188,6 +189,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         "flood",
         Mode::Flood,
         "init; --lines N (200000) text lines of --line-bytes B (1024), buffered; result; exit 0",
+    ),
+    (
+        "write-files",
+        Mode::WriteFiles,
+        "init; creates --count N (1000) small files in its working directory; result; exit 0",
     ),
     ("usage", Mode::Usage, "print this help; exit 0"),
     ("__spawner", Mode::Spawner, ""),
