@@ -26,7 +26,9 @@
 //! compares, alternated; its first rounds also run the native side. The whole sandbox's cost
 //! (allow-list − native) is reported the same way. `docs/benchmarks.md` has the targets and the
 //! last figures. `-- --fifo` runs every side under SCHED_FIFO (`chrt -f 20`, root or
-//! `CAP_SYS_NICE`), so that a loaded machine's builds do not take the cores from the runs. Run without
+//! `CAP_SYS_NICE`), so that a loaded machine's builds do not take the cores from the runs;
+//! `-- --start-rounds N` and `-- --stream-rounds N` give the start N rounds instead of 12 and the
+//! streamed reply N pairs instead of 15. Run without
 //! `--bench` (as `cargo test --all-targets` does), it makes one short round and checks every side ran.
 
 // Bench code: a failed run should stop the bench loudly.
@@ -402,6 +404,16 @@ fn main() -> ExitCode {
     // A B); the first few rounds also run the native side for the whole sandbox's figure.
     let (short_rounds, stream_native_rounds, stream_pair_rounds) =
         if quick { (4, 1, 3) } else { (12, 3, 15) };
+    // `--start-rounds N`, `--stream-rounds N`: more rounds for a narrower interval than the
+    // default run affords.
+    let count = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|n| n.parse::<usize>().ok())
+    };
+    let short_rounds = count("--start-rounds").unwrap_or(short_rounds);
+    let stream_pair_rounds = count("--stream-rounds").unwrap_or(stream_pair_rounds);
     eprintln!("start: {short_rounds} rotating rounds of a one-word reply");
     let short = rounds(&corral, &claude, short_rounds, &Side::ALL, || {
         Step::text("ok")
