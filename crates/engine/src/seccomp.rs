@@ -66,16 +66,25 @@ fn nr(n: libc::c_long) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// The filter, as the instructions it is made of.
-fn instructions() -> Vec<Instruction> {
-    let stmt = |code, k| Instruction {
+/// A statement: an instruction that jumps nowhere.
+pub(crate) fn stmt(code: u16, k: u32) -> Instruction {
+    Instruction {
         code,
         jt: 0,
         jf: 0,
         k,
-    };
-    let eperm = RET_ERRNO | u32::try_from(libc::EPERM).unwrap_or(1);
-    let enosys = RET_ERRNO | u32::try_from(libc::ENOSYS).unwrap_or(38);
+    }
+}
+
+/// `SECCOMP_RET_ERRNO` with `EPERM`.
+pub(crate) fn ret_eperm() -> u32 {
+    RET_ERRNO | u32::try_from(libc::EPERM).unwrap_or(1)
+}
+
+/// The start every Corral filter shares: any other architecture's calls (a 32-bit binary's
+/// `int 0x80`, the x32 ABI) get `EPERM` whole, so the numbers that follow cannot be bypassed;
+/// then the call's number is loaded for the comparisons.
+pub(crate) fn arch_header() -> Vec<Instruction> {
     let mut out = vec![
         stmt(LD_W_ABS, ARCH_OFFSET),
         // Our architecture: skip the refusal that follows.
@@ -85,7 +94,7 @@ fn instructions() -> Vec<Instruction> {
             jf: 0,
             k: AUDIT_ARCH,
         },
-        stmt(RET_K, eperm),
+        stmt(RET_K, ret_eperm()),
         stmt(LD_W_ABS, NR_OFFSET),
     ];
     if cfg!(target_arch = "x86_64") {
@@ -95,8 +104,16 @@ fn instructions() -> Vec<Instruction> {
             jf: 1,
             k: X32_BIT,
         });
-        out.push(stmt(RET_K, eperm));
+        out.push(stmt(RET_K, ret_eperm()));
     }
+    out
+}
+
+/// The filter, as the instructions it is made of.
+fn instructions() -> Vec<Instruction> {
+    let eperm = ret_eperm();
+    let enosys = RET_ERRNO | u32::try_from(libc::ENOSYS).unwrap_or(38);
+    let mut out = arch_header();
     // Each listed number jumps to its return: the refusals, then the ENOSYS ones, sit after
     // the `allow`.
     let listed: Vec<(u32, bool)> = REFUSED

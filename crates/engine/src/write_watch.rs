@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use crate::git_check::ChangeKind;
-use crate::seccomp::{AUDIT_ARCH, Instruction, JEQ_K, JGE_K, LD_W_ABS, RET_K, X32_BIT};
+use crate::seccomp::{Instruction, JEQ_K, LD_W_ABS, RET_K, arch_header, ret_eperm, stmt};
 
 /// At most this many distinct writes are kept; the rest are counted.
 const MAX_NOTED: usize = 10_000;
@@ -50,7 +50,6 @@ const POLL_MS: i32 = 100;
 const JSET_K: u16 = 0x45;
 const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
-const RET_ERRNO: u32 = 0x0005_0000;
 /// An `open` that can write or create: the flags the filter stops.
 const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
 /// System calls newer than the C library's tables; the same number on every architecture.
@@ -228,33 +227,7 @@ enum Target {
 /// The filter, as the instructions it is made of: the architecture check, one comparison per
 /// listed call, the three returns, then one block per `open` whose flags decide.
 fn instructions() -> Vec<Instruction> {
-    let stmt = |code, k| Instruction {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let eperm = RET_ERRNO | u32::try_from(libc::EPERM).unwrap_or(1);
-    let mut out = vec![
-        stmt(LD_W_ABS, 4),
-        Instruction {
-            code: JEQ_K,
-            jt: 1,
-            jf: 0,
-            k: AUDIT_ARCH,
-        },
-        stmt(RET_K, eperm),
-        stmt(LD_W_ABS, 0),
-    ];
-    if cfg!(target_arch = "x86_64") {
-        out.push(Instruction {
-            code: JGE_K,
-            jt: 0,
-            jf: 1,
-            k: X32_BIT,
-        });
-        out.push(stmt(RET_K, eperm));
-    }
+    let mut out = arch_header();
     let mut listed: Vec<(u32, Target)> = REFUSED.iter().map(|&n| (nr(n), Target::Refuse)).collect();
     let mut flag_args = Vec::new();
     for (n, op) in watched_calls() {
@@ -293,7 +266,7 @@ fn instructions() -> Vec<Instruction> {
         });
     }
     out.push(stmt(RET_K, RET_ALLOW));
-    out.push(stmt(RET_K, eperm));
+    out.push(stmt(RET_K, ret_eperm()));
     out.push(stmt(RET_K, RET_USER_NOTIF));
     for arg in flag_args {
         out.push(stmt(LD_W_ABS, arg_offset(arg)));
@@ -1191,7 +1164,7 @@ mod tests {
             match op {
                 None => {
                     assert!(REFUSED.iter().any(|&n| nr(n) == i.k));
-                    assert_eq!(target.k, RET_ERRNO | libc::EPERM as u32);
+                    assert_eq!(target.k, ret_eperm());
                 }
                 Some(Op::Open {
                     flags: Some(arg), ..

@@ -796,21 +796,39 @@ fn the_generator_on_claude_and_the_evaluator_on_codex() {
     );
 }
 
+/// The settings of a native run the user consented to (the default sandbox would refuse the
+/// act under test outright).
+fn native_with_consent() -> [(String, String); 2] {
+    [
+        ("CORRAL_SANDBOX__BACKEND".to_owned(), "native".to_owned()),
+        (
+            "CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE".to_owned(),
+            "true".to_owned(),
+        ),
+    ]
+}
+
+/// Task t1's generator round 1 on Claude Code: its Bash tool runs `command`, then it writes
+/// `t1.txt` and reports the task complete.
+fn bash_then_t1(project: &Path, command: &str, description: &str) -> Scenario {
+    let mut steps = vec![Step::tool_use(
+        "Bash",
+        json!({"command": command, "description": description}),
+    )];
+    steps.extend(spawn_steps(
+        &CLAUDE,
+        project,
+        &key(Role::Generator, "t1", 1),
+        &[("t1.txt", "ok")],
+        &complete("Write t1"),
+    ));
+    Scenario::default().with_round(Role::Generator, "t1", 1, steps)
+}
+
 #[test]
 fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
     let world = World::new(&CLAUDE, |project| {
-        let mut steps = vec![Step::tool_use(
-            "Bash",
-            json!({"command": "git checkout -q -b elsewhere", "description": "switch"}),
-        )];
-        steps.extend(spawn_steps(
-            &CLAUDE,
-            project,
-            &key(Role::Generator, "t1", 1),
-            &[("t1.txt", "ok")],
-            &complete("Write t1"),
-        ));
-        Scenario::default().with_round(Role::Generator, "t1", 1, steps)
+        bash_then_t1(project, "git checkout -q -b elsewhere", "switch")
     });
     repository(
         &world,
@@ -818,14 +836,7 @@ fn an_agent_that_checks_out_another_branch_is_named_in_the_status() {
     );
     // The sandbox keeps the repository's `.git` read-only, so a sandboxed agent cannot switch
     // branches at all: natively (degraded, on the user's word) it can, and the sprint must see it.
-    let native = [
-        ("CORRAL_SANDBOX__BACKEND".to_owned(), "native".to_owned()),
-        (
-            "CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE".to_owned(),
-            "true".to_owned(),
-        ),
-    ];
-    let out = sprint_run(&world, &native);
+    let out = sprint_run(&world, &native_with_consent());
     let text = transcript(&world.env, &out);
     assert_eq!(out.status.code(), Some(3), "the task is blocked: {text}");
     let s = status(&world).to_string();
@@ -869,31 +880,13 @@ fn a_native_generator_writing_outside_its_work_tree_is_named_with_each_path() {
             tmp = tmp_stray.display(),
             sib = sibling.display(),
         );
-        let mut steps = vec![Step::tool_use(
-            "Bash",
-            json!({"command": command, "description": "write elsewhere"}),
-        )];
-        steps.extend(spawn_steps(
-            &CLAUDE,
-            project,
-            &key(Role::Generator, "t1", 1),
-            &[("t1.txt", "ok")],
-            &complete("Write t1"),
-        ));
-        Scenario::default().with_round(Role::Generator, "t1", 1, steps)
+        bash_then_t1(project, &command, "write elsewhere")
     });
     repository(
         &world,
         &sprint_file(&world.project(), &[task("t1")], CHECK, &CLAUDE, None, 2),
     );
-    let native = [
-        ("CORRAL_SANDBOX__BACKEND".to_owned(), "native".to_owned()),
-        (
-            "CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE".to_owned(),
-            "true".to_owned(),
-        ),
-    ];
-    let out = sprint_run(&world, &native);
+    let out = sprint_run(&world, &native_with_consent());
     let _ = std::fs::remove_file(&tmp_stray);
     let text = transcript(&world.env, &out);
     assert_eq!(
