@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Instant;
 
-use common::{fmt_list, median};
+use common::{fmt_list, git, median, task_id};
 use corral_test_support::is_root;
 
 /// Tasks per run, measured and in the smoke run.
@@ -146,24 +146,6 @@ impl Place {
         }
         cmd
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = corral_test_support::command(Path::new("git"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn task_id(n: usize) -> String {
-    format!("t{n:02}")
 }
 
 fn sprint_file(tasks: usize) -> String {

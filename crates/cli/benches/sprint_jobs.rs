@@ -30,8 +30,9 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Instant;
 
-use common::parallel::{WORK_S, git, sprint_file, stand_in_script, task_id};
+use common::parallel::{WORK_S, sprint_file, stand_in_script};
 use common::{fmt_list, median};
+use common::{git, task_id};
 use corral_test_support::is_root;
 
 /// Tasks per run, measured and in the smoke run.

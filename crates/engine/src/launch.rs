@@ -182,6 +182,19 @@ pub(crate) fn launch(
     })
 }
 
+/// The run's private `TMPDIR` (see `sandbox::private_tmp`), created and set in the CLI's
+/// environment, for both backends; removed with the run.
+fn private_tmpdir(
+    scope: &RunScope<'_>,
+    env_os: &mut Vec<(OsString, OsString)>,
+) -> Result<PathBuf, ProviderError> {
+    let tmp = crate::sandbox::private_tmp(&scope.session.output_dir);
+    crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
+    env_os.retain(|(k, _)| k != "TMPDIR");
+    env_os.push(("TMPDIR".into(), tmp.clone().into_os_string()));
+    Ok(tmp)
+}
+
 /// The native backend's write watch: the paths the CLI may write (the run directory, the
 /// working directory when it may edit, the extra roots, the CLI's own state, and the run's
 /// private `TMPDIR`, which the CLI gets here as it does in a sandbox, so that what honours
@@ -192,10 +205,7 @@ fn native_watch(
     env_os: &mut Vec<(OsString, OsString)>,
 ) -> Result<PendingWatch, ProviderError> {
     let session = &scope.session;
-    let tmp = crate::sandbox::private_tmp(&session.output_dir);
-    crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
-    env_os.retain(|(k, _)| k != "TMPDIR");
-    env_os.push(("TMPDIR".into(), tmp.into_os_string()));
+    private_tmpdir(scope, env_os)?;
     let mut allowed = vec![session.output_dir.clone()];
     if session.permissions.edit_files {
         allowed.push(session.cwd.clone());
@@ -283,10 +293,7 @@ fn wrap_in_bubblewrap(
             .filter(|p| fs::symlink_metadata(p).is_ok()),
     );
     scope.placeholders_made(made);
-    let tmp = crate::sandbox::private_tmp(&session.output_dir);
-    crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
-    env_os.retain(|(k, _)| k != "TMPDIR");
-    env_os.push(("TMPDIR".into(), tmp.clone().into_os_string()));
+    let tmp = private_tmpdir(scope, env_os)?;
     let mut args = match egress {
         Some((gate, honour)) => {
             crate::egress::confine_env(env_os, honour, &tmp)

@@ -999,11 +999,8 @@ impl Task {
     /// does not resolve (its directory is missing) is kept as written, lexically normalised.
     fn real(&self, path: &Path, follow_last: bool) -> Option<PathBuf> {
         // `/proc/<pid>/fd/<n>` opens what the descriptor is, whatever its name says.
-        if let Some(fd) = proc_fd(path) {
-            return fs::read_link(path)
-                .ok()
-                .filter(|t| t.is_absolute())
-                .map(|t| if fd.1 { t } else { lexical(&t) });
+        if is_proc_fd(path) {
+            return fs::read_link(path).ok().filter(|t| t.is_absolute());
         }
         if follow_last {
             if let Ok(real) = fs::canonicalize(path) {
@@ -1096,8 +1093,8 @@ fn dangling_target(path: &Path) -> Option<PathBuf> {
     None
 }
 
-/// `/proc/<pid>/fd/<n>`: `Some((n, true))`.
-fn proc_fd(path: &Path) -> Option<(i32, bool)> {
+/// Whether `path` is `/proc/<pid>/fd/<n>`.
+fn is_proc_fd(path: &Path) -> bool {
     let mut parts = path.components();
     match (
         parts.next(),
@@ -1120,9 +1117,9 @@ fn proc_fd(path: &Path) -> Option<(i32, bool)> {
                 .to_str()
                 .is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit())) =>
         {
-            n.to_str().and_then(|s| s.parse().ok()).map(|n| (n, true))
+            n.to_str().is_some_and(|s| s.parse::<i32>().is_ok())
         }
-        _ => None,
+        _ => false,
     }
 }
 
@@ -1184,9 +1181,9 @@ mod tests {
 
     #[test]
     fn a_descriptor_path_is_recognised() {
-        assert_eq!(proc_fd(Path::new("/proc/12/fd/3")), Some((3, true)));
-        assert_eq!(proc_fd(Path::new("/proc/12/fdinfo/3")), None);
-        assert_eq!(proc_fd(Path::new("/proc/12/fd/3/x")), None);
+        assert!(is_proc_fd(Path::new("/proc/12/fd/3")));
+        assert!(!is_proc_fd(Path::new("/proc/12/fdinfo/3")));
+        assert!(!is_proc_fd(Path::new("/proc/12/fd/3/x")));
     }
 
     /// Runs `script` under `sh` with a watch allowing `allowed`, and returns what it saw.

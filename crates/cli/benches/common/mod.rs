@@ -1,8 +1,30 @@
-//! What the `corral-cli` bench targets share: who runs them, a process's peak memory, and the
-//! statistics their tables print. Each target uses a part of it.
+//! What the `corral-cli` bench targets share: who runs them, a process's peak memory, the
+//! statistics their tables print, git and the sprints' task ids. Each target uses a part of it.
 #![allow(dead_code)]
 
 pub mod parallel;
+
+use std::path::Path;
+
+/// `git` in `dir`, which must succeed; its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = corral_test_support::command(Path::new("git"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The id of the `n`th task.
+pub fn task_id(n: usize) -> String {
+    format!("t{n:02}")
+}
 
 /// `VmHWM` of `pid` in KiB: the kernel's high-water mark of its resident set. `None` once it
 /// has exited (a zombie has no memory left to report).

@@ -1,8 +1,8 @@
 //! What `sprint_jobs` and `sprint_ray` share: the sprint of independent one-round tasks both
-//! run, its stand-in for Claude Code, and git.
+//! run and its stand-in for Claude Code.
 
+use super::task_id;
 use std::fmt::Write as _;
-use std::path::Path;
 
 /// How long the stand-in agent works per task, in seconds.
 pub const WORK_S: u32 = 2;
@@ -26,26 +26,6 @@ echo '{"type":"result","subtype":"success","is_error":false,"result":"done","ses
 /// The stand-in's script, working [`WORK_S`] seconds.
 pub fn stand_in_script() -> String {
     STAND_IN.replace("WORK_S", &WORK_S.to_string())
-}
-
-/// `git` in `dir`, which must succeed; its stdout.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = corral_test_support::command(Path::new("git"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The id of the `n`th task.
-pub fn task_id(n: usize) -> String {
-    format!("t{n:02}")
 }
 
 /// A sprint of `tasks` independent one-round tasks, evaluator off.

@@ -808,21 +808,28 @@ fn native_with_consent() -> [(String, String); 2] {
     ]
 }
 
-/// Task t1's generator round 1 on Claude Code: its Bash tool runs `command`, then it writes
-/// `t1.txt` and reports the task complete.
-fn bash_then_t1(project: &Path, command: &str, description: &str) -> Scenario {
-    let mut steps = vec![Step::tool_use(
-        "Bash",
-        json!({"command": command, "description": description}),
-    )];
-    steps.extend(spawn_steps(
+/// Task t1's generator round 1 on Claude Code: `before`, then it writes `t1.txt` and reports the
+/// task complete.
+fn t1_round_after(project: &Path, mut before: Vec<Step>) -> Scenario {
+    before.extend(spawn_steps(
         &CLAUDE,
         project,
         &key(Role::Generator, "t1", 1),
         &[("t1.txt", "ok")],
         &complete("Write t1"),
     ));
-    Scenario::default().with_round(Role::Generator, "t1", 1, steps)
+    Scenario::default().with_round(Role::Generator, "t1", 1, before)
+}
+
+/// [`t1_round_after`] a Bash tool call running `command`.
+fn bash_then_t1(project: &Path, command: &str, description: &str) -> Scenario {
+    t1_round_after(
+        project,
+        vec![Step::tool_use(
+            "Bash",
+            json!({"command": command, "description": description}),
+        )],
+    )
 }
 
 #[test]
@@ -937,15 +944,10 @@ fn fastrand_suffix() -> u64 {
 #[test]
 fn rate_limit_retries_used_up_pause_with_exit_4_and_a_rerun_finishes() {
     let world = World::new(&CLAUDE, |project| {
-        let mut g = vec![Step::rate_limited(1); CLAUDE.requests_per_failed_call];
-        g.extend(spawn_steps(
-            &CLAUDE,
+        t1_round_after(
             project,
-            &key(Role::Generator, "t1", 1),
-            &[("t1.txt", "ok")],
-            &complete("Write t1"),
-        ));
-        Scenario::default().with_round(Role::Generator, "t1", 1, g)
+            vec![Step::rate_limited(1); CLAUDE.requests_per_failed_call],
+        )
     });
     repository(
         &world,
