@@ -75,11 +75,6 @@ fn session_id(run: &Run) -> String {
     ids[0].to_owned()
 }
 
-/// The arrival number of the first agent turn.
-fn turn_seq(api: &FakeApi) -> u64 {
-    api.model_requests().first().map_or(u64::MAX, |r| r.seq)
-}
-
 fn texts(run: &Run) -> Vec<&str> {
     run.all("text")
         .into_iter()
@@ -116,11 +111,10 @@ fn a_text_reply_ends_in_a_step_finish_with_tokens() {
         .iter()
         .filter(|r| r.endpoint == Endpoint::ChatCompletionsSide)
         .collect();
+    // OpenCode starts the title request and the turn concurrently: the title usually reaches the
+    // API first, but under load the turn can (seen in CI: turn +3234 ms, title +3306 ms), so
+    // only its presence is asserted, not its place.
     assert_eq!(side.len(), 1, "{requests:#?}");
-    assert!(
-        side[0].seq < turn_seq(&api),
-        "the title request comes first"
-    );
     for request in &side {
         assert!(request.tools.is_empty());
         assert_eq!((request.step.as_deref(), request.status), (None, Some(200)));
