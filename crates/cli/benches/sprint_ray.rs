@@ -48,8 +48,9 @@ const SMOKE_TASKS: usize = 2;
 const JOBS: usize = 4;
 /// Target: the Ray side's wall over the local side's.
 const TARGET: f64 = 1.5;
-/// CPUs each job's entrypoint reserves: the harness's cluster has three, so four jobs fit.
-const ENTRYPOINT_CPUS: &str = "0.5";
+/// CPUs each job's entrypoint reserves: the harness's cluster has three, so eight jobs fit,
+/// the four whose rounds run and the four the executor starts ahead of a free slot.
+const ENTRYPOINT_CPUS: &str = "0.375";
 
 /// The two sides.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -188,6 +189,11 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> f64 {
     if is_root() {
         cmd.env("IS_SANDBOX", "1");
     }
+    let profile = std::env::var_os("RAY_PROFILE_DIR").filter(|_| remote.is_some());
+    if profile.is_some() {
+        // The executor's own account, timed: submissions, gates, slots, ends.
+        cmd.env("RUST_LOG", "warn,corral_executor_ray=debug");
+    }
     if let Some(remote) = &remote {
         cmd.args(["--executor", "ray"])
             .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
@@ -205,9 +211,15 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> f64 {
         String::from_utf8_lossy(&out.stderr),
         job_logs(&project)
     );
-    if let (Some(dir), Some(_)) = (std::env::var_os("RAY_PROFILE_DIR"), &remote) {
+    if let Some(dir) = profile {
         let dir = PathBuf::from(dir).join(format!("run-{}", place.runs.get()));
         std::fs::create_dir_all(&dir).unwrap();
+        let record = project.join(".corral/sprints/bench");
+        let _ = corral_test_support::command(Path::new("cp"))
+            .arg("-r")
+            .arg(&record)
+            .arg(dir.join("record"))
+            .status();
         std::fs::write(dir.join("coordinator.stderr"), &out.stderr).unwrap();
         std::fs::write(dir.join("jobs.txt"), job_logs(&project)).unwrap();
         let jobs = corral_test_support::command(Path::new("curl"))

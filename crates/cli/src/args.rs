@@ -249,8 +249,9 @@ pub struct SprintRunArgs {
     /// Stash uncommitted changes (untracked files included) and go on.
     #[arg(long)]
     pub stash: bool,
-    /// How many tasks may run at once: above 1, each task whose dependencies are done runs in
-    /// its own git worktree on its own branch, folded onto the sprint's branch in run order.
+    /// How many tasks may run at once: above 1 (or with `--executor ray`), each task whose
+    /// dependencies are done runs on its own branch (in its own git worktree, or as a job on
+    /// the cluster), folded onto the sprint's branch in run order.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub jobs: u16,
     /// Where the parallel tasks run, over `executor.kind`: `local` (git worktrees here) or
@@ -286,6 +287,11 @@ pub struct SprintWorkArgs {
     /// Where the clone is (reused when it is there; default: ./corral-work).
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
+    /// Wait, once the clone is ready and before the first round, until this ref exists on
+    /// the remote: the coordinator pushes it when one of its `--jobs` slots frees (a job
+    /// started ahead). Printed first: `{"kind":"ready",…}` on stdout.
+    #[arg(long, value_name = "REF")]
+    pub gate: Option<String>,
     /// One JSON object per step on stdout, ending with the handback.
     #[arg(long)]
     pub json: bool,

@@ -211,12 +211,31 @@ impl Steps {
 /// each fold onto the sprint's branch.
 fn parallel_text(event: &SprintEvent) -> Option<String> {
     match event {
-        SprintEvent::WaveStarted { tasks, jobs } => {
-            let names: Vec<&str> = tasks.iter().map(TaskId::as_str).collect();
-            Some(format!(
-                "running at once (--jobs {jobs}), each in its own worktree: {}",
-                names.join(", ")
-            ))
+        SprintEvent::WaveStarted { tasks, jobs, ahead } => {
+            let names = |tasks: &[TaskId]| {
+                tasks
+                    .iter()
+                    .map(TaskId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut text = String::new();
+            if !tasks.is_empty() {
+                text = format!(
+                    "running at once (--jobs {jobs}), each on its own branch: {}",
+                    names(tasks)
+                );
+            }
+            if !ahead.is_empty() {
+                if !text.is_empty() {
+                    text.push_str("; ");
+                }
+                text.push_str(&format!(
+                    "started ahead, each waiting for a free slot: {}",
+                    names(ahead)
+                ));
+            }
+            Some(text)
         }
         SprintEvent::Folded { task, commit, how } => Some(format!(
             "{task}  folded onto the sprint branch ({how}), commit {}",

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_compose::{command_runner, engine_config, new_run_id, now};
-use corral_ports::{CancellationToken, CommandRunner, CommandSpec};
+use corral_ports::{CancellationToken, CommandEnd, CommandRunner, CommandSpec};
 use corral_sprint::{
     RoleAgent, RunOptions, SprintError, SprintLayout, SprintRun, SprintState, TaskEnd, TaskId,
     TaskJob, TaskRecorder, TaskState, TaskStatus, work_task,
@@ -38,6 +38,9 @@ pub const TASK_STATE_FILE: &str = "task.json";
 const RECORD_FILE_LIMIT: usize = 64 * 1024 * 1024;
 /// How long one git command of the worker may take (a clone, a push).
 const GIT_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often a worker at its gate asks the remote whether the gate is open: a `file://`
+/// remote answers in milliseconds, a hosted one in a round trip.
+const GATE_POLL: Duration = Duration::from_millis(200);
 
 /// The ref a task's record is pushed to.
 pub fn record_ref(sprint: &str, task: &str) -> String {
@@ -109,9 +112,18 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         job.resume.status,
         TaskStatus::Done | TaskStatus::Blocked | TaskStatus::Skipped
     );
+    let mut gate_passed = args.gate.is_some() && !finished_before;
     let result = if finished_before {
         // Ended before the last push reached the remote: only the pushes are left.
         Ok((job.resume.clone(), TaskEnd::Finished))
+    } else if let Some(gate) = &args.gate
+        && !worker.wait_at_gate(&task, gate, &cancel).await
+    {
+        gate_passed = false;
+        Ok((
+            job.resume.clone(),
+            TaskEnd::Paused(corral_sprint::SprintEnd::Cancelled),
+        ))
     } else {
         // One task, no parallel run: the executor is never asked.
         let executor = corral_compose::local_executor();
@@ -148,6 +160,9 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         result.map(|handback| (handback.state, handback.end))
     };
     view.finish();
+    if let Some(gate) = args.gate.as_deref().filter(|_| gate_passed) {
+        worker.remove_gate(gate).await;
+    }
     if let Err(e) = worker.push_record(layout.root(), &task, &reference).await {
         errln!("warning: the task's record was not pushed to {reference}: {e:#}");
     }
@@ -378,6 +393,71 @@ impl Worker<'_> {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Says it is ready (`{"kind":"ready",…}` on stdout) and waits until `gate` exists on
+    /// the remote, asking every [`GATE_POLL`]. `false` when cancelled first.
+    async fn wait_at_gate(&self, task: &TaskId, gate: &str, cancel: &CancellationToken) -> bool {
+        let ready = serde_json::json!({"kind": "ready", "task": task.as_str(), "gate": gate});
+        outln!("{ready}");
+        let mut complained = false;
+        loop {
+            let mut spec = CommandSpec::git(
+                ["ls-remote", "--exit-code", &self.remote, gate],
+                &self.work,
+                GIT_TIMEOUT,
+            );
+            spec.env.clone_from(&self.env);
+            spec.env.extend(
+                self.to_remote()
+                    .iter()
+                    .map(|(k, v)| ((*k).to_string(), v.clone())),
+            );
+            match self.runner.run(spec, cancel).await {
+                Ok(out) if out.success() => return true,
+                // Exit 2: not there yet. Anything else is said once and asked again: the
+                // coordinator stops this job if the remote stays out of reach.
+                Ok(out) if out.end == CommandEnd::Exited(2) => {}
+                Ok(out) if !complained => {
+                    complained = true;
+                    errln!(
+                        "warning: cannot ask {} for the gate {gate}: {:?}: {}",
+                        self.remote,
+                        out.end,
+                        out.stderr.text.trim()
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if !complained {
+                        complained = true;
+                        errln!(
+                            "warning: cannot ask {} for the gate {gate}: {e}",
+                            self.remote
+                        );
+                    }
+                }
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return false,
+                () = tokio::time::sleep(GATE_POLL) => {}
+            }
+        }
+    }
+
+    /// Removes the gate from the remote: the coordinator has no more use for it.
+    async fn remove_gate(&self, gate: &str) {
+        let delete = format!(":{gate}");
+        if let Err(e) = self
+            .git(
+                &self.work,
+                &["push", "--quiet", &self.remote, &delete],
+                &self.to_remote(),
+            )
+            .await
+        {
+            tracing::warn!(gate, "the gate was not removed from the remote: {e:#}");
+        }
     }
 
     /// Fetches the task's record from the remote; whether it has one.

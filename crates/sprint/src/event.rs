@@ -147,6 +147,10 @@ pub enum SprintEvent {
         tasks: Vec<TaskId>,
         /// How many may run at once.
         jobs: usize,
+        /// The tasks started ahead of a free slot (an executor whose jobs take long to
+        /// start): their jobs start now, their rounds once a slot frees.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ahead: Vec<TaskId>,
     },
     /// A task done on its own branch was folded onto the sprint's branch.
     #[serde(rename_all = "camelCase")]

@@ -20,6 +20,7 @@ use crate::event::SprintEnd;
 use crate::flow::SprintError;
 use crate::layout::SprintLayout;
 use crate::names::{SprintName, TaskId};
+use crate::slots::Slots;
 use crate::state::TaskState;
 
 /// One task, as the coordinator hands it to an executor.
@@ -157,9 +158,26 @@ pub trait TaskExecutor: Send + Sync {
     /// The executor's name in settings and events (`local`, `ray`).
     fn kind(&self) -> &'static str;
 
-    /// Runs `job`'s rounds (from its resume point) and hands back its branch. Every step's
-    /// task state goes to `host.record_progress`; `cancel` fired stops the task at its next
-    /// step (a remote job is stopped) with [`TaskEnd::Paused`].
+    /// Whether tasks run away from this process (on a cluster): then a sprint goes through
+    /// this executor even with `--jobs 1`, which otherwise runs its tasks in place, one by one.
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    /// How many tasks beyond `--jobs` the coordinator may hand this executor while every
+    /// round slot is taken: a cluster starts their jobs meanwhile, so that a job's own start
+    /// (seconds on Ray) is spent while other tasks' rounds run, not after them. Each such task
+    /// waits for a slot from [`TaskHost::round_slots`] before its first round. Zero (the
+    /// default) for an executor whose start costs nothing worth hiding.
+    fn lookahead(&self, jobs: usize) -> usize {
+        let _ = jobs;
+        0
+    }
+
+    /// Runs `job`'s rounds (from its resume point) and hands back its branch. The rounds run
+    /// only while the executor holds one of `host.round_slots()`. Every step's task state goes
+    /// to `host.record_progress`; `cancel` fired stops the task at its next step (a remote job
+    /// is stopped) with [`TaskEnd::Paused`].
     async fn run_task(
         &self,
         job: TaskJob,
@@ -202,6 +220,10 @@ pub trait TaskHost: Send + Sync {
 
     /// Appends a line a remote job printed to the task's record (`implement/<task>/job.log`).
     fn job_log(&self, task: &TaskId, line: &str);
+
+    /// The run's round slots, `--jobs` of them: at most that many tasks' rounds (their
+    /// agents) run at once, however many tasks are in flight.
+    fn round_slots(&self) -> &Slots;
 
     /// Runs `job`'s rounds here, in `work_tree` (a checkout on `job.branch`), with the
     /// sprint's agents, engine, sandbox and record: what the local executor runs, and what

@@ -403,7 +403,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             }
             self.save(&mut state)?;
         }
-        if self.run.options.jobs > 1
+        if (self.run.options.jobs > 1 || self.run.executor.is_remote())
             && let Some(end) = self.run_waves(&mut state, &run_id).await?
         {
             return Ok(self.summary(&state, end));

@@ -27,6 +27,7 @@ mod names;
 mod order;
 mod parse;
 mod prompt;
+mod slots;
 mod state;
 
 pub use agent::{RoleAgent, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict};
@@ -52,6 +53,7 @@ pub use layout::{
     SPRINTS_DIR, STATE_FILE, SprintLayout, recorded_sprints, sprints_dir,
 };
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
+pub use slots::{Slot, Slots};
 pub use state::{
     Attribution, Durability, RoleUsage, RunProgress, STATE_SCHEMA_VERSION, SprintState, StateError,
     Step, TaskProgress, TaskState, TaskStatus, UsageRollUp, read_state, write_state,

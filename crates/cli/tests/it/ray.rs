@@ -8,8 +8,9 @@
 //!    Claude Code) and one through the real Claude Code against the fake model API; one of the
 //!    stand-in's tasks fails its check in round 1, and its job is stopped through the Jobs API
 //!    in the middle of round 2: the executor resubmits it and the task resumes at round 2;
-//! 2. a second sprint interrupted with SIGINT while its jobs run: exit 130, its jobs stopped on
-//!    the cluster, no worker left;
+//! 2. a second sprint with `--jobs 1`, interrupted with SIGINT while one task runs and the
+//!    other's job, started ahead, waits at its gate (no round of it ran): exit 130, both jobs
+//!    stopped on the cluster, no worker left;
 //! 3. that sprint run again: it continues and folds its tasks.
 
 use std::os::unix::fs::PermissionsExt;
@@ -224,7 +225,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
         node_env.push((k.into(), v.into()));
     }
     let cluster = RayCluster::start_with_env(&venv, &node_env).expect("the cluster starts");
-    let sprint_run = || {
+    let sprint_run = |jobs: &str| {
         let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -236,13 +237,13 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
             .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", "0.5")
             .current_dir(&project)
             .stdin(Stdio::null())
-            .args(["sprint", "run", "--jobs", "4", "--executor", "ray"]);
+            .args(["sprint", "run", "--jobs", jobs, "--executor", "ray"]);
         cmd
     };
     let transcript_of = |out: &std::process::Output| transcript(&world.env, out);
 
     // Act 1: four tasks; t3's job stopped in the middle of round 2.
-    let mut child = spawn_logged(&mut sprint_run(), &scratch, "run-1");
+    let mut child = spawn_logged(&mut sprint_run("4"), &scratch, "run-1");
     let in_round_2 = wait_for(RUN_CAP, || {
         child.0.try_wait().unwrap().is_some()
             || recorded_task(&remote, "ray", STOPPED)
@@ -273,43 +274,23 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
     check_act_one(&project, &transcript_of(&out));
 
-    // Act 2: a second sprint, interrupted while its jobs run.
-    std::fs::write(
-        project.join("corral-sprint.toml"),
-        sprint_file("ray-int", &HELD, &tmp),
-    )
-    .unwrap();
-    git(&project, &["commit", "-q", "-am", "second sprint"]);
-    let mut child = spawn_logged(&mut sprint_run(), &scratch, "run-2");
-    let held = wait_for(RUN_CAP, || {
-        child.0.try_wait().unwrap().is_some()
-            || (HELD.iter().all(|t| {
-                recorded_task(&remote, "ray-int", t)
-                    .is_some_and(|s| s["progress"]["step"] == "generate")
-            }) && jobs_of(&cluster, "ray-int", None, "RUNNING").len() == HELD.len())
-    });
-    let jobs = jobs_of(&cluster, "ray-int", None, "RUNNING");
-    corral_test_support::send_signal(child.0.id(), Signal::SIGINT);
-    let out = wait_with_cap(child, Duration::from_secs(120));
-    assert!(held, "both jobs ran: {}", transcript_of(&out));
-    assert_eq!(out.status.code(), Some(130), "{}", transcript_of(&out));
-    for id in &jobs {
-        assert_eq!(
-            cluster.job_status(id).as_deref(),
-            Some("STOPPED"),
-            "{id} is stopped on the cluster"
-        );
-    }
-    assert!(
-        wait_for(Duration::from_secs(30), || processes_naming(&scratch)
-            .is_empty()),
-        "no worker or agent left: {:#?}",
-        processes_naming(&scratch)
+    // Act 2: a second sprint with one slot, interrupted.
+    interrupt_with_one_slot(
+        &project,
+        &tmp,
+        &scratch,
+        &remote,
+        &cluster,
+        &sprint_run,
+        &transcript_of,
     );
 
     // Act 3: run again; it continues.
     std::fs::write(&go_held, "").unwrap();
-    let out = wait_with_cap(spawn_logged(&mut sprint_run(), &scratch, "run-3"), RUN_CAP);
+    let out = wait_with_cap(
+        spawn_logged(&mut sprint_run("4"), &scratch, "run-3"),
+        RUN_CAP,
+    );
     assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
     assert_eq!(
         folded_tasks(&project, "corral/ray", "corral/ray-int"),
@@ -323,6 +304,69 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     assert!(
         RayCluster::leftovers(&temp_dir).is_empty(),
         "no Ray process is left"
+    );
+}
+
+/// Act 2: a sprint of two tasks with `--jobs 1`, interrupted with SIGINT while c1 runs and
+/// c2's job, started ahead, waits at its gate: no round of c2 ran, both jobs are stopped.
+fn interrupt_with_one_slot(
+    project: &Path,
+    tmp: &Path,
+    scratch: &Path,
+    remote: &Path,
+    cluster: &RayCluster,
+    sprint_run: &dyn Fn(&str) -> std::process::Command,
+    transcript_of: &dyn Fn(&std::process::Output) -> String,
+) {
+    std::fs::write(
+        project.join("corral-sprint.toml"),
+        sprint_file("ray-int", &HELD, tmp),
+    )
+    .unwrap();
+    git(project, &["commit", "-q", "-am", "second sprint"]);
+    let mut child = spawn_logged(&mut sprint_run("1"), scratch, "run-2");
+    let waiting_log = project.join(".corral/sprints/ray-int/implement/c2/ray-job-1.log");
+    let held = wait_for(RUN_CAP, || {
+        child.0.try_wait().unwrap().is_some()
+            || (recorded_task(remote, "ray-int", "c1")
+                .is_some_and(|s| s["progress"]["step"] == "generate")
+                && jobs_of(cluster, "ray-int", None, "RUNNING").len() == HELD.len()
+                && std::fs::read_to_string(&waiting_log)
+                    .is_ok_and(|log| log.contains(r#""kind":"ready""#)))
+    });
+    // Long enough for a worker that ignored its gate to reach its round.
+    std::thread::sleep(Duration::from_secs(2));
+    let c2_recorded = recorded_task(remote, "ray-int", "c2");
+    let jobs = jobs_of(cluster, "ray-int", None, "RUNNING");
+    corral_test_support::send_signal(child.0.id(), Signal::SIGINT);
+    let out = wait_with_cap(child, Duration::from_secs(120));
+    assert!(
+        held,
+        "c1 ran, c2's job waited at its gate: {}",
+        transcript_of(&out)
+    );
+    assert!(
+        c2_recorded.is_none(),
+        "no round of c2 while c1 held the one slot: {c2_recorded:?}"
+    );
+    assert!(
+        transcript_of(&out).contains("started ahead, each waiting for a free slot: c2"),
+        "{}",
+        transcript_of(&out)
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", transcript_of(&out));
+    for id in &jobs {
+        assert_eq!(
+            cluster.job_status(id).as_deref(),
+            Some("STOPPED"),
+            "{id} is stopped on the cluster"
+        );
+    }
+    assert!(
+        wait_for(Duration::from_secs(30), || processes_naming(scratch)
+            .is_empty()),
+        "no worker or agent left: {:#?}",
+        processes_naming(scratch)
     );
 }
 

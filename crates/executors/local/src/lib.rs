@@ -35,6 +35,8 @@ impl TaskExecutor for LocalExecutor {
     ) -> Result<TaskHandback, ExecutorError> {
         // The host's flow stops at the next step when the run's token fires (it is the same
         // token): no process of its own is left to stop here.
+        // Never more tasks in flight than slots (no lookahead): the slot is free at once.
+        let _slot = host.round_slots().take().await;
         let dir = host.layout().worktree_dir(&job.task);
         if make_worktree(host, &dir, &job).await? {
             host.run_setup(&dir).await?;

@@ -6,6 +6,15 @@
 //! fetched from the remote; when Ray lost it (its node went away, or someone stopped it) the job
 //! is resubmitted under a new id, at most `max_resubmits` times, and the worker resumes from the
 //! record it pushed after its last step. Cancelling the run stops the job.
+//!
+//! Jobs start ahead ([`TaskExecutor::lookahead`]): a Ray job takes a second or more before its
+//! entrypoint runs (the job's supervisor, a Python worker of Ray's), so the coordinator hands
+//! this executor up to `--jobs` more tasks than slots. Such a task's job is submitted once the
+//! jobs holding slots have started (their starts do not compete for the CPU), with
+//! `--gate <ref>`: its worker clones, prints `{"kind":"ready"}` and waits. When a slot frees
+//! (a task's worker printed its `task-finished`, or its job ended) the executor takes it and
+//! pushes the gate ref; the worker sees it and runs its rounds. A job started when a slot was
+//! free and no task waited ahead runs at once, without a gate.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +25,11 @@ use corral_ports::CancellationToken;
 use corral_sprint::{
     ExecutorError, SprintEnd, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskState,
 };
+use std::sync::Arc;
+
+use corral_sprint::Slot;
 use serde::Deserialize;
+use tokio::sync::watch;
 
 use crate::jobs::{JobInfo, JobStatus, JobSubmission, JobsClient, JobsError, RuntimeEnv};
 
@@ -58,6 +71,56 @@ pub struct RaySettings {
 pub struct RayExecutor {
     client: JobsClient,
     settings: RaySettings,
+    /// Of this run's tasks: how many jobs holding a slot are still starting, and how many
+    /// tasks wait ahead for a slot.
+    pace: Arc<watch::Sender<Pace>>,
+}
+
+/// See [`RayExecutor::pace`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Pace {
+    /// Jobs submitted with a slot whose entrypoint has not started yet.
+    starting: usize,
+    /// Tasks started ahead whose gate is not open yet.
+    ahead: usize,
+}
+
+/// One count of a [`Pace`], given back when dropped.
+struct Counted {
+    pace: Arc<watch::Sender<Pace>>,
+    field: fn(&mut Pace) -> &mut usize,
+}
+
+impl Counted {
+    fn new(pace: &Arc<watch::Sender<Pace>>, field: fn(&mut Pace) -> &mut usize) -> Self {
+        pace.send_modify(|p| *field(p) += 1);
+        Self {
+            pace: Arc::clone(pace),
+            field,
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let field = self.field;
+        self.pace
+            .send_modify(|p| *field(p) = field(p).saturating_sub(1));
+    }
+}
+
+/// One attempt of a task's job, as it is followed.
+struct Attempt<'h> {
+    /// The gate its worker waits at, until it is pushed.
+    gate: Option<String>,
+    /// Whether the worker said it is ready at its gate.
+    ready: bool,
+    /// The task's round slot, while it holds one (kept across attempts).
+    slot: Option<Slot<'h>>,
+    /// Counts the job among those starting, until its entrypoint runs.
+    starting: Option<Counted>,
+    /// Counts the task among those waiting ahead, until its gate opens.
+    ahead: Option<Counted>,
 }
 
 impl RayExecutor {
@@ -70,7 +133,11 @@ impl RayExecutor {
             key: "executor.ray.address".to_owned(),
             reason: e.to_string(),
         })?;
-        Ok(Self { client, settings })
+        Ok(Self {
+            client,
+            settings,
+            pace: Arc::new(watch::Sender::new(Pace::default())),
+        })
     }
 
     /// The Jobs API client.
@@ -104,6 +171,14 @@ impl TaskExecutor for RayExecutor {
         KIND
     }
 
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    fn lookahead(&self, jobs: usize) -> usize {
+        jobs
+    }
+
     async fn run_task(
         &self,
         job: TaskJob,
@@ -133,24 +208,56 @@ impl TaskExecutor for RayExecutor {
         let mut state = job.resume.clone();
         let mut losses = 0;
         let mut attempt = 0;
+        let mut slot: Option<Slot<'_>> = None;
         loop {
             attempt += 1;
             let log = task_dir.join(format!("ray-job-{attempt}.log"));
-            let id = self.submit(&job, attempt).await?;
-            tracing::info!(task = %job.task, job = %id, attempt, "submitted the task's Ray job");
+            // No slot taken while a task waits ahead: it would wait behind a job that has
+            // not started, and a cluster full of jobs at their gates could leave that one
+            // pending for ever.
+            if slot.is_none() && self.pace.borrow().ahead == 0 {
+                slot = host.round_slots().try_take();
+            }
+            let mut followed = Attempt {
+                gate: None,
+                ready: false,
+                slot: slot.take(),
+                starting: None,
+                ahead: None,
+            };
+            if followed.slot.is_some() {
+                followed.starting = Some(Counted::new(&self.pace, |p| &mut p.starting));
+            } else {
+                followed.ahead = Some(Counted::new(&self.pace, |p| &mut p.ahead));
+                // Ahead: submitted once the jobs holding slots have started.
+                let mut pace = self.pace.subscribe();
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(paused(state, task_dir)),
+                    _ = pace.wait_for(|p| p.starting == 0) => {}
+                }
+            }
+            let (id, gate) = self.submit(&job, attempt, followed.ahead.is_some()).await?;
+            followed.gate = gate;
+            tracing::info!(task = %job.task, job = %id, attempt, gated = followed.gate.is_some(), "submitted the task's Ray job");
             host.job_log(
                 &job.task,
-                &format!("ray: submitted job {id} (log: {})", log.display()),
+                &format!(
+                    "ray: submitted job {id}{} (log: {})",
+                    if followed.gate.is_some() {
+                        ", started ahead: it waits for a free slot"
+                    } else {
+                        ""
+                    },
+                    log.display()
+                ),
             );
-            match self.follow(&id, &log, cancel).await? {
-                JobEnd::Cancelled => {
-                    return Ok(TaskHandback {
-                        end: TaskEnd::Paused(SprintEnd::Cancelled),
-                        head: None,
-                        state,
-                        record: task_dir,
-                    });
-                }
+            let end = self
+                .follow(&job, host, &id, &log, &mut followed, cancel)
+                .await?;
+            slot = followed.slot.take();
+            drop(followed);
+            match end {
+                JobEnd::Cancelled => return Ok(paused(state, task_dir)),
                 JobEnd::Failed(reason) => {
                     return Err(ExecutorError::Failed {
                         task: job.task.clone(),
@@ -159,6 +266,9 @@ impl TaskExecutor for RayExecutor {
                 }
                 JobEnd::Lost(reason) => {
                     losses += 1;
+                    // The resubmission waits for a slot like any task: it may go pending
+                    // (its node gone) while others could run.
+                    slot = None;
                     tracing::warn!(task = %job.task, job = %id, %reason, losses, "the task's Ray job was lost");
                     host.job_log(&job.task, &format!("ray: job {id} lost: {reason}"));
                     if let Some(recorded) = self.fetch_record(&job, host).await? {
@@ -174,6 +284,7 @@ impl TaskExecutor for RayExecutor {
                     }
                 }
                 JobEnd::HandedBack(handback) => {
+                    drop(slot);
                     return self.fold(&job, host, handback, task_dir).await;
                 }
             }
@@ -181,10 +292,26 @@ impl TaskExecutor for RayExecutor {
     }
 }
 
+/// The task paused by a cancelled run, as it was last recorded.
+fn paused(state: TaskState, record: PathBuf) -> TaskHandback {
+    TaskHandback {
+        end: TaskEnd::Paused(SprintEnd::Cancelled),
+        head: None,
+        state,
+        record,
+    }
+}
+
 impl RayExecutor {
-    /// Submits attempt `attempt` of the task's job; its submission id. An id already taken
-    /// on the cluster (an earlier run with the same run id) moves on to the next free one.
-    async fn submit(&self, job: &TaskJob, attempt: u32) -> Result<String, ExecutorError> {
+    /// Submits attempt `attempt` of the task's job, `gated` or not; its submission id and
+    /// gate. An id already taken on the cluster (an earlier run with the same run id) moves on
+    /// to the next free one.
+    async fn submit(
+        &self,
+        job: &TaskJob,
+        attempt: u32,
+        gated: bool,
+    ) -> Result<(String, Option<String>), ExecutorError> {
         let mut suffix = 0;
         loop {
             let id = match suffix {
@@ -197,8 +324,10 @@ impl RayExecutor {
                     job.sprint, job.task, job.run_id
                 ),
             };
+            // One gate per job: a gate left on the remote by an earlier job opens no other.
+            let gate = gated.then(|| format!("refs/corral/{}/{}/gate/{id}", job.sprint, job.task));
             let submission = JobSubmission {
-                entrypoint: self.entrypoint(job, &id),
+                entrypoint: self.entrypoint(job, gate.as_deref()),
                 submission_id: id.clone(),
                 entrypoint_num_cpus: Some(self.settings.entrypoint_num_cpus),
                 entrypoint_memory: (self.settings.entrypoint_memory_mb > 0)
@@ -212,7 +341,7 @@ impl RayExecutor {
                 ]),
             };
             match self.client.submit(&submission).await {
-                Ok(id) => return Ok(id),
+                Ok(id) => return Ok((id, gate)),
                 Err(JobsError::Taken { .. }) if suffix < 100 => suffix += 1,
                 Err(e) => return Err(self.cluster_error(e)),
             }
@@ -220,10 +349,9 @@ impl RayExecutor {
     }
 
     /// The worker's command line, shell-quoted.
-    fn entrypoint(&self, job: &TaskJob, id: &str) -> String {
+    fn entrypoint(&self, job: &TaskJob, gate: Option<&str>) -> String {
         // One clone per task, reused by a resubmission that lands on the same node (the
         // worker fetches into it); another node clones afresh and resumes from the record.
-        let _ = id;
         let work_dir = format!(
             "{}/{}/{}",
             self.settings.work_root.trim_end_matches('/'),
@@ -250,27 +378,43 @@ impl RayExecutor {
             &work_dir,
             "--json",
         ];
+        let gate = gate.map(|g| ["--gate", g]);
         words
             .iter()
+            .chain(gate.iter().flatten())
             .map(|w| shell_quote(w))
             .collect::<Vec<_>>()
             .join(" ")
     }
 
-    /// Polls the job until it ends or the run is cancelled, appending its log to `log`.
-    async fn follow(
+    /// Polls the job until it ends or the run is cancelled, appending its log to `log`; opens
+    /// its gate once its worker is ready and a slot is free, and gives the slot back once the
+    /// worker's rounds are over.
+    async fn follow<'h>(
         &self,
+        job: &TaskJob,
+        host: &'h dyn TaskHost,
         id: &str,
         log: &Path,
+        attempt: &mut Attempt<'h>,
         cancel: &CancellationToken,
     ) -> Result<JobEnd, ExecutorError> {
         let mut written = 0;
         let mut failures = 0;
         loop {
+            let waiting = attempt.ready && attempt.gate.is_some();
             tokio::select! {
                 () = cancel.cancelled() => {
                     self.stop(id, log, &mut written).await;
                     return Ok(JobEnd::Cancelled);
+                }
+                taken = host.round_slots().take(), if waiting => {
+                    attempt.slot = Some(taken);
+                    tracing::debug!(task = %job.task, job = %id, "took a slot; opening the gate");
+                    self.open_gate(job, host, attempt).await?;
+                    tracing::debug!(task = %job.task, job = %id, "gate open");
+                    host.job_log(&job.task, &format!("ray: job {id} took a free slot"));
+                    continue;
                 }
                 () = tokio::time::sleep(self.settings.poll_interval) => {}
             }
@@ -286,11 +430,53 @@ impl RayExecutor {
                 }
                 Err(e) => return Err(self.cluster_error(e)),
             };
+            if info.status != JobStatus::Pending && attempt.starting.take().is_some() {
+                tracing::debug!(task = %job.task, job = %id, status = ?info.status, "the job started");
+            }
             let logs = self.append_logs(id, log, &mut written).await;
+            if let Some(logs) = logs.as_deref() {
+                let said = worker_said(logs);
+                if said.ready && !attempt.ready {
+                    tracing::debug!(task = %job.task, job = %id, "the worker is ready at its gate");
+                }
+                attempt.ready |= said.ready;
+                if said.rounds_over && attempt.slot.take().is_some() {
+                    // The rest is the worker's pushes and Ray's end: another task's rounds
+                    // may run meanwhile.
+                    tracing::debug!(task = %job.task, job = %id, "rounds over; the slot is free");
+                }
+            }
             if info.status.is_terminal() {
+                tracing::debug!(task = %job.task, job = %id, status = ?info.status, "the job ended");
                 return Ok(classify(&info, logs.as_deref()));
             }
         }
+    }
+
+    /// Pushes the attempt's gate to the remote: its worker starts its rounds.
+    async fn open_gate(
+        &self,
+        job: &TaskJob,
+        host: &dyn TaskHost,
+        attempt: &mut Attempt<'_>,
+    ) -> Result<(), ExecutorError> {
+        if let Some(gate) = attempt.gate.take() {
+            let refspec = format!("{}:{gate}", job.base);
+            host.git_remote(
+                host.project_root(),
+                &[
+                    "push",
+                    "--quiet",
+                    "--force",
+                    &self.settings.remote,
+                    &refspec,
+                ],
+                &self.settings.remote,
+            )
+            .await?;
+        }
+        attempt.ahead = None;
+        Ok(())
     }
 
     /// Stops the job and waits (bounded) until Ray says it ended; best effort, the run is
@@ -470,6 +656,32 @@ fn classify(info: &JobInfo, logs: Option<&str>) -> JobEnd {
     }
 }
 
+/// What the worker said so far, of what the executor acts on.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct WorkerSaid {
+    /// Ready at its gate (`{"kind":"ready"}`).
+    ready: bool,
+    /// Its rounds are over (the sprint's `task-finished` event).
+    rounds_over: bool,
+}
+
+/// Reads the worker's JSON lines in `logs` for [`WorkerSaid`].
+fn worker_said(logs: &str) -> WorkerSaid {
+    #[derive(Deserialize)]
+    struct Line {
+        kind: Option<String>,
+        event: Option<String>,
+    }
+    let mut said = WorkerSaid::default();
+    for line in logs.lines().map(str::trim).filter(|l| l.starts_with('{')) {
+        if let Ok(line) = serde_json::from_str::<Line>(line) {
+            said.ready |= line.kind.as_deref() == Some("ready");
+            said.rounds_over |= line.event.as_deref() == Some("task-finished");
+        }
+    }
+    said
+}
+
 /// The last handback line the worker printed.
 fn last_handback(logs: &str) -> Option<WorkerHandback> {
     logs.lines()
@@ -519,6 +731,29 @@ mod tests {
         assert_eq!(shell_quote("corral/s.tasks/a"), "corral/s.tasks/a");
         assert_eq!(shell_quote("it's here"), r"'it'\''s here'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn the_worker_is_read_for_its_gate_and_the_end_of_its_rounds() {
+        assert_eq!(worker_said("cloning\n"), WorkerSaid::default());
+        let ready = "{\"kind\":\"ready\",\"task\":\"a\",\"gate\":\"refs/x\"}\n";
+        assert_eq!(
+            worker_said(ready),
+            WorkerSaid {
+                ready: true,
+                rounds_over: false
+            }
+        );
+        let over = format!(
+            "{ready}{{\"event\":\"task-started\",\"task\":\"a\"}}\n{{\"event\":\"task-finished\",\"task\":\"a\",\"status\":\"done\"}}\n"
+        );
+        assert_eq!(
+            worker_said(&over),
+            WorkerSaid {
+                ready: true,
+                rounds_over: true
+            }
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
-use std::task::{Poll, Waker};
+use std::task::Poll;
 
 use async_trait::async_trait;
 use corral_contract::{Contract, validate_signals_file};
@@ -34,6 +34,7 @@ use crate::executor::{
 use crate::git::Git;
 use crate::layout::{Role, SIGNALS_FILE, SprintLayout};
 use crate::names::TaskId;
+use crate::slots::Slots;
 use crate::state::{SprintState, TaskState, TaskStatus, write_state};
 
 /// A task in flight: its executor's run.
@@ -51,51 +52,9 @@ struct Coordinator<'c, 'r, 'a> {
     shared: Mutex<SprintState>,
     /// The executors' git runs one command at a time: two `git worktree add` at once race on
     /// `.git/worktrees/` (one reads the other's half-made entry), as two fetches would.
-    git_turn: Turn,
-}
-
-/// A lock held across awaits, for the few futures of one coordinator (no runtime's lock: the
-/// sprint has no runtime).
-#[derive(Debug, Default)]
-struct Turn {
-    /// Taken, and who waits for it.
-    state: Mutex<(bool, Vec<Waker>)>,
-}
-
-impl Turn {
-    async fn take(&self) -> TurnHeld<'_> {
-        std::future::poll_fn(|cx| {
-            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            if state.0 {
-                state.1.push(cx.waker().clone());
-                Poll::Pending
-            } else {
-                state.0 = true;
-                Poll::Ready(())
-            }
-        })
-        .await;
-        TurnHeld { turn: self }
-    }
-}
-
-/// The turn, given back when dropped.
-struct TurnHeld<'t> {
-    turn: &'t Turn,
-}
-
-impl Drop for TurnHeld<'_> {
-    fn drop(&mut self) {
-        let mut state = self
-            .turn
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        state.0 = false;
-        for waker in state.1.drain(..) {
-            waker.wake();
-        }
-    }
+    git_turn: Slots,
+    /// The `--jobs` slots a task's rounds run in.
+    round_slots: Slots,
 }
 
 impl Coordinator<'_, '_, '_> {
@@ -152,6 +111,10 @@ impl TaskHost for Coordinator<'_, '_, '_> {
 
     fn commands(&self) -> &dyn CommandRunner {
         self.flow.run.commands
+    }
+
+    fn round_slots(&self) -> &Slots {
+        &self.round_slots
     }
 
     async fn git(&self, cwd: &Path, args: &[&str]) -> Result<String, ExecutorError> {
@@ -271,7 +234,8 @@ impl Flow<'_, '_> {
         let host = Coordinator {
             flow: self,
             shared: Mutex::new(state.clone()),
-            git_turn: Turn::default(),
+            git_turn: Slots::new(1),
+            round_slots: Slots::new(self.run.options.jobs.max(1)),
         };
         let result = self.run_queue(&host, run_id).await;
         *state = host
@@ -290,6 +254,7 @@ impl Flow<'_, '_> {
     ) -> Result<Option<SprintEnd>, SprintError> {
         let jobs = self.run.options.jobs.max(1);
         let executor: &dyn TaskExecutor = self.run.executor;
+        let in_flight = jobs + executor.lookahead(jobs);
         let mut running: Vec<(usize, Running<'_>)> = Vec::new();
         let mut pause: Option<SprintEnd> = None;
         let mut failure: Option<SprintError> = None;
@@ -301,9 +266,9 @@ impl Flow<'_, '_> {
                 pause.get_or_insert(SprintEnd::Cancelled);
             }
             let mut started = Vec::new();
-            if pause.is_none() && failure.is_none() && running.len() < jobs {
+            if pause.is_none() && failure.is_none() && running.len() < in_flight {
                 let busy: Vec<usize> = running.iter().map(|(i, _)| *i).collect();
-                let ready = self.ready(&mut state, &busy, jobs - running.len())?;
+                let ready = self.ready(&mut state, &busy, in_flight - running.len())?;
                 if !ready.is_empty() {
                     let head = self.git.head().await?;
                     for i in ready {
@@ -318,10 +283,12 @@ impl Flow<'_, '_> {
             let changed = state != before;
             host.replace(state);
             if !started.is_empty() {
-                self.emit(SprintEvent::WaveStarted {
-                    tasks: started.iter().map(|(_, job)| job.task.clone()).collect(),
-                    jobs,
-                });
+                // With `jobs` tasks in flight before it, a task starts ahead: it waits for
+                // a round slot.
+                let mut tasks: Vec<TaskId> =
+                    started.iter().map(|(_, job)| job.task.clone()).collect();
+                let ahead = tasks.split_off(jobs.saturating_sub(running.len()).min(tasks.len()));
+                self.emit(SprintEvent::WaveStarted { tasks, jobs, ahead });
             }
             for (i, job) in started {
                 running.push((i, executor.run_task(job, host, &self.run.cancel)));

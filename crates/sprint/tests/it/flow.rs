@@ -14,7 +14,8 @@ use corral_ports::{
 use corral_sprint::{
     Attribution, DirtyTree, EventSink, Role, RoleAgent, RunOptions, SpawnFailure, SpawnReport,
     SpawnRequest, SpawnVerdict, SprintEnd, SprintError, SprintEvent, SprintLayout, SprintState,
-    SprintSummary, TaskId, TaskStatus, read_state, run_sprint,
+    SprintSummary, TaskExecutor, TaskHandback, TaskHost, TaskId, TaskJob, TaskStatus, read_state,
+    run_sprint,
 };
 use corral_test_support::HostCommandRunner;
 
@@ -427,6 +428,24 @@ async fn run_jobs(
     cancel: CancellationToken,
     jobs: usize,
 ) -> Result<SprintSummary, SprintError> {
+    let executor = corral_executor_local::LocalExecutor;
+    run_through(
+        p, generator, evaluator, sink, dirty, cancel, jobs, &executor,
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_through(
+    p: &Project,
+    generator: &FakeAgent,
+    evaluator: Option<&FakeAgent>,
+    sink: &Recorder,
+    dirty: DirtyTree,
+    cancel: CancellationToken,
+    jobs: usize,
+    executor: &dyn TaskExecutor,
+) -> Result<SprintSummary, SprintError> {
     let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
     let commands = runner();
     let run = corral_sprint::SprintRun {
@@ -435,7 +454,7 @@ async fn run_jobs(
         generator,
         evaluator: evaluator.map(|e| e as &dyn RoleAgent),
         commands: &commands,
-        executor: &corral_executor_local::LocalExecutor,
+        executor,
         events: sink,
         options: RunOptions {
             dirty,
@@ -1433,7 +1452,8 @@ async fn three_independent_tasks_run_at_once_in_worktrees_and_fold_in_file_order
     let waves: Vec<Vec<String>> = events
         .iter()
         .filter_map(|e| match e {
-            SprintEvent::WaveStarted { tasks, jobs } => {
+            SprintEvent::WaveStarted { tasks, jobs, ahead } => {
+                assert!(ahead.is_empty(), "{ahead:?}");
                 assert_eq!(*jobs, 3);
                 Some(tasks.iter().map(|t| t.as_str().to_string()).collect())
             }
@@ -1618,7 +1638,8 @@ async fn a_freed_slot_starts_the_next_ready_task_while_another_is_still_in_fligh
         .unwrap()
         .iter()
         .filter_map(|e| match e {
-            SprintEvent::WaveStarted { tasks, jobs } => {
+            SprintEvent::WaveStarted { tasks, jobs, ahead } => {
+                assert!(ahead.is_empty(), "{ahead:?}");
                 assert_eq!(*jobs, 2);
                 Some(tasks.iter().map(|t| t.as_str().to_string()).collect())
             }
@@ -1636,6 +1657,99 @@ async fn a_freed_slot_starts_the_next_ready_task_while_another_is_still_in_fligh
         );
     }
     assert!(commits(&p).await.is_empty(), "nothing folded ahead of a");
+}
+
+/// The local executor told to take tasks ahead of a free slot, as a cluster's does.
+struct AheadLocal;
+
+#[async_trait]
+impl TaskExecutor for AheadLocal {
+    fn kind(&self) -> &'static str {
+        "ahead-local"
+    }
+
+    fn lookahead(&self, jobs: usize) -> usize {
+        jobs
+    }
+
+    async fn run_task(
+        &self,
+        job: TaskJob,
+        host: &dyn TaskHost,
+        cancel: &CancellationToken,
+    ) -> Result<TaskHandback, corral_sprint::ExecutorError> {
+        corral_executor_local::LocalExecutor
+            .run_task(job, host, cancel)
+            .await
+    }
+}
+
+#[tokio::test]
+async fn a_task_started_ahead_waits_for_a_round_slot() {
+    let p = project(THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    for (task, file) in [("a", "a.txt"), ("b", "b.txt")] {
+        generator.on(
+            task,
+            1,
+            Role::Generator,
+            Act::WriteAndHang {
+                files: vec![(file, "half\n")],
+                signals: None,
+            },
+        );
+    }
+    let sink = Recorder::default();
+    {
+        let fut = run_through(
+            &p,
+            &generator,
+            None,
+            &sink,
+            DirtyTree::Refuse,
+            CancellationToken::new(),
+            2,
+            &AheadLocal,
+        );
+        tokio::pin!(fut);
+        // a and b hold the two slots and never end: c is in flight, its rounds wait.
+        for _ in 0..25 {
+            tokio::select! {
+                r = &mut fut => panic!("the sprint ended while a hangs: {r:?}"),
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+        // Dropped, as a killed coordinator would be: a's fake agent hangs through a cancel.
+    }
+    let waves: Vec<(Vec<String>, Vec<String>)> = sink
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            SprintEvent::WaveStarted { tasks, jobs, ahead } => {
+                assert_eq!(*jobs, 2);
+                let names = |t: &[TaskId]| t.iter().map(|t| t.as_str().to_string()).collect();
+                Some((names(tasks), names(ahead)))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        waves,
+        vec![(
+            vec!["a".to_string(), "b".to_string()],
+            vec!["c".to_string()]
+        )],
+        "c started ahead of a free slot"
+    );
+    let mut spawned: Vec<String> = generator.seen().into_iter().map(|s| s.task).collect();
+    spawned.sort();
+    assert_eq!(
+        spawned,
+        ["a", "b"],
+        "no round of c ran while a and b held the slots"
+    );
 }
 
 #[tokio::test]
