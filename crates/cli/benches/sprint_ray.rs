@@ -11,13 +11,15 @@
 //!
 //! Each run in a fresh copy of the same repository (and, on the Ray side, a fresh remote and
 //! work root); the sides alternate round by round (ABBA). Target: the Ray side's median wall ≤
-//! 1.5× the local side's. The table goes to stdout and `target/bench-sprint-ray-report.md`;
+//! 1.5× the local side's. Each run also reports the CPU seconds the whole machine spent during
+//! it (`/proc/stat`): on a small machine the Ray side is CPU-bound. The table goes to stdout and `target/bench-sprint-ray-report.md`;
 //! `docs/benchmarks.md` has the last figures. Without Ray installed (`.cache/venv`) it says so
 //! and exits 0. Run without `--bench` (as `cargo test --benches` does), it makes one small run
 //! of each side (two tasks) and checks both made their commits. With `RAY_PROFILE_DIR=DIR` it
-//! keeps each Ray run's coordinator output, the jobs' logs and Ray's job list (`GET
-//! /api/jobs/`: each job's submission and end times) under `DIR/run-N`, for the split of where
-//! a job's time goes.
+//! keeps each Ray run's coordinator output (with the executor's own account, timed:
+//! `RUST_LOG=corral_executor_ray=debug`), the sprint's record, the jobs' logs and Ray's job
+//! list (`GET /api/jobs/`: each job's submission and end times) under `DIR/run-N`, for the
+//! split of where a job's time goes.
 
 // A benchmark is a tool, not product: a failed run stops it loudly, and it runs git itself.
 #![allow(
@@ -170,9 +172,9 @@ impl Place {
     }
 }
 
-/// One run of `side` in a fresh copy: its wall in seconds. Checks that every task was
-/// committed on the sprint's branch with its file.
-fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> f64 {
+/// One run of `side` in a fresh copy: its wall and the machine's CPU. Checks that every
+/// task was committed on the sprint's branch with its file.
+fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> Run {
     let (project, tmp, remote) = place.project(side);
     let mut cmd = corral_test_support::command(corral);
     cmd.env_clear()
@@ -200,9 +202,11 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> f64 {
             .env("CORRAL_EXECUTOR__RAY__REMOTE", remote)
             .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", ENTRYPOINT_CPUS);
     }
+    let cpu_before = machine_cpu_seconds();
     let started = Instant::now();
     let out = cmd.output().unwrap();
     let wall = started.elapsed().as_secs_f64();
+    let cpu = machine_cpu_seconds() - cpu_before;
     assert!(
         out.status.success(),
         "{} exited with {}\nstderr: {}\n{}",
@@ -247,7 +251,35 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> f64 {
         );
     }
     place.clean(&project, &tmp);
-    wall
+    Run { wall, cpu }
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// Its wall, in seconds.
+    wall: f64,
+    /// CPU seconds the whole machine spent meanwhile (every process: the sprint, its
+    /// agents and git, the cluster's), from `/proc/stat`.
+    cpu: f64,
+}
+
+/// CPU seconds the machine has spent since boot, outside idle and I/O wait (`/proc/stat`
+/// counts in USER_HZ, 100 a second on Linux).
+fn machine_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let busy: u64 = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .enumerate()
+        // user, nice, system, irq, softirq
+        .filter(|(i, _)| [0, 1, 2, 5, 6].contains(i))
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum();
+    busy as f64 / 100.0
 }
 
 /// Every task's record of a failed run: its `task.json` and its jobs' logs.
@@ -270,9 +302,9 @@ fn job_logs(project: &Path) -> String {
     out
 }
 
-/// `rounds` alternating rounds of both sides; walls in seconds, `[local, ray]`.
-fn rounds(corral: &Path, place: &Place, cluster: &RayCluster, rounds: usize) -> [Vec<f64>; 2] {
-    let mut walls: [Vec<f64>; 2] = Default::default();
+/// `rounds` alternating rounds of both sides, `[local, ray]`.
+fn rounds(corral: &Path, place: &Place, cluster: &RayCluster, rounds: usize) -> [Vec<Run>; 2] {
+    let mut walls: [Vec<Run>; 2] = Default::default();
     for round in 0..rounds {
         let order = if round % 2 == 0 {
             [Side::Local, Side::Ray]
@@ -280,13 +312,15 @@ fn rounds(corral: &Path, place: &Place, cluster: &RayCluster, rounds: usize) -> 
             [Side::Ray, Side::Local]
         };
         for side in order {
-            let wall = run(corral, place, cluster, side);
+            let one = run(corral, place, cluster, side);
             eprintln!(
-                "  {} round {}/{rounds}: {wall:.2} s",
+                "  {} round {}/{rounds}: {:.2} s, {:.1} CPU-s",
                 side.name(),
-                round + 1
+                round + 1,
+                one.wall,
+                one.cpu
             );
-            walls[usize::from(side == Side::Ray)].push(wall);
+            walls[usize::from(side == Side::Ray)].push(one);
         }
     }
     walls
@@ -298,20 +332,33 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".to_string())
 }
 
-fn report(walls: &[Vec<f64>; 2], load_before: &str, load_after: &str) -> String {
+fn report(runs: &[Vec<Run>; 2], load_before: &str, load_after: &str) -> String {
+    let walls = runs
+        .each_ref()
+        .map(|side| side.iter().map(|r| r.wall).collect::<Vec<_>>());
+    let cpus = runs
+        .each_ref()
+        .map(|side| side.iter().map(|r| r.cpu).collect::<Vec<_>>());
     let local = median(&walls[0]);
     let ray = median(&walls[1]);
     let ratio = ray / local;
     let verdict = if ratio <= TARGET { "PASS" } else { "MISS" };
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let (local_cpu, ray_cpu) = (median(&cpus[0]), median(&cpus[1]));
     format!(
-        "| {TASKS} independent tasks, agent works {WORK_S} s each, stand-in Claude Code, default sandbox ({} rounds) | median wall (s) | runs (s) | ratio to local | Target | Result |\n\
-         |---|---|---|---|---|---|\n\
-         | `corral sprint run --jobs {JOBS}` (local worktrees) | {local:.2} | {} | 1.00 | | |\n\
-         | `corral sprint run --jobs {JOBS} --executor ray` (two-node cluster on 127.0.0.1) | {ray:.2} | {} | {ratio:.2}× | ≤ {TARGET:.2}× | {verdict} |\n\n\
+        "| {TASKS} independent tasks, agent works {WORK_S} s each, stand-in Claude Code, default sandbox ({} rounds) | median wall (s) | runs (s) | ratio to local | machine CPU (s) | Target | Result |\n\
+         |---|---|---|---|---|---|---|\n\
+         | `corral sprint run --jobs {JOBS}` (local worktrees) | {local:.2} | {} | 1.00 | {local_cpu:.1} | | |\n\
+         | `corral sprint run --jobs {JOBS} --executor ray` (two-node cluster on 127.0.0.1) | {ray:.2} | {} | {ratio:.2}× | {ray_cpu:.1} | ≤ {TARGET:.2}× | {verdict} |\n\n\
+         Machine CPU: seconds of CPU every process on the machine spent during a run (`/proc/stat`, \
+         median). On {cores} cores the Ray side's {ray_cpu:.1} CPU-s take at least {:.2} s of wall \
+         however they are scheduled ({:.2}× the local side's wall).\n\n\
          Load average (1, 5, 15 min): {load_before} before, {load_after} after.\n",
         walls[0].len(),
         fmt_list(&walls[0]),
         fmt_list(&walls[1]),
+        ray_cpu / cores as f64,
+        ray_cpu / cores as f64 / local,
     )
 }
 
