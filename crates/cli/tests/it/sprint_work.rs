@@ -2,7 +2,8 @@
 //! the fake model API, with a `file://` bare remote standing for the repository the cluster
 //! reaches: a run pushes the task's branch and its record; a run killed with SIGKILL in the
 //! middle of its round, its clone then thrown away (the job lost with its node), and run
-//! again from nothing but the remote, resumes at that round: no round run twice, one commit.
+//! again from nothing but the remote, resumes at that round: no round run twice, one commit; a
+//! run with `--gate` says it is ready and runs nothing until the gate is on the remote.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -303,4 +304,57 @@ fn a_work_run_killed_mid_round_and_its_clone_lost_resumes_at_that_round_from_the
             .join(".corral/sprints/it/implement/t1/pre-verify.txt")
     ));
     assert!(world.api.spawn_requests(&hung).len() >= 2);
+}
+
+#[test]
+fn a_gated_work_run_says_it_is_ready_and_runs_no_round_until_its_gate_is_pushed() {
+    const GATE: &str = "refs/corral/it/t1/gate/job-1";
+    let world = World::new(&CLAUDE, |_| scenario(false));
+    let c = cluster(&world);
+    let stdout = world.project().parent().unwrap().join("work.stdout");
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .envs(identity())
+        .current_dir(world.project())
+        .args(work_args(&c))
+        .args(["--gate", GATE])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let said = || std::fs::read_to_string(&stdout).unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(120), || said()
+            .contains(r#""kind":"ready""#)),
+        "no ready line: {}",
+        said()
+    );
+    // Long enough for a worker that ignored its gate to start its round and record it.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(child.try_wait().unwrap().is_none(), "{}", said());
+    assert!(recorded_task(&c).is_none(), "{:?}", recorded_task(&c));
+    assert!(
+        world.api.model_requests().is_empty(),
+        "{:#?}",
+        world.api.requests()
+    );
+    let ready: Value = serde_json::from_str(said().lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (&ready["task"], &ready["gate"]),
+        (&json!("t1"), &json!(GATE))
+    );
+
+    git(&c.remote, &["update-ref", GATE, &c.base]);
+    assert!(
+        wait_until(RUN_CAP, || child.try_wait().unwrap().is_some()),
+        "the worker did not go on once its gate was there: {}",
+        said()
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{}", said());
+    assert_eq!(branch_commits(&c), ["Write t1 t1"], "{}", said());
+    let refs = git_out(&c.remote, &["for-each-ref", "--format=%(refname)"]);
+    assert!(!refs.contains("/gate/"), "the gate is removed: {refs}");
 }
