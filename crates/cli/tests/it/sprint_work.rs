@@ -146,6 +146,19 @@ fn work(world: &World, c: &Cluster) -> std::process::Output {
         .unwrap()
 }
 
+/// `corral sprint work` for the task, to be spawned (its output not yet directed).
+fn worker_command(world: &World, c: &Cluster) -> std::process::Command {
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .envs(identity())
+        .current_dir(world.project())
+        .args(work_args(c));
+    cmd
+}
+
 /// The task's state as the record on the remote holds it.
 fn recorded_task(c: &Cluster) -> Option<Value> {
     let out = corral_test_support::command(Path::new("git"))
@@ -222,15 +235,8 @@ fn a_work_run_pushes_the_task_branch_and_its_record() {
 fn a_work_run_killed_mid_round_and_its_clone_lost_resumes_at_that_round_from_the_remote() {
     let world = World::new(&CLAUDE, |_| scenario(true));
     let c = cluster(&world);
-    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", world.env.home())
-        .envs(world.vars().iter().map(|(k, v)| (k, v)))
-        .envs(identity())
-        .current_dir(world.project())
-        .args(work_args(&c))
-        .stdin(Stdio::null())
+    let mut cmd = worker_command(&world, &c);
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap();
@@ -312,15 +318,8 @@ fn a_gated_work_run_says_it_is_ready_and_runs_no_round_until_its_gate_is_pushed(
     let world = World::new(&CLAUDE, |_| scenario(false));
     let c = cluster(&world);
     let stdout = world.project().parent().unwrap().join("work.stdout");
-    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", world.env.home())
-        .envs(world.vars().iter().map(|(k, v)| (k, v)))
-        .envs(identity())
-        .current_dir(world.project())
-        .args(work_args(&c))
-        .args(["--gate", GATE])
+    let mut cmd = worker_command(&world, &c);
+    cmd.args(["--gate", GATE])
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout).unwrap())
         .stderr(Stdio::null());
