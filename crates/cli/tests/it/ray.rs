@@ -3,7 +3,7 @@
 //! task one job whose entrypoint is `corral sprint work`, cloning from a `file://` bare remote;
 //! the coordinator folds the branches the jobs push back.
 //!
-//! One cluster for the whole story (starting one costs 15-25 s), told in three acts:
+//! One cluster for the whole story (starting one costs 15-25 s), told in four acts:
 //! 1. a four-task sprint, three tasks through a stand-in agent (a shell script in place of
 //!    Claude Code) and one through the real Claude Code against the fake model API; one of the
 //!    stand-in's tasks fails its check in round 1, and its job is stopped through the Jobs API
@@ -11,7 +11,9 @@
 //! 2. a second sprint with `--jobs 1`, interrupted with SIGINT while one task runs and the
 //!    other's job, started ahead, waits at its gate (no round of it ran): exit 130, both jobs
 //!    stopped on the cluster, no worker left;
-//! 3. that sprint run again: it continues and folds its tasks.
+//! 3. the same run again, killed with SIGKILL in the same place: its jobs are left running;
+//! 4. that sprint run again: it stops the jobs the killed run left, continues and folds its
+//!    tasks.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -274,22 +276,43 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
     check_act_one(&project, &transcript_of(&out));
 
-    // Act 2: a second sprint with one slot, interrupted.
-    interrupt_with_one_slot(
-        &project,
-        &tmp,
-        &scratch,
-        &remote,
-        &cluster,
-        &sprint_run,
-        &transcript_of,
-    );
+    // Act 2: a second sprint with one slot, interrupted; act 3: the same, killed.
+    std::fs::write(
+        project.join("corral-sprint.toml"),
+        sprint_file("ray-int", &HELD, &tmp),
+    )
+    .unwrap();
+    git(&project, &["commit", "-q", "-am", "second sprint"]);
+    let interrupt = |signal, name| {
+        interrupt_with_one_slot(
+            &project,
+            &scratch,
+            &remote,
+            &cluster,
+            (&sprint_run, &transcript_of),
+            signal,
+            name,
+        )
+    };
+    interrupt(Signal::SIGINT, "run-2");
+    let left = interrupt(Signal::SIGKILL, "run-3");
 
-    // Act 3: run again; it continues.
+    // Act 4: run again; it stops the jobs the killed run left (still held: they would finish
+    // and push beside it), then continues.
+    let child = spawn_logged(&mut sprint_run("4"), &scratch, "run-4");
+    let stopped = wait_for(Duration::from_secs(120), || {
+        left.iter()
+            .all(|id| cluster.job_status(id).as_deref() == Some("STOPPED"))
+    });
     std::fs::write(&go_held, "").unwrap();
-    let out = wait_with_cap(
-        spawn_logged(&mut sprint_run("4"), &scratch, "run-3"),
-        RUN_CAP,
+    let out = wait_with_cap(child, RUN_CAP);
+    assert!(
+        stopped,
+        "the jobs the killed run left are stopped ({:?}): {}",
+        left.iter()
+            .map(|id| cluster.job_status(id))
+            .collect::<Vec<_>>(),
+        transcript_of(&out)
     );
     assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
     assert_eq!(
@@ -307,25 +330,29 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     );
 }
 
-/// Act 2: a sprint of two tasks with `--jobs 1`, interrupted with SIGINT while c1 runs and
-/// c2's job, started ahead, waits at its gate: no round of c2 ran, both jobs are stopped.
+/// How a test runs the sprint (`--jobs` given) and shows what a run printed.
+type Runs<'a> = (
+    &'a dyn Fn(&str) -> std::process::Command,
+    &'a dyn Fn(&std::process::Output) -> String,
+);
+
+/// Acts 2 and 3: the sprint of two held tasks with `--jobs 1`, sent `signal` while c1 runs and
+/// c2's job, started ahead, waits at its gate: no round of c2 ran. SIGINT stops both jobs
+/// and leaves no worker; SIGKILL leaves them running. The jobs, as they were.
 fn interrupt_with_one_slot(
     project: &Path,
-    tmp: &Path,
     scratch: &Path,
     remote: &Path,
     cluster: &RayCluster,
-    sprint_run: &dyn Fn(&str) -> std::process::Command,
-    transcript_of: &dyn Fn(&std::process::Output) -> String,
-) {
-    std::fs::write(
-        project.join("corral-sprint.toml"),
-        sprint_file("ray-int", &HELD, tmp),
-    )
-    .unwrap();
-    git(project, &["commit", "-q", "-am", "second sprint"]);
-    let mut child = spawn_logged(&mut sprint_run("1"), scratch, "run-2");
-    let waiting_log = project.join(".corral/sprints/ray-int/implement/c2/ray-job-1.log");
+    (sprint_run, transcript_of): Runs<'_>,
+    signal: Signal,
+    name: &str,
+) -> Vec<String> {
+    let mut child = spawn_logged(&mut sprint_run("1"), scratch, name);
+    // The newest job's log of c2: each run's jobs are its first attempts.
+    let c2_dir = project.join(".corral/sprints/ray-int/implement/c2");
+    let _ = std::fs::remove_file(c2_dir.join("ray-job-1.log"));
+    let waiting_log = c2_dir.join("ray-job-1.log");
     let held = wait_for(RUN_CAP, || {
         child.0.try_wait().unwrap().is_some()
             || (recorded_task(remote, "ray-int", "c1")
@@ -338,7 +365,7 @@ fn interrupt_with_one_slot(
     std::thread::sleep(Duration::from_secs(2));
     let c2_recorded = recorded_task(remote, "ray-int", "c2");
     let jobs = jobs_of(cluster, "ray-int", None, "RUNNING");
-    corral_test_support::send_signal(child.0.id(), Signal::SIGINT);
+    corral_test_support::send_signal(child.0.id(), signal);
     let out = wait_with_cap(child, Duration::from_secs(120));
     assert!(
         held,
@@ -354,6 +381,11 @@ fn interrupt_with_one_slot(
         "{}",
         transcript_of(&out)
     );
+    if signal == Signal::SIGKILL {
+        assert_eq!(out.status.code(), None, "{}", transcript_of(&out));
+        assert_eq!(jobs.len(), HELD.len(), "{jobs:?}");
+        return jobs;
+    }
     assert_eq!(out.status.code(), Some(130), "{}", transcript_of(&out));
     for id in &jobs {
         assert_eq!(
@@ -368,6 +400,7 @@ fn interrupt_with_one_slot(
         "no worker or agent left: {:#?}",
         processes_naming(scratch)
     );
+    jobs
 }
 
 /// The world's variables with Claude Code's command replaced by the stand-in, written into

@@ -205,6 +205,7 @@ impl TaskExecutor for RayExecutor {
             &self.settings.remote,
         )
         .await?;
+        self.stop_leftovers(&job, host).await?;
         let mut state = job.resume.clone();
         let mut losses = 0;
         let mut attempt = 0;
@@ -411,7 +412,11 @@ impl RayExecutor {
                 taken = host.round_slots().take(), if waiting => {
                     attempt.slot = Some(taken);
                     tracing::debug!(task = %job.task, job = %id, "took a slot; opening the gate");
-                    self.open_gate(job, host, attempt).await?;
+                    if let Err(e) = self.open_gate(job, host, attempt).await {
+                        // Its worker would wait at the gate for ever.
+                        self.stop(id, log, &mut written).await;
+                        return Err(e);
+                    }
                     tracing::debug!(task = %job.task, job = %id, "gate open");
                     host.job_log(&job.task, &format!("ray: job {id} took a free slot"));
                     continue;
@@ -451,6 +456,50 @@ impl RayExecutor {
                 return Ok(classify(&info, logs.as_deref()));
             }
         }
+    }
+
+    /// Stops the task's jobs that an earlier run of the sprint left on the cluster (its
+    /// coordinator killed): one waiting at its gate would wait for ever, one running would
+    /// push the task's branch and record beside this run's. Waits until they ended, so that
+    /// the record this run's worker resumes from is their last. Any job of the task not
+    /// ended is one: a run hands each task to its executor once, before any job of it (not
+    /// told apart by its run id: a sprint continued keeps its run's id).
+    async fn stop_leftovers(
+        &self,
+        job: &TaskJob,
+        host: &dyn TaskHost,
+    ) -> Result<(), ExecutorError> {
+        let listed = self
+            .client
+            .list()
+            .await
+            .map_err(|e| self.cluster_error(e))?;
+        fn label<'j>(j: &'j crate::jobs::ListedJob, key: &str) -> Option<&'j str> {
+            j.metadata
+                .as_ref()
+                .and_then(|m| m.get(key))
+                .map(String::as_str)
+        }
+        for left in listed.iter().filter(|j| {
+            !j.status.is_terminal()
+                && label(j, "corral.sprint") == Some(job.sprint.as_str())
+                && label(j, "corral.task") == Some(job.task.as_str())
+        }) {
+            let Some(id) = left.submission_id.as_deref() else {
+                continue;
+            };
+            tracing::warn!(task = %job.task, job = %id, "stopping a job an earlier run left");
+            host.job_log(
+                &job.task,
+                &format!("ray: stopping job {id}, left by an earlier run"),
+            );
+            let log = host
+                .layout()
+                .task_dir(&job.task)
+                .join(format!("ray-leftover-{id}.log"));
+            self.stop(id, &log, &mut 0).await;
+        }
+        Ok(())
     }
 
     /// Pushes the attempt's gate to the remote: its worker starts its rounds.

@@ -162,6 +162,19 @@ impl JobInfo {
     }
 }
 
+/// One job of `GET /api/jobs/` (the fields Corral reads).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ListedJob {
+    /// Its submission id (`None` for a driver started outside the Jobs API).
+    #[serde(default)]
+    pub submission_id: Option<String>,
+    /// Its status.
+    pub status: JobStatus,
+    /// Its labels.
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
 #[derive(Deserialize)]
 struct Submitted {
     submission_id: String,
@@ -269,6 +282,16 @@ impl JobsClient {
         let path = format!("/api/jobs/{submission_id}/logs");
         let body = self.request(Method::GET, &path, None).await?;
         decode::<Logs>(&path, &body).map(|l| l.logs)
+    }
+
+    /// Every job the cluster knows, ended ones too.
+    ///
+    /// # Errors
+    /// As [`JobsError`] says.
+    pub async fn list(&self) -> Result<Vec<ListedJob>, JobsError> {
+        let path = "/api/jobs/".to_owned();
+        let body = self.request(Method::GET, &path, None).await?;
+        decode(&path, &body)
     }
 
     /// Asks the cluster to stop the job; whether it was still running to be stopped.

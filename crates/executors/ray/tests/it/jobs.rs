@@ -96,6 +96,20 @@ async fn submit_status_logs_and_stop_against_a_real_cluster() {
         wait_for(&client, &sleeper, |s| s != JobStatus::Pending).await,
         JobStatus::Running
     );
+    let listed = client.list().await.expect("the list answers");
+    let running: Vec<_> = listed
+        .iter()
+        .filter(|j| j.status == JobStatus::Running)
+        .filter_map(|j| j.submission_id.clone())
+        .collect();
+    assert_eq!(running, std::slice::from_ref(&sleeper), "{listed:#?}");
+    assert!(
+        listed
+            .iter()
+            .any(|j| j.submission_id.as_deref() == Some(failing.as_str())
+                && j.status == JobStatus::Failed),
+        "{listed:#?}"
+    );
     assert!(
         client.stop(&sleeper).await.expect("stop answers"),
         "it was running"
