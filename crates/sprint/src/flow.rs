@@ -850,7 +850,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                     },
                 )
                 .await?;
-            if let Some(end) = pause_for(&report) {
+            if let Some(end) = pause_for(&report, &self.run.cancel) {
                 return Ok(Next::Pause(end));
             }
             if let (Some(p), Some(session)) = (progress_mut(state, i), &report.session_id) {
@@ -1243,7 +1243,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                         },
                     )
                     .await?;
-                if let Some(end) = pause_for(&report) {
+                if let Some(end) = pause_for(&report, &self.run.cancel) {
                     return Ok(Next::Pause(end));
                 }
                 match report.verdict {
@@ -1561,7 +1561,15 @@ fn progress_mut(state: &mut SprintState, i: usize) -> Option<&mut TaskProgress> 
 }
 
 /// Whether the sprint must stop after `report`: cancelled, or rate-limit retries used up.
-fn pause_for(report: &SpawnReport) -> Option<SprintEnd> {
+///
+/// A spawn that ended while the run was being cancelled is not judged, whatever its outcome:
+/// its CLI may have died of the same signal before Corral stopped it (a Ray job's stop signals
+/// every process of the job's tree), and a round judged failed for that would be counted and
+/// not resumed.
+fn pause_for(report: &SpawnReport, cancel: &CancellationToken) -> Option<SprintEnd> {
+    if cancel.is_cancelled() {
+        return Some(SprintEnd::Cancelled);
+    }
     match (report.outcome, report.error.as_ref().map(|e| e.class)) {
         (Outcome::Cancelled, _) | (_, Some(ErrorClass::Cancelled)) => Some(SprintEnd::Cancelled),
         (Outcome::RateLimited, _) => Some(SprintEnd::RateLimited),

@@ -63,6 +63,9 @@ enum Act {
     },
     /// Rate-limit retries used up.
     RateLimited,
+    /// Dies of the signal that stops the run, the run's token firing as it dies: what a Ray
+    /// job's stop does, signalling every process of the job's tree, the agent's too.
+    KilledWithTheRun,
     /// Checks out another branch, then completes.
     SwitchBranch(&'static str),
     /// Commits its change itself, then completes.
@@ -232,7 +235,7 @@ impl RoleAgent for FakeAgent {
     async fn spawn(
         &self,
         request: SpawnRequest,
-        _cancel: CancellationToken,
+        cancel: CancellationToken,
         _observer: Arc<dyn RunObserver>,
     ) -> SpawnReport {
         let (task, round) = task_and_round(&request.dir);
@@ -296,6 +299,21 @@ impl RoleAgent for FakeAgent {
                     signals(&value);
                 }
                 std::future::pending::<()>().await;
+            }
+            Act::KilledWithTheRun => {
+                cancel.cancel();
+                return SpawnReport {
+                    outcome: Outcome::Crashed,
+                    session_id: Some(session),
+                    verdict: SpawnVerdict::NotChecked,
+                    usage: Usage::default(),
+                    error: Some(SpawnFailure {
+                        class: ErrorClass::Permanent,
+                        message: "the CLI was killed by signal 15".to_string(),
+                    }),
+                    attempts: 1,
+                    stray_writes: Vec::new(),
+                };
             }
             Act::RateLimited => {
                 return SpawnReport {
@@ -961,6 +979,58 @@ async fn run_until_dropped(
             }
         }
     }
+}
+
+#[tokio::test]
+async fn a_spawn_that_dies_as_the_run_is_cancelled_is_not_judged_and_its_round_resumes() {
+    let p = project(THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, Act::KilledWithTheRun);
+    let cancel = CancellationToken::new();
+    let summary = run(
+        &p,
+        &generator,
+        None,
+        &Recorder::default(),
+        DirtyTree::Refuse,
+        cancel,
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::Cancelled);
+    let a = task_state(&p, "a");
+    assert_eq!(a.status, TaskStatus::Running, "{a:?}");
+    assert_eq!(a.round, 1, "the round is not counted as failed: {a:?}");
+    assert_eq!(generator.seen().len(), 1, "no second round was started");
+
+    // The next run asks round 1 again, and this time the agent completes it.
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::Write {
+            files: Vec::new(),
+            remove: Vec::new(),
+            signals: complete(None, None),
+        },
+    );
+    let summary = run(
+        &p,
+        &generator,
+        None,
+        &Recorder::default(),
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(task_state(&p, "a").round, 1);
+    assert_eq!(
+        generator.seen_for("a", 2).len(),
+        0,
+        "round 1 resumed, not a round 2"
+    );
 }
 
 #[tokio::test]
