@@ -319,3 +319,27 @@ pub fn mkfifo(path: &Path) {
 pub fn command(program: &std::path::Path) -> std::process::Command {
     std::process::Command::new(program)
 }
+
+/// `git` in `dir` with `options` before `args` (`-c` settings a test's repository needs): its
+/// stdout. A git that fails stops the test, naming the arguments and git's stderr.
+#[expect(
+    clippy::panic,
+    reason = "test fixture: a git set-up step that fails must stop the test loudly"
+)]
+pub fn git_ok(dir: &Path, options: &[&str], args: &[&str]) -> String {
+    let out = command(Path::new("git"))
+        .current_dir(dir)
+        .args(options)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("git {args:?} in {}: {e}", dir.display()));
+    if !out.status.success() {
+        panic!(
+            "git {args:?} in {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

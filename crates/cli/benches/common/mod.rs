@@ -8,17 +8,7 @@ use std::path::Path;
 
 /// `git` in `dir`, which must succeed; its stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = corral_test_support::command(Path::new("git"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    corral_test_support::git_ok(dir, &[], args)
 }
 
 /// The id of the `n`th task.

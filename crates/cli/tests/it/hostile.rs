@@ -275,19 +275,7 @@ fn a_nested_corral_inside_a_supervised_cli_works() {
 #[test]
 fn stray_writes_are_named_in_the_summary() {
     let env = Env::new();
-    let git = |args: &[&str]| {
-        let out = corral_test_support::command(std::path::Path::new("git"))
-            .current_dir(env.project())
-            .args(["-c", "user.name=T", "-c", "user.email=t@t.invalid"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let git = |args: &[&str]| crate::support::git(&env.project(), args);
     git(&["init", "-q"]);
     env.write("project/README", "readme\n");
     env.write("project/sub/keep", "\n");

@@ -85,17 +85,9 @@ fn cluster(world: &World) -> Cluster {
 }
 
 fn git_out(dir: &Path, args: &[&str]) -> String {
-    let out = corral_test_support::command(Path::new("git"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    corral_test_support::git_ok(dir, &[], args)
+        .trim()
+        .to_owned()
 }
 
 fn work_args(c: &Cluster) -> Vec<String> {

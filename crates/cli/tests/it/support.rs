@@ -69,16 +69,10 @@ pub fn transcript(env: &Env, output: &std::process::Output) -> String {
 
 /// `git` in `dir` with a fixed identity, which must succeed.
 pub fn git(dir: &Path, args: &[&str]) {
-    let out = corral_test_support::command(Path::new("git"))
-        .current_dir(dir)
-        .args(["-c", "user.name=T", "-c", "user.email=t@t.invalid"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    corral_test_support::git_ok(
+        dir,
+        &["-c", "user.name=T", "-c", "user.email=t@t.invalid"],
+        args,
     );
 }
 

@@ -268,10 +268,9 @@ async fn a_sandboxed_command_refuses_where_no_sandbox_works_and_no_one_consented
 
 /// Runs git for the fixture (identity, no hooks), outside the runner.
 fn fixture_git(dir: &Path, args: &[&str]) {
-    let out = corral_test_support::command(Path::new("git"))
-        .arg("-C")
-        .arg(dir)
-        .args([
+    corral_test_support::git_ok(
+        dir,
+        &[
             "-c",
             "user.name=Corral Test",
             "-c",
@@ -280,15 +279,8 @@ fn fixture_git(dir: &Path, args: &[&str]) {
             "init.defaultBranch=main",
             "-c",
             "core.hooksPath=/dev/null",
-        ])
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        args,
     );
 }
 

@@ -4,7 +4,6 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use corral_engine::{
@@ -16,10 +15,9 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs git for the fixture, with an identity and no hooks or signing, and checks it succeeded.
 fn git(dir: &Path, args: &[&str]) {
-    let out = corral_test_support::command(Path::new("git"))
-        .arg("-C")
-        .arg(dir)
-        .args([
+    corral_test_support::git_ok(
+        dir,
+        &[
             "-c",
             "user.name=Corral Test",
             "-c",
@@ -30,15 +28,8 @@ fn git(dir: &Path, args: &[&str]) {
             "init.defaultBranch=main",
             "-c",
             "core.hooksPath=/dev/null",
-        ])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        args,
     );
 }
 

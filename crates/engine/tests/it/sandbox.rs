@@ -290,16 +290,10 @@ async fn consenting_to_native_runs_and_records_what_was_not_enforced() {
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let status = corral_test_support::command(Path::new("git"))
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        status.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&status.stderr)
+    corral_test_support::git_ok(
+        dir,
+        &["-c", "user.name=t", "-c", "user.email=t@example.invalid"],
+        args,
     );
 }
 
