@@ -202,15 +202,37 @@ pub trait TaskHost: Send + Sync {
     /// exits 0.
     async fn git(&self, cwd: &Path, args: &[&str]) -> Result<String, ExecutorError>;
 
-    /// Runs `git args` in `cwd` like [`TaskHost::git`], allowed to reach `remote` (a fetch, a
-    /// push): Corral's git reaches no remote otherwise (`protocol.allow=never`); this one
-    /// command gets `GIT_ALLOW_PROTOCOL` set to the transport `remote` names.
+    /// Runs `git args` in `cwd` like [`TaskHost::git`], allowed to reach `remote` (a fetch):
+    /// Corral's git reaches no remote otherwise (`protocol.allow=never`); this one command
+    /// gets `GIT_ALLOW_PROTOCOL` set to the transport `remote` names.
     async fn git_remote(
         &self,
         cwd: &Path,
         args: &[&str],
         remote: &str,
     ) -> Result<String, ExecutorError>;
+
+    /// `git push --force remote refspecs` from the repository in `cwd`, allowed to reach
+    /// `remote` as [`TaskHost::git_remote`] is. A push only reads the local repository, so it
+    /// runs beside the run's other git instead of waiting for its turn: a gate opened for a
+    /// waiting job does not wait behind a fold.
+    async fn git_push(
+        &self,
+        cwd: &Path,
+        remote: &str,
+        refspecs: &[&str],
+    ) -> Result<(), ExecutorError>;
+
+    /// Writes the files of `tree_ish` below `path` into `into` byte for byte, leaving the
+    /// index and work tree of the repository in `repo` alone ([`crate::extract_tree`]): how
+    /// a task's record comes back from a ref.
+    async fn git_extract(
+        &self,
+        repo: &Path,
+        tree_ish: &str,
+        path: &str,
+        into: &Path,
+    ) -> Result<(), ExecutorError>;
 
     /// Runs the sprint's `setup` (if it has one) in a new work tree of a task.
     async fn run_setup(&self, work_tree: &Path) -> Result<(), ExecutorError>;
@@ -233,6 +255,13 @@ pub trait TaskHost: Send + Sync {
         job: &TaskJob,
         work_tree: &Path,
     ) -> Result<TaskHandback, ExecutorError>;
+}
+
+/// The ref on a remote executor's git remote that a task's record is pushed to (by its
+/// worker, after its steps) and fetched from (by the coordinator, and by a worker resuming
+/// it): a commit whose tree holds `implement/<task>/` and `tree/`, the work tree as it was.
+pub fn record_ref(sprint: &str, task: &str) -> String {
+    format!("refs/corral/{sprint}/{task}/record")
 }
 
 /// The transport git uses for `url`: its scheme, `ssh` for `host:path`, `file` for a path

@@ -161,15 +161,7 @@ impl Git<'_> {
 
     async fn run_limited(&self, args: &[&str], limit: usize) -> Result<String, GitError> {
         let out = self.output(args, limit).await?;
-        if out.success() {
-            Ok(out.stdout.text)
-        } else {
-            Err(GitError::Failed {
-                args: args.join(" "),
-                end: out.end,
-                stderr: out.stderr.text.trim().to_string(),
-            })
-        }
+        finished(args, Ok(out))
     }
 
     /// Whether `git args` exits 0.
@@ -336,3 +328,78 @@ impl Git<'_> {
         Ok(head)
     }
 }
+
+/// Writes the files of `tree_ish` below `path` into `into`, each at `into/<its path>`, byte for
+/// byte: git writes them itself, where a capture of `git show` as text would mangle a
+/// compressed stream (a record's `raw/*.gz`). Through an index of its own, removed
+/// afterwards: the index and the work tree of the repository in `repo` are not touched.
+/// Files already under `into` that `tree_ish` lacks stay.
+///
+/// # Errors
+/// [`GitError`] when git cannot be run or the checkout fails (`tree_ish` or `path` unknown).
+pub async fn extract_tree(
+    runner: &dyn CommandRunner,
+    repo: &Path,
+    env: &[(String, String)],
+    cancel: &CancellationToken,
+    tree_ish: &str,
+    path: &str,
+    into: &Path,
+) -> Result<(), GitError> {
+    let index = into.join(format!(
+        ".corral-extract-{}-{}.index",
+        std::process::id(),
+        EXTRACT_INDEX.fetch_add(1, Ordering::Relaxed)
+    ));
+    let io = |e: std::io::Error| GitError::Run {
+        args: format!("checkout {tree_ish} -- {path}"),
+        source: corral_ports::CommandError::Io {
+            program: "git".to_string(),
+            reason: format!("{}: {e}", into.display()),
+        },
+    };
+    std::fs::create_dir_all(into).map_err(io)?;
+    // Options before the subcommand are refused on the host: the repository, its work tree
+    // and the index go through the environment, and the command runs in `into`.
+    let ask = ["rev-parse", "--absolute-git-dir"];
+    let mut spec = CommandSpec::git(ask, repo, GIT_TIMEOUT);
+    spec.env = env.to_vec();
+    let git_dir = finished(&ask, runner.run(spec, cancel).await)?;
+    let args = ["checkout", tree_ish, "--", path];
+    let mut spec = CommandSpec::git(args, into, GIT_TIMEOUT);
+    spec.env = env.to_vec();
+    spec.env.extend([
+        ("GIT_DIR".to_string(), git_dir.trim().to_string()),
+        ("GIT_WORK_TREE".to_string(), into.display().to_string()),
+        ("GIT_INDEX_FILE".to_string(), index.display().to_string()),
+        ("GIT_LITERAL_PATHSPECS".to_string(), "1".to_string()),
+    ]);
+    let out = runner.run(spec, cancel).await;
+    // Its own, whatever happened: never left beside the files.
+    let _ = std::fs::remove_file(&index);
+    let _ = std::fs::remove_file(index.with_extension("index.lock"));
+    finished(&args, out).map(drop)
+}
+
+/// A command's stdout when it ran and exited 0, else its error.
+fn finished(
+    args: &[&str],
+    out: Result<CommandOutput, corral_ports::CommandError>,
+) -> Result<String, GitError> {
+    let out = out.map_err(|source| GitError::Run {
+        args: args.join(" "),
+        source,
+    })?;
+    if out.success() {
+        Ok(out.stdout.text)
+    } else {
+        Err(GitError::Failed {
+            args: args.join(" "),
+            end: out.end,
+            stderr: out.stderr.text.trim().to_string(),
+        })
+    }
+}
+
+/// Tells apart the index files of [`extract_tree`] calls made at once by one process.
+static EXTRACT_INDEX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

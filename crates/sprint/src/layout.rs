@@ -39,6 +39,9 @@ pub const WORKTREES_DIR: &str = "worktrees";
 pub const IMPLEMENT_DIR: &str = "implement";
 /// The directory of a task's rounds.
 pub const ROUNDS_DIR: &str = "rounds";
+/// A task's state in its own directory, where a worker of a remote executor keeps it (the
+/// coordinator's `sprint.json` holds every task's; a worker has one task).
+pub const TASK_STATE_FILE: &str = "task.json";
 /// Who ran a spawn, written in its directory before it starts.
 pub const ROLE_META_FILE: &str = "role-meta.json";
 
@@ -100,6 +103,11 @@ impl SprintLayout {
     /// `implement/<task-id>/`.
     pub fn task_dir(&self, task: &TaskId) -> PathBuf {
         self.root.join(IMPLEMENT_DIR).join(task.as_str())
+    }
+
+    /// `implement/<task-id>/task.json`.
+    pub fn task_state_file(&self, task: &TaskId) -> PathBuf {
+        self.task_dir(task).join(TASK_STATE_FILE)
     }
 
     /// `implement/<task-id>/rounds/<round>/`.

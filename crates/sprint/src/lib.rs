@@ -36,7 +36,7 @@ pub use event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
 pub use example::EXAMPLE;
 pub use executor::{
     ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskRecorder,
-    git_transport,
+    git_transport, record_ref,
 };
 pub use file::{
     Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
@@ -46,11 +46,11 @@ pub use flow::{
     BLOCKED_PATCH_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, JOB_LOG_FILE, PRE_VERIFY_FILE,
     REGRESSED_PATCH_FILE, RunOptions, SprintError, SprintRun, run_sprint, work_task,
 };
-pub use git::GitError;
+pub use git::{GitError, extract_tree};
 pub use layout::{
     EVALUATION_FILE, EVENTS_FILE, IMPLEMENT_DIR, LEARNINGS_FILE, PROMPT_FILE, ROLE_META_FILE,
     ROUNDS_DIR, RUN_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE, SIGNALS_FILE,
-    SPRINTS_DIR, STATE_FILE, SprintLayout, recorded_sprints, sprints_dir,
+    SPRINTS_DIR, STATE_FILE, SprintLayout, TASK_STATE_FILE, recorded_sprints, sprints_dir,
 };
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
 pub use slots::{Slot, Slots};

@@ -290,7 +290,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     std::fs::write(&go_stopped, "").unwrap();
     let out = wait_with_cap(child, RUN_CAP);
     assert_eq!(out.status.code(), Some(0), "{}", transcript_of(&out));
-    check_act_one(&project, &transcript_of(&out));
+    check_act_one(&project, &remote, &transcript_of(&out));
 
     // Act 2: a second sprint with one slot, interrupted; act 3: the same, killed.
     std::fs::write(
@@ -369,14 +369,22 @@ fn interrupt_with_one_slot(
     let c2_dir = project.join(".corral/sprints/ray-int/implement/c2");
     let _ = std::fs::remove_file(c2_dir.join("ray-job-1.log"));
     let waiting_log = c2_dir.join("ray-job-1.log");
+    // What was last seen of each condition, for the message when they are not all met.
+    let mut seen = (None, Vec::new(), false);
     let held = wait_for(RUN_CAP, || {
-        child.0.try_wait().unwrap().is_some()
-            || (recorded_task(remote, "ray-int", "c1")
-                .is_some_and(|s| s["progress"]["step"] == "generate")
-                && jobs_of(cluster, "ray-int", None, "RUNNING").len() == HELD.len()
-                && std::fs::read_to_string(&waiting_log)
-                    .is_ok_and(|log| log.contains(r#""kind":"ready""#)))
-    });
+        if child.0.try_wait().unwrap().is_some() {
+            return true;
+        }
+        seen = (
+            recorded_task(remote, "ray-int", "c1").map(|s| s["progress"]["step"].clone()),
+            jobs_of(cluster, "ray-int", None, "RUNNING"),
+            std::fs::read_to_string(&waiting_log)
+                .is_ok_and(|log| log.contains(r#""kind":"ready""#)),
+        );
+        seen.0.as_ref().is_some_and(|step| step == "generate")
+            && seen.1.len() == HELD.len()
+            && seen.2
+    }) && child.0.try_wait().unwrap().is_none();
     // Long enough for a worker that ignored its gate to reach its round.
     std::thread::sleep(Duration::from_secs(2));
     let c2_recorded = recorded_task(remote, "ray-int", "c2");
@@ -385,7 +393,11 @@ fn interrupt_with_one_slot(
     let out = wait_with_cap(child, Duration::from_secs(120));
     assert!(
         held,
-        "c1 ran, c2's job waited at its gate: {}",
+        "c1 ran, c2's job waited at its gate (last seen: c1's recorded step {:?}, jobs running \
+         {:?}, c2 ready {}): {}",
+        seen.0,
+        seen.1,
+        seen.2,
         transcript_of(&out)
     );
     assert!(
@@ -458,7 +470,7 @@ fn with_stand_in(
 
 /// Act 1's end: every task folded once with its file and log, and `t3` resumed at round 2 by
 /// its resubmitted job, not run again from round 1.
-fn check_act_one(project: &Path, transcript: &str) {
+fn check_act_one(project: &Path, remote: &Path, transcript: &str) {
     assert_eq!(
         folded_tasks(project, "main", "corral/ray"),
         TASKS,
@@ -478,6 +490,9 @@ fn check_act_one(project: &Path, transcript: &str) {
             task_dir.join("task.json").is_file(),
             "{task}'s record is fetched back"
         );
+    }
+    for task in TASKS {
+        check_record_is_whole(project, remote, task);
     }
     let task_dir = project.join(".corral/sprints/ray/implement").join(STOPPED);
     let task: Value =
@@ -503,6 +518,38 @@ fn check_act_one(project: &Path, transcript: &str) {
         (&json!(2), &json!("generate")),
         "the resubmitted job resumed at round 2, not round 1: {resumed}"
     );
+}
+
+/// Every file of `task`'s record on the remote is in the project's sprint record byte for
+/// byte: the compressed raw streams too, which a copy through text would break.
+fn check_record_is_whole(project: &Path, remote: &Path, task: &str) {
+    let record = format!("refs/corral/ray/{task}/record");
+    let listed = git_out(
+        remote,
+        &["ls-tree", "-r", "--name-only", &record, "--", "implement/"],
+    );
+    let paths: Vec<&str> = listed.lines().filter(|p| !p.is_empty()).collect();
+    assert!(
+        paths.iter().any(|p| p.ends_with(".gz")),
+        "{task}'s record holds compressed streams: {paths:?}"
+    );
+    for path in paths {
+        let pushed = corral_test_support::command(Path::new("git"))
+            .current_dir(remote)
+            .args(["cat-file", "blob", &format!("{record}:{path}")])
+            .output()
+            .unwrap();
+        assert!(pushed.status.success(), "{record}:{path}");
+        let fetched = project.join(".corral/sprints/ray").join(path);
+        let fetched = std::fs::read(&fetched)
+            .unwrap_or_else(|e| panic!("{} is fetched back: {e}", fetched.display()));
+        assert!(
+            fetched == pushed.stdout,
+            "{path} of {task}'s record is fetched back byte for byte ({} bytes pushed, {} fetched)",
+            pushed.stdout.len(),
+            fetched.len()
+        );
+    }
 }
 
 /// A running `corral` whose stdout and stderr go to files beside the project (a pipe nobody

@@ -24,6 +24,7 @@ use async_trait::async_trait;
 use corral_ports::CancellationToken;
 use corral_sprint::{
     ExecutorError, SprintEnd, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskState,
+    record_ref,
 };
 use std::sync::Arc;
 
@@ -191,33 +192,23 @@ impl TaskExecutor for RayExecutor {
             task: job.task.clone(),
             reason: format!("cannot create {}: {e}", task_dir.display()),
         })?;
+        // A free slot is taken before the first wait: the coordinator polls the tasks it
+        // hands out in run order, so the first of them in that order gets it, not whichever
+        // ends its push first (the pushes run side by side).
+        let mut slot = self.free_slot(host);
         // The worker checks out `base`, so the remote must hold it under some ref.
         let base_ref = format!("{}:refs/corral/{}/{}/base", job.base, job.sprint, job.task);
-        host.git_remote(
-            &root,
-            &[
-                "push",
-                "--quiet",
-                "--force",
-                &self.settings.remote,
-                &base_ref,
-            ],
-            &self.settings.remote,
-        )
-        .await?;
+        host.git_push(&root, &self.settings.remote, &[&base_ref])
+            .await?;
         self.stop_leftovers(&job, host).await?;
         let mut state = job.resume.clone();
         let mut losses = 0;
         let mut attempt = 0;
-        let mut slot: Option<Slot<'_>> = None;
         loop {
             attempt += 1;
             let log = task_dir.join(format!("ray-job-{attempt}.log"));
-            // No slot taken while a task waits ahead: it would wait behind a job that has
-            // not started, and a cluster full of jobs at their gates could leave that one
-            // pending for ever.
-            if slot.is_none() && self.pace.borrow().ahead == 0 {
-                slot = host.round_slots().try_take();
+            if slot.is_none() {
+                slot = self.free_slot(host);
             }
             let mut followed = Attempt {
                 gate: None,
@@ -304,6 +295,17 @@ fn paused(state: TaskState, record: PathBuf) -> TaskHandback {
 }
 
 impl RayExecutor {
+    /// A round slot when one is free and no task waits ahead for one. None is taken while a
+    /// task waits ahead: it would wait behind a job that has not started, and a cluster full
+    /// of jobs at their gates could leave that one pending for ever.
+    fn free_slot<'h>(&self, host: &'h dyn TaskHost) -> Option<Slot<'h>> {
+        if self.pace.borrow().ahead == 0 {
+            host.round_slots().try_take()
+        } else {
+            None
+        }
+    }
+
     /// Submits attempt `attempt` of the task's job, `gated` or not; its submission id and
     /// gate. An id already taken on the cluster (an earlier run with the same run id) moves on
     /// to the next free one.
@@ -511,18 +513,8 @@ impl RayExecutor {
     ) -> Result<(), ExecutorError> {
         if let Some(gate) = attempt.gate.take() {
             let refspec = format!("{}:{gate}", job.base);
-            host.git_remote(
-                host.project_root(),
-                &[
-                    "push",
-                    "--quiet",
-                    "--force",
-                    &self.settings.remote,
-                    &refspec,
-                ],
-                &self.settings.remote,
-            )
-            .await?;
+            host.git_push(host.project_root(), &self.settings.remote, &[&refspec])
+                .await?;
         }
         attempt.ahead = None;
         Ok(())
@@ -575,7 +567,7 @@ impl RayExecutor {
         host: &dyn TaskHost,
     ) -> Result<Option<TaskState>, ExecutorError> {
         let root = host.project_root();
-        let record_ref = format!("refs/corral/{}/{}/record", job.sprint, job.task);
+        let record_ref = record_ref(job.sprint.as_str(), job.task.as_str());
         let refspec = format!("+{record_ref}:{record_ref}");
         let fetched = host
             .git_remote(
@@ -589,24 +581,15 @@ impl RayExecutor {
             return Ok(None);
         }
         let prefix = format!("implement/{}/", job.task);
-        let listing = host
-            .git(
-                root,
-                &["ls-tree", "-r", "--name-only", &record_ref, "--", &prefix],
-            )
-            .await?;
         let sprint_dir = host.layout().root().to_path_buf();
-        for path in listing.lines().filter(|p| !p.is_empty()) {
-            let content = host
-                .git(root, &["show", &format!("{record_ref}:{path}")])
-                .await?;
-            let target = sprint_dir.join(path);
-            write_file(&job.task, &target, &content)?;
-        }
-        let task_json = host
-            .git(root, &["show", &format!("{record_ref}:{prefix}task.json")])
+        host.git_extract(root, &record_ref, &prefix, &sprint_dir)
             .await?;
-        let state = serde_json::from_str(&task_json).map_err(|e| ExecutorError::Failed {
+        let task_json = host.layout().task_state_file(&job.task);
+        let task_json = std::fs::read(&task_json).map_err(|e| ExecutorError::Failed {
+            task: job.task.clone(),
+            reason: format!("cannot read {} from {record_ref}: {e}", task_json.display()),
+        })?;
+        let state = serde_json::from_slice(&task_json).map_err(|e| ExecutorError::Failed {
             task: job.task.clone(),
             reason: format!("the task.json in {record_ref} is not a task state: {e}"),
         })?;
@@ -738,24 +721,6 @@ fn last_handback(logs: &str) -> Option<WorkerHandback> {
         .filter(|line| line.trim_start().starts_with('{'))
         .filter_map(|line| serde_json::from_str::<WorkerHandback>(line.trim()).ok())
         .find(|h| h.kind == "handback")
-}
-
-fn write_file(
-    task: &corral_sprint::TaskId,
-    target: &Path,
-    content: &str,
-) -> Result<(), ExecutorError> {
-    let failed = |e: std::io::Error| ExecutorError::Failed {
-        task: task.clone(),
-        reason: format!(
-            "cannot restore {} from the task's record: {e}",
-            target.display()
-        ),
-    };
-    if let Some(parent) = target.parent() {
-        std::fs::create_dir_all(parent).map_err(failed)?;
-    }
-    std::fs::write(target, content).map_err(failed)
 }
 
 /// `word` quoted for a POSIX shell (Ray runs the entrypoint through one).

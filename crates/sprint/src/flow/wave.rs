@@ -58,6 +58,24 @@ struct Coordinator<'c, 'r, 'a> {
 }
 
 impl Coordinator<'_, '_, '_> {
+    /// Git in `cwd` with the sprint's identity, allowed to reach `remote` when one is named.
+    fn git_in(&self, cwd: &Path, remote: Option<&str>) -> Git<'_> {
+        let mut env = self.flow.run.options.git_env.clone();
+        if let Some(remote) = remote {
+            env.push((
+                "GIT_ALLOW_PROTOCOL".to_string(),
+                crate::executor::git_transport(remote).to_string(),
+            ));
+        }
+        Git {
+            runner: self.flow.run.commands,
+            cwd: cwd.to_path_buf(),
+            cancel: &self.flow.run.cancel,
+            env,
+            known: crate::git::Known::default(),
+        }
+    }
+
     fn snapshot(&self) -> SprintState {
         self.shared
             .lock()
@@ -119,14 +137,11 @@ impl TaskHost for Coordinator<'_, '_, '_> {
 
     async fn git(&self, cwd: &Path, args: &[&str]) -> Result<String, ExecutorError> {
         let _turn = self.git_turn.take().await;
-        let git = Git {
-            runner: self.flow.run.commands,
-            cwd: cwd.to_path_buf(),
-            cancel: &self.flow.run.cancel,
-            env: self.flow.run.options.git_env.clone(),
-            known: crate::git::Known::default(),
-        };
-        Ok(git.run(args).await.map_err(SprintError::from)?)
+        Ok(self
+            .git_in(cwd, None)
+            .run(args)
+            .await
+            .map_err(SprintError::from)?)
     }
 
     async fn git_remote(
@@ -136,19 +151,47 @@ impl TaskHost for Coordinator<'_, '_, '_> {
         remote: &str,
     ) -> Result<String, ExecutorError> {
         let _turn = self.git_turn.take().await;
-        let mut env = self.flow.run.options.git_env.clone();
-        env.push((
-            "GIT_ALLOW_PROTOCOL".to_string(),
-            crate::executor::git_transport(remote).to_string(),
-        ));
-        let git = Git {
-            runner: self.flow.run.commands,
-            cwd: cwd.to_path_buf(),
-            cancel: &self.flow.run.cancel,
-            env,
-            known: crate::git::Known::default(),
-        };
-        Ok(git.run(args).await.map_err(SprintError::from)?)
+        Ok(self
+            .git_in(cwd, Some(remote))
+            .run(args)
+            .await
+            .map_err(SprintError::from)?)
+    }
+
+    async fn git_push(
+        &self,
+        cwd: &Path,
+        remote: &str,
+        refspecs: &[&str],
+    ) -> Result<(), ExecutorError> {
+        let mut args = vec!["push", "--quiet", "--force", remote];
+        args.extend_from_slice(refspecs);
+        self.git_in(cwd, Some(remote))
+            .run(&args)
+            .await
+            .map_err(SprintError::from)?;
+        Ok(())
+    }
+
+    async fn git_extract(
+        &self,
+        repo: &Path,
+        tree_ish: &str,
+        path: &str,
+        into: &Path,
+    ) -> Result<(), ExecutorError> {
+        // Reads the repository's objects and writes only below `into`: no turn needed.
+        Ok(crate::git::extract_tree(
+            self.flow.run.commands,
+            repo,
+            &self.flow.run.options.git_env,
+            &self.flow.run.cancel,
+            tree_ish,
+            path,
+            into,
+        )
+        .await
+        .map_err(SprintError::from)?)
     }
 
     async fn run_setup(&self, work_tree: &Path) -> Result<(), ExecutorError> {

@@ -26,7 +26,7 @@ const IDENTITY: [(&str, &str); 4] = [
     ("GIT_COMMITTER_EMAIL", "sprint@example.invalid"),
 ];
 
-fn runner() -> HostCommandRunner {
+pub(crate) fn runner() -> HostCommandRunner {
     HostCommandRunner {
         env: IDENTITY
             .iter()
@@ -35,7 +35,7 @@ fn runner() -> HostCommandRunner {
     }
 }
 
-async fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) async fn git(dir: &Path, args: &[&str]) -> String {
     let out = runner()
         .run(
             CommandSpec::git(args.iter().copied(), dir, Duration::from_secs(30)),

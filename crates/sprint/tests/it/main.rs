@@ -9,6 +9,7 @@
     clippy::wildcard_enum_match_arm
 )]
 
+mod extract;
 mod file;
 mod flow;
 mod state;
