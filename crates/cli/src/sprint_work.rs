@@ -3,12 +3,14 @@
 //!
 //! It clones the repository from `--remote` into its work dir (or reuses the clone there),
 //! checks out `--base` on the task's branch, and runs the task's rounds with the same engine,
-//! sandbox and record as `corral sprint run` (`corral_sprint::work_task`). After every step
-//! it pushes the task's record to `refs/corral/<sprint>/<task>/record`: a commit whose tree
-//! holds `implement/<task>/` (the record, and `task.json`, the task's state) and `tree/` (the
-//! work tree as it was), so that the same command run again, here or on another node, resumes
-//! from the last recorded step instead of running a round again. When the task is done its
-//! branch is pushed back; the coordinator fetches and folds it.
+//! sandbox and record as `corral sprint run` (`corral_sprint::work_task`). After its steps
+//! (once a burst of them has settled) it pushes the task's record to
+//! `refs/corral/<sprint>/<task>/record`: a commit whose tree holds `implement/<task>/` (the
+//! record, and `task.json`, the task's state) and `tree/` (the work tree as it was), so that
+//! the same command run again, here or on another node, resumes from the last recorded step
+//! instead of running a round again. When the task is over, its last record, the removal of
+//! its gate and (done) its branch go to the remote in one push; the coordinator fetches and
+//! folds it.
 //!
 //! One writer: the worker writes only its clone and its own refs on the remote; the sprint's
 //! `sprint.json` and learnings are the coordinator's.
@@ -20,7 +22,7 @@ use corral_compose::{command_runner, engine_config, new_run_id, now};
 use corral_ports::{CancellationToken, CommandEnd, CommandRunner, CommandSpec};
 use corral_sprint::{
     RoleAgent, RunOptions, SprintError, SprintLayout, SprintRun, SprintState, TaskEnd, TaskId,
-    TaskJob, TaskRecorder, TaskState, TaskStatus, work_task,
+    TaskJob, TaskRecorder, TaskState, TaskStatus, extract_tree, record_ref, work_task,
 };
 use tokio::sync::watch;
 
@@ -32,20 +34,16 @@ use crate::sprint_run::{exit_for, exit_for_error, git_identity, install_signal_h
 use crate::sprint_view::SprintView;
 use crate::term::{errln, outln};
 
-/// The task's state in its record directory (`implement/<task>/task.json`).
-pub const TASK_STATE_FILE: &str = "task.json";
-/// The largest file read back from a record, in bytes.
-const RECORD_FILE_LIMIT: usize = 64 * 1024 * 1024;
 /// How long one git command of the worker may take (a clone, a push).
 const GIT_TIMEOUT: Duration = Duration::from_secs(600);
 /// How often a worker at its gate asks the remote whether the gate is open: a `file://`
 /// remote answers in milliseconds, a hosted one in a round trip.
 const GATE_POLL: Duration = Duration::from_millis(200);
-
-/// The ref a task's record is pushed to.
-pub fn record_ref(sprint: &str, task: &str) -> String {
-    format!("refs/corral/{sprint}/{task}/record")
-}
+/// How long the task's state stays unchanged before its record is pushed (see
+/// [`Worker::push_records`]).
+const RECORD_SETTLE: Duration = Duration::from_millis(500);
+/// The longest a change of the task's state waits for its record's push.
+const RECORD_LATEST: Duration = Duration::from_secs(2);
 
 /// Runs `corral sprint work`.
 pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
@@ -86,7 +84,7 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
     ignore_state_dir(&work)?;
     let layout = SprintLayout::new(&work, &file.sprint.name);
     let reference = record_ref(file.sprint.name.as_str(), task.as_str());
-    let state_file = layout.task_dir(&task).join(TASK_STATE_FILE);
+    let state_file = layout.task_state_file(&task);
     let resume = resume_point(&worker, &args, &file, &task, &state_file, cloned).await?;
 
     let loaded = load_settings(&work, Vec::new())?;
@@ -160,14 +158,28 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         result.map(|handback| (handback.state, handback.end))
     };
     view.finish();
-    if let Some(gate) = args.gate.as_deref().filter(|_| gate_passed) {
-        worker.remove_gate(gate).await;
+    // The last record, the gate's removal and the branch of a task done: one push.
+    let mut refspecs = Vec::new();
+    match worker.record_commit(layout.root(), &task).await {
+        Ok(commit) => refspecs.push(format!("{commit}:{reference}")),
+        Err(e) => errln!("warning: the task's last record was not made: {e:#}"),
     }
-    if let Err(e) = worker.push_record(layout.root(), &task, &reference).await {
+    if let Some(gate) = args.gate.as_deref().filter(|_| gate_passed) {
+        // The coordinator has no more use for it.
+        refspecs.push(format!(":{gate}"));
+    }
+    let done = matches!(&result, Ok((state, _)) if state.status == TaskStatus::Done);
+    if done {
+        refspecs.push(format!("{0}:refs/heads/{0}", args.branch));
+    }
+    if let Err(e) = worker.push(&refspecs).await {
+        if done {
+            return Err(e.context(format!("pushing task {task}'s branch {}", args.branch)));
+        }
         errln!("warning: the task's record was not pushed to {reference}: {e:#}");
     }
     let (state, end) = result.map_err(exit_for_error)?;
-    finish(&worker, &args, &task, &state, end, &reference).await
+    Ok(finish(&args, &task, &state, end, &reference))
 }
 
 /// Where the task resumes: this clone's own record (its tree kept), else the remote's record
@@ -198,28 +210,18 @@ async fn resume_point(
     }
 }
 
-/// Pushes the branch of a task done, prints the handback, and says how the task ended.
-async fn finish(
-    worker: &Worker<'_>,
+/// Prints the handback (the branch of a task done is on the remote by now), and says how
+/// the task ended.
+fn finish(
     args: &SprintWorkArgs,
     task: &TaskId,
     state: &TaskState,
     end: TaskEnd,
     reference: &str,
-) -> anyhow::Result<Exit> {
-    let head = if state.status == TaskStatus::Done {
-        let refspec = format!("{0}:refs/heads/{0}", args.branch);
-        worker
-            .git(
-                &worker.work,
-                &["push", "--quiet", "--force", &args.remote, &refspec],
-                &worker.to_remote(),
-            )
-            .await?;
-        state.commit.clone()
-    } else {
-        None
-    };
+) -> Exit {
+    let head = (state.status == TaskStatus::Done)
+        .then(|| state.commit.clone())
+        .flatten();
     if args.json {
         let handback = serde_json::json!({
             "kind": "handback",
@@ -232,13 +234,13 @@ async fn finish(
         });
         outln!("{handback}");
     }
-    Ok(match (end, state.status) {
+    match (end, state.status) {
         // Paused: the state stays running, the exit says why.
         (TaskEnd::Paused(end), _) => exit_for(end),
         (TaskEnd::Finished, TaskStatus::Done) => Exit::Success,
         (TaskEnd::Finished, TaskStatus::Blocked | TaskStatus::Skipped) => Exit::Blocked,
         (TaskEnd::Finished, TaskStatus::Running | TaskStatus::Pending) => Exit::Internal,
-    })
+    }
 }
 
 /// The task as a sprint that never ran it has it.
@@ -312,7 +314,6 @@ impl Worker<'_> {
         extra: &[(&str, String)],
     ) -> anyhow::Result<String> {
         let mut spec = CommandSpec::git(args.iter().copied(), cwd, GIT_TIMEOUT);
-        spec.output_limit = RECORD_FILE_LIMIT;
         spec.env.clone_from(&self.env);
         spec.env
             .extend(extra.iter().map(|(k, v)| ((*k).to_string(), v.clone())));
@@ -445,21 +446,6 @@ impl Worker<'_> {
         }
     }
 
-    /// Removes the gate from the remote: the coordinator has no more use for it.
-    async fn remove_gate(&self, gate: &str) {
-        let delete = format!(":{gate}");
-        if let Err(e) = self
-            .git(
-                &self.work,
-                &["push", "--quiet", &self.remote, &delete],
-                &self.to_remote(),
-            )
-            .await
-        {
-            tracing::warn!(gate, "the gate was not removed from the remote: {e:#}");
-        }
-    }
-
     /// Fetches the task's record from the remote; whether it has one.
     async fn fetch_record(&self, reference: &str) -> bool {
         let refspec = format!("+{reference}:{reference}");
@@ -479,23 +465,17 @@ impl Worker<'_> {
         layout_root: &Path,
         task: &TaskId,
     ) -> anyhow::Result<()> {
-        let dir = format!("implement/{task}");
-        let listing = self
-            .git(
-                &self.work,
-                &["ls-tree", "-r", "--name-only", reference, "--", &dir],
-                &[],
-            )
-            .await?;
-        for path in listing.lines().filter(|l| !l.is_empty()) {
-            let blob = format!("{reference}:{path}");
-            let text = self.git(&self.work, &["show", &blob], &[]).await?;
-            let target = layout_root.join(path);
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(&target, text)?;
-        }
+        let dir = format!("implement/{task}/");
+        extract_tree(
+            self.runner,
+            &self.work,
+            &self.env,
+            &self.cancel,
+            reference,
+            &dir,
+            layout_root,
+        )
+        .await?;
         let snapshot = format!("{reference}:tree");
         if let Ok(tree) = self
             .git(
@@ -516,7 +496,11 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// Pushes the record each time the task's state changed, until `done`.
+    /// Pushes the record after the task's state changed, until `done`: once it has stayed
+    /// unchanged for [`RECORD_SETTLE`], and at the latest [`RECORD_LATEST`] after the first
+    /// change not pushed. A round's steps come in bursts (the check, the diff, the commit
+    /// within milliseconds), and each push is a dozen git processes: one a burst, not one a
+    /// step. What a lost job resumes from is at most that much older.
     async fn push_records(
         &self,
         mut changed: watch::Receiver<u64>,
@@ -530,27 +514,51 @@ impl Worker<'_> {
                 () = done.cancelled() => return,
                 seen = changed.changed() => if seen.is_err() { return },
             }
-            if let Err(e) = self.push_record(layout_root, task, reference).await {
+            let latest = tokio::time::Instant::now() + RECORD_LATEST;
+            loop {
+                let settled = (tokio::time::Instant::now() + RECORD_SETTLE).min(latest);
+                tokio::select! {
+                    biased;
+                    // The last record is pushed once the task is over, by the caller.
+                    () = done.cancelled() => return,
+                    () = tokio::time::sleep_until(settled) => break,
+                    seen = changed.changed() => if seen.is_err() { return },
+                }
+            }
+            let pushed = match self.record_commit(layout_root, task).await {
+                Ok(commit) => self.push(&[format!("{commit}:{reference}")]).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = pushed {
                 tracing::warn!(task = task.as_str(), "the record was not pushed: {e:#}");
             }
         }
     }
 
-    /// One record commit (the task's directory and a snapshot of the work tree), pushed.
-    async fn push_record(
-        &self,
-        layout_root: &Path,
-        task: &TaskId,
-        reference: &str,
-    ) -> anyhow::Result<()> {
+    /// `git push --force` of `refspecs` to the remote, in one command; nothing when empty.
+    async fn push(&self, refspecs: &[String]) -> anyhow::Result<()> {
+        if refspecs.is_empty() {
+            return Ok(());
+        }
+        let mut args = vec!["push", "--quiet", "--force", self.remote.as_str()];
+        args.extend(refspecs.iter().map(String::as_str));
+        self.git(&self.work, &args, &self.to_remote()).await?;
+        Ok(())
+    }
+
+    /// One record commit: the task's directory and a snapshot of the work tree. Its id.
+    async fn record_commit(&self, layout_root: &Path, task: &TaskId) -> anyhow::Result<String> {
         let git_dir = self.work.join(".git");
         // Own index files: the task's git (its staging, its commit) is never disturbed.
         let snapshot = [(
             "GIT_INDEX_FILE",
             git_dir.join("corral-snapshot.index").display().to_string(),
         )];
-        self.git(&self.work, &["read-tree", "HEAD"], &snapshot)
-            .await?;
+        // Kept from one record to the next: `add -A` then only looks at what changed since.
+        if !git_dir.join("corral-snapshot.index").exists() {
+            self.git(&self.work, &["read-tree", "HEAD"], &snapshot)
+                .await?;
+        }
         self.git(&self.work, &["add", "-A"], &snapshot).await?;
         let tree = self.git(&self.work, &["write-tree"], &snapshot).await?;
         let record = [(
@@ -597,13 +605,6 @@ impl Worker<'_> {
                 &identity,
             )
             .await?;
-        let refspec = format!("{}:{reference}", commit.trim());
-        self.git(
-            &self.work,
-            &["push", "--quiet", "--force", &self.remote, &refspec],
-            &self.to_remote(),
-        )
-        .await?;
-        Ok(())
+        Ok(commit.trim().to_owned())
     }
 }
