@@ -50,22 +50,38 @@ const SMOKE_TASKS: usize = 2;
 const JOBS: usize = 4;
 /// Target: the Ray side's wall over the local side's.
 const TARGET: f64 = 1.5;
-/// CPUs each job's entrypoint reserves: the harness's cluster has three, so eight jobs fit,
-/// the four whose rounds run and the four the executor starts ahead of a free slot.
-const ENTRYPOINT_CPUS: &str = "0.375";
+/// CPUs each job's entrypoint reserves: the harness's cluster has three (two on the head, one
+/// on the second node), and Ray places a job on one node, so at 0.25 eight jobs fit on the
+/// head alone (the four whose rounds run and the four the executor starts ahead of a free
+/// slot), twelve in all; at 0.375 only seven fit (five and two), and the eighth waited for a
+/// job to end.
+const ENTRYPOINT_CPUS: &str = "0.25";
 
-/// The two sides.
+/// The two sides, and Ray's floor under the second.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Side {
     Local,
     Ray,
+    /// Ray by itself: the sprint's eight 2-s tasks as bare jobs, no Corral ([`ray_alone`]).
+    RayAlone,
 }
 
 impl Side {
+    const ALL: [Side; 3] = [Side::Local, Side::Ray, Side::RayAlone];
+
     fn name(self) -> &'static str {
         match self {
             Side::Local => "--jobs 4",
             Side::Ray => "--jobs 4 --executor ray",
+            Side::RayAlone => "Ray alone",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Side::Local => 0,
+            Side::Ray => 1,
+            Side::RayAlone => 2,
         }
     }
 }
@@ -254,6 +270,60 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> Run {
     Run { wall, cpu }
 }
 
+/// Ray by itself, in the same run as the two sides: the same eight tasks of 2 s as bare
+/// jobs through the Jobs API (a `sleep 2` entrypoint reserving the same CPUs), no Corral, no
+/// git, no sandbox. As the ray executor does, four run at once and the other four are
+/// submitted at the start and wait at a gate: a file that a job of the first four writes
+/// when its work is over (here the jobs open the gates themselves, so nobody polls the Jobs
+/// API meanwhile). The run ends when Ray says every job succeeded. Its wall is what Ray
+/// itself takes for this sprint on this machine: the floor under the Ray side, whatever
+/// Corral does.
+fn ray_alone(place: &Place, cluster: &RayCluster) -> Run {
+    let n = place.runs.get() + 1;
+    place.runs.set(n);
+    let marks = place.root.join(format!("run-{n}-marks"));
+    std::fs::create_dir_all(&marks).unwrap();
+    let mark = |name: String| marks.join(name).display().to_string();
+    let cpus: f64 = ENTRYPOINT_CPUS.parse().unwrap();
+    let ids: Vec<String> = (1..=place.tasks)
+        .map(|k| format!("alone-{n}-{k}"))
+        .collect();
+    let cpu_before = machine_cpu_seconds();
+    let started = Instant::now();
+    for (k, id) in ids.iter().enumerate() {
+        let done = mark(format!("done-{k}"));
+        let entrypoint = match k.checked_sub(JOBS) {
+            // Its work over, it opens the gate of the task started ahead behind it.
+            None => format!(
+                "sleep {WORK_S}; touch '{}' '{done}'",
+                mark(format!("gate-{k}"))
+            ),
+            Some(behind) => format!(
+                "while [ ! -e '{}' ]; do sleep 0.05; done; sleep {WORK_S}; touch '{done}'",
+                mark(format!("gate-{behind}"))
+            ),
+        };
+        assert!(cluster.submit_job(id, &entrypoint, cpus), "Ray took {id}");
+    }
+    let all_done = || (0..ids.len()).all(|k| marks.join(format!("done-{k}")).exists());
+    while !all_done() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for id in &ids {
+        loop {
+            match cluster.job_status(id).as_deref() {
+                Some("SUCCEEDED") => break,
+                Some(status @ ("FAILED" | "STOPPED")) => panic!("{id} ended {status}"),
+                _ => std::thread::sleep(std::time::Duration::from_millis(50)),
+            }
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = machine_cpu_seconds() - cpu_before;
+    let _ = std::fs::remove_dir_all(&marks);
+    Run { wall, cpu }
+}
+
 /// One run's figures.
 #[derive(Debug, Clone, Copy)]
 struct Run {
@@ -302,17 +372,21 @@ fn job_logs(project: &Path) -> String {
     out
 }
 
-/// `rounds` alternating rounds of both sides, `[local, ray]`.
-fn rounds(corral: &Path, place: &Place, cluster: &RayCluster, rounds: usize) -> [Vec<Run>; 2] {
-    let mut walls: [Vec<Run>; 2] = Default::default();
+/// `rounds` rounds of the three sides, each round in another order (a rotation, reversed
+/// every other round), `[local, ray, ray alone]`.
+fn rounds(corral: &Path, place: &Place, cluster: &RayCluster, rounds: usize) -> [Vec<Run>; 3] {
+    let mut walls: [Vec<Run>; 3] = Default::default();
     for round in 0..rounds {
-        let order = if round % 2 == 0 {
-            [Side::Local, Side::Ray]
-        } else {
-            [Side::Ray, Side::Local]
-        };
+        let mut order = Side::ALL;
+        order.rotate_left(round % Side::ALL.len());
+        if round % 2 == 1 {
+            order.reverse();
+        }
         for side in order {
-            let one = run(corral, place, cluster, side);
+            let one = match side {
+                Side::Local | Side::Ray => run(corral, place, cluster, side),
+                Side::RayAlone => ray_alone(place, cluster),
+            };
             eprintln!(
                 "  {} round {}/{rounds}: {:.2} s, {:.1} CPU-s",
                 side.name(),
@@ -320,7 +394,7 @@ fn rounds(corral: &Path, place: &Place, cluster: &RayCluster, rounds: usize) -> 
                 one.wall,
                 one.cpu
             );
-            walls[usize::from(side == Side::Ray)].push(one);
+            walls[side.index()].push(one);
         }
     }
     walls
@@ -332,24 +406,25 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".to_string())
 }
 
-fn report(runs: &[Vec<Run>; 2], load_before: &str, load_after: &str) -> String {
+fn report(runs: &[Vec<Run>; 3], load_before: &str, load_after: &str) -> String {
     let walls = runs
         .each_ref()
         .map(|side| side.iter().map(|r| r.wall).collect::<Vec<_>>());
     let cpus = runs
         .each_ref()
         .map(|side| side.iter().map(|r| r.cpu).collect::<Vec<_>>());
-    let local = median(&walls[0]);
-    let ray = median(&walls[1]);
+    let [local, ray, alone] = walls.each_ref().map(|w| median(w));
     let ratio = ray / local;
     let verdict = if ratio <= TARGET { "PASS" } else { "MISS" };
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let (local_cpu, ray_cpu) = (median(&cpus[0]), median(&cpus[1]));
+    let [local_cpu, ray_cpu, alone_cpu] = cpus.each_ref().map(|c| median(c));
     format!(
         "| {TASKS} independent tasks, agent works {WORK_S} s each, stand-in Claude Code, default sandbox ({} rounds) | median wall (s) | runs (s) | ratio to local | machine CPU (s) | Target | Result |\n\
          |---|---|---|---|---|---|---|\n\
          | `corral sprint run --jobs {JOBS}` (local worktrees) | {local:.2} | {} | 1.00 | {local_cpu:.1} | | |\n\
-         | `corral sprint run --jobs {JOBS} --executor ray` (two-node cluster on 127.0.0.1) | {ray:.2} | {} | {ratio:.2}× | {ray_cpu:.1} | ≤ {TARGET:.2}× | {verdict} |\n\n\
+         | `corral sprint run --jobs {JOBS} --executor ray` (two-node cluster on 127.0.0.1) | {ray:.2} | {} | {ratio:.2}× | {ray_cpu:.1} | ≤ {TARGET:.2}× | {verdict} |\n\
+         | Ray alone: the same {TASKS} tasks as bare `sleep {WORK_S}` jobs, {JOBS} at once, the rest started ahead (no Corral) | {alone:.2} | {} | {:.2}× | {alone_cpu:.1} | | |\n\n\
+         Corral's part of the Ray side: {:.2} s of wall ({:.2}× Ray alone), {:.1} CPU-s.\n\n\
          Machine CPU: seconds of CPU every process on the machine spent during a run (`/proc/stat`, \
          median). On {cores} cores the Ray side's {ray_cpu:.1} CPU-s take at least {:.2} s of wall \
          however they are scheduled ({:.2}× the local side's wall).\n\n\
@@ -357,6 +432,11 @@ fn report(runs: &[Vec<Run>; 2], load_before: &str, load_after: &str) -> String {
         walls[0].len(),
         fmt_list(&walls[0]),
         fmt_list(&walls[1]),
+        fmt_list(&walls[2]),
+        alone / local,
+        ray - alone,
+        ray / alone,
+        ray_cpu - alone_cpu,
         ray_cpu / cores as f64,
         ray_cpu / cores as f64 / local,
     )

@@ -185,6 +185,24 @@ impl RayCluster {
         .is_some()
     }
 
+    /// Submits a job running `entrypoint` (a shell command) under `submission_id`, its
+    /// entrypoint reserving `entrypoint_num_cpus`, with no runtime environment of its own:
+    /// Ray by itself, without Corral, for a benchmark's baseline. Whether Ray accepted it.
+    pub fn submit_job(
+        &self,
+        submission_id: &str,
+        entrypoint: &str,
+        entrypoint_num_cpus: f64,
+    ) -> bool {
+        let body = serde_json::json!({
+            "entrypoint": entrypoint,
+            "submission_id": submission_id,
+            "entrypoint_num_cpus": entrypoint_num_cpus,
+        })
+        .to_string();
+        http_send(self.dashboard_port, "POST", "/api/jobs/", &body).is_some()
+    }
+
     /// Stops the second node (its processes and the jobs' processes on it), as a node lost
     /// from under the cluster.
     pub fn kill_second_node(&mut self) {
@@ -397,13 +415,20 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 /// The body of `<method> <path>` (no request body) on 127.0.0.1:`port` when it answers 200
 /// within two seconds.
 fn http_request(port: u16, method: &str, path: &str) -> Option<String> {
+    http_send(port, method, path, "")
+}
+
+/// The body of `<method> <path>` with the JSON `body` on 127.0.0.1:`port` when it answers
+/// 200 within two seconds.
+fn http_send(port: u16, method: &str, path: &str, body: &str) -> Option<String> {
     let timeout = Duration::from_secs(2);
     let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
     stream.set_write_timeout(Some(timeout)).ok()?;
     write!(
         stream,
-        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .ok()?;
     let mut response = String::new();
