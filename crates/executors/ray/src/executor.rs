@@ -196,6 +196,13 @@ impl TaskExecutor for RayExecutor {
         // hands out in run order, so the first of them in that order gets it, not whichever
         // ends its push first (the pushes run side by side).
         let mut slot = self.free_slot(host);
+        // Counted from that moment too (among the jobs starting, or the tasks ahead): a task
+        // started ahead whose push ends first must see the jobs holding slots as starting,
+        // or its job is submitted before theirs and Ray starts it first.
+        let mut counted = Some(match slot {
+            Some(_) => Counted::new(&self.pace, |p| &mut p.starting),
+            None => Counted::new(&self.pace, |p| &mut p.ahead),
+        });
         // The worker checks out `base`, so the remote must hold it under some ref.
         let base_ref = format!("{}:refs/corral/{}/{}/base", job.base, job.sprint, job.task);
         host.git_push(&root, &self.settings.remote, &[&base_ref])
@@ -207,7 +214,7 @@ impl TaskExecutor for RayExecutor {
         loop {
             attempt += 1;
             let log = task_dir.join(format!("ray-job-{attempt}.log"));
-            if slot.is_none() {
+            if slot.is_none() && counted.is_none() {
                 slot = self.free_slot(host);
             }
             let mut followed = Attempt {
@@ -217,10 +224,13 @@ impl TaskExecutor for RayExecutor {
                 starting: None,
                 ahead: None,
             };
+            let first = counted.take();
             if followed.slot.is_some() {
-                followed.starting = Some(Counted::new(&self.pace, |p| &mut p.starting));
+                followed.starting =
+                    Some(first.unwrap_or_else(|| Counted::new(&self.pace, |p| &mut p.starting)));
             } else {
-                followed.ahead = Some(Counted::new(&self.pace, |p| &mut p.ahead));
+                followed.ahead =
+                    Some(first.unwrap_or_else(|| Counted::new(&self.pace, |p| &mut p.ahead)));
                 // Ahead: submitted once the jobs holding slots have started.
                 let mut pace = self.pace.subscribe();
                 tokio::select! {
