@@ -223,14 +223,7 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> Run {
     let out = cmd.output().unwrap();
     let wall = started.elapsed().as_secs_f64();
     let cpu = machine_cpu_seconds() - cpu_before;
-    assert!(
-        out.status.success(),
-        "{} exited with {}\nstderr: {}\n{}",
-        side.name(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr),
-        job_logs(&project)
-    );
+    // Kept whether the run succeeded or not: a failed run's record says why.
     if let Some(dir) = profile {
         let dir = PathBuf::from(dir).join(format!("run-{}", place.runs.get()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -249,6 +242,14 @@ fn run(corral: &Path, place: &Place, cluster: &RayCluster, side: Side) -> Run {
         std::fs::write(dir.join("jobs.json"), &jobs.stdout).unwrap();
         std::fs::write(dir.join("wall"), format!("{wall}\n")).unwrap();
     }
+    assert!(
+        out.status.success(),
+        "{} exited with {}\nstderr: {}\n{}",
+        side.name(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        job_logs(&project)
+    );
     let log = git(&project, &["log", "--format=%s", "corral/bench"]);
     let commits = log.lines().filter(|l| l.starts_with("Task t")).count();
     assert_eq!(
