@@ -112,6 +112,9 @@ pub(crate) struct InsideProbe {
     work_tree: Option<PathBuf>,
     home_entry: Option<PathBuf>,
     started: Instant,
+    /// The locks that keep other runs from removing a placeholder this sandbox binds, until
+    /// it reported (see `sandbox::BindingLocks`).
+    binding: Option<crate::sandbox::BindingLocks>,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -169,6 +172,7 @@ impl InsideProbe {
             work_tree,
             home_entry,
             started: Instant::now(),
+            binding: None,
         })
     }
 
@@ -217,6 +221,17 @@ impl InsideProbe {
 
     /// After the spawn: the child holds its own copies of its ends now; ours would keep the
     /// report pipe from ever ending.
+    /// Keeps `locks` until [`InsideProbe::bound`] (or until the probe is dropped, the
+    /// sandbox never started).
+    pub(crate) fn hold_until_report(&mut self, locks: crate::sandbox::BindingLocks) {
+        self.binding = Some(locks);
+    }
+
+    /// The sandbox reported, or ended: whatever it was to bind, it has bound by now.
+    pub(crate) fn bound(&mut self) {
+        self.binding = None;
+    }
+
     pub(crate) fn spawned(&mut self) {
         self.report_write = None;
         self.go_read = None;

@@ -266,6 +266,9 @@ fn wrap_in_bubblewrap(
         protected.extend(crate::sandbox::git_paths(root));
     }
     protected.extend(read_only_links.iter().cloned());
+    // Held until the sandbox has bound these paths (the probe's report): no other run
+    // removes a placeholder of them meanwhile.
+    let binding = crate::sandbox::lock_for_binding(&protected);
     let mut made = crate::sandbox::prepare_protected(&protected);
     // The stream files are made after the spawn, in `raw/`: made now, it can be bound.
     if matches!(config.capture, crate::streams::OutputCapture::Files) {
@@ -339,6 +342,8 @@ fn wrap_in_bubblewrap(
         },
     })
     .map_err(|e| scope.io_error(&session.output_dir, &e))?;
+    let mut probe = probe;
+    probe.hold_until_report(binding);
     args.extend(probe.argv());
     args.push(resolved.into_os_string());
     args.extend(spec.args.iter().cloned());
@@ -470,6 +475,8 @@ pub(crate) async fn spawn(
                 .await
                 .unwrap_or_else(|_| Err(format!("no report within {REPORT_TIMEOUT:?}"))),
         };
+        // Reported (or ended): bubblewrap has bound the protected paths by now.
+        probe.bound();
         check_inside(scope, attempt, probe, report, proxy_netns, child.as_mut()).await?;
     }
     Ok(Spawned {

@@ -758,14 +758,81 @@ pub fn prepare_protected(protected: &[PathBuf]) -> Vec<Placeholder> {
     made
 }
 
+/// Shared locks (`flock`) on the directories holding a sandbox's protected paths, taken
+/// before a run looks at which of them exist ([`prepare_protected`] makes the missing ones,
+/// and every one is bound) and held until its sandbox has bound them: a run removing its
+/// placeholders locks the same directories exclusively first ([`remove_placeholders`]), so no
+/// placeholder goes away between another run's look and its bind. Runs that share a home
+/// (`--jobs`, the workers of one node) otherwise raced: one run's placeholder
+/// `~/.claude/settings.json` was removed under the next run's bubblewrap ("Can't find source
+/// path"), whose sandbox then ended before it reported and the run was refused.
+#[derive(Debug, Default)]
+pub struct BindingLocks {
+    /// Held for their drop: each unlocks its directory.
+    _held: Vec<nix::fcntl::Flock<std::fs::File>>,
+}
+
+/// Takes [`BindingLocks`] on the existing parent directories of `protected`, in path order;
+/// a directory that cannot be opened or locked is passed over (the lock only narrows a race).
+pub fn lock_for_binding(protected: &[PathBuf]) -> BindingLocks {
+    let mut dirs: Vec<&Path> = protected.iter().filter_map(|p| p.parent()).collect();
+    dirs.sort();
+    dirs.dedup();
+    BindingLocks {
+        _held: dirs
+            .into_iter()
+            .filter_map(|dir| {
+                let file = std::fs::File::open(dir).ok()?;
+                nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockShared).ok()
+            })
+            .collect(),
+    }
+}
+
+/// How long a run waits to remove a placeholder while another run is binding it (its
+/// [`BindingLocks`] are held for the milliseconds between its look and its sandbox's start).
+const UNBIND_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// An exclusive lock on `dir` against [`BindingLocks`], waited for at most [`UNBIND_WAIT`]:
+/// `Err` when another run held it all that time, `Ok(None)` when `dir` cannot be locked at
+/// all (no run can have bound through it then either).
+fn lock_for_removal(dir: &Path) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, ()> {
+    use nix::fcntl::{Flock, FlockArg};
+    let deadline = std::time::Instant::now() + UNBIND_WAIT;
+    let Ok(mut file) = std::fs::File::open(dir) else {
+        return Ok(None);
+    };
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(Some(lock)),
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(());
+                }
+                file = back;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(_) => return Ok(None),
+        }
+    }
+}
+
 /// Removes the placeholders [`prepare_protected`] made that are still untouched: the same
 /// inode, an empty directory or a file with exactly what it was made with. Called once the
 /// sandbox is gone (a bind of it in a live sandbox would otherwise be detached). What the run
 /// changed, or put there instead, stays. Later placeholders first, so a directory emptied of
-/// its own placeholders goes too.
+/// its own placeholders goes too. Each under an exclusive lock of its directory (see
+/// [`BindingLocks`]); one whose directory another run keeps locked past [`UNBIND_WAIT`] stays.
 pub fn remove_placeholders(placeholders: &[Placeholder]) {
     use std::os::unix::fs::MetadataExt;
     for placeholder in placeholders.iter().rev() {
+        let Ok(_locked) = placeholder.path.parent().map_or(Ok(None), lock_for_removal) else {
+            tracing::warn!(
+                path = %placeholder.path.display(),
+                "a placeholder stays: another run kept its directory locked while binding it"
+            );
+            continue;
+        };
         let Ok(meta) = std::fs::symlink_metadata(&placeholder.path) else {
             continue;
         };
@@ -1224,5 +1291,34 @@ mod tests {
             std::fs::read_to_string(tree.join("kept.json")).unwrap(),
             "mine\n"
         );
+    }
+
+    /// Two runs sharing a home: run A made the placeholder `settings.json`; run B looks, finds
+    /// it, and is about to bind it when A ends. A's removal waits until B's sandbox has bound
+    /// it (B's locks dropped), where it used to pull the file from under B's bubblewrap.
+    #[test]
+    fn a_placeholder_another_run_is_binding_is_removed_only_once_it_is_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join(".claude");
+        std::fs::create_dir_all(&state).unwrap();
+        let protected = vec![state.join("settings.json")];
+        let made_by_a = prepare_protected(&protected);
+        assert_eq!(made_by_a.len(), 1);
+
+        let b_binding = lock_for_binding(&protected);
+        assert!(
+            prepare_protected(&protected).is_empty(),
+            "B finds A's placeholder and binds it"
+        );
+        let removal = std::thread::spawn(move || remove_placeholders(&made_by_a));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            protected[0].exists(),
+            "A's removal waits while B is binding"
+        );
+        assert!(!removal.is_finished());
+        drop(b_binding);
+        removal.join().unwrap();
+        assert!(!protected[0].exists(), "removed once B has bound it");
     }
 }
