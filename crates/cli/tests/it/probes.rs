@@ -89,16 +89,6 @@ fn no_connection<T>(accept: std::io::Result<T>, what: &str) -> Result<(), String
     }
 }
 
-/// The ids of the SysV message queues the host sees (the second column).
-fn host_queue_ids() -> Vec<String> {
-    std::fs::read_to_string("/proc/sysvipc/msg")
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
-        .collect()
-}
-
 /// Live host processes whose command line holds `marker`.
 fn processes_with(marker: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")
@@ -377,26 +367,27 @@ sys.exit(0 if s.recv(64).split(b" ")[1] == b"200" else 1)' "$TCP_PORT""#,
         Probe {
             row: "SysV IPC: a message queue the host sees",
             label: "sysv-ipc",
-            act: r#"echo "ipc-id=$(ipcmk -Q | tr -cd 0-9)" >> "$REPORT""#,
+            act: r#"ID=$(ipcmk -Q | tr -cd 0-9)
+echo "ipc-key=$(awk -v id="$ID" '$2 == id { print $1 }' /proc/sysvipc/msg)" >> "$REPORT""#,
             root: HostDecides,
             user: HostDecides,
             host: Some(|h| {
-                let id = h
+                let key = h
                     .report
                     .iter()
-                    .find(|(k, _)| k == "ipc-id")
+                    .find(|(k, _)| k == "ipc-key")
                     .map(|(_, v)| v.clone())
                     .unwrap_or_default();
-                if id.is_empty() {
+                if key.is_empty() {
                     return Err("the agent made no queue: the probe did not run".into());
                 }
-                if h.host_queues_before.contains(&id) || !host_queue_ids().contains(&id) {
+                if h.host_queues_before.contains(&key) || !host_queue_keys().contains(&key) {
                     return Ok(());
                 }
                 let _ = corral_test_support::command(Path::new("ipcrm"))
-                    .args(["-q", &id])
+                    .args(["-Q", &key])
                     .output();
-                Err(format!("the agent's queue {id} is the host's"))
+                Err(format!("the agent's queue (key {key}) is the host's"))
             }),
         },
         Probe {
@@ -619,7 +610,7 @@ fn run_suite(who: As, backend: Backend) -> Vec<Outcome> {
     if let Some(u) = &user {
         u.own_tree(env.dir.path()).unwrap();
     }
-    let host_queues_before = host_queue_ids();
+    let host_queues_before = host_queue_keys();
     let mut corral = corral_as(&env, user.as_ref(), &agent);
     corral.args(["run", "--json"]);
     if backend == Backend::Native {

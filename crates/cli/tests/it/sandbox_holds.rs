@@ -64,16 +64,6 @@ fn value<'a>(report: &'a [(String, String)], key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{key} missing from the agent's report: {report:?}"))
 }
 
-/// The SysV message queue keys the host sees.
-fn host_queue_keys() -> Vec<String> {
-    std::fs::read_to_string("/proc/sysvipc/msg")
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .collect()
-}
-
 /// Issue 10 item 1: as root inside bubblewrap the agent kept every capability
 /// (`CapEff 000001fffeffffff`), remounted `/` read-write and wrote anywhere, while the
 /// attestation said writes-confined. Now: no capability in any set, `no_new_privs`, no remount,

@@ -312,3 +312,16 @@ cat '{lines}'
 
 /// A `signals.json` the generator contract accepts.
 pub const GOOD_SIGNALS: &str = r#"{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}]}"#;
+
+/// The keys of the SysV message queues the host sees (the first column of
+/// `/proc/sysvipc/msg`). `ipcmk` gives each queue a random key, so a key names one queue; an
+/// id does not (the first queue of any IPC namespace is 0, and another test on the host may
+/// make one at the same moment).
+pub fn host_queue_keys() -> Vec<String> {
+    std::fs::read_to_string("/proc/sysvipc/msg")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
