@@ -169,14 +169,20 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         refspecs.push(format!(":{gate}"));
     }
     let done = matches!(&result, Ok((state, _)) if state.status == TaskStatus::Done);
+    let branch = format!("{0}:refs/heads/{0}", args.branch);
     if done {
-        refspecs.push(format!("{0}:refs/heads/{0}", args.branch));
+        refspecs.push(branch.clone());
     }
     if let Err(e) = worker.push(&refspecs).await {
-        if done {
+        // Each ref of a push lands or is refused on its own (a remote's hook or permission
+        // may refuse the record's ref): the branch of a task done is the one that must land.
+        if done && let Err(e) = worker.push(std::slice::from_ref(&branch)).await {
             return Err(e.context(format!("pushing task {task}'s branch {}", args.branch)));
         }
-        errln!("warning: the task's record was not pushed to {reference}: {e:#}");
+        errln!(
+            "warning: not all of the task's last push reached {}: {e:#}",
+            args.remote
+        );
     }
     let (state, end) = result.map_err(exit_for_error)?;
     Ok(finish(&args, &task, &state, end, &reference))

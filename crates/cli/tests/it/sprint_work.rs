@@ -349,3 +349,40 @@ fn a_gated_work_run_says_it_is_ready_and_runs_no_round_until_its_gate_is_pushed(
     let refs = git_out(&c.remote, &["for-each-ref", "--format=%(refname)"]);
     assert!(!refs.contains("/gate/"), "the gate is removed: {refs}");
 }
+
+/// The gate gone from the remote before the worker ends (an operator's clean-up): the worker's
+/// last push, which deletes it with the record and the branch, still lands both, and the
+/// worker ends as done.
+#[test]
+fn a_gate_removed_by_someone_else_leaves_the_task_branch_pushed() {
+    const GATE: &str = "refs/corral/it/t1/gate/job-2";
+    let world = World::new(&CLAUDE, |_| scenario(false));
+    let c = cluster(&world);
+    git(&c.remote, &["update-ref", GATE, &c.base]);
+    let mut cmd = worker_command(&world, &c);
+    cmd.args(["--gate", GATE])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(300), || !world
+            .api
+            .model_requests()
+            .is_empty()),
+        "the worker passed its gate and asked the model: {:#?}",
+        world.api.requests()
+    );
+    git(&c.remote, &["update-ref", "-d", GATE]);
+    assert!(
+        wait_until(RUN_CAP, || child.try_wait().unwrap().is_some()),
+        "the worker ends"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(branch_commits(&c), ["Write t1 t1"]);
+    assert_eq!(
+        recorded_task(&c).map(|t| t["status"].clone()),
+        Some(json!("done")),
+        "the last record landed too"
+    );
+}
