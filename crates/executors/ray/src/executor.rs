@@ -192,17 +192,11 @@ impl TaskExecutor for RayExecutor {
             task: job.task.clone(),
             reason: format!("cannot create {}: {e}", task_dir.display()),
         })?;
-        // A free slot is taken before the first wait: the coordinator polls the tasks it
-        // hands out in run order, so the first of them in that order gets it, not whichever
-        // ends its push first (the pushes run side by side).
-        let mut slot = self.free_slot(host);
-        // Counted from that moment too (among the jobs starting, or the tasks ahead): a task
-        // started ahead whose push ends first must see the jobs holding slots as starting,
-        // or its job is submitted before theirs and Ray starts it first.
-        let mut counted = Some(match slot {
-            Some(_) => Counted::new(&self.pace, |p| &mut p.starting),
-            None => Counted::new(&self.pace, |p| &mut p.ahead),
-        });
+        // Claimed before the first wait: the coordinator polls the tasks it hands out in run
+        // order, so a free slot goes to the first of them, not to whichever ends its push
+        // first (the pushes run side by side); and a task ahead whose push ends first sees
+        // the jobs holding slots as starting, so its job is not submitted before theirs.
+        let mut claimed = Some(self.claim(host));
         // The worker checks out `base`, so the remote must hold it under some ref.
         let base_ref = format!("{}:refs/corral/{}/{}/base", job.base, job.sprint, job.task);
         host.git_push(&root, &self.settings.remote, &[&base_ref])
@@ -214,23 +208,19 @@ impl TaskExecutor for RayExecutor {
         loop {
             attempt += 1;
             let log = task_dir.join(format!("ray-job-{attempt}.log"));
-            if slot.is_none() && counted.is_none() {
-                slot = self.free_slot(host);
-            }
+            let (slot, count) = claimed.take().unwrap_or_else(|| self.claim(host));
+            let holds = slot.is_some();
             let mut followed = Attempt {
                 gate: None,
                 ready: false,
-                slot: slot.take(),
+                slot,
                 starting: None,
                 ahead: None,
             };
-            let first = counted.take();
-            if followed.slot.is_some() {
-                followed.starting =
-                    Some(first.unwrap_or_else(|| Counted::new(&self.pace, |p| &mut p.starting)));
+            if holds {
+                followed.starting = Some(count);
             } else {
-                followed.ahead =
-                    Some(first.unwrap_or_else(|| Counted::new(&self.pace, |p| &mut p.ahead)));
+                followed.ahead = Some(count);
                 // Ahead: submitted once the jobs holding slots have started.
                 let mut pace = self.pace.subscribe();
                 tokio::select! {
@@ -256,7 +246,9 @@ impl TaskExecutor for RayExecutor {
             let end = self
                 .follow(&job, host, &id, &log, &mut followed, cancel)
                 .await?;
-            slot = followed.slot.take();
+            // Its slot goes back: a resubmission waits for one like any task (it may go
+            // pending, its node gone, while others could run), a handed-back task folds
+            // without one.
             drop(followed);
             match end {
                 JobEnd::Cancelled => return Ok(paused(state, task_dir)),
@@ -268,9 +260,6 @@ impl TaskExecutor for RayExecutor {
                 }
                 JobEnd::Lost(reason) => {
                     losses += 1;
-                    // The resubmission waits for a slot like any task: it may go pending
-                    // (its node gone) while others could run.
-                    slot = None;
                     tracing::warn!(task = %job.task, job = %id, %reason, losses, "the task's Ray job was lost");
                     host.job_log(&job.task, &format!("ray: job {id} lost: {reason}"));
                     if let Some(recorded) = self.fetch_record(&job, host).await? {
@@ -286,7 +275,6 @@ impl TaskExecutor for RayExecutor {
                     }
                 }
                 JobEnd::HandedBack(handback) => {
-                    drop(slot);
                     return self.fold(&job, host, handback, task_dir).await;
                 }
             }
@@ -305,15 +293,22 @@ fn paused(state: TaskState, record: PathBuf) -> TaskHandback {
 }
 
 impl RayExecutor {
-    /// A round slot when one is free and no task waits ahead for one. None is taken while a
-    /// task waits ahead: it would wait behind a job that has not started, and a cluster full
-    /// of jobs at their gates could leave that one pending for ever.
-    fn free_slot<'h>(&self, host: &'h dyn TaskHost) -> Option<Slot<'h>> {
-        if self.pace.borrow().ahead == 0 {
+    /// A round slot when one is free and no task waits ahead for one, the task counted among
+    /// the jobs starting; else no slot, the task counted among those ahead. None is taken
+    /// while a task waits ahead: it would wait behind a job that has not started, and a
+    /// cluster full of jobs at their gates could leave that one pending for ever.
+    fn claim<'h>(&self, host: &'h dyn TaskHost) -> (Option<Slot<'h>>, Counted) {
+        let slot = if self.pace.borrow().ahead == 0 {
             host.round_slots().try_take()
         } else {
             None
-        }
+        };
+        let field: fn(&mut Pace) -> &mut usize = if slot.is_some() {
+            |p| &mut p.starting
+        } else {
+            |p| &mut p.ahead
+        };
+        (slot, Counted::new(&self.pace, field))
     }
 
     /// Submits attempt `attempt` of the task's job, `gated` or not; its submission id and

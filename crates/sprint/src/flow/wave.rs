@@ -76,6 +76,21 @@ impl Coordinator<'_, '_, '_> {
         }
     }
 
+    /// `git args` through [`Coordinator::git_in`], in the run's git turn.
+    async fn git_in_turn(
+        &self,
+        cwd: &Path,
+        remote: Option<&str>,
+        args: &[&str],
+    ) -> Result<String, ExecutorError> {
+        let _turn = self.git_turn.take().await;
+        Ok(self
+            .git_in(cwd, remote)
+            .run(args)
+            .await
+            .map_err(SprintError::from)?)
+    }
+
     fn snapshot(&self) -> SprintState {
         self.shared
             .lock()
@@ -136,12 +151,7 @@ impl TaskHost for Coordinator<'_, '_, '_> {
     }
 
     async fn git(&self, cwd: &Path, args: &[&str]) -> Result<String, ExecutorError> {
-        let _turn = self.git_turn.take().await;
-        Ok(self
-            .git_in(cwd, None)
-            .run(args)
-            .await
-            .map_err(SprintError::from)?)
+        self.git_in_turn(cwd, None, args).await
     }
 
     async fn git_remote(
@@ -150,12 +160,7 @@ impl TaskHost for Coordinator<'_, '_, '_> {
         args: &[&str],
         remote: &str,
     ) -> Result<String, ExecutorError> {
-        let _turn = self.git_turn.take().await;
-        Ok(self
-            .git_in(cwd, Some(remote))
-            .run(args)
-            .await
-            .map_err(SprintError::from)?)
+        self.git_in_turn(cwd, Some(remote), args).await
     }
 
     async fn git_push(
