@@ -168,6 +168,19 @@ pub const LAYERS: &[Layer] = &[
             ]),
         },
     },
+    // Corral's files on the host below directories an agent can write (ADR 0009): a leaf, on
+    // the file system calls alone.
+    Layer {
+        name: "corral-hostfs",
+        rules: Rules::Product {
+            internal: &[],
+            external: Externals::Only(&[
+                any("rustix"),
+                any("thiserror"),
+                dev("tempfile"),
+            ]),
+        },
+    },
     // The supervised process runner: it implements what the ports describe.
     Layer {
         name: "corral-engine",
