@@ -241,6 +241,8 @@ pub const LAYERS: &[Layer] = &[
             internal: &[
                 any("corral-ports"),
                 any("corral-contract"),
+                // Its record is written and read through one handle (ADR 0009).
+                any("corral-hostfs"),
                 dev("corral-test-support"),
                 // Its parallel runs' tests go through the default executor (ADR 0007).
                 dev("corral-executor-local"),

@@ -109,6 +109,16 @@ impl HostFsError {
     }
 }
 
+/// How far a replaced file is made sure to have reached the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    /// Written and renamed into place, no `fsync`: a `kill -9` leaves the old file or the new
+    /// one; a power cut may lose the newest.
+    Cached,
+    /// The data forced to disk before the rename and the directory's entry after it.
+    Synced,
+}
+
 /// What an entry is, as [`HostDir::kind`] sees it without following it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryKind {
@@ -415,9 +425,7 @@ impl HostDir {
             other => io_error(&path, other.into()),
         })?;
         let mut file = File::from(fd);
-        file.write_all(contents)
-            .and_then(|()| file.sync_data())
-            .map_err(|e| io_error(&path, e))
+        file.write_all(contents).map_err(|e| io_error(&path, e))
     }
 
     /// Replaces the file `rel` with `contents` (parents made as needed): written into a new
@@ -429,6 +437,20 @@ impl HostDir {
     ///
     /// [`HostFsError::Tampered`], [`HostFsError::Io`].
     pub fn replace(&self, rel: impl AsRef<Path>, contents: &[u8]) -> Result<(), HostFsError> {
+        self.replace_with(rel, contents, Flush::Cached)
+    }
+
+    /// [`HostDir::replace`], as durably as `flush` says.
+    ///
+    /// # Errors
+    ///
+    /// As [`HostDir::replace`].
+    pub fn replace_with(
+        &self,
+        rel: impl AsRef<Path>,
+        contents: &[u8],
+        flush: Flush,
+    ) -> Result<(), HostFsError> {
         let rel = rel.as_ref();
         let (parent, last) = self.parent_of(rel, true)?;
         let here = parent.as_ref().unwrap_or(self);
@@ -452,13 +474,21 @@ impl HostDir {
         }
         let (fd, temp) = here.temp_file(last)?;
         let mut file = File::from(fd);
+        let synced = flush == Flush::Synced;
         let written = file
             .write_all(contents)
-            .and_then(|()| file.sync_data())
+            .and_then(|()| if synced { file.sync_data() } else { Ok(()) })
             .map_err(|e| io_error(&path, e))
             .and_then(|()| {
                 rustix::fs::renameat(&here.fd, &temp, &here.fd, last)
                     .map_err(|e| io_error(&path, e.into()))
+            })
+            .and_then(|()| {
+                if synced {
+                    rustix::fs::fsync(&here.fd).map_err(|e| io_error(&here.path, e.into()))
+                } else {
+                    Ok(())
+                }
             });
         if written.is_err() {
             let _ = rustix::fs::unlinkat(&here.fd, &temp, AtFlags::empty());
@@ -515,9 +545,7 @@ impl HostDir {
         let file = File::from(fd);
         own_file(&file, &path)?;
         let mut file = file;
-        file.write_all(contents)
-            .and_then(|()| file.sync_data())
-            .map_err(|e| io_error(&path, e))
+        file.write_all(contents).map_err(|e| io_error(&path, e))
     }
 
     /// Reads the regular file `rel` whole, if it holds at most `limit` bytes: never through a

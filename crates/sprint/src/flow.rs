@@ -25,8 +25,8 @@ use crate::executor::{ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskJo
 use crate::file::{Gate, SprintFile, Task};
 use crate::git::{Git, GitError};
 use crate::layout::{
-    EVALUATION_FILE, ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE,
-    SIGNALS_FILE, SprintLayout,
+    EVALUATION_FILE, LEARNINGS_FILE, ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE,
+    SESSION_META_FILE, SIGNALS_FILE, SprintLayout,
 };
 use crate::names::TaskId;
 use crate::prompt::{self, ShownLearning};
@@ -159,6 +159,11 @@ pub enum SprintError {
         /// The error.
         source: std::io::Error,
     },
+    /// A file of the sprint's record could not be written or read through its handle:
+    /// something other than Corral's own file was planted where it goes (tampering; not
+    /// retryable, and named in the record), or the disk failed (retryable once it has room).
+    #[error("the sprint's record: {0}")]
+    Record(#[from] corral_hostfs::HostFsError),
     /// A task's executor could not run it to a handback. Retryable: as the executor's error
     /// says ([`ExecutorError::is_retryable`]).
     #[error("task {task} ({kind} executor): {source}")]
@@ -181,6 +186,7 @@ impl SprintError {
             | SprintError::Command { .. }
             | SprintError::State(_)
             | SprintError::Io { .. }
+            | SprintError::Record(_)
             | SprintError::Executor { .. } => 1,
         }
     }
@@ -191,6 +197,7 @@ impl SprintError {
             SprintError::Command { source, .. } => source.is_retryable(),
             SprintError::Git(GitError::Run { source, .. }) => source.is_retryable(),
             SprintError::Io { .. } => true,
+            SprintError::Record(e) => !e.is_tampering(),
             SprintError::Executor { source, .. } => source.is_retryable(),
             SprintError::Dirty { .. }
             | SprintError::SetupFailed { .. }
@@ -200,18 +207,25 @@ impl SprintError {
     }
 }
 
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SprintError + '_ {
-    move |source| SprintError::Io {
+/// Writes `contents` as the record's file at `path` (one of `layout`'s paths), replacing what
+/// is there through the record's handle: never through a link, a FIFO or a second hard link
+/// (those are [`SprintError::Record`], tampering).
+fn write_file(layout: &SprintLayout, path: &Path, contents: &[u8]) -> Result<(), SprintError> {
+    let rel = layout.below_root(path).ok_or_else(|| SprintError::Io {
         path: path.to_path_buf(),
-        source,
-    }
+        source: std::io::Error::other("not in the sprint's record"),
+    })?;
+    Ok(layout.record()?.replace(rel, contents)?)
 }
 
-fn write_file(path: &Path, contents: &[u8]) -> Result<(), SprintError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io_error(path))?;
-    }
-    std::fs::write(path, contents).map_err(io_error(path))
+/// Reads the record's text file at `path` (one of `layout`'s paths) through the record's
+/// handle, as [`write_file`] writes it; empty when it is missing or cannot be read.
+fn read_record_text(layout: &SprintLayout, path: &Path) -> String {
+    layout
+        .below_root(path)
+        .and_then(|rel| layout.record().ok()?.read(rel, 16 * 1024 * 1024).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
 }
 
 /// The check and the gates: passed or not, and what they printed.
@@ -511,7 +525,8 @@ impl<'r, 'a> Flow<'r, 'a> {
             return Ok(());
         };
         let timeout = Duration::from_millis(self.file().sprint.check_timeout_ms);
-        let spec = CommandSpec::shell(command, work_tree, timeout);
+        let mut spec = CommandSpec::shell(command, work_tree, timeout);
+        spec.read_only = vec![self.layout.state_root()];
         self.git.forget();
         let out = self
             .run
@@ -602,6 +617,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                 regressions: 0,
                 reset_pending: false,
                 generator_session: None,
+                reported: None,
             });
         }
         let (round, step) = (
@@ -616,11 +632,11 @@ impl<'r, 'a> Flow<'r, 'a> {
         if fresh {
             // What an earlier sprint of the same name left for this task is not this run's:
             // a report found there would read as a round already done.
+            // Removed through the record's handle: a link planted in it is removed, never
+            // followed.
             let dir = self.layout.task_dir(&task.id);
-            match std::fs::remove_dir_all(&dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_error(&dir)(e)),
+            if let Some(rel) = self.layout.below_root(&dir) {
+                self.layout.record()?.remove(rel)?;
             }
         }
         if let Some(base) = reset {
@@ -679,8 +695,10 @@ impl<'r, 'a> Flow<'r, 'a> {
         );
         for (gate, command, timeout_ms) in commands {
             self.git.forget();
-            let spec =
+            let mut spec =
                 CommandSpec::shell(command, &self.work_tree, Duration::from_millis(timeout_ms));
+            // The check runs code the agent wrote; Corral's record stays out of its reach.
+            spec.read_only = vec![self.layout.state_root()];
             let out = self
                 .run
                 .commands
@@ -750,6 +768,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             },
         };
         write_file(
+            &self.layout,
             &self.layout.task_dir(&task.id).join(PRE_VERIFY_FILE),
             v.report.as_bytes(),
         )?;
@@ -786,7 +805,9 @@ impl<'r, 'a> Flow<'r, 'a> {
         let agent = self.run.generator;
         let dir = self.layout.spawn_dir(&task.id, t.round, Role::Generator);
         let contract = Contract::generator();
-        let signals = if let Ok(valid) = validate_signals_file(&dir.join(SIGNALS_FILE), &contract) {
+        let signals = if let Some(valid) =
+            earlier_report(&progress, t.round, Role::Generator, &dir, &contract)
+        {
             // The round ran to a valid report before the sprint stopped: not run again.
             self.emit(SprintEvent::SpawnFinished {
                 task: task.id.clone(),
@@ -918,9 +939,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             });
         };
         let (id, round, attempt) = (t.id.clone(), t.round, t.attempt);
-        std::fs::create_dir_all(&request.dir).map_err(io_error(&request.dir))?;
-        // A report that did not validate is not the next spawn's: it would read as its own.
-        let _ = std::fs::remove_file(request.dir.join(SIGNALS_FILE));
+        self.fresh_spawn_dir(&request.dir)?;
         let meta = RoleMeta {
             role,
             provider: agent.provider(),
@@ -935,7 +954,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             path: meta_path.clone(),
             source: std::io::Error::other(e),
         })?;
-        write_file(&meta_path, &json)?;
+        write_file(&self.layout, &meta_path, &json)?;
         self.emit(SprintEvent::SpawnStarted {
             task: id.clone(),
             round,
@@ -949,6 +968,9 @@ impl<'r, 'a> Flow<'r, 'a> {
         let report = agent
             .spawn(request, self.run.cancel.clone(), observer)
             .await;
+        if let (Some(p), SpawnVerdict::Valid { .. }) = (progress_mut(state, i), &report.verdict) {
+            p.reported = Some(crate::state::ReportedSpawn { round, role });
+        }
         if let Some(t) = state.tasks.get_mut(i) {
             let mut usage = RoleUsage::default();
             match role {
@@ -986,6 +1008,36 @@ impl<'r, 'a> Flow<'r, 'a> {
         Ok(report)
     }
 
+    /// Makes a spawn's directory anew, just before the spawn: what an earlier spawn of the same
+    /// round and role left there (a crash, a report that did not validate) is moved aside to
+    /// `<role>.earlier-<n>` (kept for the record; its session was read before), so nothing in
+    /// the spawn's directory predates it. Through the record's handle: a link is moved, never
+    /// followed.
+    fn fresh_spawn_dir(&self, dir: &Path) -> Result<(), SprintError> {
+        let Some(rel) = self.layout.below_root(dir) else {
+            return Err(SprintError::Io {
+                path: dir.to_path_buf(),
+                source: std::io::Error::other("not in the sprint's record"),
+            });
+        };
+        let record = self.layout.record()?;
+        if record.kind(rel)?.is_some() {
+            let name = rel.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = name.unwrap_or_default();
+            let mut n = 1;
+            let aside = loop {
+                let aside = rel.with_file_name(format!("{name}.earlier-{n}"));
+                if record.kind(&aside)?.is_none() {
+                    break aside;
+                }
+                n += 1;
+            };
+            record.rename(rel, &aside)?;
+        }
+        record.fresh_dir(rel)?;
+        Ok(())
+    }
+
     /// Finds what an agent must not have done: switched the branch (the task is blocked, its
     /// change saved, the sprint's branch checked out again) or committed (its commits are
     /// undone, their changes kept for the task's own commit). Either is named in the status.
@@ -1016,6 +1068,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             self.warn(state, i, task, &message)?;
             let patch = self.git.patch_against(&base).await?;
             write_file(
+                &self.layout,
                 &self.layout.task_dir(&task.id).join(BLOCKED_PATCH_FILE),
                 patch.as_bytes(),
             )?;
@@ -1092,8 +1145,8 @@ impl<'r, 'a> Flow<'r, 'a> {
             Some((patch, _)) => patch,
             None => self.git.patch_against(&progress.base).await?,
         };
-        write_file(&round_dir.join(crate::flow::DIFF_FILE), patch.as_bytes())?;
-        write_file(&round_dir.join(CHECK_FILE), v.report.as_bytes())?;
+        write_file(&self.layout, &round_dir.join(crate::flow::DIFF_FILE), patch.as_bytes())?;
+        write_file(&self.layout, &round_dir.join(CHECK_FILE), v.report.as_bytes())?;
         let pre = progress.pre_passed.unwrap_or(true)
             && !v
                 .gates
@@ -1114,7 +1167,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         match attribution {
             Attribution::Regressed => {
                 let saved = round_dir.join(REGRESSED_PATCH_FILE);
-                write_file(&saved, patch.as_bytes())?;
+                write_file(&self.layout, &saved, patch.as_bytes())?;
                 let attempts = if let Some(t) = state.tasks.get_mut(i) {
                     t.attempt += 1;
                     if let Some(p) = t.progress.as_mut() {
@@ -1199,8 +1252,12 @@ impl<'r, 'a> Flow<'r, 'a> {
         };
         let dir = self.layout.spawn_dir(&task.id, t.round, Role::Evaluator);
         let contract = Contract::evaluator();
+        let reported = t
+            .progress
+            .as_ref()
+            .and_then(|p| earlier_report(p, t.round, Role::Evaluator, &dir, &contract));
         let evaluation =
-            if let Ok(valid) = validate_signals_file(&dir.join(SIGNALS_FILE), &contract) {
+            if let Some(valid) = reported {
                 self.emit(SprintEvent::SpawnFinished {
                     task: task.id.clone(),
                     round: t.round,
@@ -1213,8 +1270,8 @@ impl<'r, 'a> Flow<'r, 'a> {
             } else {
                 let round_dir = self.layout.round_dir(&task.id, t.round);
                 let diff_file = round_dir.join(DIFF_FILE);
-                let diff = read_text(&diff_file);
-                let check = read_text(&round_dir.join(CHECK_FILE));
+                let diff = read_record_text(&self.layout, &diff_file);
+                let check = read_record_text(&self.layout, &round_dir.join(CHECK_FILE));
                 let text = prompt::evaluator_prompt(
                     task,
                     t.round,
@@ -1269,6 +1326,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             return self.next_round(state, i, task, critique).await;
         };
         write_file(
+            &self.layout,
             &dir.join(EVALUATION_FILE),
             render_evaluation_md(&evaluation).as_bytes(),
         )?;
@@ -1409,6 +1467,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             let (patch, paths) = self.git.diff_against(&base).await?;
             if !paths.is_empty() {
                 write_file(
+                    &self.layout,
                     &self.layout.task_dir(&task.id).join(BLOCKED_PATCH_FILE),
                     patch.as_bytes(),
                 )?;
@@ -1455,7 +1514,11 @@ impl<'r, 'a> Flow<'r, 'a> {
 
     /// The learnings of the tasks done so far, the latest [`LEARNINGS_SHOWN`].
     fn learnings(&self) -> Vec<ShownLearning> {
-        let Ok(bytes) = read_untrusted_file(&self.layout.learnings_file(), LEARNINGS_LIMIT) else {
+        let Ok(Some(bytes)) = self
+            .layout
+            .record()
+            .and_then(|r| r.read_if_exists(LEARNINGS_FILE, LEARNINGS_LIMIT))
+        else {
             return Vec::new();
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -1480,7 +1543,6 @@ impl<'r, 'a> Flow<'r, 'a> {
         round: u32,
         signals: &[Signal],
     ) -> Result<(), SprintError> {
-        let path = self.layout.learnings_file();
         if self.learnings().iter().any(|l| l.task == task.id.as_str()) {
             return Ok(());
         }
@@ -1502,13 +1564,10 @@ impl<'r, 'a> Flow<'r, 'a> {
         if lines.is_empty() {
             return Ok(());
         }
-        use std::io::Write as _;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(lines.as_bytes()))
-            .map_err(io_error(&path))
+        Ok(self
+            .layout
+            .record()?
+            .append(LEARNINGS_FILE, lines.as_bytes())?)
     }
 
     fn summary(&self, state: &SprintState, end: SprintEnd) -> SprintSummary {
@@ -1650,10 +1709,21 @@ fn commit_message(task: &Task, signals: &[Signal], run_id: &str) -> String {
     message
 }
 
-fn read_text(path: &Path) -> String {
-    read_untrusted_file(path, 16 * 1024 * 1024)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default()
+/// The report a spawn of this task left in `dir`, when Corral's own state says that this spawn
+/// (`round`, `role`) ended with a valid report: a report found without that record is not
+/// one (an agent could have written it), and the spawn runs.
+fn earlier_report(
+    progress: &TaskProgress,
+    round: u32,
+    role: Role,
+    dir: &Path,
+    contract: &Contract,
+) -> Option<corral_contract::ValidatedSignals> {
+    let mine = crate::state::ReportedSpawn { round, role };
+    if progress.reported != Some(mine) {
+        return None;
+    }
+    validate_signals_file(&dir.join(SIGNALS_FILE), contract).ok()
 }
 
 fn describe_end(end: CommandEnd) -> String {
@@ -1672,20 +1742,16 @@ fn short(commit: &str) -> &str {
 /// Makes sure git ignores Corral's state (`.corral/`): a `.gitignore` holding `*` in it, as
 /// `corral run` writes for its runs; an existing one is left alone.
 fn ignore_state_dir(project_root: &Path) -> Result<(), SprintError> {
-    let dir = project_root.join(".corral");
-    std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-    let path = dir.join(".gitignore");
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-    {
-        Ok(mut file) => std::io::Write::write_all(
-            &mut file,
-            b"# Written by corral: its run records stay out of git.\n*\n",
-        )
-        .map_err(io_error(&path)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(io_error(&path)(e)),
+    let dir = corral_hostfs::HostDir::open(project_root)?.create_dir(crate::layout::STATE_DIR)?;
+    match dir.kind(".gitignore")? {
+        Some(corral_hostfs::EntryKind::File) => Ok(()),
+        // Nothing, or something planted in its place: Corral's own file, made anew.
+        None | Some(corral_hostfs::EntryKind::Dir | corral_hostfs::EntryKind::Other(_)) => {
+            dir.remove(".gitignore")?;
+            Ok(dir.write_new(
+                ".gitignore",
+                b"# Written by corral: its run records stay out of git.\n*\n",
+            )?)
+        }
     }
 }
