@@ -617,7 +617,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                 regressions: 0,
                 reset_pending: false,
                 generator_session: None,
-                reported: None,
+                spawned: None,
             });
         }
         let (round, step) = (
@@ -940,6 +940,11 @@ impl<'r, 'a> Flow<'r, 'a> {
         };
         let (id, round, attempt) = (t.id.clone(), t.round, t.attempt);
         self.fresh_spawn_dir(&request.dir)?;
+        // Recorded before the spawn: from now on, what is in its directory is its own.
+        if let Some(p) = progress_mut(state, i) {
+            p.spawned = Some(crate::state::SpawnMark { round, role });
+        }
+        self.save(state)?;
         let meta = RoleMeta {
             role,
             provider: agent.provider(),
@@ -968,9 +973,6 @@ impl<'r, 'a> Flow<'r, 'a> {
         let report = agent
             .spawn(request, self.run.cancel.clone(), observer)
             .await;
-        if let (Some(p), SpawnVerdict::Valid { .. }) = (progress_mut(state, i), &report.verdict) {
-            p.reported = Some(crate::state::ReportedSpawn { round, role });
-        }
         if let Some(t) = state.tasks.get_mut(i) {
             let mut usage = RoleUsage::default();
             match role {
@@ -1709,9 +1711,10 @@ fn commit_message(task: &Task, signals: &[Signal], run_id: &str) -> String {
     message
 }
 
-/// The report a spawn of this task left in `dir`, when Corral's own state says that this spawn
-/// (`round`, `role`) ended with a valid report: a report found without that record is not
-/// one (an agent could have written it), and the spawn runs.
+/// The valid report a spawn of this task left in `dir`, when Corral's own state says that it
+/// started this spawn (`round`, `role`) there, in the directory it had just made anew: a
+/// report found without that record is not one (another agent could have written it first),
+/// and the spawn runs, in a directory made anew.
 fn earlier_report(
     progress: &TaskProgress,
     round: u32,
@@ -1719,8 +1722,8 @@ fn earlier_report(
     dir: &Path,
     contract: &Contract,
 ) -> Option<corral_contract::ValidatedSignals> {
-    let mine = crate::state::ReportedSpawn { round, role };
-    if progress.reported != Some(mine) {
+    let mine = crate::state::SpawnMark { round, role };
+    if progress.spawned != Some(mine) {
         return None;
     }
     validate_signals_file(&dir.join(SIGNALS_FILE), contract).ok()

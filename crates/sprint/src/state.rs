@@ -248,11 +248,12 @@ pub struct TaskProgress {
     pub reset_pending: bool,
     /// The generator's session, resumed by the next round.
     pub generator_session: Option<String>,
-    /// The spawn of this task that Corral saw end with a valid report: its round and role.
-    /// A report found in a spawn's directory counts as done only when this names that spawn;
-    /// a file's presence alone never does (an agent could have written it).
+    /// The spawn of this task Corral started last, in a directory it had just made anew: its
+    /// round and role. A report found in a spawn's directory counts (the spawn is not run
+    /// again) only when this names that spawn, so only what that spawn wrote can count; a
+    /// file's presence alone never does (another agent could have put it there first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reported: Option<ReportedSpawn>,
+    pub spawned: Option<SpawnMark>,
 }
 
 /// Where a task stands.
@@ -359,10 +360,10 @@ pub enum StateError {
     },
 }
 
-/// A spawn Corral saw end with a valid report (see [`TaskProgress::reported`]).
+/// A spawn Corral started in a directory it made anew (see [`TaskProgress::spawned`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ReportedSpawn {
+pub struct SpawnMark {
     /// Its round.
     pub round: u32,
     /// Its role.
