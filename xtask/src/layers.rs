@@ -174,11 +174,7 @@ pub const LAYERS: &[Layer] = &[
         name: "corral-hostfs",
         rules: Rules::Product {
             internal: &[],
-            external: Externals::Only(&[
-                any("rustix"),
-                any("thiserror"),
-                dev("tempfile"),
-            ]),
+            external: Externals::Only(&[any("rustix"), any("thiserror"), dev("tempfile")]),
         },
     },
     // The supervised process runner: it implements what the ports describe.

@@ -532,7 +532,10 @@ pub fn bwrap_args(
     // round's, beside its own (a sprint's `check.txt`, the evaluator's `signals.json`).
     for top in record_roots(&writable, paths.output_dir) {
         push(&["--ro-bind".as_ref(), top.as_os_str(), top.as_os_str()]);
-        for path in writable.iter().filter(|w| w.starts_with(&top) && **w != top) {
+        for path in writable
+            .iter()
+            .filter(|w| w.starts_with(&top) && **w != top)
+        {
             if path.exists() {
                 push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
             }
@@ -1255,7 +1258,10 @@ mod tests {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert!(!args.iter().any(|a| a == record.to_str().unwrap()), "{args:?}");
+        assert!(
+            !args.iter().any(|a| a == record.to_str().unwrap()),
+            "{args:?}"
+        );
     }
 
     /// Issue 10 item 8: `--cwd /` made everything writable while the attestation said

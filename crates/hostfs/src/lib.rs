@@ -254,7 +254,12 @@ impl HostDir {
     }
 
     /// Turns a failed open of `name` into the error that says what is there.
-    fn explain(&self, name: &OsStr, errno: rustix::io::Errno, expected: &'static str) -> HostFsError {
+    fn explain(
+        &self,
+        name: &OsStr,
+        errno: rustix::io::Errno,
+        expected: &'static str,
+    ) -> HostFsError {
         let path = self.path.join(name);
         match errno {
             rustix::io::Errno::NOENT => HostFsError::Missing { path },
@@ -295,7 +300,7 @@ impl HostDir {
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => Ok(Some(describe(
                 FileType::from_raw_mode(stat.st_mode),
-                u64::from(stat.st_nlink),
+                stat.st_nlink,
             ))),
             Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(e) => Err(io_error(&self.path.join(name), e.into())),
@@ -661,8 +666,8 @@ impl HostDir {
     /// [`HostFsError::Io`].
     pub fn entries(&self) -> Result<Vec<std::ffi::OsString>, HostFsError> {
         use std::os::unix::ffi::OsStrExt;
-        let mut dir =
-            rustix::fs::Dir::read_from(self.fd.as_fd()).map_err(|e| io_error(&self.path, e.into()))?;
+        let mut dir = rustix::fs::Dir::read_from(self.fd.as_fd())
+            .map_err(|e| io_error(&self.path, e.into()))?;
         let mut names = Vec::new();
         while let Some(entry) = dir.read() {
             let entry = entry.map_err(|e| io_error(&self.path, e.into()))?;

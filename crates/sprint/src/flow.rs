@@ -1147,8 +1147,16 @@ impl<'r, 'a> Flow<'r, 'a> {
             Some((patch, _)) => patch,
             None => self.git.patch_against(&progress.base).await?,
         };
-        write_file(&self.layout, &round_dir.join(crate::flow::DIFF_FILE), patch.as_bytes())?;
-        write_file(&self.layout, &round_dir.join(CHECK_FILE), v.report.as_bytes())?;
+        write_file(
+            &self.layout,
+            &round_dir.join(crate::flow::DIFF_FILE),
+            patch.as_bytes(),
+        )?;
+        write_file(
+            &self.layout,
+            &round_dir.join(CHECK_FILE),
+            v.report.as_bytes(),
+        )?;
         let pre = progress.pre_passed.unwrap_or(true)
             && !v
                 .gates
@@ -1258,64 +1266,63 @@ impl<'r, 'a> Flow<'r, 'a> {
             .progress
             .as_ref()
             .and_then(|p| earlier_report(p, t.round, Role::Evaluator, &dir, &contract));
-        let evaluation =
-            if let Some(valid) = reported {
-                self.emit(SprintEvent::SpawnFinished {
-                    task: task.id.clone(),
-                    round: t.round,
-                    role: Role::Evaluator,
-                    outcome: None,
-                    valid: true,
-                    usage: corral_ports::Usage::default(),
-                });
-                valid.evaluation().cloned()
-            } else {
-                let round_dir = self.layout.round_dir(&task.id, t.round);
-                let diff_file = round_dir.join(DIFF_FILE);
-                let diff = read_record_text(&self.layout, &diff_file);
-                let check = read_record_text(&self.layout, &round_dir.join(CHECK_FILE));
-                let text = prompt::evaluator_prompt(
-                    task,
-                    t.round,
-                    &self.file().sprint.check,
-                    t.attribution.unwrap_or(Attribution::Clean),
-                    &check,
-                    &diff,
-                    &diff_file.display().to_string(),
-                );
-                let report = self
-                    .spawn(
-                        state,
-                        i,
-                        Role::Evaluator,
-                        agent,
-                        SpawnRequest {
-                            role: Role::Evaluator,
-                            dir: dir.clone(),
-                            work_tree: self.work_tree.clone(),
-                            prompt: text,
-                            cold_prompt: None,
-                            resume: None,
-                            contract,
-                            read_only: true,
-                            run_id: run_id.to_string(),
-                        },
-                    )
-                    .await?;
-                if let Some(end) = pause_for(&report, &self.run.cancel) {
-                    return Ok(Next::Pause(end));
-                }
-                match report.verdict {
-                    SpawnVerdict::Valid { signals } => signals.into_iter().find_map(|s| {
-                        if let Signal::Evaluation(e) = s {
-                            Some(e)
-                        } else {
-                            None
-                        }
-                    }),
-                    SpawnVerdict::Invalid { .. } | SpawnVerdict::NotChecked => None,
-                }
-            };
+        let evaluation = if let Some(valid) = reported {
+            self.emit(SprintEvent::SpawnFinished {
+                task: task.id.clone(),
+                round: t.round,
+                role: Role::Evaluator,
+                outcome: None,
+                valid: true,
+                usage: corral_ports::Usage::default(),
+            });
+            valid.evaluation().cloned()
+        } else {
+            let round_dir = self.layout.round_dir(&task.id, t.round);
+            let diff_file = round_dir.join(DIFF_FILE);
+            let diff = read_record_text(&self.layout, &diff_file);
+            let check = read_record_text(&self.layout, &round_dir.join(CHECK_FILE));
+            let text = prompt::evaluator_prompt(
+                task,
+                t.round,
+                &self.file().sprint.check,
+                t.attribution.unwrap_or(Attribution::Clean),
+                &check,
+                &diff,
+                &diff_file.display().to_string(),
+            );
+            let report = self
+                .spawn(
+                    state,
+                    i,
+                    Role::Evaluator,
+                    agent,
+                    SpawnRequest {
+                        role: Role::Evaluator,
+                        dir: dir.clone(),
+                        work_tree: self.work_tree.clone(),
+                        prompt: text,
+                        cold_prompt: None,
+                        resume: None,
+                        contract,
+                        read_only: true,
+                        run_id: run_id.to_string(),
+                    },
+                )
+                .await?;
+            if let Some(end) = pause_for(&report, &self.run.cancel) {
+                return Ok(Next::Pause(end));
+            }
+            match report.verdict {
+                SpawnVerdict::Valid { signals } => signals.into_iter().find_map(|s| {
+                    if let Signal::Evaluation(e) = s {
+                        Some(e)
+                    } else {
+                        None
+                    }
+                }),
+                SpawnVerdict::Invalid { .. } | SpawnVerdict::NotChecked => None,
+            }
+        };
         if let Some(next) = self.police(state, i, task, Role::Evaluator).await? {
             return Ok(next);
         }

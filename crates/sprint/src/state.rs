@@ -464,7 +464,9 @@ pub fn write_state_as(
     let mut json = serde_json::to_vec_pretty(state).map_err(|e| failed(io::Error::other(e)))?;
     json.push(b'\n');
     let dir = crate::file::base_dir(path);
-    let name = path.file_name().unwrap_or(std::ffi::OsStr::new(crate::layout::STATE_FILE));
+    let name = path
+        .file_name()
+        .unwrap_or(std::ffi::OsStr::new(crate::layout::STATE_FILE));
     let host = |e: corral_hostfs::HostFsError| StateError::Record(Box::new(e));
     let flush = match durability {
         Durability::Synced => corral_hostfs::Flush::Synced,

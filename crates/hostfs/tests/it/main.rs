@@ -1,5 +1,8 @@
 //! The host files' one integration binary: what an agent plants where Corral writes or reads.
 
+// Test code: a failed expectation should panic loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
@@ -47,13 +50,21 @@ fn a_link_in_a_directory_of_the_path_is_never_followed() {
     let dir = HostDir::open(&record).unwrap();
     let err = dir.replace("rounds/2/diff.patch", b"x").unwrap_err();
     assert!(err.is_tampering(), "{err}");
-    assert!(dir.create_dir("rounds/2/generator").unwrap_err().is_tampering());
+    assert!(
+        dir.create_dir("rounds/2/generator")
+            .unwrap_err()
+            .is_tampering()
+    );
     assert!(dir.read("rounds/2/x", 10).unwrap_err().is_tampering());
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     // A fresh directory replaces the link, and leaves what it pointed at alone.
     let (fresh, existed) = dir.fresh_dir("rounds/2").unwrap();
     assert!(existed);
-    assert!(std::fs::symlink_metadata(record.join("rounds/2")).unwrap().is_dir());
+    assert!(
+        std::fs::symlink_metadata(record.join("rounds/2"))
+            .unwrap()
+            .is_dir()
+    );
     fresh.write_new("a", b"1").unwrap();
     assert!(elsewhere.exists());
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
@@ -70,7 +81,11 @@ fn a_hard_link_is_replaced_not_written_through_and_refused_for_appends() {
     let dir = HostDir::open(&record).unwrap();
     let err = dir.append("learnings.ndjson", b"{}\n").unwrap_err();
     assert!(err.to_string().contains("another hard link"), "{err}");
-    assert!(dir.replace("learnings.ndjson", b"{}\n").unwrap_err().is_tampering());
+    assert!(
+        dir.replace("learnings.ndjson", b"{}\n")
+            .unwrap_err()
+            .is_tampering()
+    );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original\n");
 }
 
@@ -81,7 +96,11 @@ fn a_fifo_never_blocks_a_read_or_a_write() {
     mkfifo(&tmp.path().join("signals.json"));
     assert!(dir.read("signals.json", 10).unwrap_err().is_tampering());
     assert!(dir.append("signals.json", b"x").unwrap_err().is_tampering());
-    assert!(dir.replace("signals.json", b"x").unwrap_err().is_tampering());
+    assert!(
+        dir.replace("signals.json", b"x")
+            .unwrap_err()
+            .is_tampering()
+    );
     assert_eq!(
         dir.kind("signals.json").unwrap(),
         Some(EntryKind::Other("a FIFO"))
@@ -95,7 +114,11 @@ fn files_are_written_replaced_appended_and_read_below_the_handle() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = HostDir::open(tmp.path()).unwrap();
     dir.write_new("a/b/new.txt", b"one").unwrap();
-    assert!(dir.write_new("a/b/new.txt", b"two").unwrap_err().is_tampering());
+    assert!(
+        dir.write_new("a/b/new.txt", b"two")
+            .unwrap_err()
+            .is_tampering()
+    );
     dir.replace("a/b/new.txt", b"two").unwrap();
     dir.append("a/b/new.txt", b"+").unwrap();
     assert_eq!(dir.read("a/b/new.txt", 10).unwrap(), b"two+");
@@ -126,8 +149,11 @@ fn removing_a_tree_never_follows_its_links() {
     symlink(&outside, record.join("t/rounds/1/link")).unwrap();
     std::fs::write(record.join("t/rounds/1/file"), "y").unwrap();
     // A read-only directory inside is still removed (its owner may write it).
-    std::fs::set_permissions(record.join("t/rounds"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        record.join("t/rounds"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     let dir = HostDir::open(&record).unwrap();
     dir.remove("t").unwrap();
     assert!(!record.join("t").exists());

@@ -210,9 +210,10 @@ impl TaskHost for Coordinator<'_, '_, '_> {
     fn job_log(&self, task: &TaskId, line: &str) {
         let path = self.flow.layout.task_dir(task).join(JOB_LOG_FILE);
         // Best effort, as a log is: through the record's handle, never through a link.
-        if let (Some(rel), Ok(record)) =
-            (self.flow.layout.below_root(&path), self.flow.layout.record())
-        {
+        if let (Some(rel), Ok(record)) = (
+            self.flow.layout.below_root(&path),
+            self.flow.layout.record(),
+        ) {
             let _ = record.append(rel, format!("{line}\n").as_bytes());
         }
     }

@@ -1915,7 +1915,9 @@ async fn a_report_forged_before_its_spawn_is_not_taken() {
     );
     assert!(commits(&p).await.is_empty());
     // The forged report was moved aside, not read as the spawn's.
-    let aside = layout(&p).round_dir(&TaskId::new("a").unwrap(), 1).join("evaluator.earlier-1");
+    let aside = layout(&p)
+        .round_dir(&TaskId::new("a").unwrap(), 1)
+        .join("evaluator.earlier-1");
     assert!(aside.join("signals.json").is_file());
 }
 
@@ -1943,16 +1945,28 @@ async fn links_planted_where_corral_writes_are_never_followed() {
             links: vec![
                 (format!("{round}/check.txt"), bashrc.clone()),
                 (format!("{round}/diff.patch"), profile.clone()),
-                (".corral/sprints/s/learnings.ndjson".to_string(), profile.clone()),
-                (".corral/sprints/s/implement/a/rounds/2".to_string(), home.clone()),
+                (
+                    ".corral/sprints/s/learnings.ndjson".to_string(),
+                    profile.clone(),
+                ),
+                (
+                    ".corral/sprints/s/implement/a/rounds/2".to_string(),
+                    home.clone(),
+                ),
             ],
             files: Vec::new(),
             signals: complete(None, Some("a learning")),
         },
     );
     let result = run_plain(&p, &generator, None).await;
-    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "original bashrc\n");
-    assert_eq!(std::fs::read_to_string(&profile).unwrap(), "original profile\n");
+    assert_eq!(
+        std::fs::read_to_string(&bashrc).unwrap(),
+        "original bashrc\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&profile).unwrap(),
+        "original profile\n"
+    );
     assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0);
     match result {
         Err(e) => {
