@@ -181,7 +181,12 @@ pub const LAYERS: &[Layer] = &[
     Layer {
         name: "corral-engine",
         rules: Rules::Product {
-            internal: &[any("corral-ports"), dev("corral-test-support")],
+            internal: &[
+                any("corral-ports"),
+                // The run directory's files are replaced through one handle (ADR 0009).
+                any("corral-hostfs"),
+                dev("corral-test-support"),
+            ],
             external: Externals::Any,
         },
     },
