@@ -1,7 +1,7 @@
 //! Files the engine writes for a run: atomic writes, the session id file, prompt pointer files.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use corral_ports::SessionId;
@@ -17,11 +17,16 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().unwrap_or_default();
     // Through the one handle on the host's files (`corral-hostfs`): the new file is created
-    // exclusively beside the old one and renamed over it, and a link, FIFO or second hard link
-    // planted at the name is refused as tampering instead of replaced unseen.
-    corral_hostfs::HostDir::open(dir)
-        .and_then(|d| d.replace(name, contents))
-        .map_err(host_error)
+    // exclusively beside the old one and renamed over it. A link, FIFO or second hard link an
+    // agent planted at the name (the native backend has no bind to stop it) is replaced, never
+    // written through, and named in the diagnostics.
+    let displaced = corral_hostfs::HostDir::open(dir)
+        .and_then(|d| d.supersede(name, contents))
+        .map_err(host_error)?;
+    if let Some(found) = displaced {
+        tracing::warn!(file = %path.display(), found, "a record file was replaced over something planted at its name (tampering)");
+    }
+    Ok(())
 }
 
 /// A host file error as the `io::Error` the engine's writers return: the same kind where there

@@ -501,6 +501,41 @@ impl HostDir {
         written
     }
 
+    /// Like [`HostDir::replace`], but what is at the name (a link, a FIFO, a file with a second
+    /// hard link) is replaced by the rename too, never written through, and named in the
+    /// answer: for a writer whose file must land whatever was planted (the engine's record of
+    /// a run, the last thing to lose). A directory there is still an error.
+    ///
+    /// # Errors
+    ///
+    /// [`HostFsError::Tampered`] (a directory at the name, a link on the way),
+    /// [`HostFsError::Io`].
+    pub fn supersede(
+        &self,
+        rel: impl AsRef<Path>,
+        contents: &[u8],
+    ) -> Result<Option<&'static str>, HostFsError> {
+        let rel = rel.as_ref();
+        let (parent, last) = self.parent_of(rel, true)?;
+        let here = parent.as_ref().unwrap_or(self);
+        let displaced = match here.kind_here(last)? {
+            None | Some(EntryKind::File) => None,
+            Some(EntryKind::Dir) => {
+                return Err(HostFsError::Tampered {
+                    path: self.path.join(rel),
+                    found: "a directory",
+                    expected: OWN_FILE,
+                });
+            }
+            Some(EntryKind::Other(found)) => Some(found),
+        };
+        if displaced.is_some() {
+            here.remove_entry(last)?;
+        }
+        here.replace_with(last, contents, Flush::Cached)?;
+        Ok(displaced)
+    }
+
     /// A new file beside `name`, created exclusively under a name of its own.
     fn temp_file(&self, name: &OsStr) -> Result<(OwnedFd, PathBuf), HostFsError> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -1344,7 +1344,14 @@ fn a_generator_cannot_plant_links_or_a_verdict_in_the_sprints_record() {
             .with_round(Role::Generator, "t1", 2, g2)
             .with_round(Role::Evaluator, "t1", 2, e(2, None))
     });
-    let file = sprint_file(&world.project(), &[task("t1")], CHECK, &CLAUDE, Some(&CLAUDE), 2);
+    let file = sprint_file(
+        &world.project(),
+        &[task("t1")],
+        CHECK,
+        &CLAUDE,
+        Some(&CLAUDE),
+        2,
+    );
     repository(&world, &file);
     let out = sprint_run(&world, &[]);
     let transcript = transcript(&world.env, &out);

@@ -159,3 +159,27 @@ fn removing_a_tree_never_follows_its_links() {
     assert!(!record.join("t").exists());
     assert!(outside.join("keep").exists());
 }
+
+#[test]
+fn superseding_replaces_what_was_planted_without_writing_through_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "mine\n").unwrap();
+    let run = tmp.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    symlink(&victim, run.join("run.json")).unwrap();
+    std::fs::hard_link(&victim, run.join("session-id.txt")).unwrap();
+    mkfifo(&run.join("session.json"));
+    let dir = HostDir::open(&run).unwrap();
+    assert_eq!(dir.supersede("run.json", b"{}").unwrap(), Some("a symbolic link"));
+    assert_eq!(
+        dir.supersede("session-id.txt", b"id\n").unwrap(),
+        Some("a file with another hard link")
+    );
+    assert_eq!(dir.supersede("session.json", b"{}").unwrap(), Some("a FIFO"));
+    assert_eq!(dir.supersede("run.json", b"{}\n").unwrap(), None);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine\n");
+    for name in ["run.json", "session-id.txt", "session.json"] {
+        assert_eq!(dir.kind(name).unwrap(), Some(EntryKind::File), "{name}");
+    }
+}
