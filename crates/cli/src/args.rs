@@ -184,11 +184,11 @@ pub enum RunsCommand {
         #[arg(short, long)]
         all: bool,
     },
-    /// Show one run's summary, its answer and its files.
+    /// Show one run's summary, its answer and its files (default: the latest run).
     Show {
-        /// The run id (or a unique prefix).
+        /// The run id (or a unique prefix); without it, the latest run.
         #[arg(add = ArgValueCompleter::new(crate::runs::complete_run_id))]
-        id: String,
+        id: Option<String>,
         /// The record (`run.json`) as JSON, and nothing else.
         #[arg(long)]
         json: bool,
@@ -196,11 +196,11 @@ pub enum RunsCommand {
         #[arg(long = "runs-dir", visible_alias = "dir", value_name = "DIR")]
         dir: Option<PathBuf>,
     },
-    /// Print a run's events as they happen until it finishes.
+    /// Print a run's events as they happen until it finishes (default: the latest run).
     Follow {
-        /// The run id (or a unique prefix).
+        /// The run id (or a unique prefix); without it, the latest run.
         #[arg(add = ArgValueCompleter::new(crate::runs::complete_run_id))]
-        id: String,
+        id: Option<String>,
         /// Where runs live (default: as for `runs list`).
         #[arg(long = "runs-dir", visible_alias = "dir", value_name = "DIR")]
         dir: Option<PathBuf>,

@@ -40,6 +40,20 @@ fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
             text
         }
         (None, Some(text)) => text.to_string(),
+        // A prompt piped in without `-`, as `claude -p` and `codex exec` read it; on a terminal
+        // that would wait for typing no one announced, so it is refused instead.
+        (None, None) if !std::io::IsTerminal::is_terminal(&std::io::stdin()) => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| usage(format!("cannot read the prompt from standard input: {e}")))?;
+            if text.trim().is_empty() {
+                return Err(usage(
+                    "no prompt: give it as an argument, with --prompt-file FILE, or on standard input",
+                ));
+            }
+            text
+        }
         (None, None) => {
             return Err(usage(
                 "no prompt: give it as an argument, with --prompt-file FILE, or as - to read stdin",
@@ -158,7 +172,7 @@ fn install_signal_handlers(
         errln!("");
         errln!("stopped   {error}");
         errln!("session   {}", record.session_id.as_deref().unwrap_or("-"));
-        if let Some(cmd) = &record.resume_command {
+        if let Some(cmd) = crate::runs::resume_hint(&record) {
             errln!("resume    {cmd}");
         }
         errln!("run dir   {}", journal.dir().display());
@@ -628,7 +642,7 @@ fn print_summary(
             "attempts": record.attempts,
             "error": record.error,
             "result": record.result,
-            "resume_command": record.resume_command,
+            "resume_command": crate::runs::resume_hint(record),
             "cold_fallback_from": record.cold_fallback_from,
             "stray_writes": if not_checked.is_some() { None } else { Some(strays) },
             "stray_check": if not_checked.is_some() { "not-checked" } else { "checked" },
@@ -637,60 +651,64 @@ fn print_summary(
         }));
         return;
     }
-    // The answer first, as `claude -p` prints it; the summary below it.
+    // The answer alone on stdout, as `claude -p` and `codex exec` print it, so that
+    // `$(corral run "…")` is the answer; the summary goes to stderr with the progress.
     if let Some(answer) = record.result.as_deref().map(str::trim_end)
         && !answer.is_empty()
     {
         outln!("{answer}");
-        outln!("");
+    }
+    // `-q`: the answer alone when all went well; what went wrong is still said.
+    if renderer.style() == Style::Quiet && exit == Exit::Success {
+        return;
     }
     let u = &record.usage;
     let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-    outln!("outcome   {} (exit {})", record.outcome, exit.code());
+    errln!("outcome   {} (exit {})", record.outcome, exit.code());
     if let Some(err) = error {
-        outln!("error     {err}");
+        errln!("error     {err}");
     }
     match verdict {
-        SignalsVerdict::NotChecked => outln!("signals   not checked"),
+        SignalsVerdict::NotChecked => errln!("signals   not checked"),
         SignalsVerdict::Valid { kinds, blocked, .. } => {
-            outln!("signals   valid: {}", kinds.join(", "));
+            errln!("signals   valid: {}", kinds.join(", "));
             if let Some(reason) = blocked {
-                outln!("blocked   {reason}");
+                errln!("blocked   {reason}");
             }
         }
-        SignalsVerdict::Invalid(e) => outln!("signals   invalid: {}", short_error(e)),
+        SignalsVerdict::Invalid(e) => errln!("signals   invalid: {}", short_error(e)),
     }
-    outln!("session   {}", record.session_id.as_deref().unwrap_or("-"));
+    errln!("session   {}", record.session_id.as_deref().unwrap_or("-"));
     if let Some(stale) = &record.cold_fallback_from {
-        outln!("resumed   no: session {stale} was not found; the task ran cold, in a new session");
+        errln!("resumed   no: session {stale} was not found; the task ran cold, in a new session");
     }
-    outln!(
+    errln!(
         "usage     in {} out {} cache read {} write {}",
         n(u.input),
         n(u.output),
         n(u.cache_read),
         n(u.cache_write)
     );
-    outln!(
+    errln!(
         "cost      {}",
         u.cost_usd.map_or("-".to_string(), |c| format!("${c:.4}"))
     );
-    outln!("attempts  {}", record.attempts);
+    errln!("attempts  {}", record.attempts);
     for stray in strays {
-        outln!("stray     {}", crate::term::one_line(stray));
+        errln!("stray     {}", crate::term::one_line(stray));
     }
     if let Some(why) = &not_checked
         && record.attestation.is_some()
     {
-        outln!("strays    not checked: {}", crate::term::one_line(why));
+        errln!("strays    not checked: {}", crate::term::one_line(why));
     }
-    outln!("run dir   {}", run_dir.display());
+    errln!("run dir   {}", run_dir.display());
     if let Some(e) = &record_error {
-        outln!("warning   {e}");
+        errln!("warning   {e}");
     }
     if exit != Exit::Success
-        && let Some(cmd) = &record.resume_command
+        && let Some(cmd) = crate::runs::resume_hint(record)
     {
-        outln!("resume    {cmd}");
+        errln!("resume    {cmd}");
     }
 }

@@ -80,6 +80,26 @@ pub(crate) fn complete_run_id(typed: &std::ffi::OsStr) -> Vec<CompletionCandidat
         .collect()
 }
 
+/// The command that resumes a run's session, when it has one: `corral resume <run-id>`, which
+/// takes the provider, working directory and session from the run's record.
+pub(crate) fn resume_hint(record: &RunRecord) -> Option<String> {
+    record
+        .resume_command
+        .as_ref()
+        .map(|_| format!("corral resume {}", record.run_id))
+}
+
+/// The run `id` names, or without one the latest run (as `gh run view` takes the latest).
+fn find_run_or_latest(root: &Path, id: Option<&str>) -> anyhow::Result<PathBuf> {
+    match id {
+        Some(id) => find_run(root, id),
+        None => run_dirs(root)
+            .into_iter()
+            .next()
+            .ok_or_else(|| usage(format!("no run under {} yet", root.display()))),
+    }
+}
+
 pub(crate) fn find_run(root: &Path, id: &str) -> anyhow::Result<PathBuf> {
     let matches: Vec<PathBuf> = run_dirs(root)
         .into_iter()
@@ -103,8 +123,12 @@ pub(crate) fn find_run(root: &Path, id: &str) -> anyhow::Result<PathBuf> {
 pub async fn runs(cmd: RunsCommand) -> anyhow::Result<Exit> {
     match cmd {
         RunsCommand::List { dir, json, all } => list(&runs_root(dir)?, json, all),
-        RunsCommand::Show { id, dir, json } => show(&find_run(&runs_root(dir)?, &id)?, json),
-        RunsCommand::Follow { id, dir } => follow(&find_run(&runs_root(dir)?, &id)?).await,
+        RunsCommand::Show { id, dir, json } => {
+            show(&find_run_or_latest(&runs_root(dir)?, id.as_deref())?, json)
+        }
+        RunsCommand::Follow { id, dir } => {
+            follow(&find_run_or_latest(&runs_root(dir)?, id.as_deref())?).await
+        }
     }
 }
 
@@ -302,8 +326,8 @@ fn show(dir: &Path, json: bool) -> anyhow::Result<Exit> {
     if let Some(error) = &record.error {
         field("error", error);
     }
-    if let Some(cmd) = &record.resume_command {
-        field("resume", cmd);
+    if let Some(cmd) = resume_hint(&record) {
+        field("resume", &cmd);
     }
     field("prompt", &prompt_line(dir, 100));
     if let Some(answer) = &record.result {

@@ -195,7 +195,7 @@ conformance!(
         let said = format!("{stdout}[stderr]\n{stderr}");
         assert!(exited, "corral did not exit within 60 s of Ctrl-C: {said}");
         assert_eq!(status.code(), Some(130), "{said}");
-        assert!(stdout.contains("outcome   cancelled"), "{said}");
+        assert!(stderr.contains("outcome   cancelled"), "{said}");
 
         let session = record(&dir)["session_id"].as_str().map(str::to_string);
         eprintln!("  session id at the cancel: {session:?}");
@@ -213,11 +213,10 @@ conformance!(
                     "the session id is kept"
                 );
                 let resume = format!(
-                    "resume    corral run --provider {} --cwd {} --resume {id} ",
-                    cli.id,
-                    world.project().display()
+                    "resume    corral resume {}",
+                    dir.file_name().unwrap().to_string_lossy()
                 );
-                assert!(stdout.contains(&resume), "{said}");
+                assert!(stderr.contains(&resume), "{said}");
             }
             None => {
                 assert!(!dir.join("session-id.txt").exists());

@@ -165,9 +165,12 @@ fn the_answer_is_on_stdout_in_the_json_summary_in_run_json_and_in_the_o_file() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", transcript(&env, &out));
+    // The answer alone on stdout (`$(corral run …)` is the answer); the summary on stderr.
+    assert_eq!(stdout, "The answer is 42.\nSecond line.\n");
     assert!(
-        stdout.starts_with("The answer is 42.\nSecond line.\n\noutcome   succeeded"),
-        "{stdout}"
+        String::from_utf8_lossy(&out.stderr).contains("outcome   succeeded"),
+        "{}",
+        transcript(&env, &out)
     );
     assert_eq!(
         std::fs::read_to_string(&answer_file).unwrap(),
@@ -211,6 +214,9 @@ fn runs_show_prints_a_summary_or_the_record_as_json() {
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(value["run_id"], id.as_str());
     let human = env.corral().args(["runs", "show", &id]).output().unwrap();
+    // Without an id, the latest run (as `gh run view`).
+    let latest = env.corral().args(["runs", "show"]).output().unwrap();
+    assert_eq!(latest.stdout, human.stdout, "{}", transcript(&env, &latest));
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
         text.contains("outcome   succeeded (exit 0)")

@@ -307,6 +307,7 @@ fn stray_writes_are_named_in_the_summary() {
         args.push("do the task");
         let out = env.corral().env(name, &path).args(&args).output().unwrap();
         let stdout = env.clean(&out.stdout);
+        let stderr = env.clean(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
         if json {
             assert_eq!(
@@ -318,8 +319,8 @@ fn stray_writes_are_named_in_the_summary() {
             );
         } else {
             assert!(
-                stdout.contains("stray     added <tmp>/project/stray.txt"),
-                "{stdout}"
+                stderr.contains("stray     added <tmp>/project/stray.txt"),
+                "{stdout}{stderr}"
             );
         }
     }

@@ -106,7 +106,7 @@ fn sigterm_and_sighup_end_a_run_like_ctrl_c_with_its_record_and_summary() {
             == 2));
         corral_test_support::send_signal(child.id(), signal);
         let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stdout = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(130), "{signal}: {stdout}");
         let record = record(&dir);
         assert_eq!(record["outcome"], "cancelled", "{signal}: {record}");
@@ -114,7 +114,7 @@ fn sigterm_and_sighup_end_a_run_like_ctrl_c_with_its_record_and_summary() {
         assert!(record["finished_at"].is_string());
         assert!(
             stdout.contains(&format!("session   {FAKE_SESSION}"))
-                && stdout.contains("resume    corral run"),
+                && stdout.contains("resume    corral resume "),
             "{signal}: no summary: {stdout}"
         );
         assert_group_gone(&agent_pids(&env));
@@ -494,8 +494,8 @@ fn a_full_disk_keeps_the_session_id_whole_log_lines_and_the_summary() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     assert!(
-        stdout.contains(&format!("session   {FAKE_SESSION}")),
-        "{stdout}"
+        stderr.contains(&format!("session   {FAKE_SESSION}")),
+        "{stdout}{stderr}"
     );
     let runs: Vec<_> = std::fs::read_dir(saved.join(".corral/runs"))
         .unwrap()
