@@ -783,6 +783,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         let Some(progress) = t.progress.clone() else {
             return Ok(Next::Finished);
         };
+        self.fingerprint_protected(task, t.round).await?;
         let agent = self.run.generator;
         let dir = self.layout.spawn_dir(&task.id, t.round, Role::Generator);
         let contract = Contract::generator();
@@ -1066,6 +1067,10 @@ impl<'r, 'a> Flow<'r, 'a> {
         let Some(progress) = t.progress.clone() else {
             return Ok(Next::Finished);
         };
+        // Before any check: the check must run the version the round did not write.
+        if let Some(next) = self.guard_protected(state, i, task).await? {
+            return Ok(next);
+        }
         let round_dir = self.layout.round_dir(&task.id, t.round);
         // The paths only choose the gates. Without gates the change is staged after the
         // check, so that nothing runs between staging and the commit or the reset (see
@@ -1552,8 +1557,10 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
     }
 }
 
+mod protect;
 mod wave;
 
+pub use protect::PROTECTED_FILE;
 pub use wave::JOB_LOG_FILE;
 
 fn progress_mut(state: &mut SprintState, i: usize) -> Option<&mut TaskProgress> {

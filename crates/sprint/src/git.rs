@@ -19,6 +19,7 @@ const DIFF_LIMIT: usize = 4 * 1024 * 1024;
 const KEEP_STAGED: &[&str] = &[
     "diff",
     "log",
+    "ls-files",
     "rev-parse",
     "symbolic-ref",
     "merge-base",

@@ -44,7 +44,8 @@ pub use file::{
 };
 pub use flow::{
     BLOCKED_PATCH_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, JOB_LOG_FILE, PRE_VERIFY_FILE,
-    REGRESSED_PATCH_FILE, RunOptions, SprintError, SprintRun, run_sprint, work_task,
+    PROTECTED_FILE, REGRESSED_PATCH_FILE, RunOptions, SprintError, SprintRun, run_sprint,
+    work_task,
 };
 pub use git::{GitError, extract_tree};
 pub use layout::{

@@ -28,12 +28,13 @@ const SPRINT_KEYS: &[&str] = &[
     "setup",
     "max_rounds",
     "max_attempts",
+    "protected",
 ];
 const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
 const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
 const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
 const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
-const TASK_KEYS: &[&str] = &["id", "title", "prompt", "brief", "depends_on"];
+const TASK_KEYS: &[&str] = &["id", "title", "prompt", "brief", "depends_on", "may_edit"];
 
 /// Validates the sprint file `path` whose text is `src`; briefs are read relative to its
 /// directory.
@@ -375,6 +376,7 @@ impl Cx<'_> {
             limits::MAX_ATTEMPTS,
             u64::from(limits::DEFAULT_MAX_ATTEMPTS),
         );
+        let protected = self.globs(t, "sprint", "protected");
         Some(SprintSection {
             name: name?,
             branch: branch?,
@@ -383,6 +385,7 @@ impl Cx<'_> {
             setup,
             max_rounds: u32::try_from(max_rounds?).ok()?,
             max_attempts: u32::try_from(max_attempts?).ok()?,
+            protected: protected?,
         })
     }
 
@@ -599,12 +602,14 @@ impl Cx<'_> {
             .map(|(s, _)| s);
         let prompt = self.prompt(t, &path, at);
         let deps = self.depends_on(t, &path);
-        let task = match (id.clone(), title, prompt, &deps) {
-            (Some(id), Some(title), Some(prompt), Some(deps)) => Some(Task {
+        let may_edit = self.globs(t, &path, "may_edit");
+        let task = match (id.clone(), title, prompt, &deps, may_edit) {
+            (Some(id), Some(title), Some(prompt), Some(deps), Some(may_edit)) => Some(Task {
                 id,
                 title,
                 prompt,
                 depends_on: deps.iter().map(|(d, _)| d.clone()).collect(),
+                may_edit,
                 line,
             }),
             _ => None,
@@ -664,6 +669,60 @@ impl Cx<'_> {
                 }
             }
         }
+    }
+
+    /// A list of path globs at `key` (`sprint.protected`, a task's `may_edit`), relative to
+    /// the work tree's top: empty when absent; `None` when it is no list of such globs
+    /// (reported).
+    fn globs(&mut self, t: &dyn TableLike, path: &str, key: &str) -> Option<Vec<String>> {
+        let full = join(path, key);
+        let Some(item) = t.get(key) else {
+            return Some(Vec::new());
+        };
+        let Some(array) = item.as_array() else {
+            self.report(
+                Self::span_of(t, key),
+                &full,
+                Rule::WrongType,
+                format!("is {}, expected a list of path globs", kind(item)),
+            );
+            return None;
+        };
+        let mut globs = Vec::new();
+        let mut ok = true;
+        for value in array.iter() {
+            let Some(s) = value.as_str() else {
+                self.report(
+                    value.span(),
+                    &full,
+                    Rule::WrongType,
+                    format!(
+                        "holds {}, expected path globs (strings)",
+                        kind(&Item::Value(value.clone()))
+                    ),
+                );
+                ok = false;
+                continue;
+            };
+            let problem = if s.trim().is_empty() {
+                Some((Rule::Empty, "holds an empty glob".to_string()))
+            } else {
+                gate_path_problem(s).map(|why| {
+                    (
+                        Rule::BadPath,
+                        format!("{s:?} {}", why.replace("a gate path", "a glob")),
+                    )
+                })
+            };
+            match problem {
+                Some((rule, message)) => {
+                    self.report(value.span(), &full, rule, message);
+                    ok = false;
+                }
+                None => globs.push(s.trim_start_matches("./").to_string()),
+            }
+        }
+        ok.then_some(globs)
     }
 
     /// `depends_on`: a list of task ids, duplicates dropped, each with its span; `None` when
@@ -771,6 +830,7 @@ impl Cx<'_> {
                     title: String::new(),
                     prompt: TaskPrompt::Inline(String::new()),
                     depends_on: e.deps.iter().map(|(d, _)| d.clone()).collect(),
+                    may_edit: Vec::new(),
                     line: e.line,
                 };
                 Some((task, e.index))

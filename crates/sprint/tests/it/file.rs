@@ -385,3 +385,49 @@ fn an_unreadable_or_non_utf8_file_is_an_error_of_its_own() {
         (2, Rule::Syntax)
     );
 }
+
+#[test]
+fn protected_and_may_edit_are_read_and_checked() {
+    let text = MINIMAL
+        .replace(
+            "check = \"true\"",
+            "check = \"true\"\nprotected = [\"ci/**\", \"./tools/check.sh\"]",
+        )
+        .replace(
+            "prompt = \"Do it.\"",
+            "prompt = \"Do it.\"\nmay_edit = [\"ci/lint.sh\"]",
+        );
+    let file = parse(Path::new("corral-sprint.toml"), &text).unwrap();
+    assert_eq!(file.sprint.protected, ["ci/**", "tools/check.sh"]);
+    assert_eq!(file.tasks[0].may_edit, ["ci/lint.sh"]);
+    assert!(
+        parse(Path::new("corral-sprint.toml"), MINIMAL)
+            .unwrap()
+            .sprint
+            .protected
+            .is_empty()
+    );
+
+    let bad = MINIMAL
+        .replace(
+            "check = \"true\"",
+            "check = \"true\"\nprotected = [\"/etc/passwd\", 3]",
+        )
+        .replace(
+            "prompt = \"Do it.\"",
+            "prompt = \"Do it.\"\nmay_edit = \"../x\"",
+        );
+    assert_eq!(
+        errors(&bad),
+        [
+            "corral-sprint.toml:5:14: sprint.protected: \"/etc/passwd\" is absolute; a glob is relative to the work tree's top [bad-path]",
+            "corral-sprint.toml:5:29: sprint.protected: holds an integer, expected path globs (strings) [wrong-type]",
+            "corral-sprint.toml:14:1: tasks[0].may_edit: is a string, expected a list of path globs [wrong-type]",
+        ]
+    );
+    let bad = MINIMAL.replace(
+        "prompt = \"Do it.\"",
+        "prompt = \"Do it.\"\nmay_edit = [\"a/../../b\", \"\"]",
+    );
+    assert_eq!(rules(&bad), [Rule::BadPath, Rule::Empty]);
+}

@@ -1,0 +1,167 @@
+//! What a generator must not be able to do to its judges (issue 29): rewrite the check's
+//! script or the sprint file and be judged, and committed, by what it wrote.
+
+use super::*;
+
+/// A sprint whose check is a script in the tree.
+async fn scripted_check(tasks: &str) -> Project {
+    let p = project("").await;
+    let head = SPRINT_HEAD.replace("check = \"test ! -e BROKEN\"", "check = \"sh ./check.sh\"");
+    std::fs::write(p.root.join("check.sh"), "test ! -e BROKEN\n").unwrap();
+    std::fs::write(
+        p.root.join("corral-sprint.toml"),
+        format!("{head}\n{tasks}"),
+    )
+    .unwrap();
+    git(&p.root, &["add", "--all"]).await;
+    git(&p.root, &["commit", "--quiet", "-m", "the scripted check"]).await;
+    p
+}
+
+const ONE_TASK: &str = r#"
+[[tasks]]
+id = "a"
+title = "Task a"
+prompt = "Write a.txt."
+"#;
+
+async fn file_at_tip(p: &Project, path: &str) -> String {
+    git(&p.root, &["show", &format!("corral/s:{path}")]).await
+}
+
+#[tokio::test]
+async fn a_round_that_rewrites_the_check_script_is_reset_before_the_check_runs() {
+    let p = scripted_check(ONE_TASK).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        write(&[("a.txt", "a\n"), ("BROKEN", "x"), ("check.sh", "exit 0\n")]),
+    );
+    let sink = Recorder::default();
+    let summary = run(
+        &p,
+        &generator,
+        None,
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let a = &summary.tasks[0];
+    assert_eq!(a.rounds, 2, "round 1 was reset, round 2 committed");
+    assert!(
+        a.warnings
+            .iter()
+            .any(|w| w.contains("protected path(s) check.sh")),
+        "{:?}",
+        a.warnings
+    );
+    assert_eq!(file_at_tip(&p, "check.sh").await, "test ! -e BROKEN\n");
+    let round1 = layout(&p).round_dir(&TaskId::new("a").unwrap(), 1);
+    let saved = std::fs::read_to_string(round1.join("regressed.patch")).unwrap();
+    assert!(saved.contains("+exit 0"), "{saved}");
+    assert!(
+        !round1.join("check.txt").exists(),
+        "no check ran on the round's own check script"
+    );
+    let events = sink.events.lock().unwrap().clone();
+    assert!(events.iter().any(|e| matches!(
+        e,
+        SprintEvent::Warning { message, .. } if message.contains("check.sh")
+    )));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SprintEvent::Regressed { round: 1, .. }))
+    );
+}
+
+#[tokio::test]
+async fn a_round_that_rewrites_the_sprint_file_is_reset_and_the_next_run_obeys_the_original() {
+    let p = project(ONE_TASK).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        write(&[
+            ("a.txt", "a\n"),
+            ("BROKEN", "x"),
+            (
+                "corral-sprint.toml",
+                "[sprint]\nname = \"s\"\ncheck = \"true\"\nmax_rounds = 10\n",
+            ),
+        ]),
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert!(
+        summary.tasks[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("corral-sprint.toml")),
+        "{:?}",
+        summary.tasks[0].warnings
+    );
+    let tip = file_at_tip(&p, "corral-sprint.toml").await;
+    assert!(tip.contains("test ! -e BROKEN"), "{tip}");
+    assert!(!file_at_tip(&p, "a.txt").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_task_may_edit_what_its_may_edit_lists() {
+    let tasks = format!("{ONE_TASK}may_edit = [\"check.sh\"]\n");
+    let p = scripted_check(&tasks).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        write(&[
+            ("a.txt", "a\n"),
+            ("check.sh", "test ! -e BROKEN && test -e a.txt\n"),
+        ]),
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(summary.tasks[0].rounds, 1);
+    assert!(summary.tasks[0].warnings.is_empty());
+    assert_eq!(
+        file_at_tip(&p, "check.sh").await,
+        "test ! -e BROKEN && test -e a.txt\n"
+    );
+}
+
+#[tokio::test]
+async fn protected_globs_cover_files_the_round_adds() {
+    let p = project("").await;
+    let head = SPRINT_HEAD.replace(
+        "max_attempts = 2",
+        "max_attempts = 2\nprotected = [\"ci/**\"]",
+    );
+    std::fs::write(
+        p.root.join("corral-sprint.toml"),
+        format!("{head}\n{ONE_TASK}"),
+    )
+    .unwrap();
+    git(
+        &p.root,
+        &["commit", "--quiet", "--all", "-m", "protected ci"],
+    )
+    .await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        write(&[("a.txt", "a\n"), ("ci/new.sh", "exit 0\n")]),
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(summary.tasks[0].rounds, 2);
+    assert!(!p.root.join("ci/new.sh").exists());
+}
