@@ -37,6 +37,9 @@ use crate::state::{
 
 /// The round's diff, in the round's directory.
 pub const DIFF_FILE: &str = "diff.patch";
+/// Every path the round changed (`git diff --name-status`), in the round's directory, when its
+/// diff is too long for the evaluator's prompt.
+pub const CHANGED_PATHS_FILE: &str = "changed-paths.txt";
 /// The check's report after the round, in the round's directory.
 pub const CHECK_FILE: &str = "check.txt";
 /// A regressed round's change, saved before the tree is reset, in the round's directory.
@@ -1098,6 +1101,8 @@ impl<'r, 'a> Flow<'r, 'a> {
             None => self.git.patch_against(&progress.base).await?,
         };
         write_file(&round_dir.join(crate::flow::DIFF_FILE), patch.as_bytes())?;
+        self.save_changed_paths(&round_dir, &progress.base, &patch)
+            .await?;
         write_file(&round_dir.join(CHECK_FILE), v.report.as_bytes())?;
         let pre = progress.pre_passed.unwrap_or(true)
             && !v
@@ -1219,6 +1224,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                 let round_dir = self.layout.round_dir(&task.id, t.round);
                 let diff_file = round_dir.join(DIFF_FILE);
                 let diff = read_text(&diff_file);
+                let changed = read_text(&round_dir.join(CHANGED_PATHS_FILE));
                 let check = read_text(&round_dir.join(CHECK_FILE));
                 let text = prompt::evaluator_prompt(
                     task,
@@ -1226,8 +1232,11 @@ impl<'r, 'a> Flow<'r, 'a> {
                     &self.file().sprint.check,
                     t.attribution.unwrap_or(Attribution::Clean),
                     &check,
-                    &diff,
-                    &diff_file.display().to_string(),
+                    &prompt::RoundDiff {
+                        text: &diff,
+                        file: &diff_file.display().to_string(),
+                        changed_paths: &changed,
+                    },
                 );
                 let report = self
                     .spawn(
@@ -1558,6 +1567,7 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
 }
 
 mod protect;
+mod review;
 mod wave;
 
 pub use protect::PROTECTED_FILE;

@@ -43,9 +43,9 @@ pub use file::{
     limits, load,
 };
 pub use flow::{
-    BLOCKED_PATCH_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, JOB_LOG_FILE, PRE_VERIFY_FILE,
-    PROTECTED_FILE, REGRESSED_PATCH_FILE, RunOptions, SprintError, SprintRun, run_sprint,
-    work_task,
+    BLOCKED_PATCH_FILE, CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, JOB_LOG_FILE,
+    PRE_VERIFY_FILE, PROTECTED_FILE, REGRESSED_PATCH_FILE, RunOptions, SprintError, SprintRun,
+    run_sprint, work_task,
 };
 pub use git::{GitError, extract_tree};
 pub use layout::{

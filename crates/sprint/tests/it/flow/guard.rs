@@ -165,3 +165,67 @@ async fn protected_globs_cover_files_the_round_adds() {
     assert_eq!(summary.tasks[0].rounds, 2);
     assert!(!p.root.join("ci/new.sh").exists());
 }
+
+/// The prompt the evaluator got for round `round` of `task`.
+fn evaluator_prompt(evaluator: &FakeAgent, task: &str, round: u32) -> String {
+    evaluator
+        .seen_for(task, round)
+        .into_iter()
+        .find(|s| s.request.role == Role::Evaluator)
+        .map(|s| s.request.prompt)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_gitattributes_the_agent_writes_does_not_hide_its_change_from_the_evaluator() {
+    let p = project(ONE_TASK).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        write(&[
+            (".gitattributes", "*.txt binary\n*.rs -diff\n"),
+            ("a.txt", "the hidden change\n"),
+            ("lib.rs", "fn backdoor() {}\n"),
+        ]),
+    );
+    let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let prompt = evaluator_prompt(&evaluator, "a", 1);
+    assert!(prompt.contains("+the hidden change"), "{prompt}");
+    assert!(prompt.contains("+fn backdoor() {}"), "{prompt}");
+    assert!(!prompt.contains("Binary files"), "{prompt}");
+    assert!(!prompt.contains("GIT binary patch"), "{prompt}");
+}
+
+#[tokio::test]
+async fn a_diff_cut_for_the_prompt_is_marked_and_every_changed_path_listed() {
+    let p = project(ONE_TASK).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    let big: &'static str = Box::leak("line of a large generated file\n".repeat(12_000).into());
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        write(&[("a-big.txt", big), ("z-small.txt", "past the cut\n")]),
+    );
+    let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let prompt = evaluator_prompt(&evaluator, "a", 1);
+    assert!(
+        prompt.contains("[diff cut at ")
+            && prompt.contains("the full list of changed paths follows]"),
+        "{}",
+        &prompt[prompt.len().saturating_sub(2000)..]
+    );
+    assert!(!prompt.contains("+past the cut"));
+    assert!(
+        prompt.contains("A\tz-small.txt"),
+        "{}",
+        &prompt[prompt.len() - 1000..]
+    );
+    assert!(prompt.contains("A\ta-big.txt"));
+}
