@@ -162,6 +162,15 @@ pub enum SprintError {
         /// The error.
         source: std::io::Error,
     },
+    /// Another sprint is running in this repository (it holds the repository's sprint lock).
+    /// Retryable: yes, once that sprint has ended.
+    #[error(
+        "another sprint ({holder}) is running in this repository\nhint: wait for it to end, or stop it (Ctrl-C in its terminal); `corral sprint run` then continues this one"
+    )]
+    Busy {
+        /// Who holds the lock: sprint, pid, host, start time.
+        holder: String,
+    },
     /// A task's executor could not run it to a handback. Retryable: as the executor's error
     /// says ([`ExecutorError::is_retryable`]).
     #[error("task {task} ({kind} executor): {source}")]
@@ -179,7 +188,9 @@ impl SprintError {
     /// The exit code of `corral sprint run`: 2 for a preflight refusal, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
-            SprintError::Dirty { .. } | SprintError::SetupFailed { .. } => 2,
+            SprintError::Dirty { .. }
+            | SprintError::SetupFailed { .. }
+            | SprintError::Busy { .. } => 2,
             SprintError::Git(_)
             | SprintError::Command { .. }
             | SprintError::State(_)
@@ -193,7 +204,7 @@ impl SprintError {
         match self {
             SprintError::Command { source, .. } => source.is_retryable(),
             SprintError::Git(GitError::Run { source, .. }) => source.is_retryable(),
-            SprintError::Io { .. } => true,
+            SprintError::Io { .. } | SprintError::Busy { .. } => true,
             SprintError::Executor { source, .. } => source.is_retryable(),
             SprintError::Dirty { .. }
             | SprintError::SetupFailed { .. }
@@ -239,9 +250,17 @@ enum Next {
 /// Runs the sprint, or continues it from its `sprint.json`. Returns how it ended; an `Err` is
 /// a refusal before any task ran (exit 2) or a failure of the machinery (exit 1).
 pub async fn run_sprint(run: SprintRun<'_>) -> Result<SprintSummary, SprintError> {
-    let result = match Flow::new(&run).await {
-        Ok(flow) => flow.run().await,
-        Err(e) => Err(e),
+    // Held to the end of the run, whatever its end: one sprint at a time per repository.
+    // (A cancel during the lock's git command is a stop like any other, below.)
+    let (result, _lock) = match crate::lock::lock_repository(&run).await {
+        Ok(lock) => {
+            let result = match Flow::new(&run).await {
+                Ok(flow) => flow.run().await,
+                Err(e) => Err(e),
+            };
+            (result, Some(lock))
+        }
+        Err(e) => (Err(e), None),
     };
     match result {
         // Cancelled in the middle of a git command: stopped, as at any other step.
@@ -1653,13 +1672,14 @@ fn commit_message(task: &Task, signals: &[Signal], run_id: &str) -> String {
             None
         }
     });
-    let mut message = match proposed {
+    let message = match proposed {
         Some(m) => match m.body.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
             Some(body) => format!("{}\n\n{body}\n", m.subject.trim()),
             None => format!("{}\n", m.subject.trim()),
         },
         None => format!("{}\n", task.title.trim()),
     };
+    let mut message = message;
     message.push_str(&format!(
         "\nCorral-Task: {}\nCorral-Run: {run_id}\n",
         task.id

@@ -23,6 +23,7 @@ mod file;
 mod flow;
 mod git;
 mod layout;
+mod lock;
 mod names;
 mod order;
 mod parse;
@@ -53,6 +54,7 @@ pub use layout::{
     ROUNDS_DIR, RUN_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE, SIGNALS_FILE,
     SPRINTS_DIR, STATE_FILE, SprintLayout, TASK_STATE_FILE, recorded_sprints, sprints_dir,
 };
+pub use lock::LOCK_FILE;
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
 pub use slots::{Slot, Slots};
 pub use state::{

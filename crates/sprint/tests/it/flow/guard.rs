@@ -229,3 +229,60 @@ async fn a_diff_cut_for_the_prompt_is_marked_and_every_changed_path_listed() {
     );
     assert!(prompt.contains("A\ta-big.txt"));
 }
+
+#[tokio::test]
+async fn a_second_sprint_in_the_same_repository_is_refused_naming_the_first() {
+    let p = project(ONE_TASK).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::WriteAndHang {
+            files: vec![("a.txt", "a\n")],
+            signals: None,
+        },
+    );
+    let sink = Recorder::default();
+    let mut first = Box::pin(run(
+        &p,
+        &generator,
+        None,
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+    ));
+    // The first runs until its generator hangs: it holds the lock.
+    loop {
+        tokio::select! {
+            r = first.as_mut() => panic!("the first sprint ended: {r:?}"),
+            () = tokio::time::sleep(Duration::from_millis(20)) => {
+                if !generator.seen().is_empty() { break; }
+            }
+        }
+    }
+    let other = FakeAgent::new(ProviderId::Claude);
+    let err = run_plain(&p, &other, None).await.unwrap_err();
+    assert!(matches!(err, SprintError::Busy { .. }), "{err}");
+    assert_eq!(err.exit_code(), 2);
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "another sprint (s, pid {} on ",
+            std::process::id()
+        )) && message.contains(", started 2026-12-02T12:00:00.000Z) is running in this repository"),
+        "{message}"
+    );
+    assert!(other.seen().is_empty(), "the second ran no round");
+    // The holder gone (its future dropped, as a killed process's descriptors close), the lock
+    // is free: the next run continues the sprint.
+    drop(first);
+    let summary = run_plain(&p, &generator_without_hang(), None)
+        .await
+        .unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+}
+
+fn generator_without_hang() -> Arc<FakeAgent> {
+    FakeAgent::new(ProviderId::Claude)
+}
