@@ -238,6 +238,8 @@ pub const LAYERS: &[Layer] = &[
                 any("async-trait"),
                 any("serde"),
                 any("serde_json"),
+                // A brief is opened one component at a time without following links (openat).
+                any("nix"),
                 // The protected files' fingerprints (content and mode) before each round.
                 any("sha2"),
                 any("strsim"),
@@ -316,8 +318,8 @@ pub const RESERVED: &[Reserved] = &[
     Reserved {
         name: "nix",
         features: &[],
-        only_in: &["corral-engine", "corral-test-support"],
-        reason: "only the engine (and the fake agent) deals in processes and signals",
+        only_in: &["corral-engine", "corral-test-support", "corral-sprint"],
+        reason: "only the engine (and the fake agent) deals in processes and signals; the sprint opens the files its sprint file names with openat and O_NOFOLLOW, never a process",
     },
     Reserved {
         name: "tokio",

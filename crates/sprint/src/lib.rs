@@ -22,6 +22,7 @@ mod executor;
 mod file;
 mod flow;
 mod git;
+mod intree;
 mod layout;
 mod lock;
 mod names;

@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
-use corral_contract::UntrustedFileError;
 use corral_ports::{Effort, ProviderId};
 use toml_edit::{ImDocument, Item, TableLike, Value};
 
@@ -660,7 +659,7 @@ impl Cx<'_> {
                     Some(dir) if !dir.as_os_str().is_empty() => dir.join(&name),
                     Some(_) | None => Path::new(&name).to_path_buf(),
                 };
-                match read_brief(&file) {
+                match read_brief(crate::file::base_dir(self.file), &name, &file) {
                     Ok(text) => Some(TaskPrompt::Brief { path: file, text }),
                     Err((rule, why)) => {
                         self.report(span, &join(path, "brief"), rule, why);
@@ -905,28 +904,19 @@ fn gate_path_problem(path: &str) -> Option<&'static str> {
     }
 }
 
-/// Reads a brief; the rule and the reason when it cannot be used.
-fn read_brief(file: &Path) -> Result<String, (Rule, String)> {
+/// Reads a brief, `name` as written relative to `sprint_dir`, inside the work tree only
+/// (`intree.rs`); the rule and the reason when it cannot be used.
+fn read_brief(sprint_dir: &Path, name: &str, file: &Path) -> Result<String, (Rule, String)> {
     let shown = file.display();
-    match corral_contract::read_untrusted_file(file, limits::FILE_LIMIT) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) if text.trim().is_empty() => {
-                Err((Rule::BriefUnreadable, format!("the brief {shown} is empty")))
-            }
-            Ok(text) => Ok(text),
-            Err(_) => Err((
-                Rule::BriefUnreadable,
-                format!("the brief {shown} is not UTF-8 text"),
-            )),
-        },
-        Err(UntrustedFileError::Missing { .. }) => Err((
-            Rule::BriefMissing,
-            format!("the brief {shown} does not exist (a brief is relative to the sprint file)"),
+    let bytes = crate::intree::read_brief_in_tree(sprint_dir, name, file, limits::FILE_LIMIT)?;
+    match String::from_utf8(bytes) {
+        Ok(text) if text.trim().is_empty() => {
+            Err((Rule::BriefUnreadable, format!("the brief {shown} is empty")))
+        }
+        Ok(text) => Ok(text),
+        Err(_) => Err((
+            Rule::BriefUnreadable,
+            format!("the brief {shown} is not UTF-8 text"),
         )),
-        Err(
-            e @ (UntrustedFileError::NotRegular { .. }
-            | UntrustedFileError::TooLarge { .. }
-            | UntrustedFileError::Io { .. }),
-        ) => Err((Rule::BriefUnreadable, format!("cannot use the brief: {e}"))),
     }
 }
