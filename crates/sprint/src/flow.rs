@@ -1679,7 +1679,8 @@ fn commit_message(task: &Task, signals: &[Signal], run_id: &str) -> String {
         },
         None => format!("{}\n", task.title.trim()),
     };
-    let mut message = message;
+    // What the agent wrote is shown raw by `git log | cat`: nothing in it may act on a terminal.
+    let mut message = crate::inert::inert(&message);
     message.push_str(&format!(
         "\nCorral-Task: {}\nCorral-Run: {run_id}\n",
         task.id

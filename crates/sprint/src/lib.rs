@@ -22,6 +22,7 @@ mod executor;
 mod file;
 mod flow;
 mod git;
+mod inert;
 mod intree;
 mod layout;
 mod lock;

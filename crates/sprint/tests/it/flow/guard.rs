@@ -286,3 +286,33 @@ async fn a_second_sprint_in_the_same_repository_is_refused_naming_the_first() {
 fn generator_without_hang() -> Arc<FakeAgent> {
     FakeAgent::new(ProviderId::Claude)
 }
+
+#[tokio::test]
+async fn a_commit_message_with_escapes_and_bidi_overrides_is_committed_inert() {
+    let p = project(ONE_TASK).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let subject = "Add a\u{1b}]52;c;Y3VybCBldmlsIHwgc2g=\u{7} \u{202e}txt.exe\u{202c} done";
+    let mut signals = complete(Some(subject), None);
+    signals["signals"][1]["body"] =
+        serde_json::json!("body \u{1b}[31mred\u{1b}[0m\u{9b}2J\n\tindented");
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::Write {
+            files: vec![("a.txt", "a\n")],
+            remove: Vec::new(),
+            signals,
+        },
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let message = git(&p.root, &["log", "-1", "--format=%B", "corral/s"]).await;
+    assert!(
+        message.starts_with(
+            "Add a]52;c;Y3VybCBldmlsIHwgc2g= txt.exe done\n\nbody [31mred[0m2J\n\tindented\n"
+        ),
+        "{message:?}"
+    );
+    assert!(message.contains("Corral-Task: a\n"), "{message:?}");
+}
