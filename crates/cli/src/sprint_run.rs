@@ -104,9 +104,10 @@ pub(crate) fn exit_for(end: SprintEnd) -> Exit {
 /// failure of the machinery (exit 1).
 pub(crate) fn exit_for_error(e: SprintError) -> anyhow::Error {
     match e {
-        SprintError::Dirty { .. } | SprintError::SetupFailed { .. } | SprintError::Busy { .. } => {
-            usage(e.to_string())
-        }
+        SprintError::Dirty { .. }
+        | SprintError::SetupFailed { .. }
+        | SprintError::Busy { .. }
+        | SprintError::UsersBranch { .. } => usage(e.to_string()),
         SprintError::Git(_)
         | SprintError::Command { .. }
         | SprintError::State(_)

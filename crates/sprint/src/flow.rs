@@ -171,6 +171,15 @@ pub enum SprintError {
         /// Who holds the lock: sprint, pid, host, start time.
         holder: String,
     },
+    /// A new sprint's branch is the branch checked out: it would commit and reset there.
+    /// Retryable: no, not until another branch is checked out or `branch` names a new one.
+    #[error(
+        "the sprint's branch {branch} is the branch checked out: a sprint commits, and resets its failed rounds, on a branch of its own\nhint: check out another branch first, or set [sprint] branch to a new name (the default is corral/<name>)"
+    )]
+    UsersBranch {
+        /// The branch.
+        branch: String,
+    },
     /// A task's executor could not run it to a handback. Retryable: as the executor's error
     /// says ([`ExecutorError::is_retryable`]).
     #[error("task {task} ({kind} executor): {source}")]
@@ -190,7 +199,8 @@ impl SprintError {
         match self {
             SprintError::Dirty { .. }
             | SprintError::SetupFailed { .. }
-            | SprintError::Busy { .. } => 2,
+            | SprintError::Busy { .. }
+            | SprintError::UsersBranch { .. } => 2,
             SprintError::Git(_)
             | SprintError::Command { .. }
             | SprintError::State(_)
@@ -208,6 +218,7 @@ impl SprintError {
             SprintError::Executor { source, .. } => source.is_retryable(),
             SprintError::Dirty { .. }
             | SprintError::SetupFailed { .. }
+            | SprintError::UsersBranch { .. }
             | SprintError::Git(GitError::Failed { .. })
             | SprintError::State(_) => false,
         }
@@ -416,6 +427,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             run_id: run_id.clone(),
             resumed,
         });
+        self.refuse_users_branch(resumed).await?;
         self.preflight(&state).await?;
         self.save(&mut state)?;
         if !state.run.as_ref().is_some_and(|r| r.setup_done) {
@@ -1585,6 +1597,7 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
     }
 }
 
+mod branch;
 mod protect;
 mod review;
 mod wave;

@@ -869,14 +869,17 @@ impl Cx<'_> {
 
 /// Why `branch` is no branch name git accepts (a conservative subset of `git check-ref-format`).
 fn branch_problem(branch: &str) -> Option<&'static str> {
-    if branch.starts_with('-') {
+    // `git check-ref-format --branch` refuses these two names; `@` alone also stands for HEAD.
+    if branch == "HEAD" || branch == "@" {
+        Some("names HEAD, not a branch")
+    } else if branch.starts_with('-') {
         Some("starts with '-'")
     } else if branch.starts_with('/') || branch.ends_with('/') || branch.contains("//") {
         Some("has an empty path component")
     } else if branch.contains("..") || branch.contains("@{") {
         Some("holds \"..\" or \"@{\"")
-    } else if branch.ends_with(".lock") || branch.ends_with('.') {
-        Some("ends in \".lock\" or '.'")
+    } else if branch.ends_with('.') || branch.split('/').any(|part| part.ends_with(".lock")) {
+        Some("ends in '.', or has a component ending in \".lock\"")
     } else if branch
         .chars()
         .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))

@@ -490,3 +490,31 @@ fn a_brief_outside_the_work_tree_hidden_or_through_a_link_is_refused() {
     let file = load(&own).unwrap();
     assert_eq!(file.tasks[0].prompt.text(), "Do it.\n");
 }
+
+#[test]
+fn a_branch_git_check_ref_format_refuses_is_refused() {
+    for branch in [
+        "HEAD",
+        "@",
+        "-x",
+        "work/a.lock/b",
+        "a..b",
+        "x@{1}",
+        "a/.b",
+        "a.",
+    ] {
+        let text = MINIMAL.replace(
+            "check = \"true\"",
+            &format!("check = \"true\"\nbranch = {branch:?}"),
+        );
+        assert_eq!(rules(&text), [Rule::BadBranch], "{branch}");
+    }
+    for branch in ["main", "corral/x", "a@b", "feature/x-1"] {
+        let text = MINIMAL.replace(
+            "check = \"true\"",
+            &format!("check = \"true\"\nbranch = {branch:?}"),
+        );
+        let file = parse(Path::new("corral-sprint.toml"), &text).unwrap();
+        assert_eq!(file.sprint.branch, branch);
+    }
+}

@@ -316,3 +316,33 @@ async fn a_commit_message_with_escapes_and_bidi_overrides_is_committed_inert() {
     );
     assert!(message.contains("Corral-Task: a\n"), "{message:?}");
 }
+
+#[tokio::test]
+async fn a_new_sprint_on_the_branch_checked_out_is_refused() {
+    let p = project(ONE_TASK).await;
+    let text = std::fs::read_to_string(p.root.join("corral-sprint.toml")).unwrap();
+    std::fs::write(
+        p.root.join("corral-sprint.toml"),
+        text.replace("name = \"s\"", "name = \"s\"\nbranch = \"main\""),
+    )
+    .unwrap();
+    git(&p.root, &["commit", "--quiet", "--all", "-m", "on main"]).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let err = run_plain(&p, &generator, None).await.unwrap_err();
+    assert!(matches!(err, SprintError::UsersBranch { .. }), "{err}");
+    assert_eq!(err.exit_code(), 2);
+    assert!(
+        err.to_string()
+            .starts_with("the sprint's branch main is the branch checked out"),
+        "{err}"
+    );
+    assert!(generator.seen().is_empty());
+    assert!(!layout(&p).state_file().exists(), "nothing recorded");
+    // On another branch, the same sprint runs and commits on main.
+    git(&p.root, &["checkout", "--quiet", "-b", "elsewhere"]).await;
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    // Run again while on its branch (checked out by its run), it goes on.
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+}
