@@ -97,6 +97,7 @@ pub(crate) fn exit_for(end: SprintEnd) -> Exit {
         SprintEnd::Blocked => Exit::Blocked,
         SprintEnd::RateLimited => Exit::RateLimited,
         SprintEnd::Cancelled => Exit::Cancelled,
+        SprintEnd::DiskFull => Exit::Internal,
     }
 }
 

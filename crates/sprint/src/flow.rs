@@ -288,6 +288,9 @@ pub async fn run_sprint(run: SprintRun<'_>) -> Result<SprintSummary, SprintError
             });
             Ok(summary)
         }
+        // A full disk, wherever it was met (git, a check, a record): the summary and the way
+        // on, not a bare error, since running again once there is room continues.
+        Err(e) if disk::is_full(&e) => Ok(disk::stopped(&run, &e)),
         other => other,
     }
 }
@@ -1598,6 +1601,7 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
 }
 
 mod branch;
+mod disk;
 mod protect;
 mod review;
 mod wave;

@@ -346,3 +346,90 @@ async fn a_new_sprint_on_the_branch_checked_out_is_refused() {
     let summary = run_plain(&p, &generator, None).await.unwrap();
     assert_eq!(summary.end, SprintEnd::Done);
 }
+
+/// The host runner, but `git add` fails as it does on a full disk.
+struct FullDisk {
+    inner: HostCommandRunner,
+    full: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl CommandRunner for FullDisk {
+    async fn run(
+        &self,
+        spec: CommandSpec,
+        cancel: &CancellationToken,
+    ) -> Result<corral_ports::CommandOutput, corral_ports::CommandError> {
+        let full = self.full.load(std::sync::atomic::Ordering::SeqCst);
+        if full && spec.program == "git" && spec.args.first().is_some_and(|a| a == "add") {
+            let stderr = "error: unable to write new index file: No space left on device\nfatal: adding files failed\n";
+            return Ok(corral_ports::CommandOutput {
+                end: corral_ports::CommandEnd::Exited(128),
+                stdout: corral_ports::CommandStream::default(),
+                stderr: corral_ports::CommandStream {
+                    text: stderr.to_string(),
+                    total_bytes: stderr.len() as u64,
+                },
+                duration: Duration::ZERO,
+            });
+        }
+        self.inner.run(spec, cancel).await
+    }
+}
+
+#[tokio::test]
+async fn a_full_disk_ends_with_the_summary_and_a_rerun_continues() {
+    let p = project(ONE_TASK).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let commands = FullDisk {
+        inner: runner(),
+        full: std::sync::atomic::AtomicBool::new(true),
+    };
+    let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
+    let sink = Recorder::default();
+    let executor = corral_executor_local::LocalExecutor;
+    let run = || corral_sprint::SprintRun {
+        file: &file,
+        project_root: &p.root,
+        generator: &*generator,
+        evaluator: None,
+        commands: &commands,
+        executor: &executor,
+        events: &sink,
+        options: RunOptions {
+            dirty: DirtyTree::Refuse,
+            run_id: "run-1".to_string(),
+            now,
+            git_env: IDENTITY
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            jobs: 1,
+        },
+        cancel: CancellationToken::new(),
+    };
+    let summary = run_sprint(run()).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::DiskFull);
+    assert_eq!(summary.exit_code, 1);
+    let a = &summary.tasks[0];
+    assert_eq!(a.status, TaskStatus::Running);
+    assert!(
+        a.warnings
+            .iter()
+            .any(|w| w.contains("stopped here, the disk full")
+                && w.contains("No space left on device")),
+        "{:?}",
+        a.warnings
+    );
+    assert!(sink.events.lock().unwrap().iter().any(|e| matches!(
+        e,
+        SprintEvent::SprintFinished { summary } if summary.end == SprintEnd::DiskFull
+    )));
+    // Room again: the same sprint goes on and commits the task once.
+    commands
+        .full
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let summary = run_sprint(run()).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(commits(&p).await, [("Task a".to_string(), "a".to_string())]);
+}
