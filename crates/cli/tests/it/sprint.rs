@@ -403,3 +403,22 @@ fn a_second_run_in_the_same_repository_is_refused_naming_the_first_and_a_dead_on
     );
     assert_ne!(third.status.code(), Some(2), "{}", transcript(&env, &third));
 }
+
+#[test]
+fn check_refuses_a_brief_linked_out_of_the_tree_without_showing_its_target() {
+    let env = Env::new();
+    let secret = env.write("home/.ssh/id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n");
+    env.write(
+        "project/corral-sprint.toml",
+        "[sprint]\nname = \"s\"\ncheck = \"true\"\n\n[roles.generator]\nprovider = \"claude\"\n\n[[tasks]]\nid = \"a\"\ntitle = \"A\"\nbrief = \"brief.md\"\n",
+    );
+    std::os::unix::fs::symlink(&secret, env.project().join("brief.md")).unwrap();
+    let out = env.corral().args(["sprint", "check"]).output().unwrap();
+    let err = env.clean(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&env, &out));
+    assert!(
+        err.contains("tasks[0].brief") && err.contains("[brief-outside-tree]"),
+        "{err}"
+    );
+    assert!(!err.contains("BEGIN") && !env.clean(&out.stdout).contains("BEGIN"));
+}

@@ -433,3 +433,30 @@ async fn a_full_disk_ends_with_the_summary_and_a_rerun_continues() {
     assert_eq!(summary.end, SprintEnd::Done);
     assert_eq!(commits(&p).await, [("Task a".to_string(), "a".to_string())]);
 }
+
+#[tokio::test]
+async fn a_diff_past_gits_cap_is_cut_with_a_mark_and_every_path_in_the_patch_file() {
+    let p = project(ONE_TASK).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let big: &'static str = Box::leak("0123456789abcdef0123456789abcdef\n".repeat(160_000).into());
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        write(&[("a-big.txt", big), ("z-small.txt", "past the cut\n")]),
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let diff = std::fs::read_to_string(
+        layout(&p)
+            .round_dir(&TaskId::new("a").unwrap(), 1)
+            .join("diff.patch"),
+    )
+    .unwrap();
+    let tail = &diff[diff.len().saturating_sub(300)..];
+    assert!(
+        tail.contains("; the full list of changed paths follows]\nA\ta-big.txt\nA\tz-small.txt\n"),
+        "{tail}"
+    );
+    assert!(tail.contains("[diff cut at 4194304 bytes of "), "{tail}");
+}
