@@ -168,11 +168,25 @@ pub const LAYERS: &[Layer] = &[
             ]),
         },
     },
+    // Corral's files on the host below directories an agent can write (ADR 0009): a leaf, on
+    // the file system calls alone.
+    Layer {
+        name: "corral-hostfs",
+        rules: Rules::Product {
+            internal: &[],
+            external: Externals::Only(&[any("rustix"), any("thiserror"), dev("tempfile")]),
+        },
+    },
     // The supervised process runner: it implements what the ports describe.
     Layer {
         name: "corral-engine",
         rules: Rules::Product {
-            internal: &[any("corral-ports"), dev("corral-test-support")],
+            internal: &[
+                any("corral-ports"),
+                // The run directory's files are replaced through one handle (ADR 0009).
+                any("corral-hostfs"),
+                dev("corral-test-support"),
+            ],
             external: Externals::Any,
         },
     },
@@ -228,6 +242,8 @@ pub const LAYERS: &[Layer] = &[
             internal: &[
                 any("corral-ports"),
                 any("corral-contract"),
+                // Its record is written and read through one handle (ADR 0009).
+                any("corral-hostfs"),
                 dev("corral-test-support"),
                 // Its parallel runs' tests go through the default executor (ADR 0007).
                 dev("corral-executor-local"),
@@ -238,8 +254,6 @@ pub const LAYERS: &[Layer] = &[
                 any("async-trait"),
                 any("serde"),
                 any("serde_json"),
-                // A brief is opened one component at a time without following links (openat).
-                any("nix"),
                 // The protected files' fingerprints (content and mode) before each round.
                 any("sha2"),
                 any("strsim"),
@@ -318,8 +332,8 @@ pub const RESERVED: &[Reserved] = &[
     Reserved {
         name: "nix",
         features: &[],
-        only_in: &["corral-engine", "corral-test-support", "corral-sprint"],
-        reason: "only the engine (and the fake agent) deals in processes and signals; the sprint opens the files its sprint file names with openat and O_NOFOLLOW, never a process",
+        only_in: &["corral-engine", "corral-test-support"],
+        reason: "only the engine (and the fake agent) deals in processes and signals",
     },
     Reserved {
         name: "tokio",

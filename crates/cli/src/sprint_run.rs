@@ -113,6 +113,7 @@ pub(crate) fn exit_for_error(e: SprintError) -> anyhow::Error {
         | SprintError::Command { .. }
         | SprintError::State(_)
         | SprintError::Io { .. }
+        | SprintError::Record(_)
         | SprintError::Executor { .. } => anyhow::Error::new(e),
     }
 }

@@ -134,6 +134,14 @@ async fn sandboxed(
             let mut protected = crate::sandbox::git_paths(&spec.cwd);
             protected.extend(crate::sandbox::multi_link_files(&[spec.cwd.as_path()]));
             let placeholders = crate::sandbox::prepare_protected(&protected);
+            // Corral's record in the tree: only what exists can be bound (nothing to protect
+            // otherwise), and never made here, so no placeholder is left in the user's tree.
+            protected.extend(
+                spec.read_only
+                    .iter()
+                    .filter(|p| p.starts_with(&spec.cwd) && p.is_dir())
+                    .cloned(),
+            );
             let seccomp = crate::seccomp::program_fd().map_err(|e| io_error(spec, &e))?;
             let mut wrapped: Vec<OsString> = {
                 use std::os::fd::AsRawFd;

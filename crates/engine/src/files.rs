@@ -15,25 +15,29 @@ use serde::Serialize;
 /// path costs milliseconds on a busy disk.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(contents)?;
-        drop(file);
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let name = path.file_name().unwrap_or_default();
+    // Through the one handle on the host's files (`corral-hostfs`): the new file is created
+    // exclusively beside the old one and renamed over it, and a link, FIFO or second hard link
+    // planted at the name is refused as tampering instead of replaced unseen.
+    corral_hostfs::HostDir::open(dir)
+        .and_then(|d| d.replace(name, contents))
+        .map_err(host_error)
+}
+
+/// A host file error as the `io::Error` the engine's writers return: the same kind where there
+/// is one (a full disk stays `StorageFull`, a missing directory `NotFound`).
+fn host_error(error: corral_hostfs::HostFsError) -> io::Error {
+    match error {
+        corral_hostfs::HostFsError::Io { source, .. } => source,
+        corral_hostfs::HostFsError::Missing { .. } => {
+            io::Error::new(io::ErrorKind::NotFound, error.to_string())
+        }
+        corral_hostfs::HostFsError::Tampered { .. }
+        | corral_hostfs::HostFsError::TooLarge { .. }
+        | corral_hostfs::HostFsError::BadName { .. } => {
+            io::Error::new(io::ErrorKind::InvalidData, error.to_string())
+        }
     }
-    result
 }
 
 /// What is recorded beside `session-id.txt`: a Claude session can only be resumed from the

@@ -525,6 +525,22 @@ pub fn bwrap_args(
             push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
     }
+    // Corral's record around the run directory, read-only: the directory of a writable tree
+    // that holds the run directory (`.corral/` of the work tree), with the run directory bound
+    // writable again inside it. Otherwise the agent could plant a link, a FIFO or a forged
+    // report where Corral writes or reads after it: in an earlier run's directory, in a later
+    // round's, beside its own (a sprint's `check.txt`, the evaluator's `signals.json`).
+    for top in record_roots(&writable, paths.output_dir) {
+        push(&["--ro-bind".as_ref(), top.as_os_str(), top.as_os_str()]);
+        for path in writable
+            .iter()
+            .filter(|w| w.starts_with(&top) && **w != top)
+        {
+            if path.exists() {
+                push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+            }
+        }
+    }
     // After every writable bind, or a later bind of a parent would uncover them. A protected
     // path outside the writable paths is read-only already.
     for path in paths.protected {
@@ -550,6 +566,32 @@ pub fn bwrap_args(
         OsString::from("--"),
     ]);
     args
+}
+
+/// The directories that hold Corral's record around the run directory `output_dir`: for each
+/// writable tree that holds `output_dir` below one of its directories, that directory (the
+/// first component below the tree: `<work tree>/.corral` for `.corral/runs/<id>` and for a
+/// sprint's spawn directories). Bound read-only after the writable trees, with the writable
+/// paths inside it bound again; nothing when the run directory lies outside every writable
+/// tree (it is read-only there already, but for itself) or directly in one.
+pub fn record_roots(writable: &[&Path], output_dir: &Path) -> Vec<PathBuf> {
+    let mut tops: Vec<PathBuf> = Vec::new();
+    for tree in writable {
+        if *tree == output_dir || !output_dir.starts_with(tree) {
+            continue;
+        }
+        let Ok(below) = output_dir.strip_prefix(tree) else {
+            continue;
+        };
+        let Some(first) = below.components().next() else {
+            continue;
+        };
+        let top = tree.join(first);
+        if top != output_dir && top.is_dir() && !tops.contains(&top) {
+            tops.push(top);
+        }
+    }
+    tops
 }
 
 /// Where, under the home directory, the user keeps credentials for other services: keys, cloud
@@ -1170,6 +1212,55 @@ mod tests {
             !ro.windows(2)
                 .any(|w| w[0] == "--bind" && w[1] == cwd.to_str().unwrap()),
             "read-only repo: {ro:?}"
+        );
+    }
+
+    /// Issue 29: the record around the run directory (`.corral/` of the work tree) is bound
+    /// read-only after the work tree, the run directory writable again inside it, and nothing
+    /// of it when the run directory is outside the work tree (a parallel task's worktree).
+    #[test]
+    fn the_record_around_the_run_directory_is_read_only_but_for_the_run_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("repo");
+        let out = cwd.join(".corral/sprints/s/implement/t/rounds/1/generator");
+        std::fs::create_dir_all(&out).unwrap();
+        let paths = Paths {
+            cwd: &cwd,
+            output_dir: &out,
+            extra_roots: &[],
+            state: &[],
+            protected: &[],
+            home: None,
+        };
+        let args: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(true), &paths)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = |flag: &str, path: &Path| {
+            args.windows(2)
+                .rposition(|w| w[0] == flag && w[1] == path.to_str().unwrap())
+        };
+        let record = cwd.join(".corral");
+        let (tree, ro, rebound) = (
+            at("--bind", &cwd).unwrap(),
+            at("--ro-bind", &record).unwrap(),
+            at("--bind", &out).unwrap(),
+        );
+        assert!(tree < ro && ro < rebound, "{args:?}");
+        // A run directory outside the work tree: nothing of the tree is made read-only.
+        let elsewhere = dir.path().join("run");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let outside = Paths {
+            output_dir: &elsewhere,
+            ..paths
+        };
+        let args: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(true), &outside)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !args.iter().any(|a| a == record.to_str().unwrap()),
+            "{args:?}"
         );
     }
 

@@ -40,6 +40,11 @@ pub struct CommandSpec {
     pub env: Vec<(String, String)>,
     /// Where it runs.
     pub confinement: Confinement,
+    /// Directories inside `cwd` that a [`Confinement::Sandboxed`] command may not write:
+    /// Corral's record (`.corral/`), where Corral writes the command's output and reads what
+    /// it judges after it. A check runs code the agent wrote, which could otherwise plant a
+    /// link there.
+    pub read_only: Vec<PathBuf>,
 }
 
 /// Kept of each stream when a caller does not say: 64 KiB.
@@ -58,6 +63,7 @@ impl CommandSpec {
             output_limit: DEFAULT_OUTPUT_LIMIT,
             env: Vec::new(),
             confinement: Confinement::Sandboxed,
+            read_only: Vec::new(),
         }
     }
 
@@ -76,6 +82,7 @@ impl CommandSpec {
             output_limit: DEFAULT_OUTPUT_LIMIT,
             env: Vec::new(),
             confinement: Confinement::HostGit,
+            read_only: Vec::new(),
         }
     }
 }

@@ -25,8 +25,8 @@ use crate::executor::{ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskJo
 use crate::file::{Gate, SprintFile, Task};
 use crate::git::{Git, GitError};
 use crate::layout::{
-    EVALUATION_FILE, ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE,
-    SIGNALS_FILE, SprintLayout,
+    EVALUATION_FILE, LEARNINGS_FILE, ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE,
+    SESSION_META_FILE, SIGNALS_FILE, SprintLayout,
 };
 use crate::names::TaskId;
 use crate::prompt::{self, ShownLearning};
@@ -162,6 +162,11 @@ pub enum SprintError {
         /// The error.
         source: std::io::Error,
     },
+    /// A file of the sprint's record could not be written or read through its handle:
+    /// something other than Corral's own file was planted where it goes (tampering; not
+    /// retryable, and named in the record), or the disk failed (retryable once it has room).
+    #[error("the sprint's record: {0}")]
+    Record(#[from] corral_hostfs::HostFsError),
     /// Another sprint is running in this repository (it holds the repository's sprint lock).
     /// Retryable: yes, once that sprint has ended.
     #[error(
@@ -205,6 +210,7 @@ impl SprintError {
             | SprintError::Command { .. }
             | SprintError::State(_)
             | SprintError::Io { .. }
+            | SprintError::Record(_)
             | SprintError::Executor { .. } => 1,
         }
     }
@@ -215,6 +221,7 @@ impl SprintError {
             SprintError::Command { source, .. } => source.is_retryable(),
             SprintError::Git(GitError::Run { source, .. }) => source.is_retryable(),
             SprintError::Io { .. } | SprintError::Busy { .. } => true,
+            SprintError::Record(e) => !e.is_tampering(),
             SprintError::Executor { source, .. } => source.is_retryable(),
             SprintError::Dirty { .. }
             | SprintError::SetupFailed { .. }
@@ -225,18 +232,25 @@ impl SprintError {
     }
 }
 
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SprintError + '_ {
-    move |source| SprintError::Io {
+/// Writes `contents` as the record's file at `path` (one of `layout`'s paths), replacing what
+/// is there through the record's handle: never through a link, a FIFO or a second hard link
+/// (those are [`SprintError::Record`], tampering).
+fn write_file(layout: &SprintLayout, path: &Path, contents: &[u8]) -> Result<(), SprintError> {
+    let rel = layout.below_root(path).ok_or_else(|| SprintError::Io {
         path: path.to_path_buf(),
-        source,
-    }
+        source: std::io::Error::other("not in the sprint's record"),
+    })?;
+    Ok(layout.record()?.replace(rel, contents)?)
 }
 
-fn write_file(path: &Path, contents: &[u8]) -> Result<(), SprintError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io_error(path))?;
-    }
-    std::fs::write(path, contents).map_err(io_error(path))
+/// Reads the record's text file at `path` (one of `layout`'s paths) through the record's
+/// handle, as [`write_file`] writes it; empty when it is missing or cannot be read.
+fn read_record_text(layout: &SprintLayout, path: &Path) -> String {
+    layout
+        .below_root(path)
+        .and_then(|rel| layout.record().ok()?.read(rel, 16 * 1024 * 1024).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
 }
 
 /// The check and the gates: passed or not, and what they printed.
@@ -548,7 +562,8 @@ impl<'r, 'a> Flow<'r, 'a> {
             return Ok(());
         };
         let timeout = Duration::from_millis(self.file().sprint.check_timeout_ms);
-        let spec = CommandSpec::shell(command, work_tree, timeout);
+        let mut spec = CommandSpec::shell(command, work_tree, timeout);
+        spec.read_only = vec![self.layout.state_root()];
         self.git.forget();
         let out = self
             .run
@@ -639,6 +654,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                 regressions: 0,
                 reset_pending: false,
                 generator_session: None,
+                spawned: None,
             });
         }
         let (round, step) = (
@@ -653,11 +669,11 @@ impl<'r, 'a> Flow<'r, 'a> {
         if fresh {
             // What an earlier sprint of the same name left for this task is not this run's:
             // a report found there would read as a round already done.
+            // Removed through the record's handle: a link planted in it is removed, never
+            // followed.
             let dir = self.layout.task_dir(&task.id);
-            match std::fs::remove_dir_all(&dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_error(&dir)(e)),
+            if let Some(rel) = self.layout.below_root(&dir) {
+                self.layout.record()?.remove(rel)?;
             }
         }
         if let Some(base) = reset {
@@ -716,8 +732,10 @@ impl<'r, 'a> Flow<'r, 'a> {
         );
         for (gate, command, timeout_ms) in commands {
             self.git.forget();
-            let spec =
+            let mut spec =
                 CommandSpec::shell(command, &self.work_tree, Duration::from_millis(timeout_ms));
+            // The check runs code the agent wrote; Corral's record stays out of its reach.
+            spec.read_only = vec![self.layout.state_root()];
             let out = self
                 .run
                 .commands
@@ -787,6 +805,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             },
         };
         write_file(
+            &self.layout,
             &self.layout.task_dir(&task.id).join(PRE_VERIFY_FILE),
             v.report.as_bytes(),
         )?;
@@ -824,7 +843,9 @@ impl<'r, 'a> Flow<'r, 'a> {
         let agent = self.run.generator;
         let dir = self.layout.spawn_dir(&task.id, t.round, Role::Generator);
         let contract = Contract::generator();
-        let signals = if let Ok(valid) = validate_signals_file(&dir.join(SIGNALS_FILE), &contract) {
+        let signals = if let Some(valid) =
+            earlier_report(&progress, t.round, Role::Generator, &dir, &contract)
+        {
             // The round ran to a valid report before the sprint stopped: not run again.
             self.emit(SprintEvent::SpawnFinished {
                 task: task.id.clone(),
@@ -956,9 +977,12 @@ impl<'r, 'a> Flow<'r, 'a> {
             });
         };
         let (id, round, attempt) = (t.id.clone(), t.round, t.attempt);
-        std::fs::create_dir_all(&request.dir).map_err(io_error(&request.dir))?;
-        // A report that did not validate is not the next spawn's: it would read as its own.
-        let _ = std::fs::remove_file(request.dir.join(SIGNALS_FILE));
+        self.fresh_spawn_dir(&request.dir)?;
+        // Recorded before the spawn: from now on, what is in its directory is its own.
+        if let Some(p) = progress_mut(state, i) {
+            p.spawned = Some(crate::state::SpawnMark { round, role });
+        }
+        self.save(state)?;
         let meta = RoleMeta {
             role,
             provider: agent.provider(),
@@ -973,7 +997,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             path: meta_path.clone(),
             source: std::io::Error::other(e),
         })?;
-        write_file(&meta_path, &json)?;
+        write_file(&self.layout, &meta_path, &json)?;
         self.emit(SprintEvent::SpawnStarted {
             task: id.clone(),
             round,
@@ -1024,6 +1048,36 @@ impl<'r, 'a> Flow<'r, 'a> {
         Ok(report)
     }
 
+    /// Makes a spawn's directory anew, just before the spawn: what an earlier spawn of the same
+    /// round and role left there (a crash, a report that did not validate) is moved aside to
+    /// `<role>.earlier-<n>` (kept for the record; its session was read before), so nothing in
+    /// the spawn's directory predates it. Through the record's handle: a link is moved, never
+    /// followed.
+    fn fresh_spawn_dir(&self, dir: &Path) -> Result<(), SprintError> {
+        let Some(rel) = self.layout.below_root(dir) else {
+            return Err(SprintError::Io {
+                path: dir.to_path_buf(),
+                source: std::io::Error::other("not in the sprint's record"),
+            });
+        };
+        let record = self.layout.record()?;
+        if record.kind(rel)?.is_some() {
+            let name = rel.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = name.unwrap_or_default();
+            let mut n = 1;
+            let aside = loop {
+                let aside = rel.with_file_name(format!("{name}.earlier-{n}"));
+                if record.kind(&aside)?.is_none() {
+                    break aside;
+                }
+                n += 1;
+            };
+            record.rename(rel, &aside)?;
+        }
+        record.fresh_dir(rel)?;
+        Ok(())
+    }
+
     /// Finds what an agent must not have done: switched the branch (the task is blocked, its
     /// change saved, the sprint's branch checked out again) or committed (its commits are
     /// undone, their changes kept for the task's own commit). Either is named in the status.
@@ -1054,6 +1108,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             self.warn(state, i, task, &message)?;
             let patch = self.git.patch_against(&base).await?;
             write_file(
+                &self.layout,
                 &self.layout.task_dir(&task.id).join(BLOCKED_PATCH_FILE),
                 patch.as_bytes(),
             )?;
@@ -1134,10 +1189,18 @@ impl<'r, 'a> Flow<'r, 'a> {
             Some((patch, _)) => patch,
             None => self.git.patch_against(&progress.base).await?,
         };
-        write_file(&round_dir.join(crate::flow::DIFF_FILE), patch.as_bytes())?;
+        write_file(
+            &self.layout,
+            &round_dir.join(crate::flow::DIFF_FILE),
+            patch.as_bytes(),
+        )?;
         self.save_changed_paths(&round_dir, &progress.base, &patch)
             .await?;
-        write_file(&round_dir.join(CHECK_FILE), v.report.as_bytes())?;
+        write_file(
+            &self.layout,
+            &round_dir.join(CHECK_FILE),
+            v.report.as_bytes(),
+        )?;
         let pre = progress.pre_passed.unwrap_or(true)
             && !v
                 .gates
@@ -1158,7 +1221,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         match attribution {
             Attribution::Regressed => {
                 let saved = round_dir.join(REGRESSED_PATCH_FILE);
-                write_file(&saved, patch.as_bytes())?;
+                write_file(&self.layout, &saved, patch.as_bytes())?;
                 let attempts = if let Some(t) = state.tasks.get_mut(i) {
                     t.attempt += 1;
                     if let Some(p) = t.progress.as_mut() {
@@ -1243,68 +1306,71 @@ impl<'r, 'a> Flow<'r, 'a> {
         };
         let dir = self.layout.spawn_dir(&task.id, t.round, Role::Evaluator);
         let contract = Contract::evaluator();
-        let evaluation =
-            if let Ok(valid) = validate_signals_file(&dir.join(SIGNALS_FILE), &contract) {
-                self.emit(SprintEvent::SpawnFinished {
-                    task: task.id.clone(),
-                    round: t.round,
-                    role: Role::Evaluator,
-                    outcome: None,
-                    valid: true,
-                    usage: corral_ports::Usage::default(),
-                });
-                valid.evaluation().cloned()
-            } else {
-                let round_dir = self.layout.round_dir(&task.id, t.round);
-                let diff_file = round_dir.join(DIFF_FILE);
-                let diff = read_text(&diff_file);
-                let changed = read_text(&round_dir.join(CHANGED_PATHS_FILE));
-                let check = read_text(&round_dir.join(CHECK_FILE));
-                let text = prompt::evaluator_prompt(
-                    task,
-                    t.round,
-                    &self.file().sprint.check,
-                    t.attribution.unwrap_or(Attribution::Clean),
-                    &check,
-                    &prompt::RoundDiff {
-                        text: &diff,
-                        file: &diff_file.display().to_string(),
-                        changed_paths: &changed,
+        let reported = t
+            .progress
+            .as_ref()
+            .and_then(|p| earlier_report(p, t.round, Role::Evaluator, &dir, &contract));
+        let evaluation = if let Some(valid) = reported {
+            self.emit(SprintEvent::SpawnFinished {
+                task: task.id.clone(),
+                round: t.round,
+                role: Role::Evaluator,
+                outcome: None,
+                valid: true,
+                usage: corral_ports::Usage::default(),
+            });
+            valid.evaluation().cloned()
+        } else {
+            let round_dir = self.layout.round_dir(&task.id, t.round);
+            let diff_file = round_dir.join(DIFF_FILE);
+            let diff = read_record_text(&self.layout, &diff_file);
+            let changed = read_record_text(&self.layout, &round_dir.join(CHANGED_PATHS_FILE));
+            let check = read_record_text(&self.layout, &round_dir.join(CHECK_FILE));
+            let text = prompt::evaluator_prompt(
+                task,
+                t.round,
+                &self.file().sprint.check,
+                t.attribution.unwrap_or(Attribution::Clean),
+                &check,
+                &prompt::RoundDiff {
+                    text: &diff,
+                    file: &diff_file.display().to_string(),
+                    changed_paths: &changed,
+                },
+            );
+            let report = self
+                .spawn(
+                    state,
+                    i,
+                    Role::Evaluator,
+                    agent,
+                    SpawnRequest {
+                        role: Role::Evaluator,
+                        dir: dir.clone(),
+                        work_tree: self.work_tree.clone(),
+                        prompt: text,
+                        cold_prompt: None,
+                        resume: None,
+                        contract,
+                        read_only: true,
+                        run_id: run_id.to_string(),
                     },
-                );
-                let report = self
-                    .spawn(
-                        state,
-                        i,
-                        Role::Evaluator,
-                        agent,
-                        SpawnRequest {
-                            role: Role::Evaluator,
-                            dir: dir.clone(),
-                            work_tree: self.work_tree.clone(),
-                            prompt: text,
-                            cold_prompt: None,
-                            resume: None,
-                            contract,
-                            read_only: true,
-                            run_id: run_id.to_string(),
-                        },
-                    )
-                    .await?;
-                if let Some(end) = pause_for(&report, &self.run.cancel) {
-                    return Ok(Next::Pause(end));
-                }
-                match report.verdict {
-                    SpawnVerdict::Valid { signals } => signals.into_iter().find_map(|s| {
-                        if let Signal::Evaluation(e) = s {
-                            Some(e)
-                        } else {
-                            None
-                        }
-                    }),
-                    SpawnVerdict::Invalid { .. } | SpawnVerdict::NotChecked => None,
-                }
-            };
+                )
+                .await?;
+            if let Some(end) = pause_for(&report, &self.run.cancel) {
+                return Ok(Next::Pause(end));
+            }
+            match report.verdict {
+                SpawnVerdict::Valid { signals } => signals.into_iter().find_map(|s| {
+                    if let Signal::Evaluation(e) = s {
+                        Some(e)
+                    } else {
+                        None
+                    }
+                }),
+                SpawnVerdict::Invalid { .. } | SpawnVerdict::NotChecked => None,
+            }
+        };
         if let Some(next) = self.police(state, i, task, Role::Evaluator).await? {
             return Ok(next);
         }
@@ -1317,6 +1383,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             return self.next_round(state, i, task, critique).await;
         };
         write_file(
+            &self.layout,
             &dir.join(EVALUATION_FILE),
             render_evaluation_md(&evaluation).as_bytes(),
         )?;
@@ -1457,6 +1524,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             let (patch, paths) = self.git.diff_against(&base).await?;
             if !paths.is_empty() {
                 write_file(
+                    &self.layout,
                     &self.layout.task_dir(&task.id).join(BLOCKED_PATCH_FILE),
                     patch.as_bytes(),
                 )?;
@@ -1503,7 +1571,11 @@ impl<'r, 'a> Flow<'r, 'a> {
 
     /// The learnings of the tasks done so far, the latest [`LEARNINGS_SHOWN`].
     fn learnings(&self) -> Vec<ShownLearning> {
-        let Ok(bytes) = read_untrusted_file(&self.layout.learnings_file(), LEARNINGS_LIMIT) else {
+        let Ok(Some(bytes)) = self
+            .layout
+            .record()
+            .and_then(|r| r.read_if_exists(LEARNINGS_FILE, LEARNINGS_LIMIT))
+        else {
             return Vec::new();
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -1528,7 +1600,6 @@ impl<'r, 'a> Flow<'r, 'a> {
         round: u32,
         signals: &[Signal],
     ) -> Result<(), SprintError> {
-        let path = self.layout.learnings_file();
         if self.learnings().iter().any(|l| l.task == task.id.as_str()) {
             return Ok(());
         }
@@ -1550,13 +1621,10 @@ impl<'r, 'a> Flow<'r, 'a> {
         if lines.is_empty() {
             return Ok(());
         }
-        use std::io::Write as _;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(lines.as_bytes()))
-            .map_err(io_error(&path))
+        Ok(self
+            .layout
+            .record()?
+            .append(LEARNINGS_FILE, lines.as_bytes())?)
     }
 
     fn summary(&self, state: &SprintState, end: SprintEnd) -> SprintSummary {
@@ -1705,10 +1773,22 @@ fn commit_message(task: &Task, signals: &[Signal], run_id: &str) -> String {
     message
 }
 
-fn read_text(path: &Path) -> String {
-    read_untrusted_file(path, 16 * 1024 * 1024)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default()
+/// The valid report a spawn of this task left in `dir`, when Corral's own state says that it
+/// started this spawn (`round`, `role`) there, in the directory it had just made anew: a
+/// report found without that record is not one (another agent could have written it first),
+/// and the spawn runs, in a directory made anew.
+fn earlier_report(
+    progress: &TaskProgress,
+    round: u32,
+    role: Role,
+    dir: &Path,
+    contract: &Contract,
+) -> Option<corral_contract::ValidatedSignals> {
+    let mine = crate::state::SpawnMark { round, role };
+    if progress.spawned != Some(mine) {
+        return None;
+    }
+    validate_signals_file(&dir.join(SIGNALS_FILE), contract).ok()
 }
 
 fn describe_end(end: CommandEnd) -> String {
@@ -1727,20 +1807,16 @@ fn short(commit: &str) -> &str {
 /// Makes sure git ignores Corral's state (`.corral/`): a `.gitignore` holding `*` in it, as
 /// `corral run` writes for its runs; an existing one is left alone.
 fn ignore_state_dir(project_root: &Path) -> Result<(), SprintError> {
-    let dir = project_root.join(".corral");
-    std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-    let path = dir.join(".gitignore");
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-    {
-        Ok(mut file) => std::io::Write::write_all(
-            &mut file,
-            b"# Written by corral: its run records stay out of git.\n*\n",
-        )
-        .map_err(io_error(&path)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(io_error(&path)(e)),
+    let dir = corral_hostfs::HostDir::open(project_root)?.create_dir(crate::layout::STATE_DIR)?;
+    match dir.kind(".gitignore")? {
+        Some(corral_hostfs::EntryKind::File) => Ok(()),
+        // Nothing, or something planted in its place: Corral's own file, made anew.
+        None | Some(corral_hostfs::EntryKind::Dir | corral_hostfs::EntryKind::Other(_)) => {
+            dir.remove(".gitignore")?;
+            Ok(dir.write_new(
+                ".gitignore",
+                b"# Written by corral: its run records stay out of git.\n*\n",
+            )?)
+        }
     }
 }

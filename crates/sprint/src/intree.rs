@@ -7,17 +7,12 @@
 //! sprint file that holds `.git`; the sprint file's directory outside a repository), through no
 //! hidden component (one starting with `.`) other than those of the sprint file's own
 //! directory, and it is opened one component at a time from the top with `O_NOFOLLOW`
-//! (`openat`), so that no symbolic link is followed anywhere on the way, not even one swapped in
-//! after a check: a link is refused, not read.
+//! (`corral-hostfs`), so that no symbolic link is followed anywhere on the way, not even one
+//! swapped in after a check: a link (or a second hard link) is refused, not read.
 
-use std::fs::File;
-use std::io::Read as _;
-use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
-use nix::errno::Errno;
-use nix::fcntl::{OFlag, openat};
-use nix::sys::stat::Mode;
+use corral_hostfs::{EntryKind, HostDir, HostFsError};
 
 use crate::diagnostic::Rule;
 
@@ -66,7 +61,7 @@ pub(crate) fn read_brief_in_tree(
             )));
         }
     }
-    let Some((last, dirs)) = parts.split_last() else {
+    if parts.is_empty() {
         return Err((
             Rule::BriefUnreadable,
             format!(
@@ -74,86 +69,56 @@ pub(crate) fn read_brief_in_tree(
                 shown.display()
             ),
         ));
+    }
+    let unreadable = |why: String| {
+        (
+            Rule::BriefUnreadable,
+            format!("cannot use the brief {}: {why}", shown.display()),
+        )
     };
-    let unreadable = |e: Errno| {
-        if e == Errno::ENOENT {
-            (
+    let tree = HostDir::open(&top).map_err(|e| unreadable(e.to_string()))?;
+    // What is at the name, seen without following it: a link (or a second hard link, or a
+    // link on the way) is refused before anything is read.
+    match tree.kind(below) {
+        Ok(Some(EntryKind::File)) => {}
+        Ok(Some(EntryKind::Dir)) => return Err(unreadable("it is a directory".to_string())),
+        Ok(Some(EntryKind::Other(found))) => {
+            return Err(outside(format!(
+                "is {found}; a brief is read without following links"
+            )));
+        }
+        Ok(None) | Err(HostFsError::Missing { .. }) => {
+            return Err((
                 Rule::BriefMissing,
                 format!(
                     "the brief {} does not exist (a brief is relative to the sprint file)",
                     shown.display()
                 ),
-            )
-        } else if e == Errno::ELOOP {
-            outside(
-                "is, or lies below, a symbolic link (a brief is read without following links)"
-                    .to_string(),
-            )
-        } else {
-            (
-                Rule::BriefUnreadable,
-                format!("cannot use the brief {}: {e}", shown.display()),
-            )
+            ));
         }
-    };
-    let directory = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let mut at: OwnedFd =
-        openat(nix::fcntl::AT_FDCWD, &top, directory, Mode::empty()).map_err(unreadable)?;
-    for (i, part) in dirs.iter().enumerate() {
-        let opened = openat(
-            &at,
-            part.as_os_str(),
-            directory | OFlag::O_NOFOLLOW,
-            Mode::empty(),
-        );
-        at = opened.map_err(|e| {
-            // A link where a directory is asked for is ENOTDIR, not ELOOP.
-            let here: PathBuf = top.join(parts.iter().take(i + 1).collect::<PathBuf>());
-            let link = std::fs::symlink_metadata(here).is_ok_and(|m| m.file_type().is_symlink());
-            unreadable(if link { Errno::ELOOP } else { e })
-        })?;
+        // A file where a directory of the path belongs is a mistake, not a link.
+        Err(HostFsError::Tampered {
+            found: "a regular file",
+            ..
+        }) => {
+            return Err(unreadable(
+                "a component of its path is not a directory".to_string(),
+            ));
+        }
+        Err(HostFsError::Tampered { found, .. }) => {
+            return Err(outside(format!(
+                "lies below {found}; a brief is read without following links"
+            )));
+        }
+        Err(e) => return Err(unreadable(e.to_string())),
     }
-    let fd = openat(
-        &at,
-        last.as_os_str(),
-        OFlag::O_RDONLY
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_NONBLOCK
-            | OFlag::O_NOCTTY
-            | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(unreadable)?;
-    let file = File::from(fd);
-    let io = |e: std::io::Error| {
-        (
-            Rule::BriefUnreadable,
-            format!("cannot use the brief {}: {e}", shown.display()),
-        )
-    };
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err((
-            Rule::BriefUnreadable,
-            format!(
-                "cannot use the brief {}: it is not a regular file",
-                shown.display()
-            ),
-        ));
+    match tree.read(below, limit) {
+        Ok(bytes) => Ok(bytes),
+        Err(HostFsError::Tampered { found, .. }) => Err(outside(format!(
+            "is {found}; a brief is read without following links"
+        ))),
+        Err(e) => Err(unreadable(e.to_string())),
     }
-    if meta.len() > limit {
-        return Err((
-            Rule::BriefUnreadable,
-            format!(
-                "cannot use the brief {}: it holds {} bytes, more than {limit}",
-                shown.display(),
-                meta.len()
-            ),
-        ));
-    }
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
-    Ok(bytes)
 }
 
 /// The top of the work tree `dir` is in: the nearest directory up from it holding `.git`, or

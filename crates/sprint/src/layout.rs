@@ -27,6 +27,8 @@ pub use corral_ports::run_dir::{
     EVENTS_FILE, PROMPT_FILE, RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE, SIGNALS_FILE,
 };
 
+/// Corral's state directory, relative to the project root.
+pub const STATE_DIR: &str = ".corral";
 /// The sprints' directory, relative to the project root.
 pub const SPRINTS_DIR: &str = ".corral/sprints";
 /// The state file in a sprint's directory.
@@ -74,6 +76,7 @@ impl fmt::Display for Role {
 /// One sprint's directory and the paths below it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SprintLayout {
+    project_root: PathBuf,
     root: PathBuf,
 }
 
@@ -81,8 +84,32 @@ impl SprintLayout {
     /// The layout of sprint `name` in the project at `project_root`.
     pub fn new(project_root: &Path, name: &SprintName) -> Self {
         SprintLayout {
+            project_root: project_root.to_path_buf(),
             root: sprints_dir(project_root).join(name.as_str()),
         }
+    }
+
+    /// The sprint's record as a handle: `.corral/sprints/<name>/`, made when missing, reached
+    /// from the project root without following a link. Every file of the record is written and
+    /// read through it, so nothing an agent planted redirects Corral on the host.
+    pub fn record(&self) -> Result<corral_hostfs::HostDir, corral_hostfs::HostFsError> {
+        let project = corral_hostfs::HostDir::open(&self.project_root)?;
+        let rel = self
+            .root
+            .strip_prefix(&self.project_root)
+            .unwrap_or(Path::new(SPRINTS_DIR));
+        project.create_dir(rel)
+    }
+
+    /// `path` (one of this layout's paths) relative to the record's root, for [`Self::record`].
+    pub fn below_root<'p>(&self, path: &'p Path) -> Option<&'p Path> {
+        path.strip_prefix(&self.root).ok()
+    }
+
+    /// `<project>/.corral/`: what a check or an agent in the project's work tree may not write
+    /// (Corral's record, see `CommandSpec::read_only`).
+    pub fn state_root(&self) -> PathBuf {
+        self.project_root.join(STATE_DIR)
     }
 
     /// `.corral/sprints/<name>/`.

@@ -2,7 +2,7 @@
 //! sprint killed at any moment continues from what the file says.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use corral_ports::{ProviderId, Usage};
@@ -248,6 +248,12 @@ pub struct TaskProgress {
     pub reset_pending: bool,
     /// The generator's session, resumed by the next round.
     pub generator_session: Option<String>,
+    /// The spawn of this task Corral started last, in a directory it had just made anew: its
+    /// round and role. A report found in a spawn's directory counts (the spawn is not run
+    /// again) only when this names that spawn, so only what that spawn wrote can count; a
+    /// file's presence alone never does (another agent could have put it there first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned: Option<SpawnMark>,
 }
 
 /// Where a task stands.
@@ -339,6 +345,10 @@ pub enum StateError {
         /// What is wrong.
         reason: String,
     },
+    /// The file could not be written: something planted where it goes (not retryable), or the
+    /// disk (retryable once it has room).
+    #[error(transparent)]
+    Record(Box<corral_hostfs::HostFsError>),
     /// The file could not be written. Retryable: yes, once the disk has room or the
     /// directory is writable.
     #[error("cannot write {}: {source}", path.display())]
@@ -348,6 +358,16 @@ pub enum StateError {
         /// The error.
         source: io::Error,
     },
+}
+
+/// A spawn Corral started in a directory it made anew (see [`TaskProgress::spawned`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SpawnMark {
+    /// Its round.
+    pub round: u32,
+    /// Its role.
+    pub role: crate::layout::Role,
 }
 
 /// Reads the state at `path`. The file is read as one an agent could have replaced (it is in
@@ -444,31 +464,18 @@ pub fn write_state_as(
     let mut json = serde_json::to_vec_pretty(state).map_err(|e| failed(io::Error::other(e)))?;
     json.push(b'\n');
     let dir = crate::file::base_dir(path);
-    std::fs::create_dir_all(dir).map_err(failed)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        crate::layout::STATE_FILE,
-        std::process::id()
-    ));
-    let synced = durability == Durability::Synced;
-    let written = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&json)?;
-        // A synced state is what a crash resume must find after a power cut too: its data on
-        // disk before it replaces the old one (or the cut could leave an empty file in its
-        // place), and the rename itself after (the directory's entry).
-        if synced {
-            file.sync_all()?;
-        }
-        drop(file);
-        std::fs::rename(&tmp, path)?;
-        if synced {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map_err(failed)
+    let name = path
+        .file_name()
+        .unwrap_or(std::ffi::OsStr::new(crate::layout::STATE_FILE));
+    let host = |e: corral_hostfs::HostFsError| StateError::Record(Box::new(e));
+    let flush = match durability {
+        Durability::Synced => corral_hostfs::Flush::Synced,
+        Durability::Cached => corral_hostfs::Flush::Cached,
+    };
+    // A temporary file created exclusively beside it, renamed over it: a reader, or the next
+    // run after a kill, sees the old state or the new one, and nothing is written through a
+    // link planted at its name.
+    corral_hostfs::HostDir::create(dir)
+        .and_then(|d| d.replace_with(name, &json, flush))
+        .map_err(host)
 }

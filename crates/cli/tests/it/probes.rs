@@ -185,6 +185,21 @@ fn probes() -> Vec<Probe> {
             r#"ln "$OUT/other.txt" new-link.txt && echo owned > new-link.txt"#,
             Some(|h| unchanged(&h.outside.join("other.txt"), "other\n")),
         ),
+        // Issue 29: Corral's record around the run directory (`.corral/` of the work tree) is
+        // read-only to the agent, its own run directory aside, so it can plant nothing where
+        // Corral writes or reads on the host after it.
+        row(
+            "Corral's record: a link planted in another run's directory",
+            "record-link",
+            r#"mkdir -p .corral/runs/earlier && ln -s "$OUT/record-link" .corral/runs/earlier/run.json"#,
+            Some(|h| absent(&h.env.project().join(".corral/runs/earlier"))),
+        ),
+        row(
+            "Corral's record: a sprint's report written before its spawn",
+            "record-forged-report",
+            r#"mkdir -p .corral/sprints/s/implement/t/rounds/1/evaluator && echo '{}' > .corral/sprints/s/implement/t/rounds/1/evaluator/signals.json"#,
+            Some(|h| absent(&h.env.project().join(".corral/sprints"))),
+        ),
         row(
             "capabilities (any of `CapInh/Prm/Eff/Bnd/Amb` not 0)",
             "capabilities",
@@ -815,6 +830,8 @@ fn the_probe_suite_holds_as_an_unprivileged_user() {
 fn without_a_sandbox_the_probes_see_the_escapes() {
     let rows = run_suite(As::User, Backend::Native);
     let must_fail = [
+        "record-link",
+        "record-forged-report",
         "write-direct",
         "write-parent",
         "write-home",

@@ -227,6 +227,7 @@ fn held_env() -> Env {
         regressions: 0,
         reset_pending: false,
         generator_session: None,
+        spawned: None,
     });
     let layout = SprintLayout::new(&env.project(), &SprintName::new("example").unwrap());
     write_state(&layout.state_file(), &state).unwrap();

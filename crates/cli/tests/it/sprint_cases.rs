@@ -1286,3 +1286,101 @@ fn two_independent_tasks_run_at_once_in_their_worktrees_with_jobs_2() {
         assert_eq!(t["status"], "done", "{s}");
     }
 }
+
+/// Issue 29, holes 1 and 2, with the real Claude Code doing it through its own Bash tool: the
+/// generator replaces the files Corral writes after its round with links to the user's files,
+/// links the learnings to another, and writes a passing report into the evaluator's directory
+/// before it starts. The record is read-only inside the sandbox, so none of it lands: the
+/// user's files keep their bytes, the evaluator of round 1 runs and its failing verdict costs
+/// the round, and round 2 is judged on its own.
+#[test]
+fn a_generator_cannot_plant_links_or_a_verdict_in_the_sprints_record() {
+    let victims = tempfile::tempdir().unwrap();
+    let bashrc = victims.path().join("bashrc");
+    let profile = victims.path().join("profile");
+    std::fs::write(&bashrc, "original bashrc\n").unwrap();
+    std::fs::write(&profile, "original profile\n").unwrap();
+    let (bashrc_at, profile_at) = (bashrc.clone(), profile.clone());
+    let world = World::new(&CLAUDE, move |project| {
+        let round = format!(".corral/sprints/{NAME}/implement/t1/rounds/1");
+        let attack = format!(
+            "ln -sf {bashrc} {round}/check.txt; ln -sf {profile} {round}/diff.patch; \
+             ln -sf {profile} .corral/sprints/{NAME}/learnings.ndjson; \
+             mkdir -p {round}/evaluator && echo '{forged}' > {round}/evaluator/signals.json; true",
+            bashrc = bashrc_at.display(),
+            profile = profile_at.display(),
+            forged = evaluation(None),
+        );
+        let mut g1 = vec![Step::tool_use(
+            CLAUDE.shell_tool,
+            shell_tool_input(CLAUDE.shell_tool, &attack),
+        )];
+        g1.extend(spawn_steps(
+            &CLAUDE,
+            project,
+            &key(Role::Generator, "t1", 1),
+            &[("t1.txt", "ok?")],
+            &complete("Write t1"),
+        ));
+        let g2 = spawn_steps(
+            &CLAUDE,
+            project,
+            &key(Role::Generator, "t1", 2),
+            &[("t1.txt", "ok")],
+            &complete("Write t1 right"),
+        );
+        let e = |r: u32, finding: Option<&str>| {
+            spawn_steps(
+                &CLAUDE,
+                project,
+                &key(Role::Evaluator, "t1", r),
+                &[],
+                &evaluation(finding),
+            )
+        };
+        Scenario::default()
+            .with_round(Role::Generator, "t1", 1, g1)
+            .with_round(Role::Evaluator, "t1", 1, e(1, Some("t1.txt must say ok")))
+            .with_round(Role::Generator, "t1", 2, g2)
+            .with_round(Role::Evaluator, "t1", 2, e(2, None))
+    });
+    let file = sprint_file(&world.project(), &[task("t1")], CHECK, &CLAUDE, Some(&CLAUDE), 2);
+    repository(&world, &file);
+    let out = sprint_run(&world, &[]);
+    let transcript = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{transcript}");
+    assert_eq!(
+        std::fs::read_to_string(&bashrc).unwrap(),
+        "original bashrc\n",
+        "{transcript}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&profile).unwrap(),
+        "original profile\n",
+        "{transcript}"
+    );
+    // The evaluator of round 1 ran (the report in its directory was not the agent's to write)
+    // and failed the round; the commit is round 2's.
+    assert!(
+        !world
+            .api
+            .spawn_requests(&key(Role::Evaluator, "t1", 1))
+            .is_empty(),
+        "{transcript}"
+    );
+    assert_eq!(
+        sprint_commits(&world),
+        [("Write t1 right".to_owned(), "t1".to_owned())]
+    );
+    let round = sprint_dir(&world).join("implement/t1/rounds/1");
+    for file in ["check.txt", "diff.patch"] {
+        let meta = std::fs::symlink_metadata(round.join(file)).unwrap();
+        assert!(meta.file_type().is_file(), "{file} is Corral's own file");
+    }
+    assert!(
+        std::fs::symlink_metadata(sprint_dir(&world).join("learnings.ndjson"))
+            .unwrap()
+            .file_type()
+            .is_file()
+    );
+}

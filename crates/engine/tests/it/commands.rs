@@ -403,6 +403,7 @@ async fn host_git_is_git_with_its_subcommand_first_or_refused() {
     let marker = dir.path().join("ran");
     let not_git = CommandSpec {
         confinement: Confinement::HostGit,
+        read_only: Vec::new(),
         ..CommandSpec::shell(&format!("touch {}", marker.display()), dir.path(), LONG)
     };
     let err = native(&[]).run(not_git, &never()).await.unwrap_err();

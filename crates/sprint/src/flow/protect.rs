@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
 
-use super::{Flow, Next, REGRESSED_PATCH_FILE, SprintError, io_error, progress_mut, write_file};
+use super::{
+    Flow, Next, REGRESSED_PATCH_FILE, SprintError, progress_mut, read_record_text, write_file,
+};
 use crate::event::SprintEvent;
 use crate::file::{SprintFile, Task};
 use crate::state::{Attribution, SprintState};
@@ -252,12 +254,16 @@ impl Flow<'_, '_> {
         round: u32,
     ) -> Result<(), SprintError> {
         let path = self.layout.round_dir(&task.id, round).join(PROTECTED_FILE);
-        if path.exists() {
+        // Read, as written, through the record's handle (out of a sandboxed agent's reach).
+        if !read_record_text(&self.layout, &path).is_empty() {
             return Ok(());
         }
         let prints = self.protected_now().await?;
-        let json = serde_json::to_vec_pretty(&prints).map_err(|e| io_error(&path)(e.into()))?;
-        write_file(&path, &json)
+        let json = serde_json::to_vec_pretty(&prints).map_err(|e| SprintError::Io {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        write_file(&self.layout, &path, &json)
     }
 
     /// After the generator's round, before any check: a round that changed a protected path
@@ -277,12 +283,8 @@ impl Flow<'_, '_> {
             return Ok(None);
         };
         let round_dir = self.layout.round_dir(&task.id, round);
-        let Ok(bytes) =
-            corral_contract::read_untrusted_file(&round_dir.join(PROTECTED_FILE), 16 << 20)
-        else {
-            return Ok(None);
-        };
-        let Ok(before) = serde_json::from_slice::<Fingerprints>(&bytes) else {
+        let text = read_record_text(&self.layout, &round_dir.join(PROTECTED_FILE));
+        let Ok(before) = serde_json::from_str::<Fingerprints>(&text) else {
             return Ok(None);
         };
         let after = self.protected_now().await?;
@@ -301,7 +303,7 @@ impl Flow<'_, '_> {
         self.warn(state, i, task, &message)?;
         let patch = self.git.patch_against(&base).await?;
         let saved = round_dir.join(REGRESSED_PATCH_FILE);
-        write_file(&saved, patch.as_bytes())?;
+        write_file(&self.layout, &saved, patch.as_bytes())?;
         let attempts = match state.tasks.get_mut(i) {
             Some(t) => {
                 t.attempt += 1;

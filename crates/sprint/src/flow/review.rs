@@ -20,6 +20,10 @@ impl Flow<'_, '_> {
             return Ok(());
         }
         let paths = self.git.changed_paths(base).await?;
-        write_file(&round_dir.join(super::CHANGED_PATHS_FILE), paths.as_bytes())
+        write_file(
+            &self.layout,
+            &round_dir.join(super::CHANGED_PATHS_FILE),
+            paths.as_bytes(),
+        )
     }
 }

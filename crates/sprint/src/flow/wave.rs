@@ -208,15 +208,13 @@ impl TaskHost for Coordinator<'_, '_, '_> {
     }
 
     fn job_log(&self, task: &TaskId, line: &str) {
-        use std::io::Write as _;
         let path = self.flow.layout.task_dir(task).join(JOB_LOG_FILE);
-        let _ = std::fs::create_dir_all(self.flow.layout.task_dir(task));
-        if let Ok(mut file) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-        {
-            let _ = writeln!(file, "{line}");
+        // Best effort, as a log is: through the record's handle, never through a link.
+        if let (Some(rel), Ok(record)) = (
+            self.flow.layout.below_root(&path),
+            self.flow.layout.record(),
+        ) {
+            let _ = record.append(rel, format!("{line}\n").as_bytes());
         }
     }
 

@@ -73,6 +73,14 @@ enum Act {
     SwitchBranch(&'static str),
     /// Commits its change itself, then completes.
     CommitsItself(&'static str),
+    /// An attacker without a sandbox (the native backend): writes `<task>.txt`, plants these
+    /// symbolic links (path in the work tree, target) and these files (a forged report), then
+    /// completes with these signals.
+    Plant {
+        links: Vec<(String, PathBuf)>,
+        files: Vec<(String, String)>,
+        signals: serde_json::Value,
+    },
     /// Writes `<task>.txt`, completes, and its spawn's stray-write check reports this change
     /// outside the paths it may write (as the engine's check does under the native backend).
     WritesOutside(&'static str),
@@ -290,6 +298,25 @@ impl RoleAgent for FakeAgent {
                     for path in remove {
                         let _ = std::fs::remove_file(tree.join(path));
                     }
+                }
+                signals(&value);
+            }
+            Act::Plant {
+                links,
+                files,
+                signals: value,
+            } => {
+                write_files(&tree, &[(default_file.as_str(), "done\n")]);
+                for (path, text) in &files {
+                    let path = tree.join(path);
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    std::fs::write(path, text).unwrap();
+                }
+                for (path, target) in &links {
+                    let path = tree.join(path);
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    let _ = std::fs::remove_file(&path);
+                    std::os::unix::fs::symlink(target, path).unwrap();
                 }
                 signals(&value);
             }
@@ -1849,4 +1876,106 @@ async fn setup_runs_once_in_the_project_and_once_in_each_new_worktree() {
     expected.sort_unstable();
     assert_eq!(trees, expected, "{count}");
     assert_eq!(commits(&p).await.len(), 3);
+}
+
+/// Issue 29, hole 2: a generator writes the evaluator's report of its own round before the
+/// evaluator starts. The report is not taken (Corral never started that evaluator): the
+/// evaluator runs in a directory made anew, and its failing verdict stands.
+#[tokio::test]
+async fn a_report_forged_before_its_spawn_is_not_taken() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    let forged = ".corral/sprints/s/implement/a/rounds/1/evaluator/signals.json".to_string();
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::Plant {
+            links: Vec::new(),
+            files: vec![(forged.clone(), evaluation(None).to_string())],
+            signals: complete(None, None),
+        },
+    );
+    for round in 1..=3 {
+        evaluator.on(
+            "a",
+            round,
+            Role::Evaluator,
+            Act::Write {
+                files: Vec::new(),
+                remove: Vec::new(),
+                signals: evaluation(Some("it does not do the task")),
+            },
+        );
+    }
+    let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Blocked, "{summary:?}");
+    assert_eq!(
+        evaluator.seen_for("a", 1).len(),
+        1,
+        "the evaluator of round 1 ran despite the report found in its directory"
+    );
+    assert!(commits(&p).await.is_empty());
+    // The forged report was moved aside, not read as the spawn's.
+    let aside = layout(&p)
+        .round_dir(&TaskId::new("a").unwrap(), 1)
+        .join("evaluator.earlier-1");
+    assert!(aside.join("signals.json").is_file());
+}
+
+/// Issue 29, hole 1: an agent without a sandbox replaces the files Corral writes after its
+/// round (`check.txt`, `diff.patch`, the round's directory itself, `learnings.ndjson`) with
+/// links to the user's files. Nothing is written through them: the user's files keep their
+/// bytes, and the sprint names the tampering.
+#[tokio::test]
+async fn links_planted_where_corral_writes_are_never_followed() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let victims = tempfile::tempdir().unwrap();
+    let bashrc = victims.path().join("bashrc");
+    let profile = victims.path().join("profile");
+    let home = victims.path().join("home");
+    std::fs::write(&bashrc, "original bashrc\n").unwrap();
+    std::fs::write(&profile, "original profile\n").unwrap();
+    std::fs::create_dir(&home).unwrap();
+    let round = ".corral/sprints/s/implement/a/rounds/1".to_string();
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::Plant {
+            links: vec![
+                (format!("{round}/check.txt"), bashrc.clone()),
+                (format!("{round}/diff.patch"), profile.clone()),
+                (
+                    ".corral/sprints/s/learnings.ndjson".to_string(),
+                    profile.clone(),
+                ),
+                (
+                    ".corral/sprints/s/implement/a/rounds/2".to_string(),
+                    home.clone(),
+                ),
+            ],
+            files: Vec::new(),
+            signals: complete(None, Some("a learning")),
+        },
+    );
+    let result = run_plain(&p, &generator, None).await;
+    assert_eq!(
+        std::fs::read_to_string(&bashrc).unwrap(),
+        "original bashrc\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&profile).unwrap(),
+        "original profile\n"
+    );
+    assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0);
+    match result {
+        Err(e) => {
+            assert!(e.to_string().contains("tampering"), "{e}");
+            assert!(!e.is_retryable());
+        }
+        Ok(summary) => panic!("the tampering went unnoticed: {summary:?}"),
+    }
 }
