@@ -254,6 +254,8 @@ pub const LAYERS: &[Layer] = &[
                 any("async-trait"),
                 any("serde"),
                 any("serde_json"),
+                // The protected files' fingerprints (content and mode) before each round.
+                any("sha2"),
                 any("strsim"),
                 any("thiserror"),
                 // The sprint file's parser: TOML with its spans, for errors with lines.

@@ -301,8 +301,10 @@ pub struct SprintWorkArgs {
 pub const SPRINT_EXIT_TABLE: &str = "\
 Exit codes:
   0    every task is done
-  1    unexpected internal error (git, the sprint's record)
-  2    bad sprint file or settings, or a preflight refusal (uncommitted changes, setup failed)
+  1    unexpected internal error (git, the sprint's record); no space left on device (the
+       summary printed: free some space and run again to continue)
+  2    bad sprint file or settings, or a preflight refusal (uncommitted changes, another
+       sprint running in the repository, a new sprint on the branch checked out, setup failed)
   3    a task is blocked (its dependents skipped; the others ran)
   4    rate limited; every retry was used (paused: run again to continue)
   130  cancelled (run again to continue)";

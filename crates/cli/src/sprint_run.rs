@@ -97,6 +97,7 @@ pub(crate) fn exit_for(end: SprintEnd) -> Exit {
         SprintEnd::Blocked => Exit::Blocked,
         SprintEnd::RateLimited => Exit::RateLimited,
         SprintEnd::Cancelled => Exit::Cancelled,
+        SprintEnd::DiskFull => Exit::Internal,
     }
 }
 
@@ -104,7 +105,10 @@ pub(crate) fn exit_for(end: SprintEnd) -> Exit {
 /// failure of the machinery (exit 1).
 pub(crate) fn exit_for_error(e: SprintError) -> anyhow::Error {
     match e {
-        SprintError::Dirty { .. } | SprintError::SetupFailed { .. } => usage(e.to_string()),
+        SprintError::Dirty { .. }
+        | SprintError::SetupFailed { .. }
+        | SprintError::Busy { .. }
+        | SprintError::UsersBranch { .. } => usage(e.to_string()),
         SprintError::Git(_)
         | SprintError::Command { .. }
         | SprintError::State(_)

@@ -273,6 +273,7 @@ pub(crate) fn summary_lines(name: &str, summary: &SprintSummary) -> Vec<String> 
         SprintEnd::Blocked => "blocked",
         SprintEnd::RateLimited => "paused: rate limited, every retry used",
         SprintEnd::Cancelled => "cancelled",
+        SprintEnd::DiskFull => "stopped: no space left on device",
     };
     let mut lines = vec![format!(
         "sprint {name}: {end}; {done} of {} tasks done (exit {})",
@@ -331,6 +332,12 @@ pub(crate) fn summary_lines(name: &str, summary: &SprintSummary) -> Vec<String> 
         SprintEnd::RateLimited | SprintEnd::Cancelled => {
             lines.push(
                 "continue   corral sprint run (it goes on at the same task and round)".into(),
+            );
+        }
+        SprintEnd::DiskFull => {
+            lines.push(
+                "continue   free some space, then corral sprint run (it goes on at the same task and round)"
+                    .into(),
             );
         }
     }
@@ -992,6 +999,21 @@ mod tests {
         let text = out.join("\n");
         assert!(!text.contains('\x1b'), "{text}");
         insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn a_full_disk_ends_with_the_summary_and_the_way_on() {
+        let mut full = summary();
+        full.end = SprintEnd::DiskFull;
+        full.exit_code = SprintEnd::DiskFull.exit_code();
+        if let Some(t2) = full.tasks.get_mut(1) {
+            t2.status = TaskStatus::Running;
+            t2.reason = None;
+            t2.warnings = vec![
+                "stopped here, the disk full: git add --all: Exited(128): error: unable to write new index file: No space left on device".into(),
+            ];
+        }
+        insta::assert_snapshot!(summary_lines("demo", &full).join("\n"));
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub enum Rule {
     /// A `brief` file that exists but cannot be used (not a regular file, too large, not UTF-8,
     /// empty, unreadable).
     BriefUnreadable,
+    /// A `brief` outside the work tree: absolute, through `..` out of it, through a hidden path
+    /// component, or through a symbolic link.
+    BriefOutsideTree,
 }
 
 impl Rule {
@@ -72,6 +75,7 @@ impl Rule {
             Rule::NoPrompt => "no-prompt",
             Rule::BriefMissing => "brief-missing",
             Rule::BriefUnreadable => "brief-unreadable",
+            Rule::BriefOutsideTree => "brief-outside-tree",
         }
     }
 }

@@ -196,6 +196,9 @@ pub enum SprintEnd {
     RateLimited,
     /// Cancelled; running again continues.
     Cancelled,
+    /// Stopped at a step the disk had no room for ("No space left on device", from git, a
+    /// check or a record): running again, once there is room, continues.
+    DiskFull,
 }
 
 impl SprintEnd {
@@ -206,6 +209,8 @@ impl SprintEnd {
             SprintEnd::Blocked => 3,
             SprintEnd::RateLimited => 4,
             SprintEnd::Cancelled => 130,
+            // A failure of the machinery, as any other (`corral run`'s full disk is 1 too).
+            SprintEnd::DiskFull => 1,
         }
     }
 }

@@ -66,6 +66,10 @@ pub struct SprintSection {
     pub max_rounds: u32,
     /// `max_attempts`: runs of a task before it is blocked.
     pub max_attempts: u32,
+    /// `protected`: globs (relative to the work tree's top) of files a generator round must
+    /// not change, on top of the ones always protected (the sprint file, and the check's and
+    /// gates' scripts that are files in the tree); a round that changes one is reset.
+    pub protected: Vec<String>,
 }
 
 /// `[roles.generator]` or `[roles.evaluator]`: which agent plays the role.
@@ -108,6 +112,9 @@ pub struct Task {
     pub prompt: TaskPrompt,
     /// `depends_on`: tasks that must be done first, as written (duplicates dropped).
     pub depends_on: Vec<TaskId>,
+    /// `may_edit`: globs of protected paths this task's generator may change (a task that
+    /// is about the check itself).
+    pub may_edit: Vec<String>,
     /// The line of the task's `[[tasks]]` header (for messages about it).
     pub line: usize,
 }

@@ -37,6 +37,9 @@ use crate::state::{
 
 /// The round's diff, in the round's directory.
 pub const DIFF_FILE: &str = "diff.patch";
+/// Every path the round changed (`git diff --name-status`), in the round's directory, when its
+/// diff is too long for the evaluator's prompt.
+pub const CHANGED_PATHS_FILE: &str = "changed-paths.txt";
 /// The check's report after the round, in the round's directory.
 pub const CHECK_FILE: &str = "check.txt";
 /// A regressed round's change, saved before the tree is reset, in the round's directory.
@@ -164,6 +167,24 @@ pub enum SprintError {
     /// retryable, and named in the record), or the disk failed (retryable once it has room).
     #[error("the sprint's record: {0}")]
     Record(#[from] corral_hostfs::HostFsError),
+    /// Another sprint is running in this repository (it holds the repository's sprint lock).
+    /// Retryable: yes, once that sprint has ended.
+    #[error(
+        "another sprint ({holder}) is running in this repository\nhint: wait for it to end, or stop it (Ctrl-C in its terminal); `corral sprint run` then continues this one"
+    )]
+    Busy {
+        /// Who holds the lock: sprint, pid, host, start time.
+        holder: String,
+    },
+    /// A new sprint's branch is the branch checked out: it would commit and reset there.
+    /// Retryable: no, not until another branch is checked out or `branch` names a new one.
+    #[error(
+        "the sprint's branch {branch} is the branch checked out: a sprint commits, and resets its failed rounds, on a branch of its own\nhint: check out another branch first, or set [sprint] branch to a new name (the default is corral/<name>)"
+    )]
+    UsersBranch {
+        /// The branch.
+        branch: String,
+    },
     /// A task's executor could not run it to a handback. Retryable: as the executor's error
     /// says ([`ExecutorError::is_retryable`]).
     #[error("task {task} ({kind} executor): {source}")]
@@ -181,7 +202,10 @@ impl SprintError {
     /// The exit code of `corral sprint run`: 2 for a preflight refusal, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
-            SprintError::Dirty { .. } | SprintError::SetupFailed { .. } => 2,
+            SprintError::Dirty { .. }
+            | SprintError::SetupFailed { .. }
+            | SprintError::Busy { .. }
+            | SprintError::UsersBranch { .. } => 2,
             SprintError::Git(_)
             | SprintError::Command { .. }
             | SprintError::State(_)
@@ -196,11 +220,12 @@ impl SprintError {
         match self {
             SprintError::Command { source, .. } => source.is_retryable(),
             SprintError::Git(GitError::Run { source, .. }) => source.is_retryable(),
-            SprintError::Io { .. } => true,
+            SprintError::Io { .. } | SprintError::Busy { .. } => true,
             SprintError::Record(e) => !e.is_tampering(),
             SprintError::Executor { source, .. } => source.is_retryable(),
             SprintError::Dirty { .. }
             | SprintError::SetupFailed { .. }
+            | SprintError::UsersBranch { .. }
             | SprintError::Git(GitError::Failed { .. })
             | SprintError::State(_) => false,
         }
@@ -250,9 +275,17 @@ enum Next {
 /// Runs the sprint, or continues it from its `sprint.json`. Returns how it ended; an `Err` is
 /// a refusal before any task ran (exit 2) or a failure of the machinery (exit 1).
 pub async fn run_sprint(run: SprintRun<'_>) -> Result<SprintSummary, SprintError> {
-    let result = match Flow::new(&run).await {
-        Ok(flow) => flow.run().await,
-        Err(e) => Err(e),
+    // Held to the end of the run, whatever its end: one sprint at a time per repository.
+    // (A cancel during the lock's git command is a stop like any other, below.)
+    let (result, _lock) = match crate::lock::lock_repository(&run).await {
+        Ok(lock) => {
+            let result = match Flow::new(&run).await {
+                Ok(flow) => flow.run().await,
+                Err(e) => Err(e),
+            };
+            (result, Some(lock))
+        }
+        Err(e) => (Err(e), None),
     };
     match result {
         // Cancelled in the middle of a git command: stopped, as at any other step.
@@ -269,6 +302,9 @@ pub async fn run_sprint(run: SprintRun<'_>) -> Result<SprintSummary, SprintError
             });
             Ok(summary)
         }
+        // A full disk, wherever it was met (git, a check, a record): the summary and the way
+        // on, not a bare error, since running again once there is room continues.
+        Err(e) if disk::is_full(&e) => Ok(disk::stopped(&run, &e)),
         other => other,
     }
 }
@@ -408,6 +444,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             run_id: run_id.clone(),
             resumed,
         });
+        self.refuse_users_branch(resumed).await?;
         self.preflight(&state).await?;
         self.save(&mut state)?;
         if !state.run.as_ref().is_some_and(|r| r.setup_done) {
@@ -802,6 +839,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         let Some(progress) = t.progress.clone() else {
             return Ok(Next::Finished);
         };
+        self.fingerprint_protected(task, t.round).await?;
         let agent = self.run.generator;
         let dir = self.layout.spawn_dir(&task.id, t.round, Role::Generator);
         let contract = Contract::generator();
@@ -1121,6 +1159,10 @@ impl<'r, 'a> Flow<'r, 'a> {
         let Some(progress) = t.progress.clone() else {
             return Ok(Next::Finished);
         };
+        // Before any check: the check must run the version the round did not write.
+        if let Some(next) = self.guard_protected(state, i, task).await? {
+            return Ok(next);
+        }
         let round_dir = self.layout.round_dir(&task.id, t.round);
         // The paths only choose the gates. Without gates the change is staged after the
         // check, so that nothing runs between staging and the commit or the reset (see
@@ -1152,6 +1194,8 @@ impl<'r, 'a> Flow<'r, 'a> {
             &round_dir.join(crate::flow::DIFF_FILE),
             patch.as_bytes(),
         )?;
+        self.save_changed_paths(&round_dir, &progress.base, &patch)
+            .await?;
         write_file(
             &self.layout,
             &round_dir.join(CHECK_FILE),
@@ -1280,6 +1324,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             let round_dir = self.layout.round_dir(&task.id, t.round);
             let diff_file = round_dir.join(DIFF_FILE);
             let diff = read_record_text(&self.layout, &diff_file);
+            let changed = read_record_text(&self.layout, &round_dir.join(CHANGED_PATHS_FILE));
             let check = read_record_text(&self.layout, &round_dir.join(CHECK_FILE));
             let text = prompt::evaluator_prompt(
                 task,
@@ -1287,8 +1332,11 @@ impl<'r, 'a> Flow<'r, 'a> {
                 &self.file().sprint.check,
                 t.attribution.unwrap_or(Attribution::Clean),
                 &check,
-                &diff,
-                &diff_file.display().to_string(),
+                &prompt::RoundDiff {
+                    text: &diff,
+                    file: &diff_file.display().to_string(),
+                    changed_paths: &changed,
+                },
             );
             let report = self
                 .spawn(
@@ -1620,8 +1668,13 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
     }
 }
 
+mod branch;
+mod disk;
+mod protect;
+mod review;
 mod wave;
 
+pub use protect::PROTECTED_FILE;
 pub use wave::JOB_LOG_FILE;
 
 fn progress_mut(state: &mut SprintState, i: usize) -> Option<&mut TaskProgress> {
@@ -1704,13 +1757,15 @@ fn commit_message(task: &Task, signals: &[Signal], run_id: &str) -> String {
             None
         }
     });
-    let mut message = match proposed {
+    let message = match proposed {
         Some(m) => match m.body.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
             Some(body) => format!("{}\n\n{body}\n", m.subject.trim()),
             None => format!("{}\n", m.subject.trim()),
         },
         None => format!("{}\n", task.title.trim()),
     };
+    // What the agent wrote is shown raw by `git log | cat`: nothing in it may act on a terminal.
+    let mut message = crate::inert::inert(&message);
     message.push_str(&format!(
         "\nCorral-Task: {}\nCorral-Run: {run_id}\n",
         task.id

@@ -19,10 +19,20 @@ const DIFF_LIMIT: usize = 4 * 1024 * 1024;
 const KEEP_STAGED: &[&str] = &[
     "diff",
     "log",
+    "ls-files",
     "rev-parse",
     "symbolic-ref",
     "merge-base",
     "commit",
+];
+
+/// Variables for the diffs the evaluator reads: no system attributes, and no attributes file
+/// of the user's (the engine's host git sets the same; a runner that does not still gets them).
+const NO_ATTRIBUTES: &[(&str, &str)] = &[
+    ("GIT_ATTR_NOSYSTEM", "1"),
+    ("GIT_CONFIG_COUNT", "1"),
+    ("GIT_CONFIG_KEY_0", "core.attributesFile"),
+    ("GIT_CONFIG_VALUE_0", "/dev/null"),
 ];
 
 /// Why a git command gave no usable answer.
@@ -83,6 +93,16 @@ impl Git<'_> {
         args: &[&str],
         limit: usize,
     ) -> Result<CommandOutput, GitError> {
+        self.output_with(args, limit, &[]).await
+    }
+
+    /// [`Git::output`] with `extra` variables on top of the run's.
+    async fn output_with(
+        &self,
+        args: &[&str],
+        limit: usize,
+        extra: &[(&str, &str)],
+    ) -> Result<CommandOutput, GitError> {
         // Any command may move HEAD; the one that leaves it known says so afterwards. Only
         // the commands that write no file of the tree keep everything staged.
         self.known_head().take();
@@ -97,6 +117,11 @@ impl Git<'_> {
         let mut spec = CommandSpec::git(args.iter().copied(), &self.cwd, GIT_TIMEOUT);
         spec.output_limit = limit;
         spec.env.clone_from(&self.env);
+        spec.env.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string())),
+        );
         self.runner
             .run(spec, self.cancel)
             .await
@@ -256,13 +281,67 @@ impl Git<'_> {
 
     /// Stages everything, then the patch from `base` to the index, without the list of paths
     /// (one git command fewer, where nothing needs the paths).
+    ///
+    /// The patch is what the evaluator judges, so the agent's own `.gitattributes` must not
+    /// shape it: every file is diffed as text (`--text`: an attribute marking the agent's
+    /// change `binary` or `-diff` would hide it behind "Binary files differ"), no textconv or
+    /// external diff runs (which would show what a program of the agent's says instead), and
+    /// neither the system's nor the user's attributes file is read. A patch past
+    /// [`DIFF_LIMIT`] is cut, and the cut marked in the text, followed by every changed path.
     pub(crate) async fn patch_against(&self, base: &str) -> Result<String, GitError> {
         self.stage_all().await?;
-        self.run_limited(
-            &["diff", "--cached", "--binary", "--no-color", base],
-            DIFF_LIMIT,
-        )
-        .await
+        let args = [
+            "diff",
+            "--cached",
+            "--binary",
+            "--text",
+            "--no-textconv",
+            "--no-ext-diff",
+            "--no-color",
+            base,
+        ];
+        let out = self.output_with(&args, DIFF_LIMIT, NO_ATTRIBUTES).await?;
+        let (truncated, total) = (out.stdout.truncated(), out.stdout.total_bytes);
+        let mut patch = finished(&args, Ok(out))?;
+        if truncated {
+            let paths = self.changed_paths(base).await?;
+            patch.push_str(&format!(
+                "\n[diff cut at {} bytes of {total}; the full list of changed paths follows]\n{paths}",
+                patch.len()
+            ));
+        }
+        Ok(patch)
+    }
+
+    /// Every path the index changes against `base`, one a line as `<status>\t<path>`
+    /// (`git diff --name-status`), control characters in a name shown escaped.
+    pub(crate) async fn changed_paths(&self, base: &str) -> Result<String, GitError> {
+        let args = [
+            "diff",
+            "--cached",
+            "--name-status",
+            "--no-renames",
+            "-z",
+            base,
+        ];
+        let out = self.output_with(&args, DIFF_LIMIT, NO_ATTRIBUTES).await?;
+        let listed = finished(&args, Ok(out))?;
+        let mut fields = listed.split('\0').filter(|f| !f.is_empty());
+        let mut text = String::new();
+        while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
+            let shown: String = path
+                .chars()
+                .flat_map(|c| {
+                    if c.is_control() {
+                        c.escape_default().collect::<Vec<_>>()
+                    } else {
+                        vec![c]
+                    }
+                })
+                .collect();
+            text.push_str(&format!("{status}\t{shown}\n"));
+        }
+        Ok(text)
     }
 
     /// Puts the tree and the index back to `base`, removing files that are not ignored.

@@ -22,7 +22,10 @@ mod executor;
 mod file;
 mod flow;
 mod git;
+mod inert;
+mod intree;
 mod layout;
+mod lock;
 mod names;
 mod order;
 mod parse;
@@ -43,8 +46,9 @@ pub use file::{
     limits, load,
 };
 pub use flow::{
-    BLOCKED_PATCH_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, JOB_LOG_FILE, PRE_VERIFY_FILE,
-    REGRESSED_PATCH_FILE, RunOptions, SprintError, SprintRun, run_sprint, work_task,
+    BLOCKED_PATCH_FILE, CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, JOB_LOG_FILE,
+    PRE_VERIFY_FILE, PROTECTED_FILE, REGRESSED_PATCH_FILE, RunOptions, SprintError, SprintRun,
+    run_sprint, work_task,
 };
 pub use git::{GitError, extract_tree};
 pub use layout::{
@@ -52,6 +56,7 @@ pub use layout::{
     ROUNDS_DIR, RUN_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE, SIGNALS_FILE,
     SPRINTS_DIR, STATE_FILE, SprintLayout, TASK_STATE_FILE, recorded_sprints, sprints_dir,
 };
+pub use lock::LOCK_FILE;
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
 pub use slots::{Slot, Slots};
 pub use state::{

@@ -99,6 +99,7 @@ mod tests {
                 title: id.to_string(),
                 prompt: TaskPrompt::Inline("p".into()),
                 depends_on: deps.iter().map(|d| TaskId::new(*d).unwrap()).collect(),
+                may_edit: Vec::new(),
                 line: i + 1,
             })
             .collect()

@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
-use corral_contract::UntrustedFileError;
 use corral_ports::{Effort, ProviderId};
 use toml_edit::{ImDocument, Item, TableLike, Value};
 
@@ -28,12 +27,13 @@ const SPRINT_KEYS: &[&str] = &[
     "setup",
     "max_rounds",
     "max_attempts",
+    "protected",
 ];
 const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
 const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
 const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
 const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
-const TASK_KEYS: &[&str] = &["id", "title", "prompt", "brief", "depends_on"];
+const TASK_KEYS: &[&str] = &["id", "title", "prompt", "brief", "depends_on", "may_edit"];
 
 /// Validates the sprint file `path` whose text is `src`; briefs are read relative to its
 /// directory.
@@ -375,6 +375,7 @@ impl Cx<'_> {
             limits::MAX_ATTEMPTS,
             u64::from(limits::DEFAULT_MAX_ATTEMPTS),
         );
+        let protected = self.globs(t, "sprint", "protected");
         Some(SprintSection {
             name: name?,
             branch: branch?,
@@ -383,6 +384,7 @@ impl Cx<'_> {
             setup,
             max_rounds: u32::try_from(max_rounds?).ok()?,
             max_attempts: u32::try_from(max_attempts?).ok()?,
+            protected: protected?,
         })
     }
 
@@ -599,12 +601,14 @@ impl Cx<'_> {
             .map(|(s, _)| s);
         let prompt = self.prompt(t, &path, at);
         let deps = self.depends_on(t, &path);
-        let task = match (id.clone(), title, prompt, &deps) {
-            (Some(id), Some(title), Some(prompt), Some(deps)) => Some(Task {
+        let may_edit = self.globs(t, &path, "may_edit");
+        let task = match (id.clone(), title, prompt, &deps, may_edit) {
+            (Some(id), Some(title), Some(prompt), Some(deps), Some(may_edit)) => Some(Task {
                 id,
                 title,
                 prompt,
                 depends_on: deps.iter().map(|(d, _)| d.clone()).collect(),
+                may_edit,
                 line,
             }),
             _ => None,
@@ -655,7 +659,7 @@ impl Cx<'_> {
                     Some(dir) if !dir.as_os_str().is_empty() => dir.join(&name),
                     Some(_) | None => Path::new(&name).to_path_buf(),
                 };
-                match read_brief(&file) {
+                match read_brief(crate::file::base_dir(self.file), &name, &file) {
                     Ok(text) => Some(TaskPrompt::Brief { path: file, text }),
                     Err((rule, why)) => {
                         self.report(span, &join(path, "brief"), rule, why);
@@ -664,6 +668,60 @@ impl Cx<'_> {
                 }
             }
         }
+    }
+
+    /// A list of path globs at `key` (`sprint.protected`, a task's `may_edit`), relative to
+    /// the work tree's top: empty when absent; `None` when it is no list of such globs
+    /// (reported).
+    fn globs(&mut self, t: &dyn TableLike, path: &str, key: &str) -> Option<Vec<String>> {
+        let full = join(path, key);
+        let Some(item) = t.get(key) else {
+            return Some(Vec::new());
+        };
+        let Some(array) = item.as_array() else {
+            self.report(
+                Self::span_of(t, key),
+                &full,
+                Rule::WrongType,
+                format!("is {}, expected a list of path globs", kind(item)),
+            );
+            return None;
+        };
+        let mut globs = Vec::new();
+        let mut ok = true;
+        for value in array.iter() {
+            let Some(s) = value.as_str() else {
+                self.report(
+                    value.span(),
+                    &full,
+                    Rule::WrongType,
+                    format!(
+                        "holds {}, expected path globs (strings)",
+                        kind(&Item::Value(value.clone()))
+                    ),
+                );
+                ok = false;
+                continue;
+            };
+            let problem = if s.trim().is_empty() {
+                Some((Rule::Empty, "holds an empty glob".to_string()))
+            } else {
+                gate_path_problem(s).map(|why| {
+                    (
+                        Rule::BadPath,
+                        format!("{s:?} {}", why.replace("a gate path", "a glob")),
+                    )
+                })
+            };
+            match problem {
+                Some((rule, message)) => {
+                    self.report(value.span(), &full, rule, message);
+                    ok = false;
+                }
+                None => globs.push(s.trim_start_matches("./").to_string()),
+            }
+        }
+        ok.then_some(globs)
     }
 
     /// `depends_on`: a list of task ids, duplicates dropped, each with its span; `None` when
@@ -771,6 +829,7 @@ impl Cx<'_> {
                     title: String::new(),
                     prompt: TaskPrompt::Inline(String::new()),
                     depends_on: e.deps.iter().map(|(d, _)| d.clone()).collect(),
+                    may_edit: Vec::new(),
                     line: e.line,
                 };
                 Some((task, e.index))
@@ -810,14 +869,17 @@ impl Cx<'_> {
 
 /// Why `branch` is no branch name git accepts (a conservative subset of `git check-ref-format`).
 fn branch_problem(branch: &str) -> Option<&'static str> {
-    if branch.starts_with('-') {
+    // `git check-ref-format --branch` refuses these two names; `@` alone also stands for HEAD.
+    if branch == "HEAD" || branch == "@" {
+        Some("names HEAD, not a branch")
+    } else if branch.starts_with('-') {
         Some("starts with '-'")
     } else if branch.starts_with('/') || branch.ends_with('/') || branch.contains("//") {
         Some("has an empty path component")
     } else if branch.contains("..") || branch.contains("@{") {
         Some("holds \"..\" or \"@{\"")
-    } else if branch.ends_with(".lock") || branch.ends_with('.') {
-        Some("ends in \".lock\" or '.'")
+    } else if branch.ends_with('.') || branch.split('/').any(|part| part.ends_with(".lock")) {
+        Some("ends in '.', or has a component ending in \".lock\"")
     } else if branch
         .chars()
         .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c))
@@ -845,28 +907,19 @@ fn gate_path_problem(path: &str) -> Option<&'static str> {
     }
 }
 
-/// Reads a brief; the rule and the reason when it cannot be used.
-fn read_brief(file: &Path) -> Result<String, (Rule, String)> {
+/// Reads a brief, `name` as written relative to `sprint_dir`, inside the work tree only
+/// (`intree.rs`); the rule and the reason when it cannot be used.
+fn read_brief(sprint_dir: &Path, name: &str, file: &Path) -> Result<String, (Rule, String)> {
     let shown = file.display();
-    match corral_contract::read_untrusted_file(file, limits::FILE_LIMIT) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) if text.trim().is_empty() => {
-                Err((Rule::BriefUnreadable, format!("the brief {shown} is empty")))
-            }
-            Ok(text) => Ok(text),
-            Err(_) => Err((
-                Rule::BriefUnreadable,
-                format!("the brief {shown} is not UTF-8 text"),
-            )),
-        },
-        Err(UntrustedFileError::Missing { .. }) => Err((
-            Rule::BriefMissing,
-            format!("the brief {shown} does not exist (a brief is relative to the sprint file)"),
+    let bytes = crate::intree::read_brief_in_tree(sprint_dir, name, file, limits::FILE_LIMIT)?;
+    match String::from_utf8(bytes) {
+        Ok(text) if text.trim().is_empty() => {
+            Err((Rule::BriefUnreadable, format!("the brief {shown} is empty")))
+        }
+        Ok(text) => Ok(text),
+        Err(_) => Err((
+            Rule::BriefUnreadable,
+            format!("the brief {shown} is not UTF-8 text"),
         )),
-        Err(
-            e @ (UntrustedFileError::NotRegular { .. }
-            | UntrustedFileError::TooLarge { .. }
-            | UntrustedFileError::Io { .. }),
-        ) => Err((Rule::BriefUnreadable, format!("cannot use the brief: {e}"))),
     }
 }

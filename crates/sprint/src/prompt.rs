@@ -86,15 +86,30 @@ pub(crate) fn generator_crash_resume(task: &Task, round: u32) -> String {
 }
 
 /// What the evaluator of round `round` is given.
+/// A round's diff as the evaluator's prompt shows it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RoundDiff<'a> {
+    /// The patch (`diff.patch`).
+    pub(crate) text: &'a str,
+    /// Where it is, for the agent to read whole.
+    pub(crate) file: &'a str,
+    /// Every path it changes (`changed-paths.txt`), listed after a cut; may be empty.
+    pub(crate) changed_paths: &'a str,
+}
+
 pub(crate) fn evaluator_prompt(
     task: &Task,
     round: u32,
     check: &str,
     attribution: Attribution,
     check_output: &str,
-    diff: &str,
-    diff_file: &str,
+    diff: &RoundDiff<'_>,
 ) -> String {
+    let RoundDiff {
+        text: diff,
+        file: diff_file,
+        changed_paths,
+    } = *diff;
     let mut out = format!(
         "# Review task {}: {} (round {round})\n\nAnother agent changed this repository to do the \
          task below. Judge the change; do not change any file (the work tree is read-only for \
@@ -126,10 +141,13 @@ pub(crate) fn evaluator_prompt(
         shown.trim_end()
     );
     if shown.len() < diff.len() {
+        // Said in the text, with every path: a change past the cut is not to pass unseen.
         let _ = writeln!(
             out,
-            "\nThe diff was cut at {} KiB; the whole patch is {diff_file}.",
-            PROMPT_DIFF_LIMIT / 1024
+            "\n[diff cut at {} bytes of {}; the full list of changed paths follows]\n\n```text\n{}\n```\n\nThe whole patch is {diff_file}.",
+            shown.len(),
+            diff.len(),
+            changed_paths.trim_end()
         );
     }
     out

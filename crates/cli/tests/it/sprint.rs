@@ -329,3 +329,97 @@ fn run_refuses_a_dirty_tree_naming_the_paths_and_both_flags() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "the flags exclude each other");
 }
+
+#[test]
+fn a_second_run_in_the_same_repository_is_refused_naming_the_first_and_a_dead_ones_lock_is_taken() {
+    let env = Env::new();
+    let project = env.project();
+    // The first run holds the repository in `setup` until `.corral/go` exists (ignored by git).
+    env.write(
+        "project/corral-sprint.toml",
+        "[sprint]\nname = \"s\"\ncheck = \"true\"\nsetup = \"test -e .corral/go || sleep 60\"\nmax_rounds = 1\nmax_attempts = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n[roles.evaluator]\nenabled = false\n\n[[tasks]]\nid = \"a\"\ntitle = \"A\"\nprompt = \"p\"\n",
+    );
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "start"]);
+    let agent = FakeClaude::new(
+        &env,
+        "",
+        &[FakeClaude::init("fake"), FakeClaude::result("done", 0.001)],
+        "",
+    );
+    let (name, path) = agent.setting();
+    let mut first = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.home())
+        .env(name, &path)
+        .current_dir(&project)
+        .args(["sprint", "run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lock = project.join(".git").join(corral_sprint::LOCK_FILE);
+    let held = wait_until(Duration::from_secs(60), || {
+        std::fs::read_to_string(&lock).is_ok_and(|t| t.contains(&format!("\"pid\":{}", first.id())))
+    });
+    assert!(held, "the first run never took the lock");
+    let second = env
+        .corral()
+        .env(name, &path)
+        .args(["sprint", "run"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = env.clean(&second.stderr);
+    assert_eq!(
+        second.status.code(),
+        Some(2),
+        "{}",
+        transcript(&env, &second)
+    );
+    assert!(
+        err.contains(&format!("another sprint (s, pid {} on ", first.id()))
+            && err.contains("is running in this repository"),
+        "{err}"
+    );
+    // Killed, the first holds nothing: the next run takes the lock and runs (its one round
+    // ends without a report: blocked, exit 3).
+    first.kill().unwrap();
+    first.wait().unwrap();
+    std::fs::create_dir_all(project.join(".corral")).unwrap();
+    std::fs::write(project.join(".corral/go"), "").unwrap();
+    let third = env
+        .corral()
+        .env(name, &path)
+        .args(["sprint", "run"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        !env.clean(&third.stderr).contains("another sprint"),
+        "{}",
+        transcript(&env, &third)
+    );
+    assert_ne!(third.status.code(), Some(2), "{}", transcript(&env, &third));
+}
+
+#[test]
+fn check_refuses_a_brief_linked_out_of_the_tree_without_showing_its_target() {
+    let env = Env::new();
+    let secret = env.write("home/.ssh/id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n");
+    env.write(
+        "project/corral-sprint.toml",
+        "[sprint]\nname = \"s\"\ncheck = \"true\"\n\n[roles.generator]\nprovider = \"claude\"\n\n[[tasks]]\nid = \"a\"\ntitle = \"A\"\nbrief = \"brief.md\"\n",
+    );
+    std::os::unix::fs::symlink(&secret, env.project().join("brief.md")).unwrap();
+    let out = env.corral().args(["sprint", "check"]).output().unwrap();
+    let err = env.clean(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&env, &out));
+    assert!(
+        err.contains("tasks[0].brief") && err.contains("[brief-outside-tree]"),
+        "{err}"
+    );
+    assert!(!err.contains("BEGIN") && !env.clean(&out.stdout).contains("BEGIN"));
+}

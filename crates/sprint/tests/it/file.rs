@@ -385,3 +385,136 @@ fn an_unreadable_or_non_utf8_file_is_an_error_of_its_own() {
         (2, Rule::Syntax)
     );
 }
+
+#[test]
+fn protected_and_may_edit_are_read_and_checked() {
+    let text = MINIMAL
+        .replace(
+            "check = \"true\"",
+            "check = \"true\"\nprotected = [\"ci/**\", \"./tools/check.sh\"]",
+        )
+        .replace(
+            "prompt = \"Do it.\"",
+            "prompt = \"Do it.\"\nmay_edit = [\"ci/lint.sh\"]",
+        );
+    let file = parse(Path::new("corral-sprint.toml"), &text).unwrap();
+    assert_eq!(file.sprint.protected, ["ci/**", "tools/check.sh"]);
+    assert_eq!(file.tasks[0].may_edit, ["ci/lint.sh"]);
+    assert!(
+        parse(Path::new("corral-sprint.toml"), MINIMAL)
+            .unwrap()
+            .sprint
+            .protected
+            .is_empty()
+    );
+
+    let bad = MINIMAL
+        .replace(
+            "check = \"true\"",
+            "check = \"true\"\nprotected = [\"/etc/passwd\", 3]",
+        )
+        .replace(
+            "prompt = \"Do it.\"",
+            "prompt = \"Do it.\"\nmay_edit = \"../x\"",
+        );
+    assert_eq!(
+        errors(&bad),
+        [
+            "corral-sprint.toml:5:14: sprint.protected: \"/etc/passwd\" is absolute; a glob is relative to the work tree's top [bad-path]",
+            "corral-sprint.toml:5:29: sprint.protected: holds an integer, expected path globs (strings) [wrong-type]",
+            "corral-sprint.toml:14:1: tasks[0].may_edit: is a string, expected a list of path globs [wrong-type]",
+        ]
+    );
+    let bad = MINIMAL.replace(
+        "prompt = \"Do it.\"",
+        "prompt = \"Do it.\"\nmay_edit = [\"a/../../b\", \"\"]",
+    );
+    assert_eq!(rules(&bad), [Rule::BadPath, Rule::Empty]);
+}
+
+#[test]
+fn a_brief_outside_the_work_tree_hidden_or_through_a_link_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let key = home.path().join("id_rsa");
+    std::fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----\n").unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(root.join("briefs")).unwrap();
+    std::fs::create_dir_all(root.join(".ssh")).unwrap();
+    std::fs::write(root.join(".ssh/id_rsa"), "secret\n").unwrap();
+    std::fs::write(root.join("briefs/ok.md"), "Do it.\n").unwrap();
+    std::os::unix::fs::symlink(&key, root.join("briefs/key.md")).unwrap();
+    std::os::unix::fs::symlink(home.path(), root.join("linked")).unwrap();
+    let briefs = [
+        "briefs/key.md",
+        "linked/id_rsa",
+        ".ssh/id_rsa",
+        "briefs/../.ssh/id_rsa",
+        "../../../../../../../../etc/hostname",
+    ];
+    let mut text = MINIMAL.replace("prompt = \"Do it.\"", "brief = \"briefs/ok.md\"");
+    for (i, brief) in briefs.iter().enumerate() {
+        text.push_str(&format!(
+            "\n[[tasks]]\nid = \"t{i}\"\ntitle = \"T\"\nbrief = {brief:?}\n"
+        ));
+    }
+    let path = root.join("corral-sprint.toml");
+    std::fs::write(&path, &text).unwrap();
+    let Err(SprintFileError::Invalid { diagnostics, .. }) = load(&path) else {
+        panic!("expected diagnostics");
+    };
+    let found: Vec<(String, Rule)> = diagnostics
+        .iter()
+        .map(|d| (d.key.clone(), d.rule))
+        .collect();
+    let expected: Vec<(String, Rule)> = (1..=briefs.len())
+        .map(|i| (format!("tasks[{i}].brief"), Rule::BriefOutsideTree))
+        .collect();
+    assert_eq!(found, expected, "{diagnostics:#?}");
+    assert!(
+        diagnostics.iter().all(|d| !d.message.contains("BEGIN")),
+        "nothing of a target is shown"
+    );
+    assert_eq!(Rule::BriefOutsideTree.as_str(), "brief-outside-tree");
+
+    // The sprint file's own directory may be hidden.
+    std::fs::create_dir_all(root.join(".sprints")).unwrap();
+    std::fs::write(root.join(".sprints/b.md"), "Do it.\n").unwrap();
+    let own = root.join(".sprints/corral-sprint.toml");
+    std::fs::write(
+        &own,
+        MINIMAL.replace("prompt = \"Do it.\"", "brief = \"b.md\""),
+    )
+    .unwrap();
+    let file = load(&own).unwrap();
+    assert_eq!(file.tasks[0].prompt.text(), "Do it.\n");
+}
+
+#[test]
+fn a_branch_git_check_ref_format_refuses_is_refused() {
+    for branch in [
+        "HEAD",
+        "@",
+        "-x",
+        "work/a.lock/b",
+        "a..b",
+        "x@{1}",
+        "a/.b",
+        "a.",
+    ] {
+        let text = MINIMAL.replace(
+            "check = \"true\"",
+            &format!("check = \"true\"\nbranch = {branch:?}"),
+        );
+        assert_eq!(rules(&text), [Rule::BadBranch], "{branch}");
+    }
+    for branch in ["main", "corral/x", "a@b", "feature/x-1"] {
+        let text = MINIMAL.replace(
+            "check = \"true\"",
+            &format!("check = \"true\"\nbranch = {branch:?}"),
+        );
+        let file = parse(Path::new("corral-sprint.toml"), &text).unwrap();
+        assert_eq!(file.sprint.branch, branch);
+    }
+}

@@ -19,6 +19,9 @@ use corral_sprint::{
 };
 use corral_test_support::HostCommandRunner;
 
+// What an agent must not be able to do to its judges and the sprint's inputs (issue 29).
+mod guard;
+
 const IDENTITY: [(&str, &str); 4] = [
     ("GIT_AUTHOR_NAME", "Sprint Test"),
     ("GIT_AUTHOR_EMAIL", "sprint@example.invalid"),
