@@ -701,12 +701,22 @@ impl<'r, 'a> Flow<'r, 'a> {
             else {
                 return Ok(Next::Finished);
             };
-            let next = match step {
-                Step::PreVerify => self.pre_verify(state, i, task).await?,
-                Step::Generate => self.generate(state, i, task, run_id).await?,
-                Step::PostVerify => self.post_verify(state, i, task).await?,
-                Step::Evaluate => self.evaluate(state, i, task, run_id).await?,
-                Step::Commit => self.commit(state, i, task, run_id, continued).await?,
+            let result = match step {
+                Step::PreVerify => self.pre_verify(state, i, task).await,
+                Step::Generate => self.generate(state, i, task, run_id).await,
+                Step::PostVerify => self.post_verify(state, i, task).await,
+                Step::Evaluate => self.evaluate(state, i, task, run_id).await,
+                Step::Commit => self.commit(state, i, task, run_id, continued).await,
+            };
+            let next = match (result, step) {
+                (Ok(next), _) => next,
+                // Something planted in the record during a round (possible only without a
+                // sandbox): nothing was written through it, and the round fails, named.
+                (
+                    Err(SprintError::Record(e)),
+                    Step::Generate | Step::PostVerify | Step::Evaluate,
+                ) if e.is_tampering() => self.tampered_round(state, i, task, &e).await?,
+                (Err(e), _) => return Err(e),
             };
             continued = false;
             match next {
@@ -1475,6 +1485,25 @@ impl<'r, 'a> Flow<'r, 'a> {
     }
 
     /// On to the next round with `critique`, or blocked when the rounds are used up.
+    /// Fails the task's round for `tampering` found in the record: named in the task's
+    /// warnings and the round's critique, then on to the next round (or blocked after the last).
+    async fn tampered_round(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        tampering: &corral_hostfs::HostFsError,
+    ) -> Result<Next, SprintError> {
+        let round = state.tasks.get(i).map_or(0, |t| t.round);
+        let message = format!("round {round} failed: tampering: {tampering}");
+        self.warn(state, i, task, &message)?;
+        let critique = format!(
+            "Round {round} failed: Corral found something planted in its record ({tampering}). \
+             Write only in the work tree and your own run directory."
+        );
+        self.next_round(state, i, task, critique).await
+    }
+
     async fn next_round(
         &self,
         state: &mut SprintState,

@@ -171,12 +171,18 @@ fn superseding_replaces_what_was_planted_without_writing_through_it() {
     std::fs::hard_link(&victim, run.join("session-id.txt")).unwrap();
     mkfifo(&run.join("session.json"));
     let dir = HostDir::open(&run).unwrap();
-    assert_eq!(dir.supersede("run.json", b"{}").unwrap(), Some("a symbolic link"));
+    assert_eq!(
+        dir.supersede("run.json", b"{}").unwrap(),
+        Some("a symbolic link")
+    );
     assert_eq!(
         dir.supersede("session-id.txt", b"id\n").unwrap(),
         Some("a file with another hard link")
     );
-    assert_eq!(dir.supersede("session.json", b"{}").unwrap(), Some("a FIFO"));
+    assert_eq!(
+        dir.supersede("session.json", b"{}").unwrap(),
+        Some("a FIFO")
+    );
     assert_eq!(dir.supersede("run.json", b"{}\n").unwrap(), None);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine\n");
     for name in ["run.json", "session-id.txt", "session.json"] {

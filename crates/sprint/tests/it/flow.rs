@@ -1961,7 +1961,7 @@ async fn links_planted_where_corral_writes_are_never_followed() {
             signals: complete(None, Some("a learning")),
         },
     );
-    let result = run_plain(&p, &generator, None).await;
+    let summary = run_plain(&p, &generator, None).await.unwrap();
     assert_eq!(
         std::fs::read_to_string(&bashrc).unwrap(),
         "original bashrc\n"
@@ -1971,11 +1971,18 @@ async fn links_planted_where_corral_writes_are_never_followed() {
         "original profile\n"
     );
     assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0);
-    match result {
-        Err(e) => {
-            assert!(e.to_string().contains("tampering"), "{e}");
-            assert!(!e.is_retryable());
-        }
-        Ok(summary) => panic!("the tampering went unnoticed: {summary:?}"),
-    }
+    // Each round that met a planted file failed, named; the task went on in a later round.
+    let warnings = &summary.tasks[0].warnings;
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("tampering") && w.contains("rounds/1/diff.patch")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("tampering") && w.contains("rounds/2")),
+        "{warnings:?}"
+    );
 }
