@@ -52,12 +52,11 @@ fn a_gone_session_runs_cold_once_and_says_so_everywhere() {
         )),
         "the terminal says so: {text}"
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains(&format!(
+        stderr.contains(&format!(
             "resumed   no: session {GONE} was not found; the task ran cold, in a new session"
         )),
-        "the summary says so: {text}"
+        "the summary (on stderr) says so: {text}"
     );
     let dir = only_run_dir(&env.project()).unwrap();
     let record = record(&dir);
