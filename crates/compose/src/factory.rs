@@ -66,9 +66,12 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
             bwrap: settings.sandbox.bwrap.clone().into(),
             refuse_dirty_tree: settings.sandbox.refuse_dirty_tree,
             watch_native_writes: settings.sandbox.watch_native_writes,
+            // Filled below, from the ambient home.
+            hide: Vec::new(),
         },
         ..EngineConfig::default()
     };
+    config.sandbox.hide = hidden_paths(&settings.sandbox.hide, &config.ambient());
     // The user's cache, never the project's: an agent may write in the project, and a
     // remembered version decides whether a CLI runs at all.
     config.version_cache = corral_engine::user_version_cache(&config.ambient());
@@ -76,6 +79,46 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
     // lift or plant a hold, so it is never in the project either.
     config.rate_limit_gate = corral_engine::user_rate_limit_dir(&config.ambient());
     config
+}
+
+/// `sandbox.hide` as paths: `~/...` under the ambient `HOME` (an entry under a home that is
+/// not set is left out, with a warning). The entries were checked when the settings loaded.
+fn hidden_paths(entries: &[String], ambient: &[(String, String)]) -> Vec<PathBuf> {
+    let home = ambient
+        .iter()
+        .find(|(k, v)| k == "HOME" && !v.is_empty())
+        .map(|(_, v)| PathBuf::from(v));
+    entries
+        .iter()
+        .filter_map(|entry| match entry.strip_prefix("~/") {
+            Some(rest) => {
+                if home.is_none() {
+                    tracing::warn!(
+                        entry,
+                        "sandbox.hide: HOME is not set; this entry hides nothing"
+                    );
+                }
+                home.as_ref().map(|h| h.join(rest))
+            }
+            None => Some(PathBuf::from(entry)),
+        })
+        .collect()
+}
+
+/// Where the providers other than `running` keep their logins (see
+/// `corral_engine::CliAdapter::credential_paths`), found from the ambient environment: where
+/// those CLIs keep them on this machine, whatever environment the running one gets. `None`
+/// runs no provider (a sprint's commands): every provider's.
+pub fn other_providers_credentials(
+    running: Option<ProviderId>,
+    ambient: &[(String, String)],
+) -> Vec<PathBuf> {
+    let env = corral_engine::ChildEnv::new(ambient);
+    ProviderId::ALL
+        .iter()
+        .filter(|id| Some(**id) != running)
+        .flat_map(|id| (descriptor(*id).credential_paths)(&env))
+        .collect()
 }
 
 /// One provider's settings, for callers that need them (doctor, config show).
@@ -144,6 +187,10 @@ pub fn interactive_provider(
 /// the sandbox, network and environment policy a run with these settings gets, and refuses where
 /// a run would.
 pub fn command_runner(config: EngineConfig) -> Arc<dyn CommandRunner> {
+    let mut config = config;
+    // A command runs no CLI: no provider's login is its to read.
+    let credentials = other_providers_credentials(None, &config.ambient());
+    config.sandbox.hide.extend(credentials);
     Arc::new(Engine::new(config))
 }
 
@@ -167,6 +214,9 @@ fn parts(
     let mut config = config;
     let own = settings.providers.get(id);
     config.env_allow.extend(own.env_allow.iter().cloned());
+    // The engine knows no provider: the others' logins reach its sandbox as paths to hide.
+    let credentials = other_providers_credentials(Some(id), &config.ambient());
+    config.sandbox.hide.extend(credentials);
     Ok((Engine::new(config), cli_settings(id, own)?))
 }
 
