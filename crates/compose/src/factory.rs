@@ -212,12 +212,62 @@ fn parts(
     config: EngineConfig,
 ) -> Result<(Engine, CliSettings), ComposeError> {
     let mut config = config;
-    let own = settings.providers.get(id);
+    let own = codex_inside_bubblewrap(id, settings.providers.get(id), &config)?;
+    let own = &own;
     config.env_allow.extend(own.env_allow.iter().cloned());
     // The engine knows no provider: the others' logins reach its sandbox as paths to hide.
     let credentials = other_providers_credentials(Some(id), &config.ambient());
     config.sandbox.hide.extend(credentials);
     Ok((Engine::new(config), cli_settings(id, own)?))
+}
+
+/// Provider `id`'s settings as its runs on an engine configured by `config` need them. Under
+/// bubblewrap, Codex runs without its own sandbox (`danger-full-access`): Corral's refuses the
+/// nested user namespace that Codex's needs (see the engine's `sandbox::isolation_args`), and alone
+/// decides what the agent may write and reach. A Codex sandbox the user chose cannot be built
+/// there, and is refused naming the key rather than left to fail every command Codex runs.
+fn codex_inside_bubblewrap(
+    id: ProviderId,
+    own: &ProviderSettings,
+    config: &EngineConfig,
+) -> Result<ProviderSettings, ComposeError> {
+    let mut own = own.clone();
+    // A comparison, not a match over every provider: the factory's `descriptor` is the one
+    // place a new provider must be named, and a provider without a sandbox of its own needs
+    // nothing here.
+    if id != ProviderId::Codex || !runs_in_bubblewrap(config) {
+        return Ok(own);
+    }
+    match own.sandbox.as_deref() {
+        None => own.sandbox = Some(CODEX_UNSANDBOXED.to_string()),
+        Some(CODEX_UNSANDBOXED) => {}
+        Some(other) => {
+            return Err(ComposeError::BadSetting {
+                provider: id,
+                key: "sandbox",
+                message: format!(
+                    "Codex's own {other:?} sandbox needs a nested user namespace, which Corral's bubblewrap sandbox refuses the agent; leave it unset (Codex then runs confined by Corral's sandbox alone) or set sandbox.backend = \"native\" to run in Codex's sandbox only"
+                ),
+            });
+        }
+    }
+    Ok(own)
+}
+
+/// Codex's sandbox mode without a sandbox of its own.
+const CODEX_UNSANDBOXED: &str = "danger-full-access";
+
+/// Whether runs on an engine configured by `config` run under bubblewrap: chosen, or `auto`
+/// where it works (the engine's own probe, made once per process). Chosen but not usable, the
+/// run is refused anyway.
+fn runs_in_bubblewrap(config: &EngineConfig) -> bool {
+    match config.sandbox.backend {
+        corral_engine::BackendChoice::Native => false,
+        corral_engine::BackendChoice::Bubblewrap => true,
+        corral_engine::BackendChoice::Auto => {
+            corral_engine::bubblewrap_usable(&config.sandbox.bwrap).is_ok()
+        }
+    }
 }
 
 /// Provider `id`'s row in the capability table: what its CLI can and cannot do, as its adapter

@@ -196,16 +196,21 @@ pub fn requested(config: &SandboxConfig, permissions: &Permissions) -> Vec<Guara
 /// queues, semaphores and shared memory are not the host's. bubblewrap also sets
 /// `no_new_privs` unconditionally, so no set-uid program inside regains what was dropped.
 ///
-/// Root is mapped to [`SANDBOX_ID_FOR_ROOT`] inside: a user namespace whose uid 0 is the
-/// host's root may create a nested one only with `CAP_SETFCAP` (Linux 5.12 and later), which
-/// would let the agent write file capabilities the host honours; without a nested namespace,
-/// Codex's own sandbox inside Corral's fails on every command. Mapped to another uid, the
-/// agent keeps root's files as their owner and nothing else.
+/// No nested user namespace (`--disable-userns`, bubblewrap 0.8.0 and later; an older one fails
+/// [`bubblewrap_usable`] and says why): inside one the agent would hold every capability again,
+/// over its own mounts, and each kernel bug reachable only with `CAP_SYS_ADMIN` in some
+/// namespace would be within its reach. Codex's own sandbox, the one program that needed one,
+/// is not used inside Corral's (the composition root runs Codex with `danger-full-access` under
+/// bubblewrap; see docs/security.md).
+///
+/// Root is mapped to [`SANDBOX_ID_FOR_ROOT`] inside: the agent keeps root's files as their
+/// owner and nothing else, and nothing inside looks like the host's root.
 pub fn isolation_args() -> Vec<&'static str> {
     let mut args = vec![
         "--die-with-parent",
         "--unshare-pid",
         "--unshare-user",
+        "--disable-userns",
         "--unshare-ipc",
         "--cap-drop",
         "ALL",
@@ -215,6 +220,9 @@ pub fn isolation_args() -> Vec<&'static str> {
     }
     args
 }
+
+/// The first bubblewrap release with `--disable-userns`, which every sandbox uses.
+pub const BUBBLEWRAP_MIN_VERSION: &str = "0.8.0";
 
 /// The uid (and gid) a root caller has inside the sandbox: `nobody`, which every Debian-like
 /// system lists in `/etc/passwd` (a CLI that asks for its user's name gets one).
@@ -258,11 +266,22 @@ pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
         .output();
     let verdict = match output {
         Ok(out) if out.status.success() => Ok(()),
-        Ok(out) => Err(format!(
-            "{} cannot create a sandbox here: {}",
-            bwrap.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
+        Ok(out) => {
+            let said = String::from_utf8_lossy(&out.stderr);
+            if said.contains("disable-userns") {
+                Err(format!(
+                    "{} is older than bubblewrap {BUBBLEWRAP_MIN_VERSION}: it cannot refuse the agent a nested user namespace (--disable-userns), in which it would hold every capability again; it said: {}",
+                    bwrap.display(),
+                    said.trim()
+                ))
+            } else {
+                Err(format!(
+                    "{} cannot create a sandbox here: {}",
+                    bwrap.display(),
+                    said.trim()
+                ))
+            }
+        }
         Err(e) => Err(format!(
             "{} is not installed or not runnable: {e}",
             bwrap.display()
@@ -1434,8 +1453,8 @@ mod tests {
         );
         let isolation: Vec<String> = isolation_args().iter().map(|a| a.to_string()).collect();
         assert!(args.starts_with(&isolation), "{args:?}");
-        // Root included: its own user namespace and no capability at all.
-        for flag in ["--unshare-user", "--unshare-ipc"] {
+        // Root included: its own user namespace, none nested in it, and no capability at all.
+        for flag in ["--unshare-user", "--disable-userns", "--unshare-ipc"] {
             assert!(args.contains(&flag.to_string()), "{flag}: {args:?}");
         }
         assert!(

@@ -83,6 +83,31 @@ fn the_other_providers_logins_are_hidden_and_never_the_running_ones() {
     assert_eq!(other_providers_credentials(None, &ambient), paths(&all));
 }
 
+/// Issue 29 item 2: Corral's bubblewrap sandbox refuses nested user namespaces, which Codex's
+/// own sandbox needs. Under bubblewrap Codex runs without it (its default becomes
+/// `danger-full-access`), and a Codex sandbox the user chose is refused naming the key instead
+/// of failing every command Codex runs; under the native backend it stays Codex's to enforce.
+#[test]
+fn under_bubblewrap_codex_runs_without_its_own_sandbox_and_a_chosen_one_is_refused() {
+    let mut s = Settings::default();
+    s.sandbox.backend = corral_compose::BackendChoice::Bubblewrap;
+    assert!(headless_provider(ProviderId::Codex, &s, engine_config(&s)).is_ok());
+    s.providers.codex.sandbox = Some("workspace-write".into());
+    let err = headless_provider(ProviderId::Codex, &s, engine_config(&s))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.starts_with("providers.codex.sandbox: Codex's own \"workspace-write\" sandbox needs a nested user namespace"),
+        "{err}"
+    );
+    s.providers.codex.sandbox = Some("danger-full-access".into());
+    assert!(headless_provider(ProviderId::Codex, &s, engine_config(&s)).is_ok());
+    s.providers.codex.sandbox = Some("workspace-write".into());
+    s.sandbox.backend = corral_compose::BackendChoice::Native;
+    assert!(headless_provider(ProviderId::Codex, &s, engine_config(&s)).is_ok());
+}
+
 #[test]
 fn every_provider_id_gets_an_answer() {
     let s = Settings::default();
