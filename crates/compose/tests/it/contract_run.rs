@@ -303,7 +303,7 @@ impl HeadlessAiProvider for PlantsAFifo {
             .map(|m| m.file_type().is_fifo());
         self.found.lock().unwrap().push(is_fifo);
         if run == 1 {
-            nix::unistd::mkfifo(&session.signals_file, nix::sys::stat::Mode::S_IRWXU).unwrap();
+            corral_test_support::mkfifo(&session.signals_file);
         } else if is_fifo != Some(true) {
             // A real CLI's write would block on a FIFO until the idle watchdog: this one only
             // writes where it can.
