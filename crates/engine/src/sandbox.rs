@@ -580,10 +580,22 @@ pub fn bwrap_args(
         HomePolicy::Isolated => paths.home,
         HomePolicy::Host => None,
     };
+    // Never over the working directory or a writable path: an entry that holds one would
+    // cover the run's own tree with an empty directory.
     let extra: Vec<PathBuf> = config
         .hide
         .iter()
         .filter(|p| !hidden_home.is_some_and(|h| p.starts_with(h)))
+        .filter(|p| {
+            let covers = writable
+                .iter()
+                .chain([&paths.cwd])
+                .find(|w| w.starts_with(p));
+            if let Some(w) = covers {
+                tracing::warn!(hidden = %p.display(), kept = %w.display(), "not hidden: it holds a path the run works in");
+            }
+            covers.is_none()
+        })
         .cloned()
         .collect();
     args.extend(hide_paths(&extra, paths.state));
@@ -1254,7 +1266,8 @@ mod tests {
     }
 
     /// Issue 29 item 1: `sandbox.hide` hides what the user names, wherever it is, under either
-    /// home policy; never what does not exist, nor the running CLI's own state.
+    /// home policy; never what does not exist, the running CLI's own state, nor what holds the
+    /// working directory.
     #[test]
     fn the_users_hide_list_is_hidden_but_never_the_clis_state() {
         let dir = tempfile::tempdir().unwrap();
@@ -1277,6 +1290,8 @@ mod tests {
                 token.clone(),
                 dir.path().join("missing"),
                 state.join("own.json"),
+                // Holds the working directory: never covered.
+                dir.path().to_path_buf(),
             ],
             ..SandboxConfig::default()
         };
