@@ -163,6 +163,23 @@ async fn provider_runs(
                 if e.is_correctable() && corrective_left > 0 && out.session_id.is_some() =>
             {
                 corrective_left -= 1;
+                // The session resumes in the run directory as the agent left it: a FIFO as
+                // `signals.json` would block its corrected write until the idle watchdog ended
+                // the run. What is not a plain file goes, and the record says so.
+                let removed =
+                    corral_engine::repair_run_dir(&session.output_dir, &session.signals_file);
+                for t in &removed {
+                    tracing::warn!(path = %t.path.display(), was = t.was, "removed before the corrective retry");
+                }
+                let attempt = task.attempts_before + attempts;
+                if let Err(err) = corral_engine::write_tampering_removed(
+                    &session.output_dir,
+                    task,
+                    attempt,
+                    &removed,
+                ) {
+                    tracing::warn!(dir = %session.output_dir.display(), error = %err, "cannot record the removal");
+                }
                 on_corrective(&e);
                 let prompt = corrective_message(&e, &session.signals_file, contract);
                 // Should the session be gone, a new one needs the task, not the correction.

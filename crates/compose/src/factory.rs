@@ -66,9 +66,12 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
             bwrap: settings.sandbox.bwrap.clone().into(),
             refuse_dirty_tree: settings.sandbox.refuse_dirty_tree,
             watch_native_writes: settings.sandbox.watch_native_writes,
+            // Filled below, from the ambient home.
+            hide: Vec::new(),
         },
         ..EngineConfig::default()
     };
+    config.sandbox.hide = hidden_paths(&settings.sandbox.hide, &config.ambient());
     // The user's cache, never the project's: an agent may write in the project, and a
     // remembered version decides whether a CLI runs at all.
     config.version_cache = corral_engine::user_version_cache(&config.ambient());
@@ -76,6 +79,46 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
     // lift or plant a hold, so it is never in the project either.
     config.rate_limit_gate = corral_engine::user_rate_limit_dir(&config.ambient());
     config
+}
+
+/// `sandbox.hide` as paths: `~/...` under the ambient `HOME` (an entry under a home that is
+/// not set is left out, with a warning). The entries were checked when the settings loaded.
+fn hidden_paths(entries: &[String], ambient: &[(String, String)]) -> Vec<PathBuf> {
+    let home = ambient
+        .iter()
+        .find(|(k, v)| k == "HOME" && !v.is_empty())
+        .map(|(_, v)| PathBuf::from(v));
+    entries
+        .iter()
+        .filter_map(|entry| match entry.strip_prefix("~/") {
+            Some(rest) => {
+                if home.is_none() {
+                    tracing::warn!(
+                        entry,
+                        "sandbox.hide: HOME is not set; this entry hides nothing"
+                    );
+                }
+                home.as_ref().map(|h| h.join(rest))
+            }
+            None => Some(PathBuf::from(entry)),
+        })
+        .collect()
+}
+
+/// Where the providers other than `running` keep their logins (see
+/// `corral_engine::CliAdapter::credential_paths`), found from the ambient environment: where
+/// those CLIs keep them on this machine, whatever environment the running one gets. `None`
+/// runs no provider (a sprint's commands): every provider's.
+pub fn other_providers_credentials(
+    running: Option<ProviderId>,
+    ambient: &[(String, String)],
+) -> Vec<PathBuf> {
+    let env = corral_engine::ChildEnv::new(ambient);
+    ProviderId::ALL
+        .iter()
+        .filter(|id| Some(**id) != running)
+        .flat_map(|id| (descriptor(*id).credential_paths)(&env))
+        .collect()
 }
 
 /// One provider's settings, for callers that need them (doctor, config show).
@@ -144,6 +187,10 @@ pub fn interactive_provider(
 /// the sandbox, network and environment policy a run with these settings gets, and refuses where
 /// a run would.
 pub fn command_runner(config: EngineConfig) -> Arc<dyn CommandRunner> {
+    let mut config = config;
+    // A command runs no CLI: no provider's login is its to read.
+    let credentials = other_providers_credentials(None, &config.ambient());
+    config.sandbox.hide.extend(credentials);
     Arc::new(Engine::new(config))
 }
 
@@ -165,9 +212,62 @@ fn parts(
     config: EngineConfig,
 ) -> Result<(Engine, CliSettings), ComposeError> {
     let mut config = config;
-    let own = settings.providers.get(id);
+    let own = codex_inside_bubblewrap(id, settings.providers.get(id), &config)?;
+    let own = &own;
     config.env_allow.extend(own.env_allow.iter().cloned());
+    // The engine knows no provider: the others' logins reach its sandbox as paths to hide.
+    let credentials = other_providers_credentials(Some(id), &config.ambient());
+    config.sandbox.hide.extend(credentials);
     Ok((Engine::new(config), cli_settings(id, own)?))
+}
+
+/// Provider `id`'s settings as its runs on an engine configured by `config` need them. Under
+/// bubblewrap, Codex runs without its own sandbox (`danger-full-access`): Corral's refuses the
+/// nested user namespace that Codex's needs (see the engine's `sandbox::isolation_args`), and alone
+/// decides what the agent may write and reach. A Codex sandbox the user chose cannot be built
+/// there, and is refused naming the key rather than left to fail every command Codex runs.
+fn codex_inside_bubblewrap(
+    id: ProviderId,
+    own: &ProviderSettings,
+    config: &EngineConfig,
+) -> Result<ProviderSettings, ComposeError> {
+    let mut own = own.clone();
+    // A comparison, not a match over every provider: the factory's `descriptor` is the one
+    // place a new provider must be named, and a provider without a sandbox of its own needs
+    // nothing here.
+    if id != ProviderId::Codex || !runs_in_bubblewrap(config) {
+        return Ok(own);
+    }
+    match own.sandbox.as_deref() {
+        None => own.sandbox = Some(CODEX_UNSANDBOXED.to_string()),
+        Some(CODEX_UNSANDBOXED) => {}
+        Some(other) => {
+            return Err(ComposeError::BadSetting {
+                provider: id,
+                key: "sandbox",
+                message: format!(
+                    "Codex's own {other:?} sandbox needs a nested user namespace, which Corral's bubblewrap sandbox refuses the agent; leave it unset (Codex then runs confined by Corral's sandbox alone) or set sandbox.backend = \"native\" to run in Codex's sandbox only"
+                ),
+            });
+        }
+    }
+    Ok(own)
+}
+
+/// Codex's sandbox mode without a sandbox of its own.
+const CODEX_UNSANDBOXED: &str = "danger-full-access";
+
+/// Whether runs on an engine configured by `config` run under bubblewrap: chosen, or `auto`
+/// where it works (the engine's own probe, made once per process). Chosen but not usable, the
+/// run is refused anyway.
+fn runs_in_bubblewrap(config: &EngineConfig) -> bool {
+    match config.sandbox.backend {
+        corral_engine::BackendChoice::Native => false,
+        corral_engine::BackendChoice::Bubblewrap => true,
+        corral_engine::BackendChoice::Auto => {
+            corral_engine::bubblewrap_usable(&config.sandbox.bwrap).is_ok()
+        }
+    }
 }
 
 /// Provider `id`'s row in the capability table: what its CLI can and cannot do, as its adapter

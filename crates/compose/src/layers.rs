@@ -570,33 +570,78 @@ pub fn trust_project_file(sources: &SettingsSources) -> Result<TrustedFile, Sett
 }
 
 const NETWORK_ALLOW_KEY: &str = "sandbox.network_allow";
+const HIDE_KEY: &str = "sandbox.hide";
 
 /// The allow-list only widens: each layer that sets `sandbox.network_allow` (the user's file, a
 /// trusted project file, the environment, the flags) adds its rules to the others'. Every rule
 /// is checked against the layer it came from.
 fn widened_allow_list(layers: &[(SettingSource, Dict)]) -> Result<Vec<String>, SettingsError> {
-    let mut rules: Vec<String> = Vec::new();
+    added_up(layers, NETWORK_ALLOW_KEY, |rule| {
+        rule.parse::<corral_engine::AllowRule>()
+            .map(|_| ())
+            .map_err(|e| e.why.to_string())
+    })
+}
+
+/// The hidden paths add up like the allow-list: a layer cannot un-hide what another hides.
+fn added_up_hide_list(layers: &[(SettingSource, Dict)]) -> Result<Vec<String>, SettingsError> {
+    added_up(layers, HIDE_KEY, check_hidden_path)
+}
+
+/// Why `entry` of `sandbox.hide` cannot be hidden: it must name one absolute path, or one under
+/// the home (`~/...`), without `..` (which would make what is hidden depend on symbolic links
+/// in between), and not the root or the home itself (an empty directory over either would hide
+/// the CLI's own program and state).
+fn check_hidden_path(entry: &str) -> Result<(), String> {
+    let rest = match entry.strip_prefix("~/") {
+        Some(rest) => rest,
+        None if Path::new(entry).is_absolute() => entry,
+        None => return Err("must be an absolute path or start with ~/".to_string()),
+    };
+    let path = Path::new(rest);
+    if path
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err("must not contain `..`".to_string());
+    }
+    if !path
+        .components()
+        .any(|c| matches!(c, std::path::Component::Normal(_)))
+    {
+        return Err(
+            "must name something inside the root or the home, not either whole".to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// The list `key` from every layer that sets it, each entry checked by `check` against the layer
+/// it came from and kept once: every bad entry is named with its index and source.
+fn added_up(
+    layers: &[(SettingSource, Dict)],
+    key: &str,
+    check: impl Fn(&str) -> Result<(), String>,
+) -> Result<Vec<String>, SettingsError> {
+    let mut entries: Vec<String> = Vec::new();
     let mut bad: Vec<String> = Vec::new();
     for (source, dict) in layers {
-        let Some(value) = Value::from(dict.clone()).find(NETWORK_ALLOW_KEY) else {
+        let Some(value) = Value::from(dict.clone()).find(key) else {
             continue;
         };
-        let list: Vec<String> = value.deserialize().map_err(|e| {
-            SettingsError::Load(format!("{NETWORK_ALLOW_KEY} (from {source}): {e}"))
-        })?;
-        for (i, rule) in list.into_iter().enumerate() {
-            if let Err(e) = rule.parse::<corral_engine::AllowRule>() {
-                bad.push(format!(
-                    "{NETWORK_ALLOW_KEY}[{i}] = {rule:?} (from {source}): {}",
-                    e.why
-                ));
-            } else if !rules.contains(&rule) {
-                rules.push(rule);
+        let list: Vec<String> = value
+            .deserialize()
+            .map_err(|e| SettingsError::Load(format!("{key} (from {source}): {e}")))?;
+        for (i, entry) in list.into_iter().enumerate() {
+            if let Err(why) = check(&entry) {
+                bad.push(format!("{key}[{i}] = {entry:?} (from {source}): {why}"));
+            } else if !entries.contains(&entry) {
+                entries.push(entry);
             }
         }
     }
     if bad.is_empty() {
-        Ok(rules)
+        Ok(entries)
     } else {
         Err(SettingsError::Invalid(bad))
     }
@@ -626,7 +671,8 @@ impl LoadedSettings {
                 .into_dict()
                 .unwrap_or_default(),
         };
-        // The allow-list adds up across the layers instead of the last one replacing the rest.
+        // The allow-list and the hidden paths add up across the layers instead of the last one
+        // replacing the rest.
         let mut allow_lists: Vec<(SettingSource, Dict)> = Vec::new();
         let user = match &sources.user_config {
             Some(path) => SettingsFile::read(path)?,
@@ -645,12 +691,19 @@ impl LoadedSettings {
             allow_lists.push((SettingSource::File(file.path.clone()), file.dict.clone()));
         }
         let env = env_layer(&sources.env);
+        let flags = json_layer(FLAGS_NAME, &sources.flags)?;
+        // The environment layer is named by the variable that sets each list.
+        let mut hide_lists = allow_lists.clone();
         allow_lists.push((
             SettingSource::Env(format!("{ENV_PREFIX}SANDBOX__NETWORK_ALLOW")),
             env.dict.clone(),
         ));
-        let flags = json_layer(FLAGS_NAME, &sources.flags)?;
         allow_lists.push((SettingSource::Flag, flags.dict.clone()));
+        hide_lists.push((
+            SettingSource::Env(format!("{ENV_PREFIX}SANDBOX__HIDE")),
+            env.dict.clone(),
+        ));
+        hide_lists.push((SettingSource::Flag, flags.dict.clone()));
         let merged = |skip: &[Vec<String>]| {
             let mut figment = Figment::from(Without::new(&defaults, skip));
             if let Some(file) = &user {
@@ -669,6 +722,7 @@ impl LoadedSettings {
             Err(first) => return Err(SettingsError::Malformed(every_load_error(first, merged))),
         };
         settings.sandbox.network_allow = widened_allow_list(&allow_lists)?;
+        settings.sandbox.hide = added_up_hide_list(&hide_lists)?;
         let loaded = LoadedSettings {
             settings,
             project_root: sources.project_root.clone(),

@@ -45,8 +45,8 @@ pub use corral_engine::{
 pub use executor::{local_executor, task_executor};
 pub use factory::{
     CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, command_runner,
-    descriptor, engine_config, headless_provider, interactive_provider, model_probe, provider,
-    provider_account, provider_facts, provider_settings,
+    descriptor, engine_config, headless_provider, interactive_provider, model_probe,
+    other_providers_credentials, provider, provider_account, provider_facts, provider_settings,
 };
 pub use layers::{
     ENV_PREFIX, LoadedSettings, PROJECT_FILE, SettingSource, SettingsError, SettingsSources,

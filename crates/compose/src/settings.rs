@@ -168,6 +168,14 @@ pub struct SandboxSettings {
     /// git work tree unseen.
     #[garde(skip)]
     pub watch_native_writes: bool,
+    /// More files and directories the agent may not see, on top of the well-known secrets
+    /// Corral hides already (docs/security.md): absolute paths, or paths under your home
+    /// written `~/...`, e.g. `["~/.config/foo", "/srv/keys"]`. A directory is covered by an
+    /// empty one, a file by an empty file; the running CLI's own state stays. Each source adds
+    /// to the others (hiding more only takes power away, so a project's `corral.toml` may add
+    /// too).
+    #[garde(skip)]
+    pub hide: Vec<String>,
 }
 
 /// `[run]`
@@ -249,6 +257,7 @@ impl Default for SandboxSettings {
             bwrap: "bwrap".to_string(),
             refuse_dirty_tree: false,
             watch_native_writes: true,
+            hide: Vec::new(),
         }
     }
 }

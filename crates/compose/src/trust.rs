@@ -138,6 +138,8 @@ pub const KEYS: &[(&str, Who)] = &[
             ProjectMay::Only("[]"),
         ),
     ),
+    // More hidden only takes power away; the lists of every layer add up.
+    ("sandbox.hide", Who::Anyone),
     ("executor.kind", Who::Anyone),
     (
         "executor.ray.address",

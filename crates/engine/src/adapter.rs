@@ -208,6 +208,15 @@ pub trait CliAdapter: Send + Sync {
         let _ = env;
         Vec::new()
     }
+    /// Where the CLI keeps its login (tokens, API keys, OAuth grants), found like
+    /// [`CliAdapter::state_paths`] and usually inside them. Not for this CLI's own runs: the
+    /// composition root hides these paths from the OTHER providers' sandboxes
+    /// (`SandboxConfig::hide`), so that an agent run by one CLI cannot read, and spend or
+    /// exfiltrate, another's account. A path without an extension is a directory.
+    fn credential_paths(&self, env: &ChildEnv<'_>) -> Vec<PathBuf> {
+        let _ = env;
+        Vec::new()
+    }
     /// What the CLI needs from the network when its egress is confined to an allow-list: the
     /// endpoints it cannot work without (its model API, by default the provider's public host;
     /// a base URL the CHILD's environment sets instead) and whether it honours the proxy

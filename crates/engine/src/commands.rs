@@ -126,6 +126,7 @@ async fn sandboxed(
                         reason: "not found on the command's PATH".to_string(),
                     })?;
             let home = var("HOME").map(PathBuf::from);
+            let account_home = crate::sandbox::account_home();
             let tmp = PrivateTmp::create().map_err(|e| io_error(spec, &e))?;
             env_os.retain(|(k, _)| k != "TMPDIR");
             env_os.push(("TMPDIR".into(), tmp.path.clone().into_os_string()));
@@ -157,6 +158,7 @@ async fn sandboxed(
                     state: &[],
                     protected: &protected,
                     home: home.as_deref(),
+                    account_home: account_home.as_deref(),
                 },
             ));
             wrapped.push(program.into_os_string());

@@ -16,7 +16,7 @@ use corral_ports::{
     Capabilities, HeadlessAiProvider, InteractiveAiProvider, ModelAvailabilityProbe, ProviderId,
 };
 
-use crate::adapter::{CliAdapter, VersionCheck};
+use crate::adapter::{ChildEnv, CliAdapter, VersionCheck};
 use crate::engine::{Engine, SupervisedProvider};
 use crate::gate::ProviderAccount;
 
@@ -162,6 +162,10 @@ pub struct ProviderDescriptor {
     pub credential_vars: &'static [&'static str],
     /// Files under `$HOME` that hold a login, when the CLI keeps one.
     pub credential_files: &'static [&'static str],
+    /// Where the CLI keeps its login, from an environment: its adapter's
+    /// [`CliAdapter::credential_paths`] with default settings. The composition root hides them
+    /// from every other provider's sandbox.
+    pub credential_paths: fn(&ChildEnv<'_>) -> Vec<PathBuf>,
     /// Directories under `$HOME` where the CLI keeps its state (sessions, caches), whose size
     /// slows its start when it grows.
     pub state_dirs: &'static [&'static str],

@@ -4,7 +4,8 @@
 //! provider's credential profile names it, or when the user's allowlist names it. Names that look
 //! secret (see [`looks_secret`]: `*KEY*`, `*SECRET*`, `*TOKEN*`, `*PASSWORD*`, `*CREDENTIAL*`,
 //! words such as `PAT`, `PASS`, `AUTH` or `DSN`, credential URLs such as `DATABASE_URL`, and
-//! names such as `KUBECONFIG` that lead to a credential) pass only when the profile names them,
+//! names such as `KUBECONFIG`, `GOOGLE_APPLICATION_CREDENTIALS` or
+//! `AZURE_CLIENT_CERTIFICATE_PATH` that lead to a key file) pass only when the profile names them,
 //! or the allowlist names them exactly (no wildcard). `CLAUDECODE` is always removed: Claude Code
 //! refuses to start inside another Claude Code session when it sees it.
 
@@ -139,13 +140,35 @@ const CREDENTIAL_URL_WORDS: &[&str] = &[
     "SMTP",
 ];
 
-/// Names that hold no secret themselves but lead to one (a credentials file, an agent socket).
+/// Names that hold no secret themselves but lead to one (a credentials file, an agent socket,
+/// a directory of keys): the sandbox hides the usual places of these files, and a variable
+/// naming another place would lead the agent to it.
 const SECRET_NAMES: &[&str] = &[
     "KUBECONFIG",
     "GPG_AGENT_INFO",
     "NETRC",
     "DOCKER_AUTH_CONFIG",
+    "DOCKER_CONFIG",
+    "DOCKER_CERT_PATH",
+    "GNUPGHOME",
+    "AWS_CONFIG_FILE",
+    "CLOUDSDK_CONFIG",
+    "AZURE_CONFIG_DIR",
+    "BOTO_CONFIG",
+    "BOTO_PATH",
+    "RCLONE_CONFIG",
+    "PGPASSFILE",
+    "PGSERVICEFILE",
+    "OCI_CLI_CONFIG_FILE",
+    "VAULT_CONFIG_PATH",
+    "SSL_CLIENT_CERT",
+    "GIT_SSL_CERT",
 ];
+
+/// Endings of names that lead to a client certificate with its key
+/// (`AZURE_CLIENT_CERTIFICATE_PATH`): never a CA bundle such as `SSL_CERT_FILE`, which is public
+/// and in the core set.
+const SECRET_SUFFIXES: &[&str] = &["_CERTIFICATE_PATH", "_CLIENT_CERT", "_CLIENT_CERTIFICATE"];
 
 /// Names that match a rule above and are known not to be secret.
 const NOT_SECRET: &[&str] = &["PWD", "OLDPWD"];
@@ -156,7 +179,10 @@ pub fn looks_secret(name: &str) -> bool {
     if NOT_SECRET.contains(&upper.as_str()) {
         return false;
     }
-    if SECRET_NAMES.contains(&upper.as_str()) || SECRET_PARTS.iter().any(|p| upper.contains(p)) {
+    if SECRET_NAMES.contains(&upper.as_str())
+        || SECRET_PARTS.iter().any(|p| upper.contains(p))
+        || SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
+    {
         return true;
     }
     let words: Vec<&str> = upper
@@ -319,6 +345,55 @@ mod tests {
         let mut withheld = secret.to_vec();
         withheld.sort_unstable();
         assert_eq!(env.withheld_secrets, withheld);
+    }
+
+    /// Issue 29 item 1: variables that name a key file or a directory of credentials reached
+    /// the agent through a wildcard allowlist (`AZURE_*`, `*`), which led it past the hidden
+    /// home paths. They pass only when the provider's profile, or the allowlist by exact name,
+    /// asks for them.
+    #[test]
+    fn variables_naming_key_files_pass_only_when_the_profile_names_them() {
+        let key_files = [
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "AWS_CONFIG_FILE",
+            "AZURE_CLIENT_CERTIFICATE_PATH",
+            "AZURE_FEDERATED_CERTIFICATE_PATH",
+            "CLOUDSDK_CONFIG",
+            "KUBECONFIG",
+            "SSH_AUTH_SOCK",
+            "DOCKER_CONFIG",
+            "GNUPGHOME",
+            "PGPASSFILE",
+            "BOTO_CONFIG",
+            "RCLONE_CONFIG",
+            "OCI_CLI_CONFIG_FILE",
+        ];
+        let ambient: Vec<(&str, &str)> = key_files
+            .iter()
+            .map(|n| (*n, "/home/u/keys/k"))
+            .chain([("PATH", "/bin"), ("SSL_CERT_FILE", "/etc/ssl/ca.pem")])
+            .collect();
+        let policy = EnvPolicy {
+            profile: EnvProfile::new("codex", &["AWS_SHARED_CREDENTIALS_FILE"]),
+            allow: vec!["*".into()],
+            ..EnvPolicy::default()
+        };
+        let env = policy.resolve(ambient.clone());
+        assert_eq!(
+            env.names(),
+            ["AWS_SHARED_CREDENTIALS_FILE", "PATH", "SSL_CERT_FILE"]
+        );
+        let mut withheld: Vec<&str> = key_files
+            .iter()
+            .copied()
+            .filter(|n| *n != "AWS_SHARED_CREDENTIALS_FILE")
+            .collect();
+        withheld.sort_unstable();
+        assert_eq!(env.withheld_secrets, withheld);
+        // Without a profile naming it, not even the core set passes one.
+        let core = EnvPolicy::default().resolve(ambient);
+        assert_eq!(core.names(), ["PATH", "SSL_CERT_FILE"]);
     }
 
     #[test]

@@ -201,6 +201,73 @@ pub fn write_prompt_pointer(
     Ok(PromptPointer { path, sentence })
 }
 
+/// A file of a run directory that was not what Corral leaves there, removed by
+/// [`repair_run_dir`] so that Corral, and the resumed agent, write a fresh one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tampered {
+    /// Where.
+    pub path: PathBuf,
+    /// What it was: `a FIFO`, `a symbolic link`, `a directory`, `a socket`, `a device`,
+    /// `a hard link` (a regular file with another name, perhaps outside the run directory).
+    pub was: &'static str,
+}
+
+/// Removes, before a run resumes a session in `output_dir` (a corrective retry, `corral
+/// resume`), what an agent left in place of `signals_file` and of Corral's record files
+/// ([`crate::sandbox::record_paths`]) that is not a plain file with one link (`raw/`: not a
+/// directory), and returns what it removed, for the run's record. Left in place, a FIFO as
+/// `signals.json` blocked the resumed agent's write until the idle watchdog ended the run, one
+/// as `events.jsonl` blocked Corral's own log, and a symbolic link or a hard link sent the next
+/// write somewhere else. A symbolic link is removed, never what it points to.
+pub fn repair_run_dir(output_dir: &Path, signals_file: &Path) -> Vec<Tampered> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let raw = output_dir.join(crate::streams::RAW_STREAMS_DIR);
+    let mut candidates = vec![signals_file.to_path_buf()];
+    candidates.extend(crate::sandbox::record_paths(output_dir));
+    let mut removed = Vec::new();
+    for path in candidates {
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let kind = meta.file_type();
+        let was = if kind.is_symlink() {
+            "a symbolic link"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_block_device() || kind.is_char_device() {
+            "a device"
+        } else if kind.is_dir() {
+            if path == raw {
+                continue;
+            }
+            "a directory"
+        } else if path == raw {
+            "not a directory"
+        } else if meta.nlink() > 1 {
+            "a hard link"
+        } else {
+            continue;
+        };
+        let gone = if kind.is_dir() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        match gone {
+            Ok(()) => removed.push(Tampered { path, was }),
+            Err(e) => tracing::warn!(
+                path = %path.display(),
+                was,
+                error = %e,
+                "cannot remove what the agent left in the run directory"
+            ),
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,6 +391,48 @@ mod tests {
         write_record_file(&path, b"id\n").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "id\n");
         assert_eq!(fs::read_to_string(&outside).unwrap(), "mine\n");
+    }
+
+    /// Issue 29 item 3: what an agent leaves in place of `signals.json` or a record file (a
+    /// FIFO, a link, a directory, a hard link) is removed before a resume; a plain file, the
+    /// `raw/` directory and what a link points to stay.
+    #[test]
+    fn tampered_run_files_are_removed_and_plain_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        std::fs::create_dir_all(out.join("raw")).unwrap();
+        let outside = dir.path().join("outside.txt");
+        std::fs::write(&outside, "keep\n").unwrap();
+        let signals = out.join("signals.json");
+        nix::unistd::mkfifo(&signals, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        std::os::unix::fs::symlink(&outside, out.join("run.json")).unwrap();
+        std::fs::create_dir_all(out.join("session-id.txt/x")).unwrap();
+        std::fs::hard_link(&outside, out.join("prompt.md")).unwrap();
+        std::fs::write(out.join("events.jsonl"), "{}\n").unwrap();
+        let mut removed = repair_run_dir(&out, &signals);
+        removed.sort_by(|a, b| a.path.cmp(&b.path));
+        let names: Vec<(String, &str)> = removed
+            .iter()
+            .map(|t| {
+                let name = t.path.file_name().unwrap().to_string_lossy().into_owned();
+                (name, t.was)
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("prompt.md".to_string(), "a hard link"),
+                ("run.json".to_string(), "a symbolic link"),
+                ("session-id.txt".to_string(), "a directory"),
+                ("signals.json".to_string(), "a FIFO"),
+            ]
+        );
+        for t in &removed {
+            assert!(std::fs::symlink_metadata(&t.path).is_err(), "{t:?}");
+        }
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep\n");
+        assert!(out.join("raw").is_dir() && out.join("events.jsonl").is_file());
+        assert_eq!(repair_run_dir(&out, &signals), []);
     }
 
     #[test]

@@ -254,6 +254,7 @@ fn wrap_in_bubblewrap(
             .map(|(_, v)| v.as_str())
     };
     let home = var("HOME").map(PathBuf::from);
+    let account_home = crate::sandbox::account_home();
     let state = scope.adapter.state_paths(&ChildEnv::new(&env.vars));
     crate::sandbox::prepare_state(&state);
     // Read-only inside what is writable: each writable tree's `.git` and the CLI's own
@@ -315,6 +316,7 @@ fn wrap_in_bubblewrap(
             state: &state,
             protected: &protected,
             home: home.as_deref(),
+            account_home: account_home.as_deref(),
         },
     ));
     // Inside the sandbox bubblewrap would report a missing CLI as its own failure; resolve it

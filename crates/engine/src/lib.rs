@@ -78,8 +78,8 @@ pub use egress::{
 pub use engine::{Engine, SupervisedProvider};
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};
 pub use files::{
-    PromptPointer, SessionMeta, mint_session_uuid, persist_session, record_copy, write_atomic,
-    write_prompt_pointer, write_record_file,
+    PromptPointer, SessionMeta, Tampered, mint_session_uuid, persist_session, record_copy,
+    repair_run_dir, write_atomic, write_prompt_pointer, write_record_file,
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
 pub use gate::{AccountHold, ProviderAccount, RATE_LIMIT_DIR, user_rate_limit_dir};
@@ -91,7 +91,7 @@ pub use host::{HOST_CWD, HostProgramError, host_program};
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{
     ExecutionLog, KillReason, RESERVE_PREFIX, RunEnd, create_reserve, release_reserve,
-    write_task_finished,
+    write_tampering_removed, write_task_finished,
 };
 pub use process_group::{RUN_TOKEN_VAR, group_alive, kill_child_groups, signal_group};
 pub use sandbox::{

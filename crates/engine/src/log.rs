@@ -293,6 +293,14 @@ pub enum Record<'a> {
         /// The session that was not found.
         stale_session: &'a SessionId,
     },
+    /// Before a resume, something the agent left in place of `signals.json` or of a record file
+    /// was removed (see [`crate::files::repair_run_dir`]).
+    TamperingRemoved {
+        /// Where.
+        path: &'a Path,
+        /// What it was (`a FIFO`, `a symbolic link`, …).
+        was: &'a str,
+    },
     /// The run is over: the log's last line, once per run.
     RunFinished(RunEnd<'a>),
     /// One provider run of a task run is over (a corrective retry may follow); the task's owner
@@ -326,6 +334,34 @@ pub fn write_task_finished(
 ) -> io::Result<()> {
     let mut log = ExecutionLog::open(dir, task.started)?;
     log.record(end.attempts, &Record::RunFinished(*end));
+    log.flush();
+    match log.error() {
+        Some(kind) => Err(io::Error::from(kind)),
+        None => Ok(()),
+    }
+}
+
+/// Appends a `tampering_removed` record for each of `removed` to `dir/events.jsonl`, on the
+/// task's clock, with `attempt` (the attempts of the task so far).
+pub fn write_tampering_removed(
+    dir: &Path,
+    task: corral_ports::TaskRun,
+    attempt: u32,
+    removed: &[crate::files::Tampered],
+) -> io::Result<()> {
+    if removed.is_empty() {
+        return Ok(());
+    }
+    let mut log = ExecutionLog::open(dir, task.started)?;
+    for t in removed {
+        log.record(
+            attempt,
+            &Record::TamperingRemoved {
+                path: &t.path,
+                was: t.was,
+            },
+        );
+    }
     log.flush();
     match log.error() {
         Some(kind) => Err(io::Error::from(kind)),

@@ -107,8 +107,26 @@ impl<'a> RunScope<'a> {
             .map_err(|e| io_error(provider, &session.output_dir, &e))?;
         // A provider run that continues a task keeps the task's clock.
         let start = session.task.map_or_else(Instant::now, |t| t.started);
-        let log = ExecutionLog::open(&session.output_dir, start)
+        // A resumed session finds the run directory as the agent left it: what it put in place
+        // of `signals.json` or of a record file goes first (before the log is opened: a FIFO
+        // there would block the open), and is named in the log.
+        let tampered = match session.resume {
+            Some(_) => crate::files::repair_run_dir(&session.output_dir, &session.signals_file),
+            None => Vec::new(),
+        };
+        let mut log = ExecutionLog::open(&session.output_dir, start)
             .map_err(|e| io_error(provider, &session.output_dir, &e))?;
+        let attempts_before = session.task.map_or(0, |t| t.attempts_before);
+        for t in &tampered {
+            tracing::warn!(path = %t.path.display(), was = t.was, "removed what the agent left in the run directory");
+            log.record(
+                attempts_before,
+                &Record::TamperingRemoved {
+                    path: &t.path,
+                    was: t.was,
+                },
+            );
+        }
         let signals_before = file_stamp(&session.signals_file);
         let run_id = format!(
             "{}-{}-{:016x}",

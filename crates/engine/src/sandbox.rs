@@ -100,6 +100,12 @@ pub struct SandboxConfig {
     /// outside the paths it may write (see `write_watch`): sets `no_new_privs` on the CLI and
     /// refuses it `ptrace` and `io_uring`.
     pub watch_native_writes: bool,
+    /// Absolute paths hidden from the CLI on top of [`HOME_SECRETS`]: the user's own list
+    /// (`sandbox.hide`) and the credentials of the providers that are not running, which the
+    /// composition root adds (the engine knows no provider). A directory is covered by an empty
+    /// tmpfs, a file by `/dev/null`; what does not exist, and the running CLI's own state
+    /// paths, are left alone (see [`hide_paths`]).
+    pub hide: Vec<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -113,6 +119,7 @@ impl Default for SandboxConfig {
             bwrap: PathBuf::from("bwrap"),
             refuse_dirty_tree: false,
             watch_native_writes: true,
+            hide: Vec::new(),
         }
     }
 }
@@ -134,6 +141,10 @@ pub struct Paths<'a> {
     pub protected: &'a [PathBuf],
     /// The home directory the CLI sees.
     pub home: Option<&'a Path>,
+    /// The account's home in the password database ([`account_home`]), when it is not `home`:
+    /// a CLI started with `HOME` elsewhere still reaches it by path, so its secrets are hidden
+    /// too.
+    pub account_home: Option<&'a Path>,
 }
 
 /// The decision for one run: the backend and what it enforces.
@@ -185,16 +196,21 @@ pub fn requested(config: &SandboxConfig, permissions: &Permissions) -> Vec<Guara
 /// queues, semaphores and shared memory are not the host's. bubblewrap also sets
 /// `no_new_privs` unconditionally, so no set-uid program inside regains what was dropped.
 ///
-/// Root is mapped to [`SANDBOX_ID_FOR_ROOT`] inside: a user namespace whose uid 0 is the
-/// host's root may create a nested one only with `CAP_SETFCAP` (Linux 5.12 and later), which
-/// would let the agent write file capabilities the host honours; without a nested namespace,
-/// Codex's own sandbox inside Corral's fails on every command. Mapped to another uid, the
-/// agent keeps root's files as their owner and nothing else.
+/// No nested user namespace (`--disable-userns`, bubblewrap 0.8.0 and later; an older one fails
+/// [`bubblewrap_usable`] and says why): inside one the agent would hold every capability again,
+/// over its own mounts, and each kernel bug reachable only with `CAP_SYS_ADMIN` in some
+/// namespace would be within its reach. Codex's own sandbox, the one program that needed one,
+/// is not used inside Corral's (the composition root runs Codex with `danger-full-access` under
+/// bubblewrap; see docs/security.md).
+///
+/// Root is mapped to [`SANDBOX_ID_FOR_ROOT`] inside: the agent keeps root's files as their
+/// owner and nothing else, and nothing inside looks like the host's root.
 pub fn isolation_args() -> Vec<&'static str> {
     let mut args = vec![
         "--die-with-parent",
         "--unshare-pid",
         "--unshare-user",
+        "--disable-userns",
         "--unshare-ipc",
         "--cap-drop",
         "ALL",
@@ -204,6 +220,9 @@ pub fn isolation_args() -> Vec<&'static str> {
     }
     args
 }
+
+/// The first bubblewrap release with `--disable-userns`, which every sandbox uses.
+pub const BUBBLEWRAP_MIN_VERSION: &str = "0.8.0";
 
 /// The uid (and gid) a root caller has inside the sandbox: `nobody`, which every Debian-like
 /// system lists in `/etc/passwd` (a CLI that asks for its user's name gets one).
@@ -247,11 +266,22 @@ pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
         .output();
     let verdict = match output {
         Ok(out) if out.status.success() => Ok(()),
-        Ok(out) => Err(format!(
-            "{} cannot create a sandbox here: {}",
-            bwrap.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
+        Ok(out) => {
+            let said = String::from_utf8_lossy(&out.stderr);
+            if said.contains("disable-userns") {
+                Err(format!(
+                    "{} is older than bubblewrap {BUBBLEWRAP_MIN_VERSION}: it cannot refuse the agent a nested user namespace (--disable-userns), in which it would hold every capability again; it said: {}",
+                    bwrap.display(),
+                    said.trim()
+                ))
+            } else {
+                Err(format!(
+                    "{} cannot create a sandbox here: {}",
+                    bwrap.display(),
+                    said.trim()
+                ))
+            }
+        }
         Err(e) => Err(format!(
             "{} is not installed or not runnable: {e}",
             bwrap.display()
@@ -554,6 +584,37 @@ pub fn bwrap_args(
     {
         args.extend(hide_home_secrets(home, paths.state));
     }
+    // Hidden whatever the home policy: a tmpfs over `HOME` does not cover the account's home
+    // in the password database when `HOME` points elsewhere.
+    if let Some(account) = paths.account_home
+        && !paths.home.is_some_and(|h| same_path(h, account))
+    {
+        args.extend(hide_home_secrets(account, paths.state));
+    }
+    // Under a hidden home, what lies in it is gone already (and the tmpfs has none of it).
+    let hidden_home = match config.home {
+        HomePolicy::Isolated => paths.home,
+        HomePolicy::Host => None,
+    };
+    // Never over the working directory or a writable path: an entry that holds one would
+    // cover the run's own tree with an empty directory.
+    let extra: Vec<PathBuf> = config
+        .hide
+        .iter()
+        .filter(|p| !hidden_home.is_some_and(|h| p.starts_with(h)))
+        .filter(|p| {
+            let covers = writable
+                .iter()
+                .chain([&paths.cwd])
+                .find(|w| w.starts_with(p));
+            if let Some(w) = covers {
+                tracing::warn!(hidden = %p.display(), kept = %w.display(), "not hidden: it holds a path the run works in");
+            }
+            covers.is_none()
+        })
+        .cloned()
+        .collect();
+    args.extend(hide_paths(&extra, paths.state));
     match config.network {
         NetworkPolicy::Allowlist | NetworkPolicy::None => {
             args.extend(crate::egress::hide_host_unix_sockets(&writable));
@@ -595,9 +656,11 @@ pub fn record_roots(writable: &[&Path], output_dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Where, under the home directory, the user keeps credentials for other services: keys, cloud
-/// and cluster credentials, registry and git tokens. None of the five CLIs needs any of them
-/// (their own credentials are in their state paths), so the sandbox hides them even when the
-/// home directory is otherwise visible.
+/// and cluster credentials, registry and git tokens, and the histories of shells and database
+/// clients, where passwords and tokens typed on a command line end up. None of the five CLIs
+/// needs any of them (their own credentials are in their state paths), so the sandbox hides
+/// them even when the home directory is otherwise visible. `docs/security.md` lists them as a
+/// table; `sandbox.hide` adds more.
 pub const HOME_SECRETS: &[&str] = &[
     ".ssh",
     ".gnupg",
@@ -621,36 +684,87 @@ pub const HOME_SECRETS: &[&str] = &[
     ".terraformrc",
     ".cargo/credentials",
     ".cargo/credentials.toml",
+    // Encryption keys and other services' logins.
+    ".config/sops/age/keys.txt",
+    ".age",
+    ".cloudflared",
+    ".config/rclone",
+    ".boto",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".oci",
+    ".config/doctl",
+    ".config/hcloud",
+    ".config/netlify",
+    ".netlify",
+    ".vercel",
+    ".local/share/com.vercel.cli",
+    ".config/heroku",
+    ".env",
+    // Histories: a password or token typed once stays in them.
+    ".bash_history",
+    ".zsh_history",
+    ".local/share/fish/fish_history",
+    ".history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".python_history",
+    ".node_repl_history",
+    ".rediscli_history",
 ];
 
-/// bubblewrap's arguments that hide [`HOME_SECRETS`] under `home`: an empty tmpfs over a
-/// directory, `/dev/null` over a file. Only what exists (the home is read-only, so nothing can be
-/// created there), and never a CLI's own state path or what contains one.
+/// bubblewrap's arguments that hide [`HOME_SECRETS`] under `home`: see [`hide_paths`].
 pub fn hide_home_secrets(home: &Path, state: &[PathBuf]) -> Vec<OsString> {
+    let paths: Vec<PathBuf> = HOME_SECRETS.iter().map(|rel| home.join(rel)).collect();
+    hide_paths(&paths, state)
+}
+
+/// bubblewrap's arguments that hide `paths`: an empty tmpfs over a directory, `/dev/null` over
+/// a file (a symbolic link is judged by what it points to, and covered where it is). Only what
+/// exists (the rest of the filesystem is read-only, so nothing can be created there), and never
+/// a CLI's own state path or what contains one: the running CLI keeps its own credentials.
+pub fn hide_paths(paths: &[PathBuf], state: &[PathBuf]) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
-    for rel in HOME_SECRETS {
-        let path = home.join(rel);
+    for path in paths {
         if state
             .iter()
-            .any(|s| s.starts_with(&path) || path.starts_with(s))
+            .any(|s| s.starts_with(path) || path.starts_with(s))
         {
             continue;
         }
-        match std::fs::metadata(&path) {
+        match std::fs::metadata(path) {
             Ok(meta) if meta.is_dir() => {
-                args.extend(["--tmpfs".into(), path.into_os_string()]);
+                args.extend(["--tmpfs".into(), path.clone().into_os_string()]);
             }
             Ok(_) => {
                 args.extend([
                     "--ro-bind".into(),
                     "/dev/null".into(),
-                    path.into_os_string(),
+                    path.clone().into_os_string(),
                 ]);
             }
             Err(_) => {}
         }
     }
     args
+}
+
+/// The home directory of the account Corral runs as, from the password database
+/// (`getpwuid`): `None` when the account has no entry.
+pub fn account_home() -> Option<PathBuf> {
+    nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+        .filter(|d| d.is_absolute())
+}
+
+/// Whether `a` and `b` name the same directory (resolved where they exist).
+fn same_path(a: &Path, b: &Path) -> bool {
+    let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    resolve(a) == resolve(b)
 }
 
 /// What of a writable tree's git repository stays read-only to the agent: `root/.git` itself
@@ -1071,6 +1185,7 @@ mod tests {
             state: std::slice::from_ref(&state),
             protected: &protected,
             home: None,
+            account_home: None,
         };
         let args: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(true), &paths)
             .iter()
@@ -1126,6 +1241,220 @@ mod tests {
         );
     }
 
+    /// Issue 29 item 1: age and sops keys, other services' logins, `.env` and the histories
+    /// of shells and database clients were visible to the agent in a visible home.
+    #[test]
+    fn well_known_secrets_and_histories_are_hidden() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let dirs = [
+            ".age",
+            ".cloudflared",
+            ".config/rclone",
+            ".oci",
+            ".config/doctl",
+            ".config/hcloud",
+            ".config/netlify",
+            ".netlify",
+            ".vercel",
+            ".local/share/com.vercel.cli",
+            ".config/heroku",
+        ];
+        let files = [
+            ".config/sops/age/keys.txt",
+            ".boto",
+            ".m2/settings.xml",
+            ".m2/settings-security.xml",
+            ".gradle/gradle.properties",
+            ".env",
+            ".bash_history",
+            ".zsh_history",
+            ".local/share/fish/fish_history",
+            ".history",
+            ".psql_history",
+            ".mysql_history",
+            ".sqlite_history",
+            ".python_history",
+            ".node_repl_history",
+            ".rediscli_history",
+        ];
+        for d in dirs {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        for f in files {
+            let path = home.join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "secret\n").unwrap();
+        }
+        let args: Vec<String> = hide_home_secrets(home, &[])
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        for d in dirs {
+            let at = home.join(d).display().to_string();
+            assert!(
+                args.windows(2).any(|w| w[0] == "--tmpfs" && w[1] == at),
+                "{d}: {args:?}"
+            );
+        }
+        for f in files {
+            let at = home.join(f).display().to_string();
+            assert!(
+                args.windows(3)
+                    .any(|w| w[0] == "--ro-bind" && w[1] == "/dev/null" && w[2] == at),
+                "{f}: {args:?}"
+            );
+        }
+    }
+
+    /// Issue 29 item 1: `sandbox.hide` hides what the user names, wherever it is, under either
+    /// home policy; never what does not exist, the running CLI's own state, nor what holds the
+    /// working directory.
+    #[test]
+    fn the_users_hide_list_is_hidden_but_never_the_clis_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("repo");
+        let out = dir.path().join("run");
+        let home = dir.path().join("home");
+        let state = home.join(".cli");
+        let keys = dir.path().join("srv/keys");
+        let token = home.join(".config/foo/token");
+        for p in [&cwd, &out, &state, &keys] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        std::fs::create_dir_all(token.parent().unwrap()).unwrap();
+        std::fs::write(&token, "t\n").unwrap();
+        let config = |home_policy| SandboxConfig {
+            network: NetworkPolicy::Host,
+            home: home_policy,
+            hide: vec![
+                keys.clone(),
+                token.clone(),
+                dir.path().join("missing"),
+                state.join("own.json"),
+                // Holds the working directory: never covered.
+                dir.path().to_path_buf(),
+            ],
+            ..SandboxConfig::default()
+        };
+        let paths = Paths {
+            cwd: &cwd,
+            output_dir: &out,
+            extra_roots: &[],
+            state: std::slice::from_ref(&state),
+            protected: &[],
+            home: Some(&home),
+            account_home: None,
+        };
+        let args: Vec<String> = bwrap_args(&config(HomePolicy::Host), &perms(true), &paths)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let hidden: Vec<&[String]> = args
+            .windows(3)
+            .filter(|w| w[0] == "--tmpfs" || (w[0] == "--ro-bind" && w[1] == "/dev/null"))
+            .collect();
+        let names: Vec<&str> = hidden
+            .iter()
+            .map(|w| {
+                if w[0] == "--tmpfs" {
+                    w[1].as_str()
+                } else {
+                    w[2].as_str()
+                }
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [keys.to_str().unwrap(), token.to_str().unwrap()],
+            "{args:?}"
+        );
+        let last_bind = args.iter().rposition(|a| a == "--bind").unwrap();
+        let first_hidden = args
+            .iter()
+            .position(|a| a == keys.to_str().unwrap())
+            .unwrap();
+        assert!(first_hidden > last_bind, "{args:?}");
+        // A hidden home covers the file in it already; what is outside is still hidden.
+        let isolated: Vec<String> = bwrap_args(&config(HomePolicy::Isolated), &perms(true), &paths)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            isolated
+                .windows(2)
+                .any(|w| w[0] == "--tmpfs" && w[1] == keys.to_str().unwrap()),
+            "{isolated:?}"
+        );
+        assert!(
+            !isolated.contains(&token.display().to_string()),
+            "{isolated:?}"
+        );
+    }
+
+    /// Issue 29 item 1: with `HOME` set elsewhere, the account's home in the password database
+    /// kept its secrets in view (`~/.ssh` by its full path); it is now hidden like `HOME`,
+    /// under either home policy, and not twice when it is `HOME`.
+    #[test]
+    fn the_account_home_gets_the_same_hiding_as_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("repo");
+        let out = dir.path().join("run");
+        let home = dir.path().join("elsewhere");
+        let account = dir.path().join("account");
+        for p in [&cwd, &out, &home, &account.join(".ssh")] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        std::fs::write(account.join(".bash_history"), "export TOKEN=x\n").unwrap();
+        let ssh = account.join(".ssh").display().to_string();
+        let history = account.join(".bash_history").display().to_string();
+        for policy in [HomePolicy::Host, HomePolicy::Isolated] {
+            let config = SandboxConfig {
+                network: NetworkPolicy::Host,
+                home: policy,
+                ..SandboxConfig::default()
+            };
+            let paths = Paths {
+                cwd: &cwd,
+                output_dir: &out,
+                extra_roots: &[],
+                state: &[],
+                protected: &[],
+                home: Some(&home),
+                account_home: Some(&account),
+            };
+            let args: Vec<String> = bwrap_args(&config, &perms(true), &paths)
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert!(
+                args.windows(2).any(|w| w[0] == "--tmpfs" && w[1] == ssh),
+                "{policy:?}: {args:?}"
+            );
+            assert!(
+                args.windows(3)
+                    .any(|w| w[0] == "--ro-bind" && w[1] == "/dev/null" && w[2] == history),
+                "{policy:?}: {args:?}"
+            );
+            // The same directory as HOME: hidden once.
+            let same = Paths {
+                home: Some(&account),
+                ..paths.clone()
+            };
+            let args: Vec<String> = bwrap_args(&config, &perms(true), &same)
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let times = args.iter().filter(|a| **a == ssh).count();
+            let expected = match policy {
+                HomePolicy::Host => 1,
+                // A hidden home: its tmpfs covers everything in it.
+                HomePolicy::Isolated => 0,
+            };
+            assert_eq!(times, expected, "{policy:?}: {args:?}");
+        }
+    }
+
     #[test]
     fn root_is_nobody_inside() {
         assert_eq!(SANDBOX_ID_FOR_ROOT.parse::<u32>().ok(), Some(65534));
@@ -1156,6 +1485,7 @@ mod tests {
             state: std::slice::from_ref(&state),
             protected: &[],
             home: Some(&home),
+            account_home: None,
         };
         let host_network = SandboxConfig {
             network: NetworkPolicy::Host,
@@ -1180,8 +1510,8 @@ mod tests {
         );
         let isolation: Vec<String> = isolation_args().iter().map(|a| a.to_string()).collect();
         assert!(args.starts_with(&isolation), "{args:?}");
-        // Root included: its own user namespace and no capability at all.
-        for flag in ["--unshare-user", "--unshare-ipc"] {
+        // Root included: its own user namespace, none nested in it, and no capability at all.
+        for flag in ["--unshare-user", "--disable-userns", "--unshare-ipc"] {
             assert!(args.contains(&flag.to_string()), "{flag}: {args:?}");
         }
         assert!(

@@ -9,10 +9,9 @@
 //! read. Any other architecture than the one Corral was built for (a 32-bit binary's `int 0x80`,
 //! the x32 ABI) gets `EPERM` for every call, so the numbers below cannot be bypassed.
 //!
-//! What it leaves open, on purpose: new user and mount namespaces and the mount family. Codex
-//! builds its own bubblewrap sandbox inside Corral's for every command it runs, which needs
-//! exactly those; without capabilities in the host's namespaces (see `sandbox::isolation_args`)
-//! they reach nothing outside.
+//! What it leaves to bubblewrap: new user namespaces, which `--disable-userns` refuses (see
+//! `sandbox::isolation_args`), and with them the mount family, which needs a capability the
+//! agent holds in no namespace.
 
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;

@@ -107,6 +107,63 @@ fn invalid_signals_get_a_corrective_retry_on_the_resumed_session() {
     assert!(asked.contains("signals.json"), "{asked}");
 }
 
+/// Issue 29 item 3: an agent that left `signals.json` as a FIFO had its corrective retry resume
+/// the session with the FIFO in place: Claude Code 2.1.197's Write tool refused to replace it
+/// ("File has not been read yet"), so the run crashed without signals, and a shell's write to it
+/// (`cat > signals.json`, as Codex writes) blocks until the idle watchdog (5 min) ends the run.
+/// The FIFO is removed before the retry, the removal is named in `events.jsonl`, and the
+/// corrected signals are written and valid.
+#[test]
+fn a_fifo_left_as_signals_json_is_removed_before_the_corrective_retry() {
+    use corral_test_support::fake_api::shell_tool_input;
+    let plant = "mkfifo \"$(ls -d .corral/runs/*/ | head -n 1)signals.json\"";
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::script([
+            Step::tool_use(
+                CLAUDE.shell_tool,
+                shell_tool_input(CLAUDE.shell_tool, plant),
+            ),
+            Step::text("Done."),
+            Step::write_signals(VALID_SIGNALS),
+            Step::text("Fixed."),
+        ])
+    });
+    let started = std::time::Instant::now();
+    let out = world
+        .corral_run()
+        .args(["--json", "do the task"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(120),
+        "the run waited for a watchdog: {:?}",
+        started.elapsed()
+    );
+    let s = summary(&out.stdout);
+    assert_eq!(s["signals_valid"], true, "{s}");
+    let dir = run_dir(&s);
+    assert_eq!(record(&dir)["provider_runs"], 2);
+    let log = log(&dir);
+    let removed = kinds(&log, "tampering_removed");
+    assert_eq!(removed.len(), 1, "{log:#?}");
+    assert_eq!(removed[0]["was"], "a FIFO");
+    assert_eq!(
+        removed[0]["path"],
+        dir.join("signals.json").display().to_string()
+    );
+    assert!(
+        std::fs::symlink_metadata(dir.join("signals.json"))
+            .unwrap()
+            .is_file()
+    );
+}
+
 #[test]
 fn rate_limited_twice_then_resumed_with_the_same_session() {
     let world = World::new(&CLAUDE, |_| {

@@ -28,9 +28,6 @@ use crate::support::*;
 enum Expect {
     /// The attack fails inside, and nothing of it is seen on the host.
     Refused,
-    /// Allowed on purpose (a nested user namespace, for Codex's own sandbox); what it could be
-    /// used for is another row.
-    Open,
     /// Whatever the act's exit code: only the host's side decides (a SysV queue, a process
     /// left behind).
     HostDecides,
@@ -127,7 +124,7 @@ const CODEX_CONFIG: &str = "model = \"mine\"\n";
     reason = "one entry per row: the table is the point, and splitting it would hide rows"
 )]
 fn probes() -> Vec<Probe> {
-    use Expect::{HostDecides, Open, Refused};
+    use Expect::{HostDecides, Refused};
     let row = |row, label, act, host| Probe {
         row,
         label,
@@ -225,14 +222,12 @@ fn probes() -> Vec<Probe> {
             None,
         ),
         row("`unshare -m`", "unshare-mount", "unshare -m true", None),
-        Probe {
-            row: "`unshare -U -r` (a nested user namespace)",
-            label: "unshare-user",
-            act: "unshare -U -r true",
-            root: Open,
-            user: Open,
-            host: None,
-        },
+        row(
+            "a nested user namespace: `unshare -U -r true` refused",
+            "unshare-user",
+            "unshare -U -r true",
+            None,
+        ),
         row(
             "`unshare -U -r -m`, then remount `/` and write outside",
             "nested-remount",
@@ -267,6 +262,18 @@ fn probes() -> Vec<Probe> {
             "secret files: `~/.aws/credentials`",
             "secret-aws",
             r#"grep -q SECRET "$HOME/.aws/credentials""#,
+            None,
+        ),
+        row(
+            "secret files: `~/.bash_history`",
+            "secret-history",
+            r#"grep -q SECRET "$HOME/.bash_history""#,
+            None,
+        ),
+        row(
+            "another CLI's login: `~/.codex/auth.json` (the agent is Claude Code's)",
+            "other-cli-login",
+            r#"grep -q SECRET "$HOME/.codex/auth.json""#,
             None,
         ),
         row(
@@ -494,6 +501,11 @@ fn prepare(env: &Env, outside: &Path) {
     git(&project, &["commit", "-q", "-m", "init"]);
     env.write("home/.ssh/id_rsa", "SECRET\n");
     env.write("home/.aws/credentials", "SECRET\n");
+    env.write("home/.bash_history", "export TOKEN=SECRET\n");
+    env.write(
+        "home/.codex/auth.json",
+        "{\"OPENAI_API_KEY\": \"SECRET\"}\n",
+    );
     env.write("home/.claude/settings.json", CLAUDE_SETTINGS);
     env.write("home/.codex/config.toml", CODEX_CONFIG);
 }
@@ -535,7 +547,6 @@ fn judge(probes: &[Probe], who: As, host: &mut Host<'_>) -> Vec<Outcome> {
             let on_host = p.host.map_or(Ok(()), |check| check(host));
             let (held, verdict) = match (expect, inside.as_str(), on_host) {
                 (Expect::Refused, "refused", Ok(())) => (true, "held".to_string()),
-                (Expect::Open, "done", Ok(())) => (true, "open (by design)".to_string()),
                 (Expect::HostDecides, "done" | "refused", Ok(())) => (true, "held".to_string()),
                 (_, inside, Ok(())) => (false, format!("FAILED: {inside} inside")),
                 (_, inside, Err(e)) => (false, format!("FAILED: {inside} inside; {e}")),
@@ -840,8 +851,11 @@ fn without_a_sandbox_the_probes_see_the_escapes() {
         "write-proc-root",
         "write-existing-link",
         "write-new-link",
+        "unshare-user",
         "secret-ssh",
         "secret-aws",
+        "secret-history",
+        "other-cli-login",
         "host-tcp",
         "host-unix",
         "host-abstract",

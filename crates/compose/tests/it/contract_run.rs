@@ -273,3 +273,102 @@ async fn a_failed_run_keeps_its_error_and_what_it_paid() {
     );
     assert!(matches!(run.verdict, SignalsVerdict::NotChecked));
 }
+
+/// A provider whose first run leaves a FIFO as `signals.json` and whose second (the corrective
+/// retry) notes what it found there before writing valid signals.
+struct PlantsAFifo {
+    runs: Mutex<u32>,
+    found: Mutex<Vec<Option<bool>>>,
+}
+
+#[async_trait]
+impl HeadlessAiProvider for PlantsAFifo {
+    fn id(&self) -> ProviderId {
+        ProviderId::Claude
+    }
+
+    async fn run(
+        &self,
+        session: AiSession,
+        _observer: Arc<dyn RunObserver>,
+    ) -> Result<ProviderOutput, ProviderError> {
+        use std::os::unix::fs::FileTypeExt;
+        let run = {
+            let mut runs = self.runs.lock().unwrap();
+            *runs += 1;
+            *runs
+        };
+        let is_fifo = std::fs::symlink_metadata(&session.signals_file)
+            .ok()
+            .map(|m| m.file_type().is_fifo());
+        self.found.lock().unwrap().push(is_fifo);
+        if run == 1 {
+            corral_test_support::mkfifo(&session.signals_file);
+        } else if is_fifo != Some(true) {
+            // A real CLI's write would block on a FIFO until the idle watchdog: this one only
+            // writes where it can.
+            std::fs::write(&session.signals_file, VALID).unwrap();
+        }
+        Ok(ProviderOutput {
+            outcome: Outcome::Succeeded,
+            signals_file: session.signals_file,
+            signals_present: true,
+            session_id: Some(SessionId::new("ses-fifo").unwrap()),
+            exit_code: Some(0),
+            recovered_from_exit: false,
+            usage: usage(1),
+            attempts: 1,
+            duration: Duration::from_millis(5),
+            final_text: None,
+            attestation: None,
+        })
+    }
+}
+
+/// Issue 29 item 3: an agent that left `signals.json` as a FIFO had its corrective retry
+/// resumed with the FIFO in place, whose write then blocked until the idle watchdog. The FIFO
+/// is removed before the retry, and `events.jsonl` names it.
+#[tokio::test]
+async fn a_fifo_left_as_signals_is_removed_before_the_corrective_retry_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = PlantsAFifo {
+        runs: Mutex::new(0),
+        found: Mutex::new(Vec::new()),
+    };
+    let contract = Contract::generator();
+    let first = first_session(dir.path());
+    let run_dir = first.output_dir.clone();
+    let run = run_with_contract(
+        &provider,
+        first,
+        ContractPolicy {
+            contract: Some(&contract),
+            corrective_retries: 1,
+        },
+        Arc::new(NoopObserver),
+        &|_: &SignalsError| {},
+    )
+    .await;
+    assert_eq!(
+        *provider.found.lock().unwrap(),
+        [None, None],
+        "the corrective retry finds no FIFO"
+    );
+    assert!(
+        matches!(run.verdict, SignalsVerdict::Valid { .. }),
+        "{:?}",
+        run.verdict
+    );
+    let log = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let removed: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == "tampering_removed")
+        .collect();
+    assert_eq!(removed.len(), 1, "{log}");
+    assert_eq!(removed[0]["was"], "a FIFO");
+    assert_eq!(
+        removed[0]["path"],
+        run_dir.join("signals.json").display().to_string()
+    );
+}

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use corral_compose::{Settings, engine_config, headless_provider};
+use std::path::PathBuf;
+
+use corral_compose::{Settings, engine_config, headless_provider, other_providers_credentials};
 use corral_ports::ProviderId;
 
 #[test]
@@ -17,6 +19,93 @@ fn engine_config_follows_the_settings() {
     assert_eq!(c.retry.max_retries, 7);
     s.run.wall_timeout_ms = 1000;
     assert_eq!(engine_config(&s).wall_timeout, Some(Duration::from_secs(1)));
+}
+
+/// Issue 29 item 1: `sandbox.hide` reaches the engine as paths, `~/` under the home.
+#[test]
+fn hidden_paths_reach_the_engine_under_the_home() {
+    let mut s = Settings::default();
+    s.sandbox.hide = vec!["~/.config/foo".into(), "/srv/keys".into()];
+    let c = engine_config(&s);
+    let home = c
+        .ambient()
+        .into_iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| PathBuf::from(v))
+        .unwrap();
+    assert_eq!(
+        c.sandbox.hide,
+        [home.join(".config/foo"), PathBuf::from("/srv/keys")]
+    );
+}
+
+/// Issue 29 item 1: the logins of the CLIs that are not running were visible to the one that
+/// is (`~/.codex/auth.json` to Claude Code's agent). Each provider declares where its CLI keeps
+/// them; the composition root hands the others' to the engine to hide, found where those CLIs
+/// keep them on this machine (`CODEX_HOME` included), and never the running CLI's own.
+#[test]
+fn the_other_providers_logins_are_hidden_and_never_the_running_ones() {
+    let ambient: Vec<(String, String)> = [
+        ("HOME", "/home/u"),
+        ("CODEX_HOME", "/opt/codex"),
+        ("XDG_DATA_HOME", "/data"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let claude = ["/home/u/.claude/.credentials.json", "/home/u/.claude.json"];
+    let codex = ["/opt/codex/auth.json", "/opt/codex/.credentials.json"];
+    let copilot = [
+        "/home/u/.copilot/config.json",
+        "/home/u/.config/github-copilot",
+    ];
+    let opencode = ["/data/opencode/auth.json", "/data/opencode/mcp-auth.json"];
+    let grok = ["/home/u/.grok/user-settings.json"];
+    let all = [&claude[..], &codex, &copilot, &opencode, &grok];
+    let paths = |list: &[&[&str]]| -> Vec<PathBuf> {
+        list.iter()
+            .flat_map(|l| l.iter().map(PathBuf::from))
+            .collect()
+    };
+    for (i, id) in ProviderId::ALL.into_iter().enumerate() {
+        let others: Vec<&[&str]> = all
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, l)| *l)
+            .collect();
+        assert_eq!(
+            other_providers_credentials(Some(id), &ambient),
+            paths(&others),
+            "{id}"
+        );
+    }
+    assert_eq!(other_providers_credentials(None, &ambient), paths(&all));
+}
+
+/// Issue 29 item 2: Corral's bubblewrap sandbox refuses nested user namespaces, which Codex's
+/// own sandbox needs. Under bubblewrap Codex runs without it (its default becomes
+/// `danger-full-access`), and a Codex sandbox the user chose is refused naming the key instead
+/// of failing every command Codex runs; under the native backend it stays Codex's to enforce.
+#[test]
+fn under_bubblewrap_codex_runs_without_its_own_sandbox_and_a_chosen_one_is_refused() {
+    let mut s = Settings::default();
+    s.sandbox.backend = corral_compose::BackendChoice::Bubblewrap;
+    assert!(headless_provider(ProviderId::Codex, &s, engine_config(&s)).is_ok());
+    s.providers.codex.sandbox = Some("workspace-write".into());
+    let err = headless_provider(ProviderId::Codex, &s, engine_config(&s))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.starts_with("providers.codex.sandbox: Codex's own \"workspace-write\" sandbox needs a nested user namespace"),
+        "{err}"
+    );
+    s.providers.codex.sandbox = Some("danger-full-access".into());
+    assert!(headless_provider(ProviderId::Codex, &s, engine_config(&s)).is_ok());
+    s.providers.codex.sandbox = Some("workspace-write".into());
+    s.sandbox.backend = corral_compose::BackendChoice::Native;
+    assert!(headless_provider(ProviderId::Codex, &s, engine_config(&s)).is_ok());
 }
 
 #[test]

@@ -488,3 +488,59 @@ fn a_project_file_may_not_name_the_ray_cluster_or_remote() {
         .to_string();
     assert!(err.contains("executor.ray.address"), "{err}");
 }
+
+/// Issue 29 item 1: `sandbox.hide` adds up from every source, a project file's included (hiding
+/// more only takes power away), and a bad entry is named with its index, value and source.
+#[test]
+fn hidden_paths_add_up_and_a_bad_one_names_its_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = sources(dir.path());
+    let user = dir.path().join("user.toml");
+    write(
+        &user,
+        "[sandbox]\nhide = [\"~/.config/foo\", \"/srv/keys\"]\n",
+    );
+    write(
+        &dir.path().join("corral.toml"),
+        "[sandbox]\nhide = [\"~/.project-token\"]\n",
+    );
+    src.env = vec![(
+        "CORRAL_SANDBOX__HIDE".into(),
+        "[\"/srv/keys\", \"/etc/x\"]".into(),
+    )];
+    src.flags = vec![("sandbox.hide".into(), serde_json::json!(["~/.y"]))];
+    let loaded = LoadedSettings::load(&src).unwrap();
+    assert_eq!(
+        loaded.settings.sandbox.hide,
+        [
+            "~/.config/foo",
+            "/srv/keys",
+            "~/.project-token",
+            "/etc/x",
+            "~/.y"
+        ]
+    );
+    write(
+        &user,
+        "[sandbox]\nhide = [\"relative/path\", \"/ok\", \"~/../etc\", \"/\", \"~/\"]\n",
+    );
+    src.env.clear();
+    src.flags.clear();
+    let lines = invalid_lines(LoadedSettings::load(&src).unwrap_err());
+    let file = user.display();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "sandbox.hide[0] = \"relative/path\" (from {file}): must be an absolute path or start with ~/"
+            ),
+            format!("sandbox.hide[2] = \"~/../etc\" (from {file}): must not contain `..`"),
+            format!(
+                "sandbox.hide[3] = \"/\" (from {file}): must name something inside the root or the home, not either whole"
+            ),
+            format!(
+                "sandbox.hide[4] = \"~/\" (from {file}): must name something inside the root or the home, not either whole"
+            ),
+        ]
+    );
+}

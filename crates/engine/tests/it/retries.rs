@@ -1,4 +1,5 @@
-//! Rate-limit backoff with resume, the stale-session cold retry, and the version check.
+//! Rate-limit backoff with resume, the stale-session cold retry, the version check, and what a
+//! resumed run finds left in place of its files.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -498,4 +499,56 @@ async fn runs_in_one_process_wait_for_the_hold_another_run_recorded() {
     let third_log = third.assert_log_complete("cancelled");
     assert!(records(&third_log, "spawn").is_empty(), "{third_log:#?}");
     assert_eq!(records(&third_log, "rate_limit_wait").len(), 1);
+}
+
+/// Issue 29 item 3: a run that resumes a session (`corral resume`, a corrective retry) starts in
+/// the run directory as the agent left it. A FIFO as `signals.json` blocked the resumed agent's
+/// write, and a symbolic link as `events.jsonl` sent Corral's log through it, to wherever it
+/// points. Both are removed before the log is opened and named in it; what the link pointed to
+/// is left alone.
+#[tokio::test]
+async fn a_resumed_run_removes_what_the_agent_left_in_place_of_its_files_and_names_it() {
+    let s = Scratch::new();
+    let mut session = s.session();
+    session.resume = Some(SessionId::new("ses-left").unwrap());
+    let run_dir = s.run_dir();
+    std::fs::create_dir_all(&run_dir).unwrap();
+    corral_test_support::mkfifo(&session.signals_file);
+    let elsewhere = s.path("elsewhere.txt");
+    write_file(&elsewhere, "untouched\n");
+    std::os::unix::fs::symlink(&elsewhere, run_dir.join("events.jsonl")).unwrap();
+    let out = run(fast_config(), &s.adapter("ok", &[]), session.clone())
+        .await
+        .unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "untouched\n");
+    let log = s.log();
+    let removed: Vec<(String, String)> = records(&log, "tampering_removed")
+        .iter()
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap().to_string(),
+                r["was"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        removed,
+        [
+            (
+                session.signals_file.display().to_string(),
+                "a FIFO".to_string()
+            ),
+            (
+                run_dir.join("events.jsonl").display().to_string(),
+                "a symbolic link".to_string()
+            ),
+        ]
+    );
+    assert!(
+        !std::fs::symlink_metadata(run_dir.join("events.jsonl"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
 }

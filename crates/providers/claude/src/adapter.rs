@@ -300,6 +300,18 @@ impl CliAdapter for ClaudeAdapter {
             .unwrap_or_default()
     }
 
+    /// `.credentials.json` in the config directory (the OAuth login where no keychain is) and
+    /// `~/.claude.json` (the account, and an approved API key's fingerprint).
+    fn credential_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        let mut paths: Vec<std::path::PathBuf> = env
+            .dir_or_home("CLAUDE_CONFIG_DIR", ".claude")
+            .map(|dir| dir.join(".credentials.json"))
+            .into_iter()
+            .collect();
+        paths.extend(env.home().map(|h| h.join(".claude.json")));
+        paths
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Claude
     }

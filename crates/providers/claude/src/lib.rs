@@ -54,6 +54,9 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     npm_package: "@anthropic-ai/claude-code",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".claude/.credentials.json"],
+    credential_paths: |env| {
+        corral_engine::CliAdapter::credential_paths(&ClaudeAdapter::default(), env)
+    },
     state_dirs: &[".claude"],
     tested_versions: default_tested_versions,
     capabilities: adapter::CAPABILITIES,

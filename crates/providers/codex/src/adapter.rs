@@ -404,6 +404,14 @@ impl CliAdapter for CodexAdapter {
             .unwrap_or_default()
     }
 
+    /// In `$CODEX_HOME`: `auth.json` (the ChatGPT login or API key) and `.credentials.json`
+    /// (MCP servers' OAuth tokens, where no keychain is).
+    fn credential_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.dir_or_home("CODEX_HOME", ".codex")
+            .map(|dir| vec![dir.join("auth.json"), dir.join(".credentials.json")])
+            .unwrap_or_default()
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Codex
     }

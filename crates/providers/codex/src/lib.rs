@@ -66,6 +66,9 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     npm_package: "@openai/codex",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".codex/auth.json"],
+    credential_paths: |env| {
+        corral_engine::CliAdapter::credential_paths(&CodexAdapter::default(), env)
+    },
     state_dirs: &[".codex"],
     tested_versions: default_tested_versions,
     capabilities: adapter::CAPABILITIES,

@@ -352,6 +352,21 @@ impl CliAdapter for CopilotAdapter {
             .unwrap_or_default()
     }
 
+    /// `config.json` in `$COPILOT_HOME` (the GitHub token, where no keychain is) and the
+    /// GitHub Copilot editors' logins in `$XDG_CONFIG_HOME/github-copilot`.
+    fn credential_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        let mut paths: Vec<std::path::PathBuf> = env
+            .dir_or_home("COPILOT_HOME", ".copilot")
+            .map(|dir| dir.join("config.json"))
+            .into_iter()
+            .collect();
+        paths.extend(
+            env.dir_or_home("XDG_CONFIG_HOME", ".config")
+                .map(|c| c.join("github-copilot")),
+        );
+        paths
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Copilot
     }

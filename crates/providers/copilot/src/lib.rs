@@ -59,6 +59,9 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     npm_package: "@github/copilot",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".copilot/config.json"],
+    credential_paths: |env| {
+        corral_engine::CliAdapter::credential_paths(&CopilotAdapter::default(), env)
+    },
     state_dirs: &[".copilot"],
     tested_versions: default_tested_versions,
     capabilities: adapter::CAPABILITIES,

@@ -229,6 +229,14 @@ impl CliAdapter for GrokAdapter {
             .unwrap_or_default()
     }
 
+    /// `~/.grok/user-settings.json`, which holds the API key.
+    fn credential_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.home()
+            .map(|h| h.join(".grok/user-settings.json"))
+            .into_iter()
+            .collect()
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Grok
     }

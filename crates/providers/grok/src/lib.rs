@@ -99,6 +99,9 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     npm_package: "@vibe-kit/grok-cli",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".grok/user-settings.json"],
+    credential_paths: |env| {
+        corral_engine::CliAdapter::credential_paths(&GrokAdapter::default(), env)
+    },
     state_dirs: &[".grok"],
     tested_versions: default_tested_versions,
     capabilities: adapter::CAPABILITIES,

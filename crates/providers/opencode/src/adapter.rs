@@ -314,6 +314,17 @@ impl CliAdapter for OpencodeAdapter {
             .unwrap_or_default()
     }
 
+    /// In its data directory: `auth.json` (every provider's API key or OAuth login) and
+    /// `mcp-auth.json` (MCP servers' OAuth tokens).
+    fn credential_paths(&self, env: &corral_engine::ChildEnv<'_>) -> Vec<std::path::PathBuf> {
+        env.dir_or_home("XDG_DATA_HOME", ".local/share")
+            .map(|data| {
+                let dir = data.join("opencode");
+                vec![dir.join("auth.json"), dir.join("mcp-auth.json")]
+            })
+            .unwrap_or_default()
+    }
+
     fn provider(&self) -> ProviderId {
         ProviderId::Opencode
     }

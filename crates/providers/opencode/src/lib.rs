@@ -66,6 +66,9 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     npm_package: "opencode-ai",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".local/share/opencode/auth.json"],
+    credential_paths: |env| {
+        corral_engine::CliAdapter::credential_paths(&OpencodeAdapter::default(), env)
+    },
     state_dirs: &[".local/share/opencode", ".cache/opencode"],
     tested_versions: default_tested_versions,
     capabilities: adapter::CAPABILITIES,
