@@ -1561,6 +1561,7 @@ mod tests {
             state: &[],
             protected: &[],
             home: None,
+            account_home: None,
         };
         let args: Vec<String> = bwrap_args(&SandboxConfig::default(), &perms(true), &paths)
             .iter()
