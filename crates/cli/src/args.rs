@@ -284,7 +284,8 @@ pub struct SprintWorkArgs {
     /// The sprint run's id (the `Corral-Run:` trailer of the task's commit).
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
-    /// Where the clone is (reused when it is there; default: ./corral-work).
+    /// Where the clone is (reused when its record names this run's task, base and remote;
+    /// default: a directory of this user's alone in the temp dir, keyed by the run and task).
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
     /// Wait, once the clone is ready and before the first round, until this ref exists on

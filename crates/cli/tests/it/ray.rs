@@ -42,7 +42,8 @@ const CHECK: &str = "! grep -qs TODO *.txt";
 /// The stand-in for Claude Code. The sprint's spawn directory
 /// (`…/implement/<task>/rounds/<N>/generator/signals.json`, named in the prompt) names the task
 /// and the round. `t4` goes to the real Claude Code; `t3` writes TODO in round 1 (the check
-/// fails) and in round 2 waits for the file `GO_STOPPED`; the `c` tasks wait for `GO_HELD`.
+/// fails) and in round 2 waits for the file `GO_STOPPED`; the `c` tasks wait for `GO_HELD`; a
+/// task whose prompt says `create NAME.txt` gets that file.
 const STAND_IN: &str = r#"#!/bin/sh
 if [ "$1" = "--version" ]; then exec "REAL_CLAUDE" "$@"; fi
 PROMPT=$(cat)
@@ -59,15 +60,11 @@ esac
 if [ -n "$GATE" ]; then
   n=0; while [ ! -e "$GATE" ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
 fi
-echo "$TEXT" > "$TASK.txt"
+NAMED=$(printf '%s\n' "$PROMPT" | grep -o 'create [a-z]*\.txt' | head -n 1)
+if [ -n "$NAMED" ]; then echo made > "${NAMED#create }"; else echo "$TEXT" > "$TASK.txt"; fi
 printf '%s' '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}]}' > "$SIGNALS"
 echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":5}}'
 "#;
-
-/// Where the jobs clone: the coordinator's `$TMPDIR/corral-work/<sprint>/<task>`.
-fn clone_dir(tmp: &Path, sprint: &str, task: &str) -> PathBuf {
-    tmp.join("corral-work").join(sprint).join(task)
-}
 
 fn round(task: &str) -> Vec<Step> {
     let signals = json!({"schemaVersion": 1, "signals": [
@@ -75,24 +72,33 @@ fn round(task: &str) -> Vec<Step> {
         {"type": "commit-message", "timestamp": TS, "subject": format!("Write {task}")},
     ]})
     .to_string();
+    // In the worker's clone, wherever it is: the worker keeps it in a private directory.
+    let write = format!("printf ok > {task}.txt");
     vec![
-        Step::write_named_for(CLAUDE.bin, format!("{task}.txt"), "ok").unwrap(),
+        Step::tool_use("Bash", json!({"command": write, "description": "write"})),
         Step::write_signals_for(CLAUDE.bin, signals).unwrap(),
         Step::text("Done."),
     ]
 }
 
-fn sprint_file(name: &str, tasks: &[&str], tmp: &Path) -> String {
+fn sprint_file(name: &str, tasks: &[&str]) -> String {
+    let prompts: Vec<(&str, String)> = tasks
+        .iter()
+        .map(|task| (*task, format!("Write ok to {task}.txt.")))
+        .collect();
+    sprint_file_with(name, &prompts)
+}
+
+/// The sprint `name` of the tasks `(id, prompt)`.
+fn sprint_file_with(name: &str, tasks: &[(&str, String)]) -> String {
     let mut file = format!(
         "[sprint]\nname = \"{name}\"\ncheck = \"{CHECK}\"\ncheck_timeout_ms = 60000\n\
          max_rounds = 3\nmax_attempts = 2\n\n[roles.generator]\nprovider = \"claude\"\n\n\
          [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
     );
-    for task in tasks {
-        let target = clone_dir(tmp, name, task).join(format!("{task}.txt"));
+    for (task, prompt) in tasks {
         file.push_str(&format!(
-            "\n[[tasks]]\nid = \"{task}\"\ntitle = \"Write {task}\"\nprompt = \"Write ok to {}.\"\n",
-            target.display()
+            "\n[[tasks]]\nid = \"{task}\"\ntitle = \"Write {task}\"\nprompt = \"{prompt}\"\n"
         ));
     }
     file
@@ -160,7 +166,7 @@ fn folded_tasks(project: &Path, since: &str, branch: &str) -> Vec<String> {
 }
 
 /// The processes whose command line names `needle` (the test's scratch directory: every
-/// worker's `--work-dir` and the stand-in's path are under it).
+/// worker's `--remote` and the stand-in's path are under it).
 fn processes_naming(needle: &Path) -> Vec<String> {
     let needle = needle.display().to_string();
     std::fs::read_dir("/proc")
@@ -213,7 +219,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
 
     std::fs::write(
         project.join("corral-sprint.toml"),
-        sprint_file("ray", &TASKS, &tmp),
+        sprint_file("ray", &TASKS),
     )
     .unwrap();
     std::fs::write(project.join(".gitignore"), ".corral/\n").unwrap();
@@ -295,7 +301,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     // Act 2: a second sprint with one slot, interrupted; act 3: the same, killed.
     std::fs::write(
         project.join("corral-sprint.toml"),
-        sprint_file("ray-int", &HELD, &tmp),
+        sprint_file("ray-int", &HELD),
     )
     .unwrap();
     git(&project, &["commit", "-q", "-am", "second sprint"]);
@@ -344,6 +350,169 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
         RayCluster::leftovers(&temp_dir).is_empty(),
         "no Ray process is left"
     );
+}
+
+/// A project at `dir` holding `sprint` (committed on `main`), pushed to the bare `remote`.
+fn project_with(dir: &Path, sprint: &str, remote: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("corral-sprint.toml"), sprint).unwrap();
+    std::fs::write(dir.join(".gitignore"), ".corral/\n").unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.email", "it@example.invalid"]);
+    git(dir, &["config", "user.name", "it"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "start"]);
+    if !remote.exists() {
+        git(
+            dir,
+            &["init", "-q", "--bare", &remote.display().to_string()],
+        );
+    }
+    let url = format!("file://{}", remote.display());
+    git(dir, &["push", "-q", "--force", &url, "main"]);
+}
+
+/// The user this test runs as (the owner of `/proc/self`).
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid()
+}
+
+/// `path` (and what is below it) given to the user `nobody` (65534).
+fn give_to_nobody(path: &Path) {
+    let out = corral_test_support::command(Path::new("chown"))
+        .args(["-R", "65534:65534"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chown: {out:?}");
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Issue 37: a sprint of the same name and task id as one run earlier through the same cluster
+/// and remote (another repository, another prompt) runs its own task: the earlier one's clone
+/// on the node and its record on the remote are not taken as its work. Directories another user
+/// made first where a worker once cloned (`$TMPDIR/corral-work/<sprint>/<task>`) and where it
+/// now keeps its private ones (`$TMPDIR/corral-<uid>`) are left alone.
+#[test]
+fn a_sprint_named_like_an_earlier_one_runs_its_own_task_not_the_earlier_clone_or_record() {
+    let Some(venv) = require_ray() else {
+        return;
+    };
+    let world = World::new(&CLAUDE, |_| Scenario::default());
+    let scratch = world.project().parent().unwrap().to_path_buf();
+    let tmp = scratch.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let vars = with_stand_in(
+        &world,
+        &scratch,
+        &scratch.join("go-stopped"),
+        &scratch.join("go-held"),
+    );
+    // Made first by another user: the old fixed path, with a tree of theirs, and the new
+    // per-user directory (only root may give a directory away).
+    let planted = tmp.join("corral-work/stale/t1");
+    let own = tmp.join(format!("corral-{}", own_uid()));
+    let root = own_uid() == 0;
+    if root {
+        std::fs::create_dir_all(&planted).unwrap();
+        std::fs::write(planted.join("planted.txt"), "theirs").unwrap();
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777)).unwrap();
+        give_to_nobody(&tmp.join("corral-work"));
+        give_to_nobody(&own);
+    }
+    let remote = scratch.join("remote.git");
+    let remote_url = format!("file://{}", remote.display());
+    let first = scratch.join("first");
+    let second = scratch.join("second");
+    let prompt = |file: &str| vec![("t1", format!("Please create {file} here."))];
+    project_with(
+        &first,
+        &sprint_file_with("stale", &prompt("alpha.txt")),
+        &remote,
+    );
+
+    let mut node_env: Vec<(String, String)> = world.vars().to_vec();
+    node_env.push(("HOME".into(), world.env.home().display().to_string()));
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", "it"),
+        ("GIT_AUTHOR_EMAIL", "it@example.invalid"),
+        ("GIT_COMMITTER_NAME", "it"),
+        ("GIT_COMMITTER_EMAIL", "it@example.invalid"),
+        ("TMPDIR", &tmp.display().to_string()),
+    ] {
+        node_env.push((k.into(), v.into()));
+    }
+    let cluster = RayCluster::start_with_env(&venv, &node_env).expect("the cluster starts");
+    let sprint_run = |project: &Path, name: &str| {
+        let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", world.env.home())
+            .envs(vars.iter().map(|(k, v)| (k, v)))
+            .env("TMPDIR", &tmp)
+            .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
+            .env("CORRAL_EXECUTOR__RAY__REMOTE", &remote_url)
+            .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", "0.5")
+            .current_dir(project)
+            .stdin(Stdio::null())
+            .args(["sprint", "run", "--jobs", "1", "--executor", "ray"]);
+        wait_with_cap(spawn_logged(&mut cmd, &scratch, name), RUN_CAP)
+    };
+
+    let out = sprint_run(&first, "first");
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert_eq!(
+        git_out(&first, &["show", "corral/stale:alpha.txt"]),
+        "made",
+        "{shown}"
+    );
+
+    project_with(
+        &second,
+        &sprint_file_with("stale", &prompt("beta.txt")),
+        &remote,
+    );
+    let out = sprint_run(&second, "second");
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let files = git_out(&second, &["ls-tree", "--name-only", "corral/stale"]);
+    assert!(
+        files.lines().any(|f| f == "beta.txt") && !files.lines().any(|f| f == "alpha.txt"),
+        "the second sprint's branch holds its own work, not the first's: {files}\n{shown}"
+    );
+    let task: Value = serde_json::from_str(
+        &std::fs::read_to_string(second.join(".corral/sprints/stale/implement/t1/task.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(task["status"], "done", "{task}");
+    if root {
+        assert_eq!(
+            names_in(&planted),
+            ["planted.txt"],
+            "the old path another user made is not used"
+        );
+        assert!(
+            names_in(&own).is_empty(),
+            "the private root another user made is not used"
+        );
+    }
+    drop(cluster);
 }
 
 /// How a test runs the sprint (`--jobs` given) and shows what a run printed.

@@ -23,8 +23,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use corral_ports::CancellationToken;
 use corral_sprint::{
-    ExecutorError, SprintEnd, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskState,
-    record_ref,
+    ExecutorError, RECORD_OWNER_FILE, RecordOwner, SprintEnd, TaskEnd, TaskExecutor, TaskHandback,
+    TaskHost, TaskJob, TaskState, record_ref,
 };
 use std::sync::Arc;
 
@@ -53,8 +53,6 @@ pub struct RaySettings {
     pub sprint_file: String,
     /// The `corral` program on the workers.
     pub corral: String,
-    /// The folder the workers clone into (`<work_root>/<sprint>/<task>`).
-    pub work_root: String,
     /// CPUs reserved for each job's entrypoint.
     pub entrypoint_num_cpus: f64,
     /// Memory reserved for each job's entrypoint, in MiB (0: none).
@@ -358,14 +356,6 @@ impl RayExecutor {
 
     /// The worker's command line, shell-quoted.
     fn entrypoint(&self, job: &TaskJob, gate: Option<&str>) -> String {
-        // One clone per task, reused by a resubmission that lands on the same node (the
-        // worker fetches into it); another node clones afresh and resumes from the record.
-        let work_dir = format!(
-            "{}/{}/{}",
-            self.settings.work_root.trim_end_matches('/'),
-            job.sprint,
-            job.task
-        );
         let words = [
             self.settings.corral.as_str(),
             "sprint",
@@ -380,10 +370,11 @@ impl RayExecutor {
             &job.base,
             "--branch",
             &job.branch,
+            // The worker's clone is its own: a private directory on its node keyed by the
+            // run's id and the task (found again by a resubmission that lands on the same
+            // node), and a record it resumes from only when the record names this run.
             "--run-id",
             &job.run_id,
-            "--work-dir",
-            &work_dir,
             "--json",
         ];
         let gate = gate.map(|g| ["--gate", g]);
@@ -583,6 +574,22 @@ impl RayExecutor {
             .await;
         if fetched.is_err() {
             // No record pushed yet (the job was lost before its first step).
+            return Ok(None);
+        }
+        // The ref is the sprint's and task's name, not this run's: an earlier sprint of the
+        // same names (another repository, another prompt) left its record there until this
+        // run's worker pushes its first.
+        let owner_path = format!("{record_ref}:implement/{}/{RECORD_OWNER_FILE}", job.task);
+        let owner = host
+            .git(root, &["show", &owner_path])
+            .await
+            .ok()
+            .and_then(|json| serde_json::from_str::<RecordOwner>(&json).ok());
+        if !owner.is_some_and(|o| o.is_of(job, &self.settings.remote)) {
+            host.job_log(
+                &job.task,
+                &format!("ray: the record at {record_ref} is not this run's; not taken"),
+            );
             return Ok(None);
         }
         let prefix = format!("implement/{}/", job.task);
