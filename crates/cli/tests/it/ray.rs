@@ -403,9 +403,9 @@ fn names_in(dir: &Path) -> Vec<String> {
 
 /// Issue 37: a sprint of the same name and task id as one run earlier through the same cluster
 /// and remote (another repository, another prompt) runs its own task: the earlier one's clone
-/// on the node and its record on the remote are not taken as its work. Directories another user
-/// made first where a worker once cloned (`$TMPDIR/corral-work/<sprint>/<task>`) and where it
-/// now keeps its private ones (`$TMPDIR/corral-<uid>`) are left alone.
+/// on the node and its record on the remote are not taken as its work. Then directories another
+/// user made first where a worker once cloned (`$TMPDIR/corral-work/<sprint>/<task>`) and where
+/// it now keeps its private ones (`$TMPDIR/corral-<uid>`) are left alone by a third sprint.
 #[test]
 fn a_sprint_named_like_an_earlier_one_runs_its_own_task_not_the_earlier_clone_or_record() {
     let Some(venv) = require_ray() else {
@@ -421,19 +421,6 @@ fn a_sprint_named_like_an_earlier_one_runs_its_own_task_not_the_earlier_clone_or
         &scratch.join("go-stopped"),
         &scratch.join("go-held"),
     );
-    // Made first by another user: the old fixed path, with a tree of theirs, and the new
-    // per-user directory (only root may give a directory away).
-    let planted = tmp.join("corral-work/stale/t1");
-    let own = tmp.join(format!("corral-{}", own_uid()));
-    let root = own_uid() == 0;
-    if root {
-        std::fs::create_dir_all(&planted).unwrap();
-        std::fs::write(planted.join("planted.txt"), "theirs").unwrap();
-        std::fs::create_dir_all(&own).unwrap();
-        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777)).unwrap();
-        give_to_nobody(&tmp.join("corral-work"));
-        give_to_nobody(&own);
-    }
     let remote = scratch.join("remote.git");
     let remote_url = format!("file://{}", remote.display());
     let first = scratch.join("first");
@@ -501,15 +488,41 @@ fn a_sprint_named_like_an_earlier_one_runs_its_own_task_not_the_earlier_clone_or
     )
     .unwrap();
     assert_eq!(task["status"], "done", "{task}");
-    if root {
+
+    // Made first by another user (only root may give a directory away): the old fixed path of
+    // the next sprint's task, holding a tree of theirs, and the per-user directory.
+    if own_uid() == 0 {
+        let planted = tmp.join("corral-work/planted/t1");
+        std::fs::create_dir_all(&planted).unwrap();
+        std::fs::write(planted.join("planted.txt"), "theirs").unwrap();
+        give_to_nobody(&tmp.join("corral-work"));
+        let own = tmp.join(format!("corral-{}", own_uid()));
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777)).unwrap();
+        give_to_nobody(&own);
+        let before = names_in(&own);
+        let third = scratch.join("third");
+        project_with(
+            &third,
+            &sprint_file_with("planted", &prompt("gamma.txt")),
+            &remote,
+        );
+        let out = sprint_run(&third, "third");
+        let shown = transcript(&world.env, &out);
+        assert_eq!(out.status.code(), Some(0), "{shown}");
+        assert_eq!(
+            git_out(&third, &["show", "corral/planted:gamma.txt"]),
+            "made",
+            "{shown}"
+        );
         assert_eq!(
             names_in(&planted),
             ["planted.txt"],
             "the old path another user made is not used"
         );
-        assert!(
-            names_in(&own).is_empty(),
-            "the private root another user made is not used"
+        assert_eq!(
+            names_in(&own),
+            before,
+            "the private root another user took is not used"
         );
     }
     drop(cluster);
