@@ -293,6 +293,11 @@ pub struct SprintWorkArgs {
     /// started ahead). Printed first: `{"kind":"ready",…}` on stdout.
     #[arg(long, value_name = "REF")]
     pub gate: Option<String>,
+    /// A ref on the remote holding the sprint's learnings so far (a blob of
+    /// `learnings.ndjson`, pushed by the coordinator): written into the clone's sprint
+    /// directory before the first round, so the generator's brief shows them.
+    #[arg(long, value_name = "REF")]
+    pub learnings: Option<String>,
     /// One JSON object per step on stdout, ending with the handback.
     #[arg(long)]
     pub json: bool,

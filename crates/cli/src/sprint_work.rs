@@ -48,6 +48,8 @@ const GATE_POLL: Duration = Duration::from_millis(200);
 const RECORD_SETTLE: Duration = Duration::from_millis(500);
 /// The longest a change of the task's state waits for its record's push.
 const RECORD_LATEST: Duration = Duration::from_secs(2);
+/// The most of the sprint's learnings taken from the remote: what the flow reads of them.
+const LEARNINGS_LIMIT: usize = 4 * 1024 * 1024;
 
 /// Runs `corral sprint work`.
 pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
@@ -104,6 +106,14 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         resume_from_remote(&worker, &layout, &file, &task, &owner, &state_file).await?
     };
     write_owner(&layout, &task, &owner)?;
+    if let Some(learnings) = &args.learnings
+        && let Err(e) = worker
+            .take_learnings(learnings, &layout.learnings_file())
+            .await
+    {
+        // The task runs without them, as a local one run before any task learned anything.
+        errln!("warning: the sprint's learnings at {learnings} did not come: {e:#}");
+    }
     let run_id = owner.run_id.clone();
 
     let loaded = load_settings(&work, Vec::new())?;
@@ -560,6 +570,35 @@ impl Worker<'_> {
                 () = tokio::time::sleep(GATE_POLL) => {}
             }
         }
+    }
+
+    /// Fetches the blob `reference` names on the remote (the sprint's learnings) and writes
+    /// it to `path`.
+    async fn take_learnings(&self, reference: &str, path: &Path) -> anyhow::Result<()> {
+        let refspec = format!("+{reference}:{reference}");
+        self.git(
+            &self.work,
+            &["fetch", "--quiet", &self.remote, &refspec],
+            &self.to_remote(),
+        )
+        .await?;
+        let mut spec = CommandSpec::git(["cat-file", "blob", reference], &self.work, GIT_TIMEOUT);
+        spec.env.clone_from(&self.env);
+        // As much as the flow reads of `learnings.ndjson`: the default keeps 64 KiB.
+        spec.output_limit = LEARNINGS_LIMIT;
+        let out = self.runner.run(spec, &self.cancel).await?;
+        if !out.success() {
+            anyhow::bail!(
+                "git cat-file blob {reference}: {:?}: {}",
+                out.end,
+                out.stderr.text.trim()
+            );
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, out.stdout.text)?;
+        Ok(())
     }
 
     /// Fetches the task's record from the remote; whether it has one.

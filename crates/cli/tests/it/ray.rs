@@ -34,6 +34,11 @@ const TS: &str = "2026-12-02T10:00:00Z";
 const TASKS: [&str; 4] = ["t1", "t2", "t3", "t4"];
 const REAL: &str = "t4";
 const STOPPED: &str = "t3";
+/// The task whose stand-in reports [`LEARNING`], and the task depending on it, through the
+/// real Claude Code (the fake model API records its brief).
+const LEARNER: &str = "l1";
+const DEPENDENT: &str = "l2";
+const LEARNING: &str = "LEARNED-BY-L1: the fixtures are generated, never edited";
 /// The second sprint's tasks, held by the stand-in until the test lets them go.
 const HELD: [&str; 2] = ["c1", "c2"];
 /// The check of both sprints: a task whose file still says TODO is not done.
@@ -43,13 +48,14 @@ const CHECK: &str = "! grep -qs TODO *.txt";
 /// (`…/implement/<task>/rounds/<N>/generator/signals.json`, named in the prompt) names the task
 /// and the round. `t4` goes to the real Claude Code; `t3` writes TODO in round 1 (the check
 /// fails) and in round 2 waits for the file `GO_STOPPED`; the `c` tasks wait for `GO_HELD`; a
-/// task whose prompt says `create NAME.txt` gets that file.
+/// task whose prompt says `create NAME.txt` gets that file; `l1` reports a learning and `l2`
+/// (which depends on it) goes to the real Claude Code.
 const STAND_IN: &str = r#"#!/bin/sh
 if [ "$1" = "--version" ]; then exec "REAL_CLAUDE" "$@"; fi
 PROMPT=$(cat)
 SIGNALS=$(printf '%s\n' "$PROMPT" | grep -o '/[^`]*signals\.json' | head -n 1)
 R=${SIGNALS%/generator/signals.json}; ROUND=${R##*/}; T=${R%/rounds/*}; TASK=${T##*/}
-if [ "$TASK" = "REAL_TASK" ]; then printf '%s\n' "$PROMPT" | "REAL_CLAUDE" "$@"; exit $?; fi
+if [ "$TASK" = "REAL_TASK" ] || [ "$TASK" = "DEPENDENT_TASK" ]; then printf '%s\n' "$PROMPT" | "REAL_CLAUDE" "$@"; exit $?; fi
 echo '{"type":"system","subtype":"init","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","model":"claude-opus-4-8"}'
 TEXT=done
 case "$TASK.$ROUND" in
@@ -62,7 +68,9 @@ if [ -n "$GATE" ]; then
 fi
 NAMED=$(printf '%s\n' "$PROMPT" | grep -o 'create [a-z]*\.txt' | head -n 1)
 if [ -n "$NAMED" ]; then echo made > "${NAMED#create }"; else echo "$TEXT" > "$TASK.txt"; fi
-printf '%s' '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}]}' > "$SIGNALS"
+LEARN=
+if [ "$TASK" = "LEARNER_TASK" ]; then LEARN=',{"type":"learning","timestamp":"2026-12-01T10:00:00Z","text":"LEARNING_TEXT"}'; fi
+printf '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}%s]}' "$LEARN" > "$SIGNALS"
 echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":5}}'
 "#;
 
@@ -528,6 +536,81 @@ fn a_sprint_named_like_an_earlier_one_runs_its_own_task_not_the_earlier_clone_or
     drop(cluster);
 }
 
+/// Issue 37: a task's learning reaches the generator's brief of the task that depends on it,
+/// run as another job on the cluster (on either node: the learnings go through the remote, not
+/// a node's disk), and comes back to the coordinator's `learnings.ndjson`.
+#[test]
+fn a_tasks_learning_reaches_the_brief_of_its_dependent_run_as_another_job() {
+    let Some(venv) = require_ray() else {
+        return;
+    };
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::default().with_round(Role::Generator, DEPENDENT, 1, round(DEPENDENT))
+    });
+    let scratch = world.project().parent().unwrap().to_path_buf();
+    let tmp = scratch.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let vars = with_stand_in(
+        &world,
+        &scratch,
+        &scratch.join("go-stopped"),
+        &scratch.join("go-held"),
+    );
+    let remote = scratch.join("remote.git");
+    let remote_url = format!("file://{}", remote.display());
+    let project = scratch.join("learn");
+    let sprint = format!(
+        "{}\n[[tasks]]\nid = \"{DEPENDENT}\"\ntitle = \"Write {DEPENDENT}\"\n\
+         prompt = \"Write ok to {DEPENDENT}.txt.\"\ndepends_on = [\"{LEARNER}\"]\n",
+        sprint_file_with("learn", &[(LEARNER, format!("Write ok to {LEARNER}.txt."))])
+    );
+    project_with(&project, &sprint, &remote);
+    let mut node_env: Vec<(String, String)> = world.vars().to_vec();
+    node_env.push(("HOME".into(), world.env.home().display().to_string()));
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", "it"),
+        ("GIT_AUTHOR_EMAIL", "it@example.invalid"),
+        ("GIT_COMMITTER_NAME", "it"),
+        ("GIT_COMMITTER_EMAIL", "it@example.invalid"),
+        ("TMPDIR", &tmp.display().to_string()),
+    ] {
+        node_env.push((k.into(), v.into()));
+    }
+    let cluster = RayCluster::start_with_env(&venv, &node_env).expect("the cluster starts");
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .env("TMPDIR", &tmp)
+        .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
+        .env("CORRAL_EXECUTOR__RAY__REMOTE", &remote_url)
+        .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", "0.5")
+        .current_dir(&project)
+        .stdin(Stdio::null())
+        .args(["sprint", "run", "--jobs", "2", "--executor", "ray"]);
+    let out = wait_with_cap(spawn_logged(&mut cmd, &scratch, "learn"), RUN_CAP);
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let briefs: Vec<String> = world
+        .api
+        .model_requests()
+        .into_iter()
+        .filter_map(|r| r.last_user_text)
+        .collect();
+    assert!(
+        briefs.iter().any(|b| b.contains(LEARNING)),
+        "{DEPENDENT}'s brief shows what {LEARNER} learned: {briefs:#?}\n{shown}"
+    );
+    let learnings = std::fs::read_to_string(project.join(".corral/sprints/learn/learnings.ndjson"))
+        .unwrap_or_default();
+    assert!(
+        learnings.contains(LEARNING),
+        "the learning is the coordinator's: {learnings}\n{shown}"
+    );
+    drop(cluster);
+}
+
 /// How a test runs the sprint (`--jobs` given) and shows what a run printed.
 type Runs<'a> = (
     &'a dyn Fn(&str) -> std::process::Command,
@@ -634,6 +717,9 @@ fn with_stand_in(
         STAND_IN
             .replace("REAL_CLAUDE", &real_claude)
             .replace("REAL_TASK", REAL)
+            .replace("DEPENDENT_TASK", DEPENDENT)
+            .replace("LEARNER_TASK", LEARNER)
+            .replace("LEARNING_TEXT", LEARNING)
             .replace("STOPPED_TASK", STOPPED)
             .replace("GO_STOPPED", &go_stopped.display().to_string())
             .replace("GO_HELD", &go_held.display().to_string()),

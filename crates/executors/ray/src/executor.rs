@@ -200,6 +200,7 @@ impl TaskExecutor for RayExecutor {
         host.git_push(&root, &self.settings.remote, &[&base_ref])
             .await?;
         self.stop_leftovers(&job, host).await?;
+        let learnings = self.ship_learnings(&job, host).await?;
         let mut state = job.resume.clone();
         let mut losses = 0;
         let mut attempt = 0;
@@ -226,7 +227,14 @@ impl TaskExecutor for RayExecutor {
                     _ = pace.wait_for(|p| p.starting == 0) => {}
                 }
             }
-            let (id, gate) = self.submit(&job, attempt, followed.ahead.is_some()).await?;
+            let (id, gate) = self
+                .submit(
+                    &job,
+                    attempt,
+                    followed.ahead.is_some(),
+                    learnings.as_deref(),
+                )
+                .await?;
             followed.gate = gate;
             tracing::info!(task = %job.task, job = %id, attempt, gated = followed.gate.is_some(), "submitted the task's Ray job");
             host.job_log(
@@ -309,14 +317,40 @@ impl RayExecutor {
         (slot, Counted::new(&self.pace, field))
     }
 
-    /// Submits attempt `attempt` of the task's job, `gated` or not; its submission id and
-    /// gate. An id already taken on the cluster (an earlier run with the same run id) moves on
-    /// to the next free one.
+    /// Pushes the sprint's learnings so far (`learnings.ndjson`, the coordinator's) to the
+    /// remote as one blob under `refs/corral/<sprint>/<task>/learnings`; the ref, `None` when
+    /// there are none. A worker's clone holds no `.corral/` of the coordinator's, and its
+    /// generator's brief shows what the tasks done so far learned, as a local task's does; the
+    /// tasks it depends on are done (and folded, their learnings appended) before it is handed
+    /// here.
+    async fn ship_learnings(
+        &self,
+        job: &TaskJob,
+        host: &dyn TaskHost,
+    ) -> Result<Option<String>, ExecutorError> {
+        let path = host.layout().learnings_file();
+        if std::fs::metadata(&path).map_or(true, |m| m.len() == 0) {
+            return Ok(None);
+        }
+        let root = host.project_root();
+        let file = path.display().to_string();
+        let blob = host.git(root, &["hash-object", "-w", "--", &file]).await?;
+        let reference = format!("refs/corral/{}/{}/learnings", job.sprint, job.task);
+        let refspec = format!("{}:{reference}", blob.trim());
+        host.git_push(root, &self.settings.remote, &[&refspec])
+            .await?;
+        Ok(Some(reference))
+    }
+
+    /// Submits attempt `attempt` of the task's job, `gated` or not, with the sprint's
+    /// `learnings` ref; its submission id and gate. An id already taken on the cluster (an
+    /// earlier run with the same run id) moves on to the next free one.
     async fn submit(
         &self,
         job: &TaskJob,
         attempt: u32,
         gated: bool,
+        learnings: Option<&str>,
     ) -> Result<(String, Option<String>), ExecutorError> {
         let mut suffix = 0;
         loop {
@@ -333,7 +367,7 @@ impl RayExecutor {
             // One gate per job: a gate left on the remote by an earlier job opens no other.
             let gate = gated.then(|| format!("refs/corral/{}/{}/gate/{id}", job.sprint, job.task));
             let submission = JobSubmission {
-                entrypoint: self.entrypoint(job, gate.as_deref()),
+                entrypoint: self.entrypoint(job, gate.as_deref(), learnings),
                 submission_id: id.clone(),
                 entrypoint_num_cpus: Some(self.settings.entrypoint_num_cpus),
                 entrypoint_memory: (self.settings.entrypoint_memory_mb > 0)
@@ -355,7 +389,7 @@ impl RayExecutor {
     }
 
     /// The worker's command line, shell-quoted.
-    fn entrypoint(&self, job: &TaskJob, gate: Option<&str>) -> String {
+    fn entrypoint(&self, job: &TaskJob, gate: Option<&str>, learnings: Option<&str>) -> String {
         let words = [
             self.settings.corral.as_str(),
             "sprint",
@@ -378,9 +412,11 @@ impl RayExecutor {
             "--json",
         ];
         let gate = gate.map(|g| ["--gate", g]);
+        let learnings = learnings.map(|l| ["--learnings", l]);
         words
             .iter()
             .chain(gate.iter().flatten())
+            .chain(learnings.iter().flatten())
             .map(|w| shell_quote(w))
             .collect::<Vec<_>>()
             .join(" ")
