@@ -30,6 +30,8 @@ use corral_sprint::{
 };
 use tokio::sync::watch;
 
+mod holds;
+
 use crate::args::SprintWorkArgs;
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
@@ -106,13 +108,10 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         resume_from_remote(&worker, &layout, &file, &task, &owner, &state_file).await?
     };
     write_owner(&layout, &task, &owner)?;
-    if let Some(learnings) = &args.learnings
-        && let Err(e) = worker
+    if let Some(learnings) = &args.learnings {
+        worker
             .take_learnings(learnings, &layout.learnings_file())
-            .await
-    {
-        // The task runs without them, as a local one run before any task learned anything.
-        errln!("warning: the sprint's learnings at {learnings} did not come: {e:#}");
+            .await;
     }
     let run_id = owner.run_id.clone();
 
@@ -120,6 +119,7 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
     let settings = &loaded.settings;
     let config = engine_config(settings);
     let (generator, evaluator) = crate::sprint::role_agents(&file, settings, &config)?;
+    let accounts = holds::accounts(&file, settings, &config);
     let cancel = CancellationToken::new();
     let view = SprintView::new(Style::choose(args.json, false));
     install_signal_handlers(cancel.clone(), view.clone());
@@ -173,6 +173,9 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
             owner: owner.clone(),
             changed: tx,
         };
+        // An account held on another node holds this one's spawns too.
+        let mut passed = holds::Passed::default();
+        worker.take_holds(&accounts, &mut passed).await;
         let done = CancellationToken::new();
         let working = async {
             let result = work_task(&run, &job, &work, &recorder).await;
@@ -180,7 +183,8 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
             result
         };
         let pushing = worker.push_records(rx, &done, layout.root(), &task, &reference);
-        let (result, ()) = tokio::join!(working, pushing);
+        let relaying = worker.relay_holds(&accounts, passed, &done);
+        let (result, (), ()) = tokio::join!(working, pushing, relaying);
         result.map(|handback| (handback.state, handback.end))
     };
     view.finish();
@@ -573,8 +577,15 @@ impl Worker<'_> {
     }
 
     /// Fetches the blob `reference` names on the remote (the sprint's learnings) and writes
-    /// it to `path`.
-    async fn take_learnings(&self, reference: &str, path: &Path) -> anyhow::Result<()> {
+    /// it to `path`. Without them (said on stderr) the task runs as a local one run before
+    /// any task learned anything.
+    async fn take_learnings(&self, reference: &str, path: &Path) {
+        if let Err(e) = self.write_learnings(reference, path).await {
+            errln!("warning: the sprint's learnings at {reference} did not come: {e:#}");
+        }
+    }
+
+    async fn write_learnings(&self, reference: &str, path: &Path) -> anyhow::Result<()> {
         let refspec = format!("+{reference}:{reference}");
         self.git(
             &self.work,

@@ -14,11 +14,16 @@
 //! 3. the same run again, killed with SIGKILL in the same place: its jobs are left running;
 //! 4. that sprint run again: it stops the jobs the killed run left, continues and folds its
 //!    tasks.
+//!
+//! Issue 37's tests start their own clusters: a sprint named like an earlier one runs its own
+//! task (not the earlier clone or record), and directories another user made first are left
+//! alone; a task's learning reaches its dependent's brief; a 429 met on one node holds the
+//! account's spawns on the other (its own `HOME`) until the reset.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use corral_test_support::Signal;
 use corral_test_support::fake_api::{Role, Scenario, Step};
@@ -39,6 +44,8 @@ const STOPPED: &str = "t3";
 const LEARNER: &str = "l1";
 const DEPENDENT: &str = "l2";
 const LEARNING: &str = "LEARNED-BY-L1: the fixtures are generated, never edited";
+/// The task whose stand-in writes when it was spawned and with which `HOME` (`<epoch s> <home>`).
+const GATED: &str = "g2";
 /// The second sprint's tasks, held by the stand-in until the test lets them go.
 const HELD: [&str; 2] = ["c1", "c2"];
 /// The check of both sprints: a task whose file still says TODO is not done.
@@ -68,6 +75,7 @@ if [ -n "$GATE" ]; then
 fi
 NAMED=$(printf '%s\n' "$PROMPT" | grep -o 'create [a-z]*\.txt' | head -n 1)
 if [ -n "$NAMED" ]; then echo made > "${NAMED#create }"; else echo "$TEXT" > "$TASK.txt"; fi
+if [ "$TASK" = "HELD_BY_GATE" ]; then echo "$(date +%s) $HOME" > "$TASK.txt"; fi
 LEARN=
 if [ "$TASK" = "LEARNER_TASK" ]; then LEARN=',{"type":"learning","timestamp":"2026-12-01T10:00:00Z","text":"LEARNING_TEXT"}'; fi
 printf '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}%s]}' "$LEARN" > "$SIGNALS"
@@ -611,6 +619,135 @@ fn a_tasks_learning_reaches_the_brief_of_its_dependent_run_as_another_job() {
     drop(cluster);
 }
 
+/// Issue 37: a 429 with a usage-limit reset time met by a task's generator on one node holds
+/// the same account's spawns on the other node (its own `HOME`, so its own gate on disk) until
+/// the reset: the worker publishes the hold on the remote (`refs/corral/holds/claude`), and the
+/// other worker takes it into its node's gate. `t4` (the real Claude Code) meets the 429; `g2`
+/// is kept in its check before its first round until the hold is on the remote, then its
+/// stand-in says when it was spawned.
+#[test]
+fn a_rate_limit_met_on_one_node_holds_the_accounts_spawns_on_the_other_until_its_reset() {
+    let Some(venv) = require_ray() else {
+        return;
+    };
+    // From before the cluster starts (15-25 s) and the jobs reach their rounds.
+    let reset = SystemTime::now() + Duration::from_secs(75);
+    let reset_s = reset.duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let limited = format!(
+        r#"{{"type":"error","error":{{"type":"rate_limit_error","message":"Claude AI usage limit reached|{reset_s}"}}}}"#
+    );
+    let world = World::new(&CLAUDE, |_| {
+        let mut steps = vec![Step::HttpError {
+            status: 429,
+            retry_after_secs: None,
+            body: Some(limited),
+        }];
+        steps.extend(round(REAL));
+        Scenario::default().with_round(Role::Generator, REAL, 1, steps)
+    });
+    let scratch = world.project().parent().unwrap().to_path_buf();
+    let tmp = scratch.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let vars = with_stand_in(
+        &world,
+        &scratch,
+        &scratch.join("go-stopped"),
+        &scratch.join("go-held"),
+    );
+    let go = scratch.join("go-gated");
+    let remote = scratch.join("remote.git");
+    let remote_url = format!("file://{}", remote.display());
+    let project = scratch.join("gate");
+    // The check holds g2 (its record directory is in its clone) until the test lets it go.
+    let check = format!(
+        "n=0; while [ -d .corral/sprints/gate/implement/{GATED} ] && [ ! -e {} ] && [ $n -lt 550 ]; do sleep 0.1; n=$((n+1)); done; true",
+        go.display()
+    );
+    let mut sprint = format!(
+        "[sprint]\nname = \"gate\"\ncheck = '{check}'\ncheck_timeout_ms = 60000\n\
+         max_rounds = 3\nmax_attempts = 2\n\n[roles.generator]\nprovider = \"claude\"\n\n\
+         [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
+    );
+    for task in [REAL, GATED] {
+        sprint.push_str(&format!(
+            "\n[[tasks]]\nid = \"{task}\"\ntitle = \"Write {task}\"\nprompt = \"Write ok to {task}.txt.\"\n"
+        ));
+    }
+    project_with(&project, &sprint, &remote);
+    let mut node_env: Vec<(String, String)> = world.vars().to_vec();
+    node_env.push(("HOME".into(), world.env.home().display().to_string()));
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", "it"),
+        ("GIT_AUTHOR_EMAIL", "it@example.invalid"),
+        ("GIT_COMMITTER_NAME", "it"),
+        ("GIT_COMMITTER_EMAIL", "it@example.invalid"),
+        ("TMPDIR", &tmp.display().to_string()),
+    ] {
+        node_env.push((k.into(), v.into()));
+    }
+    // The second machine: a copy of the first's home, its own all the same.
+    let second_home = scratch.join("second-home");
+    let copied = corral_test_support::command(Path::new("cp"))
+        .arg("-a")
+        .arg(world.env.home())
+        .arg(&second_home)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let second = [("HOME".to_owned(), second_home.display().to_string())];
+    let cluster =
+        RayCluster::start_with_node_env(&venv, &node_env, &second).expect("the cluster starts");
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .env("TMPDIR", &tmp)
+        .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
+        .env("CORRAL_EXECUTOR__RAY__REMOTE", &remote_url)
+        .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", "1")
+        .current_dir(&project)
+        .stdin(Stdio::null())
+        .args(["sprint", "run", "--jobs", "2", "--executor", "ray"]);
+    let child = spawn_logged(&mut cmd, &scratch, "gate");
+    let limited_once = wait_for(Duration::from_secs(70), || {
+        world
+            .api
+            .model_requests()
+            .iter()
+            .any(|r| r.step.as_deref() == Some("http_error"))
+    });
+    // Long enough for the hold to be published and taken (each worker passes holds every
+    // second).
+    std::thread::sleep(Duration::from_secs(4));
+    std::fs::write(&go, "").unwrap();
+    let out = wait_with_cap(child, RUN_CAP);
+    let shown = transcript(&world.env, &out);
+    // Which node ran which task: Ray places the jobs (with a CPU each, the head's two and the
+    // second node's one, the second job has gone to the second node), so say it: each node's
+    // gate on disk, and g2's HOME.
+    for home in [world.env.home(), second_home] {
+        let gate = names_in(&home.join(".local/state/corral/rate-limits"));
+        eprintln!("the gate under {}: {gate:?}", home.display());
+    }
+    let said = git_out(&project, &["show", &format!("corral/gate:{GATED}.txt")]);
+    eprintln!("{GATED} said: {said}");
+    let (spawned_s, home) = said.split_once(' ').unwrap_or(("0", ""));
+    let spawned_s: u64 = spawned_s.parse().unwrap_or(0);
+    assert!(
+        spawned_s >= reset_s,
+        "{GATED} was spawned at {spawned_s}, {} s before the reset {reset_s} (on HOME {home}): {shown}",
+        reset_s.saturating_sub(spawned_s)
+    );
+    assert!(limited_once, "t4 met its 429: {shown}");
+    assert!(
+        !git_out(&remote, &["for-each-ref", "refs/corral/holds/"]).is_empty(),
+        "the hold was published on the remote: {shown}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    drop(cluster);
+}
+
 /// How a test runs the sprint (`--jobs` given) and shows what a run printed.
 type Runs<'a> = (
     &'a dyn Fn(&str) -> std::process::Command,
@@ -718,6 +855,7 @@ fn with_stand_in(
             .replace("REAL_CLAUDE", &real_claude)
             .replace("REAL_TASK", REAL)
             .replace("DEPENDENT_TASK", DEPENDENT)
+            .replace("HELD_BY_GATE", GATED)
             .replace("LEARNER_TASK", LEARNER)
             .replace("LEARNING_TEXT", LEARNING)
             .replace("STOPPED_TASK", STOPPED)
