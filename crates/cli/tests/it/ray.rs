@@ -723,9 +723,9 @@ fn a_rate_limit_met_on_one_node_holds_the_accounts_spawns_on_the_other_until_its
     std::fs::write(&go, "").unwrap();
     let out = wait_with_cap(child, RUN_CAP);
     let shown = transcript(&world.env, &out);
-    // Which node ran which task: Ray places the jobs (with a CPU each, the head's two and the
-    // second node's one, the second job has gone to the second node), so say it: each node's
-    // gate on disk, and g2's HOME.
+    // Which node ran which task: Ray places the jobs (with a CPU each, on the head's two and
+    // the second node's one, the two have gone to different nodes in every run seen, either
+    // way round), so say it: each node's gate on disk, and g2's HOME.
     for home in [world.env.home(), second_home] {
         let gate = names_in(&home.join(".local/state/corral/rate-limits"));
         eprintln!("the gate under {}: {gate:?}", home.display());
