@@ -16,7 +16,10 @@
 //! folds it.
 //!
 //! One writer: the worker writes only its clone and its own refs on the remote; the sprint's
-//! `sprint.json` and learnings are the coordinator's.
+//! `sprint.json` and learnings are the coordinator's (the worker gets a copy of the learnings
+//! through `--learnings`, and its own come back with its record). Shared by every worker: the
+//! provider accounts' holds, which each passes between its node's gate and the remote
+//! (`holds`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
