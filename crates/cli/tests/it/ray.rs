@@ -545,8 +545,9 @@ fn a_sprint_named_like_an_earlier_one_runs_its_own_task_not_the_earlier_clone_or
 }
 
 /// Issue 37: a task's learning reaches the generator's brief of the task that depends on it,
-/// run as another job on the cluster (on either node: the learnings go through the remote, not
-/// a node's disk), and comes back to the coordinator's `learnings.ndjson`.
+/// run as another job on the cluster (on either node, each with its own `HOME`: the learnings
+/// go through the remote, not a node's disk), and comes back to the coordinator's
+/// `learnings.ndjson`.
 #[test]
 fn a_tasks_learning_reaches_the_brief_of_its_dependent_run_as_another_job() {
     let Some(venv) = require_ray() else {
@@ -584,7 +585,18 @@ fn a_tasks_learning_reaches_the_brief_of_its_dependent_run_as_another_job() {
     ] {
         node_env.push((k.into(), v.into()));
     }
-    let cluster = RayCluster::start_with_env(&venv, &node_env).expect("the cluster starts");
+    // Two machines: the second node has its own HOME (a copy of the first's).
+    let second_home = scratch.join("second-home");
+    let copied = corral_test_support::command(Path::new("cp"))
+        .arg("-a")
+        .arg(world.env.home())
+        .arg(&second_home)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let second = [("HOME".to_owned(), second_home.display().to_string())];
+    let cluster =
+        RayCluster::start_with_node_env(&venv, &node_env, &second).expect("the cluster starts");
     let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
