@@ -5,7 +5,9 @@
 //! When the job ends with a handback (exit 0 done, 3 blocked) the task's branch and record are
 //! fetched from the remote; when Ray lost it (its node went away, or someone stopped it) the job
 //! is resubmitted under a new id, at most `max_resubmits` times, and the worker resumes from the
-//! record it pushed after its last step. Cancelling the run stops the job.
+//! record it pushed after its last step (a record is taken only when its `worker.json` names
+//! this run, task, base and remote). The sprint's learnings so far go to the worker as a blob
+//! ref on the remote (`--learnings`). Cancelling the run stops the job.
 //!
 //! Jobs start ahead ([`TaskExecutor::lookahead`]): a Ray job takes a second or more before its
 //! entrypoint runs (the job's supervisor, a Python worker of Ray's), so the coordinator hands
