@@ -284,7 +284,8 @@ pub struct SprintWorkArgs {
     /// The sprint run's id (the `Corral-Run:` trailer of the task's commit).
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
-    /// Where the clone is (reused when it is there; default: ./corral-work).
+    /// Where the clone is (reused when its record names this run's task, base and remote;
+    /// default: a directory of this user's alone in the temp dir, keyed by the run and task).
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
     /// Wait, once the clone is ready and before the first round, until this ref exists on
@@ -292,6 +293,11 @@ pub struct SprintWorkArgs {
     /// started ahead). Printed first: `{"kind":"ready",…}` on stdout.
     #[arg(long, value_name = "REF")]
     pub gate: Option<String>,
+    /// A ref on the remote holding the sprint's learnings so far (a blob of
+    /// `learnings.ndjson`, pushed by the coordinator): written into the clone's sprint
+    /// directory before the first round, so the generator's brief shows them.
+    #[arg(long, value_name = "REF")]
+    pub learnings: Option<String>,
     /// One JSON object per step on stdout, ending with the handback.
     #[arg(long)]
     pub json: bool,

@@ -1,19 +1,25 @@
 //! `corral sprint work`: one task of a sprint, run on this machine for a remote executor (a Ray
 //! job's entrypoint runs it on a worker node).
 //!
-//! It clones the repository from `--remote` into its work dir (or reuses the clone there),
-//! checks out `--base` on the task's branch, and runs the task's rounds with the same engine,
-//! sandbox and record as `corral sprint run` (`corral_sprint::work_task`). After its steps
+//! It clones the repository from `--remote` into its work dir (a private directory of its run's
+//! task, see `private_dir`, or `--work-dir`), checks out `--base` on the task's branch, and runs
+//! the task's rounds with the same engine, sandbox and record as `corral sprint run`
+//! (`corral_sprint::work_task`). After its steps
 //! (once a burst of them has settled) it pushes the task's record to
 //! `refs/corral/<sprint>/<task>/record`: a commit whose tree holds `implement/<task>/` (the
 //! record, and `task.json`, the task's state) and `tree/` (the work tree as it was), so that
 //! the same command run again, here or on another node, resumes from the last recorded step
-//! instead of running a round again. When the task is over, its last record, the removal of
+//! instead of running a round again. A clone or a record is resumed from only when its
+//! `worker.json` ([`RecordOwner`]) names this run, sprint, task (and its text), base and remote;
+//! anything else starts the task afresh. When the task is over, its last record, the removal of
 //! its gate and (done) its branch go to the remote in one push; the coordinator fetches and
 //! folds it.
 //!
 //! One writer: the worker writes only its clone and its own refs on the remote; the sprint's
-//! `sprint.json` and learnings are the coordinator's.
+//! `sprint.json` and learnings are the coordinator's (the worker gets a copy of the learnings
+//! through `--learnings`, and its own come back with its record). Shared by every worker: the
+//! provider accounts' holds, which each passes between its node's gate and the remote
+//! (`holds`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,10 +27,13 @@ use std::time::Duration;
 use corral_compose::{command_runner, engine_config, new_run_id, now};
 use corral_ports::{CancellationToken, CommandEnd, CommandRunner, CommandSpec};
 use corral_sprint::{
-    RoleAgent, RunOptions, SprintError, SprintLayout, SprintRun, SprintState, TaskEnd, TaskId,
-    TaskJob, TaskRecorder, TaskState, TaskStatus, extract_tree, record_ref, work_task,
+    RECORD_OWNER_FILE, RecordOwner, RoleAgent, RunOptions, SprintError, SprintLayout, SprintRun,
+    SprintState, TaskEnd, TaskId, TaskJob, TaskRecorder, TaskState, TaskStatus, extract_tree,
+    record_ref, work_task,
 };
 use tokio::sync::watch;
+
+mod holds;
 
 use crate::args::SprintWorkArgs;
 use crate::config_cmd::load_settings;
@@ -44,16 +53,14 @@ const GATE_POLL: Duration = Duration::from_millis(200);
 const RECORD_SETTLE: Duration = Duration::from_millis(500);
 /// The longest a change of the task's state waits for its record's push.
 const RECORD_LATEST: Duration = Duration::from_secs(2);
+/// The most of the sprint's learnings taken from the remote: what the flow reads of them.
+const LEARNINGS_LIMIT: usize = 4 * 1024 * 1024;
 
 /// Runs `corral sprint work`.
 pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
     let cwd = std::env::current_dir()?;
-    let work = cwd.join(
-        args.work_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("corral-work")),
-    );
     let task = TaskId::new(&args.task).map_err(|e| usage(format!("--task {}: {e}", args.task)))?;
+    let work = work_dir(&args, &cwd)?;
     let outer = load_settings(&cwd, Vec::new())?;
     let commands = command_runner(engine_config(&outer.settings));
     // The worker's own git (clone, record, push) ends on its own, even once the task is
@@ -71,33 +78,54 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
     if cloned {
         worker.checkout_base(&args.branch, &args.base).await?;
     }
-    let file = match crate::sprint::load_or_report(&work.join(&args.sprint_file))? {
-        Ok(file) => file,
+    ignore_state_dir(&work)?;
+    let (mut file, mut owner) = match sprint_and_owner(&args, &work, &task)? {
+        Ok(loaded) => loaded,
         Err(exit) => return Ok(exit),
     };
-    if file.task(&task).is_none() {
-        return Err(usage(format!(
-            "--task {task}: {} has no such task",
-            args.sprint_file.display()
-        )));
+    let mut layout = SprintLayout::new(&work, &file.sprint.name);
+    let mut state_file = layout.task_state_file(&task);
+    let local = read_owner(&layout, &task);
+    let resumes_here = !cloned && local.as_ref() == Some(&owner) && state_file.exists();
+    if !cloned && !resumes_here {
+        // A clone this run's task did not leave as it is (its record names another run, base,
+        // remote or task text, or none): the task starts from the base, or from its own record
+        // on the remote, never from this tree.
+        worker.checkout_base(&args.branch, &args.base).await?;
+        remove_task_dir(&layout, &task)?;
+        (file, owner) = match sprint_and_owner(&args, &work, &task)? {
+            Ok(loaded) => loaded,
+            Err(exit) => return Ok(exit),
+        };
+        layout = SprintLayout::new(&work, &file.sprint.name);
+        state_file = layout.task_state_file(&task);
     }
-    ignore_state_dir(&work)?;
-    let layout = SprintLayout::new(&work, &file.sprint.name);
     let reference = record_ref(file.sprint.name.as_str(), task.as_str());
-    let state_file = layout.task_state_file(&task);
-    let resume = resume_point(&worker, &args, &file, &task, &state_file, cloned).await?;
+    let resume = if resumes_here {
+        worker.stay_on(&args.branch).await?;
+        match read_task_state(&state_file) {
+            Some(state) => state,
+            None => fresh_task(&file, &task)?,
+        }
+    } else {
+        resume_from_remote(&worker, &layout, &file, &task, &owner, &state_file).await?
+    };
+    write_owner(&layout, &task, &owner)?;
+    if let Some(learnings) = &args.learnings {
+        worker
+            .take_learnings(learnings, &layout.learnings_file())
+            .await;
+    }
+    let run_id = owner.run_id.clone();
 
     let loaded = load_settings(&work, Vec::new())?;
     let settings = &loaded.settings;
     let config = engine_config(settings);
     let (generator, evaluator) = crate::sprint::role_agents(&file, settings, &config)?;
+    let accounts = holds::accounts(&file, settings, &config);
     let cancel = CancellationToken::new();
     let view = SprintView::new(Style::choose(args.json, false));
     install_signal_handlers(cancel.clone(), view.clone());
-    let run_id = args
-        .run_id
-        .clone()
-        .unwrap_or_else(|| new_run_id(file.generator.provider));
     let job = TaskJob {
         sprint: file.sprint.name.clone(),
         task: task.clone(),
@@ -145,8 +173,12 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         let (tx, rx) = watch::channel(0_u64);
         let recorder = FileRecorder {
             path: state_file.clone(),
+            owner: owner.clone(),
             changed: tx,
         };
+        // An account held on another node holds this one's spawns too.
+        let mut passed = holds::Passed::default();
+        worker.take_holds(&accounts, &mut passed).await;
         let done = CancellationToken::new();
         let working = async {
             let result = work_task(&run, &job, &work, &recorder).await;
@@ -154,7 +186,8 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
             result
         };
         let pushing = worker.push_records(rx, &done, layout.root(), &task, &reference);
-        let (result, ()) = tokio::join!(working, pushing);
+        let relaying = worker.relay_holds(&accounts, passed, &done);
+        let (result, (), ()) = tokio::join!(working, pushing, relaying);
         result.map(|handback| (handback.state, handback.end))
     };
     view.finish();
@@ -188,31 +221,117 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
     Ok(finish(&args, &task, &state, end, &reference))
 }
 
-/// Where the task resumes: this clone's own record (its tree kept), else the remote's record
-/// (restored into a fresh checkout of the base), else the start.
-async fn resume_point(
-    worker: &Worker<'_>,
+/// Where the clone is: `--work-dir`, else the private directory of the run's task.
+fn work_dir(args: &SprintWorkArgs, cwd: &Path) -> anyhow::Result<PathBuf> {
+    match &args.work_dir {
+        // Named by whoever runs it: theirs to choose.
+        Some(dir) => Ok(cwd.join(dir)),
+        None => {
+            // Without a run's id, a job is its own run: a key no other job has.
+            let run = args
+                .run_id
+                .clone()
+                .unwrap_or_else(|| format!("{:016x}", fastrand::u64(..)));
+            let key = crate::private_dir::key(&run, &args.remote, &args.sprint_file, &args.task);
+            crate::private_dir::work_dir(&std::env::temp_dir(), &key)
+        }
+    }
+}
+
+/// The sprint file as the clone has it, and the owner of this job's record; the exit when the
+/// file is bad (reported).
+fn sprint_and_owner(
     args: &SprintWorkArgs,
+    work: &Path,
+    task: &TaskId,
+) -> anyhow::Result<Result<(corral_sprint::SprintFile, RecordOwner), Exit>> {
+    let file = match crate::sprint::load_or_report(&work.join(&args.sprint_file))? {
+        Ok(file) => file,
+        Err(exit) => return Ok(Err(exit)),
+    };
+    let Some(stated) = file.task(task) else {
+        return Err(usage(format!(
+            "--task {task}: {} has no such task",
+            args.sprint_file.display()
+        )));
+    };
+    let depends: Vec<&str> = stated.depends_on.iter().map(TaskId::as_str).collect();
+    let text = format!(
+        "{}\0{}\0{}\0{}",
+        stated.id.as_str(),
+        stated.title,
+        stated.prompt.text(),
+        depends.join("\0")
+    );
+    let run_id = args
+        .run_id
+        .clone()
+        .unwrap_or_else(|| new_run_id(file.generator.provider));
+    let owner = RecordOwner {
+        run_id,
+        sprint: file.sprint.name.to_string(),
+        task: task.to_string(),
+        base: args.base.clone(),
+        remote: args.remote.clone(),
+        task_digest: corral_compose::content_digest(text.as_bytes()),
+    };
+    Ok(Ok((file, owner)))
+}
+
+/// Where the task resumes when this clone holds none of its own: its record on the remote
+/// when that names this run (restored into the checkout of the base), else the start.
+async fn resume_from_remote(
+    worker: &Worker<'_>,
+    layout: &SprintLayout,
     file: &corral_sprint::SprintFile,
     task: &TaskId,
+    owner: &RecordOwner,
     state_file: &Path,
-    cloned: bool,
 ) -> anyhow::Result<TaskState> {
-    if let Some(state) = read_task_state(state_file) {
-        worker.stay_on(&args.branch).await?;
-        return Ok(state);
-    }
     let reference = record_ref(file.sprint.name.as_str(), task.as_str());
     if worker.fetch_record(&reference).await {
-        worker.checkout_base(&args.branch, &args.base).await?;
-        let layout = SprintLayout::new(&worker.work, &file.sprint.name);
-        worker.restore(&reference, layout.root(), task).await?;
-    } else if !cloned {
-        worker.checkout_base(&args.branch, &args.base).await?;
+        let path = format!("{reference}:implement/{task}/{RECORD_OWNER_FILE}");
+        let recorded = worker
+            .git(&worker.work, &["show", &path], &[])
+            .await
+            .ok()
+            .and_then(|json| serde_json::from_str::<RecordOwner>(&json).ok());
+        if recorded.as_ref() == Some(owner) {
+            worker.restore(&reference, layout.root(), task).await?;
+        } else {
+            // The ref names the sprint and the task, not the run: an earlier sprint of the
+            // same names left it, or this task's text changed since.
+            errln!("warning: the record at {reference} is not this run's task: starting afresh");
+        }
     }
     match read_task_state(state_file) {
         Some(state) => Ok(state),
         None => fresh_task(file, task),
+    }
+}
+
+/// The owner named in the clone's record of the task, if any.
+fn read_owner(layout: &SprintLayout, task: &TaskId) -> Option<RecordOwner> {
+    let bytes = std::fs::read(layout.task_dir(task).join(RECORD_OWNER_FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Writes the owner into the task's record directory: every record pushed from here names it.
+fn write_owner(layout: &SprintLayout, task: &TaskId, owner: &RecordOwner) -> anyhow::Result<()> {
+    let dir = layout.task_dir(task);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join(RECORD_OWNER_FILE),
+        serde_json::to_vec_pretty(owner)?,
+    )?;
+    Ok(())
+}
+
+/// Removes the task's record directory of a clone that is not this run's.
+fn remove_task_dir(layout: &SprintLayout, task: &TaskId) -> anyhow::Result<()> {
+    match std::fs::remove_dir_all(layout.task_dir(task)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        Ok(()) | Err(_) => Ok(()),
     }
 }
 
@@ -281,6 +400,9 @@ fn ignore_state_dir(work: &Path) -> anyhow::Result<()> {
 /// Writes the task's state after every step into its record directory, and wakes the pusher.
 struct FileRecorder {
     path: PathBuf,
+    /// Written beside the state every time: a task started afresh has its record directory
+    /// emptied by the flow first.
+    owner: RecordOwner,
     changed: watch::Sender<u64>,
 }
 
@@ -297,6 +419,11 @@ impl TaskRecorder for FileRecorder {
         let tmp = self.path.with_extension("json.tmp");
         std::fs::write(&tmp, json).map_err(io)?;
         std::fs::rename(&tmp, &self.path).map_err(io)?;
+        if let Some(dir) = self.path.parent() {
+            let owner =
+                serde_json::to_vec_pretty(&self.owner).map_err(|e| io(std::io::Error::other(e)))?;
+            std::fs::write(dir.join(RECORD_OWNER_FILE), owner).map_err(io)?;
+        }
         self.changed.send_modify(|n| *n += 1);
         Ok(())
     }
@@ -450,6 +577,42 @@ impl Worker<'_> {
                 () = tokio::time::sleep(GATE_POLL) => {}
             }
         }
+    }
+
+    /// Fetches the blob `reference` names on the remote (the sprint's learnings) and writes
+    /// it to `path`. Without them (said on stderr) the task runs as a local one run before
+    /// any task learned anything.
+    async fn take_learnings(&self, reference: &str, path: &Path) {
+        if let Err(e) = self.write_learnings(reference, path).await {
+            errln!("warning: the sprint's learnings at {reference} did not come: {e:#}");
+        }
+    }
+
+    async fn write_learnings(&self, reference: &str, path: &Path) -> anyhow::Result<()> {
+        let refspec = format!("+{reference}:{reference}");
+        self.git(
+            &self.work,
+            &["fetch", "--quiet", &self.remote, &refspec],
+            &self.to_remote(),
+        )
+        .await?;
+        let mut spec = CommandSpec::git(["cat-file", "blob", reference], &self.work, GIT_TIMEOUT);
+        spec.env.clone_from(&self.env);
+        // As much as the flow reads of `learnings.ndjson`: the default keeps 64 KiB.
+        spec.output_limit = LEARNINGS_LIMIT;
+        let out = self.runner.run(spec, &self.cancel).await?;
+        if !out.success() {
+            anyhow::bail!(
+                "git cat-file blob {reference}: {:?}: {}",
+                out.end,
+                out.stderr.text.trim()
+            );
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, out.stdout.text)?;
+        Ok(())
     }
 
     /// Fetches the task's record from the remote; whether it has one.

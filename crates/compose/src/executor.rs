@@ -75,10 +75,6 @@ fn ray_executor(
         remote,
         sprint_file,
         corral,
-        work_root: std::env::temp_dir()
-            .join("corral-work")
-            .to_string_lossy()
-            .into_owned(),
         entrypoint_num_cpus: ray.entrypoint_num_cpus,
         entrypoint_memory_mb: ray.entrypoint_memory_mb,
         max_resubmits: ray.max_resubmits,

@@ -63,5 +63,6 @@ pub use settings::{
 };
 pub use spawn::{NoHooks, Spawn, SpawnEnd, SpawnHooks, SpawnPlan, resume_command};
 pub use trust::{
-    KEYS as TRUST_TABLE, ProjectMay, TRUST_STORE_FILE, UntrustedKey, Who, who_may_set,
+    KEYS as TRUST_TABLE, ProjectMay, TRUST_STORE_FILE, UntrustedKey, Who, content_digest,
+    who_may_set,
 };

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use corral_ports::{CancellationToken, CommandRunner};
+use serde::{Deserialize, Serialize};
 
 use crate::event::SprintEnd;
 use crate::flow::SprintError;
@@ -262,6 +263,46 @@ pub trait TaskHost: Send + Sync {
 /// it): a commit whose tree holds `implement/<task>/` and `tree/`, the work tree as it was.
 pub fn record_ref(sprint: &str, task: &str) -> String {
     format!("refs/corral/{sprint}/{task}/record")
+}
+
+/// The file beside a remote task's state (`implement/<task>/worker.json`) that says whose
+/// record it is: its worker writes it before its first step, so every record it pushes holds it.
+pub const RECORD_OWNER_FILE: &str = "worker.json";
+
+/// Whose record a remote task's record is: the sprint run, the task (and its text), the base
+/// and the remote its worker ran for. A record is resumed from (by a worker) or taken as the
+/// task's progress (by the coordinator) only when it names the same: a sprint of the same name
+/// and task id run earlier (another repository, another prompt) leaves a record at the same
+/// ref, and a clone on a node at a path anyone could have made first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordOwner {
+    /// The sprint run's id: the same across a lost job's resubmissions and a continued run.
+    pub run_id: String,
+    /// The sprint.
+    pub sprint: String,
+    /// The task.
+    pub task: String,
+    /// The commit the task's branch started at.
+    pub base: String,
+    /// The git remote the worker cloned from.
+    pub remote: String,
+    /// The task as the sprint file states it (id, title, instructions, dependencies): a
+    /// digest, so that a task whose text changed starts afresh. Only the worker reads its
+    /// sprint file at `base`; the coordinator leaves it out of its comparison.
+    pub task_digest: String,
+}
+
+impl RecordOwner {
+    /// Whether a record of this owner is `job`'s, run against `remote`: the coordinator's
+    /// check, without the task's digest (see [`RecordOwner::task_digest`]).
+    pub fn is_of(&self, job: &TaskJob, remote: &str) -> bool {
+        self.run_id == job.run_id
+            && self.sprint == job.sprint.as_str()
+            && self.task == job.task.as_str()
+            && self.base == job.base
+            && self.remote == remote
+    }
 }
 
 /// The transport git uses for `url`: its scheme, `ssh` for `host:path`, `file` for a path

@@ -38,8 +38,8 @@ pub use diagnostic::{Diagnostic, Rule};
 pub use event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
 pub use example::EXAMPLE;
 pub use executor::{
-    ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskRecorder,
-    git_transport, record_ref,
+    ExecutorError, RECORD_OWNER_FILE, RecordOwner, TaskEnd, TaskExecutor, TaskHandback, TaskHost,
+    TaskJob, TaskRecorder, git_transport, record_ref,
 };
 pub use file::{
     Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,

@@ -83,6 +83,8 @@ pub struct RayCluster {
     gcs_port: u16,
     nodes: Vec<Node>,
     env: Vec<(String, String)>,
+    /// Added to `env` for the second node only (its own `HOME`, say).
+    second_env: Vec<(String, String)>,
     /// The locks that keep this cluster's ports from every other cluster on the machine.
     leases: Vec<std::fs::File>,
 }
@@ -105,6 +107,19 @@ impl RayCluster {
     /// # Errors
     /// As [`RayCluster::start`].
     pub fn start_with_env(venv: &Path, env: &[(String, String)]) -> io::Result<Self> {
+        Self::start_with_node_env(venv, env, &[])
+    }
+
+    /// [`RayCluster::start_with_env`], the second node (and the jobs on it) with `second`
+    /// added over `env`: two machines that differ (each its own `HOME`).
+    ///
+    /// # Errors
+    /// As [`RayCluster::start`].
+    pub fn start_with_node_env(
+        venv: &Path,
+        env: &[(String, String)],
+        second: &[(String, String)],
+    ) -> io::Result<Self> {
         // Short on purpose: Ray puts Unix sockets under it, whose paths may not exceed 107 bytes.
         let temp_dir = tempfile::Builder::new().prefix("ray").tempdir_in("/tmp")?;
         let mut leases = Vec::new();
@@ -115,6 +130,7 @@ impl RayCluster {
             temp_dir,
             nodes: Vec::new(),
             env: env.to_vec(),
+            second_env: second.to_vec(),
             leases,
         };
         let client_port = lease_port(&mut cluster.leases)?;
@@ -255,6 +271,12 @@ impl RayCluster {
             ))
             .args(&args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(
+                self.second_env
+                    .iter()
+                    .filter(|_| name == "second")
+                    .map(|(k, v)| (k, v)),
+            )
             .env("RAY_USAGE_STATS_ENABLED", "0")
             .env(CLUSTER_VAR, self.temp_dir.path())
             // The nodes and the jobs' entrypoints find the venv's Python and `ray` first.

@@ -14,11 +14,16 @@
 //! 3. the same run again, killed with SIGKILL in the same place: its jobs are left running;
 //! 4. that sprint run again: it stops the jobs the killed run left, continues and folds its
 //!    tasks.
+//!
+//! Issue 37's tests start their own clusters: a sprint named like an earlier one runs its own
+//! task (not the earlier clone or record), and directories another user made first are left
+//! alone; a task's learning reaches its dependent's brief; a 429 met on one node holds the
+//! account's spawns on the other (its own `HOME`) until the reset.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use corral_test_support::Signal;
 use corral_test_support::fake_api::{Role, Scenario, Step};
@@ -34,6 +39,13 @@ const TS: &str = "2026-12-02T10:00:00Z";
 const TASKS: [&str; 4] = ["t1", "t2", "t3", "t4"];
 const REAL: &str = "t4";
 const STOPPED: &str = "t3";
+/// The task whose stand-in reports [`LEARNING`], and the task depending on it, through the
+/// real Claude Code (the fake model API records its brief).
+const LEARNER: &str = "l1";
+const DEPENDENT: &str = "l2";
+const LEARNING: &str = "LEARNED-BY-L1: the fixtures are generated, never edited";
+/// The task whose stand-in writes when it was spawned and with which `HOME` (`<epoch s> <home>`).
+const GATED: &str = "g2";
 /// The second sprint's tasks, held by the stand-in until the test lets them go.
 const HELD: [&str; 2] = ["c1", "c2"];
 /// The check of both sprints: a task whose file still says TODO is not done.
@@ -42,13 +54,15 @@ const CHECK: &str = "! grep -qs TODO *.txt";
 /// The stand-in for Claude Code. The sprint's spawn directory
 /// (`…/implement/<task>/rounds/<N>/generator/signals.json`, named in the prompt) names the task
 /// and the round. `t4` goes to the real Claude Code; `t3` writes TODO in round 1 (the check
-/// fails) and in round 2 waits for the file `GO_STOPPED`; the `c` tasks wait for `GO_HELD`.
+/// fails) and in round 2 waits for the file `GO_STOPPED`; the `c` tasks wait for `GO_HELD`; a
+/// task whose prompt says `create NAME.txt` gets that file; `l1` reports a learning and `l2`
+/// (which depends on it) goes to the real Claude Code.
 const STAND_IN: &str = r#"#!/bin/sh
 if [ "$1" = "--version" ]; then exec "REAL_CLAUDE" "$@"; fi
 PROMPT=$(cat)
 SIGNALS=$(printf '%s\n' "$PROMPT" | grep -o '/[^`]*signals\.json' | head -n 1)
 R=${SIGNALS%/generator/signals.json}; ROUND=${R##*/}; T=${R%/rounds/*}; TASK=${T##*/}
-if [ "$TASK" = "REAL_TASK" ]; then printf '%s\n' "$PROMPT" | "REAL_CLAUDE" "$@"; exit $?; fi
+if [ "$TASK" = "REAL_TASK" ] || [ "$TASK" = "DEPENDENT_TASK" ]; then printf '%s\n' "$PROMPT" | "REAL_CLAUDE" "$@"; exit $?; fi
 echo '{"type":"system","subtype":"init","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","model":"claude-opus-4-8"}'
 TEXT=done
 case "$TASK.$ROUND" in
@@ -59,15 +73,14 @@ esac
 if [ -n "$GATE" ]; then
   n=0; while [ ! -e "$GATE" ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
 fi
-echo "$TEXT" > "$TASK.txt"
-printf '%s' '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}]}' > "$SIGNALS"
+NAMED=$(printf '%s\n' "$PROMPT" | grep -o 'create [a-z]*\.txt' | head -n 1)
+if [ -n "$NAMED" ]; then echo made > "${NAMED#create }"; else echo "$TEXT" > "$TASK.txt"; fi
+if [ "$TASK" = "HELD_BY_GATE" ]; then echo "$(date +%s) $HOME" > "$TASK.txt"; fi
+LEARN=
+if [ "$TASK" = "LEARNER_TASK" ]; then LEARN=',{"type":"learning","timestamp":"2026-12-01T10:00:00Z","text":"LEARNING_TEXT"}'; fi
+printf '{"schemaVersion":1,"signals":[{"type":"task-complete","timestamp":"2026-12-01T10:00:00Z"}%s]}' "$LEARN" > "$SIGNALS"
 echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"0b8f5a7e-3c1d-4e2f-9a6b-5d4c3b2a1f00","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":5}}'
 "#;
-
-/// Where the jobs clone: the coordinator's `$TMPDIR/corral-work/<sprint>/<task>`.
-fn clone_dir(tmp: &Path, sprint: &str, task: &str) -> PathBuf {
-    tmp.join("corral-work").join(sprint).join(task)
-}
 
 fn round(task: &str) -> Vec<Step> {
     let signals = json!({"schemaVersion": 1, "signals": [
@@ -75,24 +88,33 @@ fn round(task: &str) -> Vec<Step> {
         {"type": "commit-message", "timestamp": TS, "subject": format!("Write {task}")},
     ]})
     .to_string();
+    // In the worker's clone, wherever it is: the worker keeps it in a private directory.
+    let write = format!("printf ok > {task}.txt");
     vec![
-        Step::write_named_for(CLAUDE.bin, format!("{task}.txt"), "ok").unwrap(),
+        Step::tool_use("Bash", json!({"command": write, "description": "write"})),
         Step::write_signals_for(CLAUDE.bin, signals).unwrap(),
         Step::text("Done."),
     ]
 }
 
-fn sprint_file(name: &str, tasks: &[&str], tmp: &Path) -> String {
+fn sprint_file(name: &str, tasks: &[&str]) -> String {
+    let prompts: Vec<(&str, String)> = tasks
+        .iter()
+        .map(|task| (*task, format!("Write ok to {task}.txt.")))
+        .collect();
+    sprint_file_with(name, &prompts)
+}
+
+/// The sprint `name` of the tasks `(id, prompt)`.
+fn sprint_file_with(name: &str, tasks: &[(&str, String)]) -> String {
     let mut file = format!(
         "[sprint]\nname = \"{name}\"\ncheck = \"{CHECK}\"\ncheck_timeout_ms = 60000\n\
          max_rounds = 3\nmax_attempts = 2\n\n[roles.generator]\nprovider = \"claude\"\n\n\
          [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
     );
-    for task in tasks {
-        let target = clone_dir(tmp, name, task).join(format!("{task}.txt"));
+    for (task, prompt) in tasks {
         file.push_str(&format!(
-            "\n[[tasks]]\nid = \"{task}\"\ntitle = \"Write {task}\"\nprompt = \"Write ok to {}.\"\n",
-            target.display()
+            "\n[[tasks]]\nid = \"{task}\"\ntitle = \"Write {task}\"\nprompt = \"{prompt}\"\n"
         ));
     }
     file
@@ -160,7 +182,7 @@ fn folded_tasks(project: &Path, since: &str, branch: &str) -> Vec<String> {
 }
 
 /// The processes whose command line names `needle` (the test's scratch directory: every
-/// worker's `--work-dir` and the stand-in's path are under it).
+/// worker's `--remote` and the stand-in's path are under it).
 fn processes_naming(needle: &Path) -> Vec<String> {
     let needle = needle.display().to_string();
     std::fs::read_dir("/proc")
@@ -213,7 +235,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
 
     std::fs::write(
         project.join("corral-sprint.toml"),
-        sprint_file("ray", &TASKS, &tmp),
+        sprint_file("ray", &TASKS),
     )
     .unwrap();
     std::fs::write(project.join(".gitignore"), ".corral/\n").unwrap();
@@ -295,7 +317,7 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
     // Act 2: a second sprint with one slot, interrupted; act 3: the same, killed.
     std::fs::write(
         project.join("corral-sprint.toml"),
-        sprint_file("ray-int", &HELD, &tmp),
+        sprint_file("ray-int", &HELD),
     )
     .unwrap();
     git(&project, &["commit", "-q", "-am", "second sprint"]);
@@ -344,6 +366,398 @@ fn a_sprint_through_ray_runs_each_task_as_a_job_resumes_a_stopped_job_and_stops_
         RayCluster::leftovers(&temp_dir).is_empty(),
         "no Ray process is left"
     );
+}
+
+/// A project at `dir` holding `sprint` (committed on `main`), pushed to the bare `remote`.
+fn project_with(dir: &Path, sprint: &str, remote: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("corral-sprint.toml"), sprint).unwrap();
+    std::fs::write(dir.join(".gitignore"), ".corral/\n").unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.email", "it@example.invalid"]);
+    git(dir, &["config", "user.name", "it"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "start"]);
+    if !remote.exists() {
+        git(
+            dir,
+            &["init", "-q", "--bare", &remote.display().to_string()],
+        );
+    }
+    let url = format!("file://{}", remote.display());
+    git(dir, &["push", "-q", "--force", &url, "main"]);
+}
+
+/// The user this test runs as (the owner of `/proc/self`).
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid()
+}
+
+/// `path` (and what is below it) given to the user `nobody` (65534).
+fn give_to_nobody(path: &Path) {
+    let out = corral_test_support::command(Path::new("chown"))
+        .args(["-R", "65534:65534"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "chown: {out:?}");
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Issue 37: a sprint of the same name and task id as one run earlier through the same cluster
+/// and remote (another repository, another prompt) runs its own task: the earlier one's clone
+/// on the node and its record on the remote are not taken as its work. Then directories another
+/// user made first where a worker once cloned (`$TMPDIR/corral-work/<sprint>/<task>`) and where
+/// it now keeps its private ones (`$TMPDIR/corral-<uid>`) are left alone by a third sprint.
+#[test]
+fn a_sprint_named_like_an_earlier_one_runs_its_own_task_not_the_earlier_clone_or_record() {
+    let Some(venv) = require_ray() else {
+        return;
+    };
+    let world = World::new(&CLAUDE, |_| Scenario::default());
+    let scratch = world.project().parent().unwrap().to_path_buf();
+    let tmp = scratch.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let vars = with_stand_in(
+        &world,
+        &scratch,
+        &scratch.join("go-stopped"),
+        &scratch.join("go-held"),
+    );
+    let remote = scratch.join("remote.git");
+    let remote_url = format!("file://{}", remote.display());
+    let first = scratch.join("first");
+    let second = scratch.join("second");
+    let prompt = |file: &str| vec![("t1", format!("Please create {file} here."))];
+    project_with(
+        &first,
+        &sprint_file_with("stale", &prompt("alpha.txt")),
+        &remote,
+    );
+
+    let mut node_env: Vec<(String, String)> = world.vars().to_vec();
+    node_env.push(("HOME".into(), world.env.home().display().to_string()));
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", "it"),
+        ("GIT_AUTHOR_EMAIL", "it@example.invalid"),
+        ("GIT_COMMITTER_NAME", "it"),
+        ("GIT_COMMITTER_EMAIL", "it@example.invalid"),
+        ("TMPDIR", &tmp.display().to_string()),
+    ] {
+        node_env.push((k.into(), v.into()));
+    }
+    let cluster = RayCluster::start_with_env(&venv, &node_env).expect("the cluster starts");
+    let sprint_run = |project: &Path, name: &str| {
+        let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", world.env.home())
+            .envs(vars.iter().map(|(k, v)| (k, v)))
+            .env("TMPDIR", &tmp)
+            .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
+            .env("CORRAL_EXECUTOR__RAY__REMOTE", &remote_url)
+            .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", "0.5")
+            .current_dir(project)
+            .stdin(Stdio::null())
+            .args(["sprint", "run", "--jobs", "1", "--executor", "ray"]);
+        wait_with_cap(spawn_logged(&mut cmd, &scratch, name), RUN_CAP)
+    };
+
+    let out = sprint_run(&first, "first");
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert_eq!(
+        git_out(&first, &["show", "corral/stale:alpha.txt"]),
+        "made",
+        "{shown}"
+    );
+
+    project_with(
+        &second,
+        &sprint_file_with("stale", &prompt("beta.txt")),
+        &remote,
+    );
+    let out = sprint_run(&second, "second");
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let files = git_out(&second, &["ls-tree", "--name-only", "corral/stale"]);
+    assert!(
+        files.lines().any(|f| f == "beta.txt") && !files.lines().any(|f| f == "alpha.txt"),
+        "the second sprint's branch holds its own work, not the first's: {files}\n{shown}"
+    );
+    let task: Value = serde_json::from_str(
+        &std::fs::read_to_string(second.join(".corral/sprints/stale/implement/t1/task.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(task["status"], "done", "{task}");
+
+    // Made first by another user (only root may give a directory away): the old fixed path of
+    // the next sprint's task, holding a tree of theirs, and the per-user directory.
+    if own_uid() == 0 {
+        let planted = tmp.join("corral-work/planted/t1");
+        std::fs::create_dir_all(&planted).unwrap();
+        std::fs::write(planted.join("planted.txt"), "theirs").unwrap();
+        give_to_nobody(&tmp.join("corral-work"));
+        let own = tmp.join(format!("corral-{}", own_uid()));
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777)).unwrap();
+        give_to_nobody(&own);
+        let before = names_in(&own);
+        let third = scratch.join("third");
+        project_with(
+            &third,
+            &sprint_file_with("planted", &prompt("gamma.txt")),
+            &remote,
+        );
+        let out = sprint_run(&third, "third");
+        let shown = transcript(&world.env, &out);
+        assert_eq!(out.status.code(), Some(0), "{shown}");
+        assert_eq!(
+            git_out(&third, &["show", "corral/planted:gamma.txt"]),
+            "made",
+            "{shown}"
+        );
+        assert_eq!(
+            names_in(&planted),
+            ["planted.txt"],
+            "the old path another user made is not used"
+        );
+        assert_eq!(
+            names_in(&own),
+            before,
+            "the private root another user took is not used"
+        );
+    }
+    drop(cluster);
+}
+
+/// Issue 37: a task's learning reaches the generator's brief of the task that depends on it,
+/// run as another job on the cluster (on either node, each with its own `HOME`: the learnings
+/// go through the remote, not a node's disk), and comes back to the coordinator's
+/// `learnings.ndjson`.
+#[test]
+fn a_tasks_learning_reaches_the_brief_of_its_dependent_run_as_another_job() {
+    let Some(venv) = require_ray() else {
+        return;
+    };
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::default().with_round(Role::Generator, DEPENDENT, 1, round(DEPENDENT))
+    });
+    let scratch = world.project().parent().unwrap().to_path_buf();
+    let tmp = scratch.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let vars = with_stand_in(
+        &world,
+        &scratch,
+        &scratch.join("go-stopped"),
+        &scratch.join("go-held"),
+    );
+    let remote = scratch.join("remote.git");
+    let remote_url = format!("file://{}", remote.display());
+    let project = scratch.join("learn");
+    let sprint = format!(
+        "{}\n[[tasks]]\nid = \"{DEPENDENT}\"\ntitle = \"Write {DEPENDENT}\"\n\
+         prompt = \"Write ok to {DEPENDENT}.txt.\"\ndepends_on = [\"{LEARNER}\"]\n",
+        sprint_file_with("learn", &[(LEARNER, format!("Write ok to {LEARNER}.txt."))])
+    );
+    project_with(&project, &sprint, &remote);
+    let mut node_env: Vec<(String, String)> = world.vars().to_vec();
+    node_env.push(("HOME".into(), world.env.home().display().to_string()));
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", "it"),
+        ("GIT_AUTHOR_EMAIL", "it@example.invalid"),
+        ("GIT_COMMITTER_NAME", "it"),
+        ("GIT_COMMITTER_EMAIL", "it@example.invalid"),
+        ("TMPDIR", &tmp.display().to_string()),
+    ] {
+        node_env.push((k.into(), v.into()));
+    }
+    // Two machines: the second node has its own HOME (a copy of the first's).
+    let second_home = scratch.join("second-home");
+    let copied = corral_test_support::command(Path::new("cp"))
+        .arg("-a")
+        .arg(world.env.home())
+        .arg(&second_home)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let second = [("HOME".to_owned(), second_home.display().to_string())];
+    let cluster =
+        RayCluster::start_with_node_env(&venv, &node_env, &second).expect("the cluster starts");
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .env("TMPDIR", &tmp)
+        .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
+        .env("CORRAL_EXECUTOR__RAY__REMOTE", &remote_url)
+        .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", "0.5")
+        .current_dir(&project)
+        .stdin(Stdio::null())
+        .args(["sprint", "run", "--jobs", "2", "--executor", "ray"]);
+    let out = wait_with_cap(spawn_logged(&mut cmd, &scratch, "learn"), RUN_CAP);
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let briefs: Vec<String> = world
+        .api
+        .model_requests()
+        .into_iter()
+        .filter_map(|r| r.last_user_text)
+        .collect();
+    assert!(
+        briefs.iter().any(|b| b.contains(LEARNING)),
+        "{DEPENDENT}'s brief shows what {LEARNER} learned: {briefs:#?}\n{shown}"
+    );
+    let learnings = std::fs::read_to_string(project.join(".corral/sprints/learn/learnings.ndjson"))
+        .unwrap_or_default();
+    assert!(
+        learnings.contains(LEARNING),
+        "the learning is the coordinator's: {learnings}\n{shown}"
+    );
+    drop(cluster);
+}
+
+/// Issue 37: a 429 with a usage-limit reset time met by a task's generator on one node holds
+/// the same account's spawns on the other node (its own `HOME`, so its own gate on disk) until
+/// the reset: the worker publishes the hold on the remote (`refs/corral/holds/claude`), and the
+/// other worker takes it into its node's gate. `t4` (the real Claude Code) meets the 429; `g2`
+/// is kept in its check before its first round until the hold is on the remote, then its
+/// stand-in says when it was spawned.
+#[test]
+fn a_rate_limit_met_on_one_node_holds_the_accounts_spawns_on_the_other_until_its_reset() {
+    let Some(venv) = require_ray() else {
+        return;
+    };
+    // From before the cluster starts (15-25 s) and the jobs reach their rounds.
+    let reset = SystemTime::now() + Duration::from_secs(75);
+    let reset_s = reset.duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let limited = format!(
+        r#"{{"type":"error","error":{{"type":"rate_limit_error","message":"Claude AI usage limit reached|{reset_s}"}}}}"#
+    );
+    let world = World::new(&CLAUDE, |_| {
+        let mut steps = vec![Step::HttpError {
+            status: 429,
+            retry_after_secs: None,
+            body: Some(limited),
+        }];
+        steps.extend(round(REAL));
+        Scenario::default().with_round(Role::Generator, REAL, 1, steps)
+    });
+    let scratch = world.project().parent().unwrap().to_path_buf();
+    let tmp = scratch.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let vars = with_stand_in(
+        &world,
+        &scratch,
+        &scratch.join("go-stopped"),
+        &scratch.join("go-held"),
+    );
+    let go = scratch.join("go-gated");
+    let remote = scratch.join("remote.git");
+    let remote_url = format!("file://{}", remote.display());
+    let project = scratch.join("gate");
+    // The check holds g2 (its record directory is in its clone) until the test lets it go.
+    let check = format!(
+        "n=0; while [ -d .corral/sprints/gate/implement/{GATED} ] && [ ! -e {} ] && [ $n -lt 550 ]; do sleep 0.1; n=$((n+1)); done; true",
+        go.display()
+    );
+    let mut sprint = format!(
+        "[sprint]\nname = \"gate\"\ncheck = '{check}'\ncheck_timeout_ms = 60000\n\
+         max_rounds = 3\nmax_attempts = 2\n\n[roles.generator]\nprovider = \"claude\"\n\n\
+         [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
+    );
+    for task in [REAL, GATED] {
+        sprint.push_str(&format!(
+            "\n[[tasks]]\nid = \"{task}\"\ntitle = \"Write {task}\"\nprompt = \"Write ok to {task}.txt.\"\n"
+        ));
+    }
+    project_with(&project, &sprint, &remote);
+    let mut node_env: Vec<(String, String)> = world.vars().to_vec();
+    node_env.push(("HOME".into(), world.env.home().display().to_string()));
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", "it"),
+        ("GIT_AUTHOR_EMAIL", "it@example.invalid"),
+        ("GIT_COMMITTER_NAME", "it"),
+        ("GIT_COMMITTER_EMAIL", "it@example.invalid"),
+        ("TMPDIR", &tmp.display().to_string()),
+    ] {
+        node_env.push((k.into(), v.into()));
+    }
+    // The second machine: a copy of the first's home, its own all the same.
+    let second_home = scratch.join("second-home");
+    let copied = corral_test_support::command(Path::new("cp"))
+        .arg("-a")
+        .arg(world.env.home())
+        .arg(&second_home)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let second = [("HOME".to_owned(), second_home.display().to_string())];
+    let cluster =
+        RayCluster::start_with_node_env(&venv, &node_env, &second).expect("the cluster starts");
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .env("TMPDIR", &tmp)
+        .env("CORRAL_EXECUTOR__RAY__ADDRESS", cluster.address())
+        .env("CORRAL_EXECUTOR__RAY__REMOTE", &remote_url)
+        .env("CORRAL_EXECUTOR__RAY__ENTRYPOINT_NUM_CPUS", "1")
+        .current_dir(&project)
+        .stdin(Stdio::null())
+        .args(["sprint", "run", "--jobs", "2", "--executor", "ray"]);
+    let child = spawn_logged(&mut cmd, &scratch, "gate");
+    let limited_once = wait_for(Duration::from_secs(70), || {
+        world
+            .api
+            .model_requests()
+            .iter()
+            .any(|r| r.step.as_deref() == Some("http_error"))
+    });
+    // Long enough for the hold to be published and taken (each worker passes holds every
+    // second).
+    std::thread::sleep(Duration::from_secs(4));
+    std::fs::write(&go, "").unwrap();
+    let out = wait_with_cap(child, RUN_CAP);
+    let shown = transcript(&world.env, &out);
+    // Which node ran which task: Ray places the jobs (with a CPU each, on the head's two and
+    // the second node's one, the two have gone to different nodes in every run seen, either
+    // way round), so say it: each node's gate on disk, and g2's HOME.
+    for home in [world.env.home(), second_home] {
+        let gate = names_in(&home.join(".local/state/corral/rate-limits"));
+        eprintln!("the gate under {}: {gate:?}", home.display());
+    }
+    let said = git_out(&project, &["show", &format!("corral/gate:{GATED}.txt")]);
+    eprintln!("{GATED} said: {said}");
+    let (spawned_s, home) = said.split_once(' ').unwrap_or(("0", ""));
+    let spawned_s: u64 = spawned_s.parse().unwrap_or(0);
+    assert!(
+        spawned_s >= reset_s,
+        "{GATED} was spawned at {spawned_s}, {} s before the reset {reset_s} (on HOME {home}): {shown}",
+        reset_s.saturating_sub(spawned_s)
+    );
+    assert!(limited_once, "t4 met its 429: {shown}");
+    assert!(
+        !git_out(&remote, &["for-each-ref", "refs/corral/holds/"]).is_empty(),
+        "the hold was published on the remote: {shown}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    drop(cluster);
 }
 
 /// How a test runs the sprint (`--jobs` given) and shows what a run printed.
@@ -452,6 +866,10 @@ fn with_stand_in(
         STAND_IN
             .replace("REAL_CLAUDE", &real_claude)
             .replace("REAL_TASK", REAL)
+            .replace("DEPENDENT_TASK", DEPENDENT)
+            .replace("HELD_BY_GATE", GATED)
+            .replace("LEARNER_TASK", LEARNER)
+            .replace("LEARNING_TEXT", LEARNING)
             .replace("STOPPED_TASK", STOPPED)
             .replace("GO_STOPPED", &go_stopped.display().to_string())
             .replace("GO_HELD", &go_held.display().to_string()),

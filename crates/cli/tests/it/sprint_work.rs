@@ -386,3 +386,68 @@ fn a_gate_removed_by_someone_else_leaves_the_task_branch_pushed() {
         "the last record landed too"
     );
 }
+
+/// Issue 37: a clone left in the work dir by another run of a sprint of the same name and task
+/// is not taken as this run's work: the task runs afresh (the model is asked), and the record
+/// pushed names this run.
+#[test]
+fn a_work_run_of_another_run_in_the_same_work_dir_runs_its_task_afresh() {
+    let world = World::new(&CLAUDE, |_| {
+        let mut twice = scenario(false);
+        twice.spawns.extend(scenario(false).spawns);
+        twice
+    });
+    let c = cluster(&world);
+    let out = work(&world, &c);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let asked = world.api.model_requests().len();
+
+    let args: Vec<String> = work_args(&c)
+        .into_iter()
+        .map(|a| if a == "run-w" { "run-x".to_owned() } else { a })
+        .collect();
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .envs(identity())
+        .timeout(RUN_CAP * 3)
+        .args(&args)
+        .output()
+        .unwrap();
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        world.api.model_requests().len() > asked,
+        "the model was asked for the second run's task: {shown}"
+    );
+    let owner: Value = serde_json::from_str(&git_out(
+        &c.remote,
+        &["show", &format!("{RECORD}:implement/t1/worker.json")],
+    ))
+    .unwrap();
+    assert_eq!(owner["runId"], "run-x", "{owner}");
+    assert_eq!(
+        git_out(
+            &c.remote,
+            &[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Corral-Run,valueonly)",
+                BRANCH
+            ]
+        ),
+        "run-x",
+        "the branch holds the second run's commit"
+    );
+    assert_eq!(
+        branch_commits(&c),
+        ["Write t1 t1"],
+        "one commit, on the base"
+    );
+}

@@ -5,7 +5,9 @@
 //! When the job ends with a handback (exit 0 done, 3 blocked) the task's branch and record are
 //! fetched from the remote; when Ray lost it (its node went away, or someone stopped it) the job
 //! is resubmitted under a new id, at most `max_resubmits` times, and the worker resumes from the
-//! record it pushed after its last step. Cancelling the run stops the job.
+//! record it pushed after its last step (a record is taken only when its `worker.json` names
+//! this run, task, base and remote). The sprint's learnings so far go to the worker as a blob
+//! ref on the remote (`--learnings`). Cancelling the run stops the job.
 //!
 //! Jobs start ahead ([`TaskExecutor::lookahead`]): a Ray job takes a second or more before its
 //! entrypoint runs (the job's supervisor, a Python worker of Ray's), so the coordinator hands
@@ -23,8 +25,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use corral_ports::CancellationToken;
 use corral_sprint::{
-    ExecutorError, SprintEnd, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskState,
-    record_ref,
+    ExecutorError, RECORD_OWNER_FILE, RecordOwner, SprintEnd, TaskEnd, TaskExecutor, TaskHandback,
+    TaskHost, TaskJob, TaskState, record_ref,
 };
 use std::sync::Arc;
 
@@ -53,8 +55,6 @@ pub struct RaySettings {
     pub sprint_file: String,
     /// The `corral` program on the workers.
     pub corral: String,
-    /// The folder the workers clone into (`<work_root>/<sprint>/<task>`).
-    pub work_root: String,
     /// CPUs reserved for each job's entrypoint.
     pub entrypoint_num_cpus: f64,
     /// Memory reserved for each job's entrypoint, in MiB (0: none).
@@ -202,6 +202,7 @@ impl TaskExecutor for RayExecutor {
         host.git_push(&root, &self.settings.remote, &[&base_ref])
             .await?;
         self.stop_leftovers(&job, host).await?;
+        let learnings = self.ship_learnings(&job, host).await?;
         let mut state = job.resume.clone();
         let mut losses = 0;
         let mut attempt = 0;
@@ -228,7 +229,14 @@ impl TaskExecutor for RayExecutor {
                     _ = pace.wait_for(|p| p.starting == 0) => {}
                 }
             }
-            let (id, gate) = self.submit(&job, attempt, followed.ahead.is_some()).await?;
+            let (id, gate) = self
+                .submit(
+                    &job,
+                    attempt,
+                    followed.ahead.is_some(),
+                    learnings.as_deref(),
+                )
+                .await?;
             followed.gate = gate;
             tracing::info!(task = %job.task, job = %id, attempt, gated = followed.gate.is_some(), "submitted the task's Ray job");
             host.job_log(
@@ -311,14 +319,40 @@ impl RayExecutor {
         (slot, Counted::new(&self.pace, field))
     }
 
-    /// Submits attempt `attempt` of the task's job, `gated` or not; its submission id and
-    /// gate. An id already taken on the cluster (an earlier run with the same run id) moves on
-    /// to the next free one.
+    /// Pushes the sprint's learnings so far (`learnings.ndjson`, the coordinator's) to the
+    /// remote as one blob under `refs/corral/<sprint>/<task>/learnings`; the ref, `None` when
+    /// there are none. A worker's clone holds no `.corral/` of the coordinator's, and its
+    /// generator's brief shows what the tasks done so far learned, as a local task's does; the
+    /// tasks it depends on are done (and folded, their learnings appended) before it is handed
+    /// here.
+    async fn ship_learnings(
+        &self,
+        job: &TaskJob,
+        host: &dyn TaskHost,
+    ) -> Result<Option<String>, ExecutorError> {
+        let path = host.layout().learnings_file();
+        if std::fs::metadata(&path).map_or(true, |m| m.len() == 0) {
+            return Ok(None);
+        }
+        let root = host.project_root();
+        let file = path.display().to_string();
+        let blob = host.git(root, &["hash-object", "-w", "--", &file]).await?;
+        let reference = format!("refs/corral/{}/{}/learnings", job.sprint, job.task);
+        let refspec = format!("{}:{reference}", blob.trim());
+        host.git_push(root, &self.settings.remote, &[&refspec])
+            .await?;
+        Ok(Some(reference))
+    }
+
+    /// Submits attempt `attempt` of the task's job, `gated` or not, with the sprint's
+    /// `learnings` ref; its submission id and gate. An id already taken on the cluster (an
+    /// earlier run with the same run id) moves on to the next free one.
     async fn submit(
         &self,
         job: &TaskJob,
         attempt: u32,
         gated: bool,
+        learnings: Option<&str>,
     ) -> Result<(String, Option<String>), ExecutorError> {
         let mut suffix = 0;
         loop {
@@ -335,7 +369,7 @@ impl RayExecutor {
             // One gate per job: a gate left on the remote by an earlier job opens no other.
             let gate = gated.then(|| format!("refs/corral/{}/{}/gate/{id}", job.sprint, job.task));
             let submission = JobSubmission {
-                entrypoint: self.entrypoint(job, gate.as_deref()),
+                entrypoint: self.entrypoint(job, gate.as_deref(), learnings),
                 submission_id: id.clone(),
                 entrypoint_num_cpus: Some(self.settings.entrypoint_num_cpus),
                 entrypoint_memory: (self.settings.entrypoint_memory_mb > 0)
@@ -357,15 +391,7 @@ impl RayExecutor {
     }
 
     /// The worker's command line, shell-quoted.
-    fn entrypoint(&self, job: &TaskJob, gate: Option<&str>) -> String {
-        // One clone per task, reused by a resubmission that lands on the same node (the
-        // worker fetches into it); another node clones afresh and resumes from the record.
-        let work_dir = format!(
-            "{}/{}/{}",
-            self.settings.work_root.trim_end_matches('/'),
-            job.sprint,
-            job.task
-        );
+    fn entrypoint(&self, job: &TaskJob, gate: Option<&str>, learnings: Option<&str>) -> String {
         let words = [
             self.settings.corral.as_str(),
             "sprint",
@@ -380,16 +406,19 @@ impl RayExecutor {
             &job.base,
             "--branch",
             &job.branch,
+            // The worker's clone is its own: a private directory on its node keyed by the
+            // run's id and the task (found again by a resubmission that lands on the same
+            // node), and a record it resumes from only when the record names this run.
             "--run-id",
             &job.run_id,
-            "--work-dir",
-            &work_dir,
             "--json",
         ];
         let gate = gate.map(|g| ["--gate", g]);
+        let learnings = learnings.map(|l| ["--learnings", l]);
         words
             .iter()
             .chain(gate.iter().flatten())
+            .chain(learnings.iter().flatten())
             .map(|w| shell_quote(w))
             .collect::<Vec<_>>()
             .join(" ")
@@ -583,6 +612,22 @@ impl RayExecutor {
             .await;
         if fetched.is_err() {
             // No record pushed yet (the job was lost before its first step).
+            return Ok(None);
+        }
+        // The ref is the sprint's and task's name, not this run's: an earlier sprint of the
+        // same names (another repository, another prompt) left its record there until this
+        // run's worker pushes its first.
+        let owner_path = format!("{record_ref}:implement/{}/{RECORD_OWNER_FILE}", job.task);
+        let owner = host
+            .git(root, &["show", &owner_path])
+            .await
+            .ok()
+            .and_then(|json| serde_json::from_str::<RecordOwner>(&json).ok());
+        if !owner.is_some_and(|o| o.is_of(job, &self.settings.remote)) {
+            host.job_log(
+                &job.task,
+                &format!("ray: the record at {record_ref} is not this run's; not taken"),
+            );
             return Ok(None);
         }
         let prefix = format!("implement/{}/", job.task);
