@@ -873,7 +873,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             }
             Some(valid.into_signals())
         } else {
-            let learnings = self.learnings();
+            let learnings = self.learnings_for(task);
             let brief = prompt::generator_brief(
                 self.file(),
                 task,
@@ -1598,7 +1598,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         Ok(Next::Finished)
     }
 
-    /// The learnings of the tasks done so far, the latest [`LEARNINGS_SHOWN`].
+    /// Every learning of the tasks done so far, in the order they were learnt.
     fn learnings(&self) -> Vec<ShownLearning> {
         let Ok(Some(bytes)) = self
             .layout
@@ -1615,11 +1615,27 @@ impl<'r, 'a> Flow<'r, 'a> {
                 Some(ShownLearning {
                     task: v.get("task")?.as_str()?.to_string(),
                     text: v.get("text")?.as_str()?.to_string(),
+                    applies_to: v
+                        .get("appliesTo")
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_string),
                 })
             })
             .collect();
-        let skip = all.len().saturating_sub(LEARNINGS_SHOWN);
-        all.into_iter().skip(skip).collect()
+        all
+    }
+
+    /// The learnings `task`'s generator is shown: those that apply to it
+    /// ([`prompt::applies_to_task`]), the latest [`LEARNINGS_SHOWN`]. The same on a Ray worker,
+    /// which gets the coordinator's `learnings.ndjson`.
+    fn learnings_for(&self, task: &Task) -> Vec<ShownLearning> {
+        let all = self.learnings();
+        let applying: Vec<ShownLearning> = all
+            .into_iter()
+            .filter(|l| prompt::applies_to_task(l, task))
+            .collect();
+        let skip = applying.len().saturating_sub(LEARNINGS_SHOWN);
+        applying.into_iter().skip(skip).collect()
     }
 
     /// Appends the task's learnings to `learnings.ndjson`, unless a stopped run did already.

@@ -16,6 +16,25 @@ pub(crate) const PROMPT_OUTPUT_LIMIT: usize = 16 * 1024;
 pub(crate) struct ShownLearning {
     pub(crate) task: String,
     pub(crate) text: String,
+    /// Where the agent said it applies (a path, a module, a tool); `None`: everywhere.
+    pub(crate) applies_to: Option<String>,
+}
+
+/// Whether a learning is shown to `task`'s generator: one that names no place it applies to
+/// applies everywhere; one that does (`appliesTo`: `tests/fixtures/`, `the parser`, `cargo`)
+/// applies to a task whose title or instructions name that place (case-insensitively, a
+/// trailing `/` aside), and to the tasks that depend on the task that learnt it, which build on
+/// its work. A learning about the fixtures then stays out of a task about the docs.
+pub(crate) fn applies_to_task(learning: &ShownLearning, task: &Task) -> bool {
+    let Some(place) = learning.applies_to.as_deref().map(str::trim) else {
+        return true;
+    };
+    let place = place.trim_end_matches('/').to_lowercase();
+    if place.is_empty() || task.depends_on.iter().any(|d| d.as_str() == learning.task) {
+        return true;
+    }
+    let text = format!("{}\n{}", task.title, task.prompt.text()).to_lowercase();
+    text.contains(&place)
 }
 
 const RULES: &str = "Work in the current directory, on the branch that is checked out. Corral \
