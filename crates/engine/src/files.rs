@@ -214,7 +214,7 @@ pub struct Tampered {
 
 /// Removes, before a run resumes a session in `output_dir` (a corrective retry, `corral
 /// resume`), what an agent left in place of `signals_file` and of Corral's record files
-/// ([`crate::sandbox::record_paths`]) that is not a plain file with one link (`raw/`: not a
+/// (`sandbox::record_paths`) that is not a plain file with one link (`raw/`: not a
 /// directory), and returns what it removed, for the run's record. Left in place, a FIFO as
 /// `signals.json` blocked the resumed agent's write until the idle watchdog ended the run, one
 /// as `events.jsonl` blocked Corral's own log, and a symbolic link or a hard link sent the next

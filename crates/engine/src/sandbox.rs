@@ -100,11 +100,11 @@ pub struct SandboxConfig {
     /// outside the paths it may write (see `write_watch`): sets `no_new_privs` on the CLI and
     /// refuses it `ptrace` and `io_uring`.
     pub watch_native_writes: bool,
-    /// Absolute paths hidden from the CLI on top of [`HOME_SECRETS`]: the user's own list
+    /// Absolute paths hidden from the CLI on top of `HOME_SECRETS`: the user's own list
     /// (`sandbox.hide`) and the credentials of the providers that are not running, which the
     /// composition root adds (the engine knows no provider). A directory is covered by an empty
     /// tmpfs, a file by `/dev/null`; what does not exist, and the running CLI's own state
-    /// paths, are left alone (see [`hide_paths`]).
+    /// paths, are left alone (see `hide_paths`).
     pub hide: Vec<PathBuf>,
 }
 
@@ -141,7 +141,7 @@ pub struct Paths<'a> {
     pub protected: &'a [PathBuf],
     /// The home directory the CLI sees.
     pub home: Option<&'a Path>,
-    /// The account's home in the password database ([`account_home`]), when it is not `home`:
+    /// The account's home in the password database (`account_home`), when it is not `home`:
     /// a CLI started with `HOME` elsewhere still reaches it by path, so its secrets are hidden
     /// too.
     pub account_home: Option<&'a Path>,
