@@ -715,10 +715,58 @@ pub const HOME_SECRETS: &[&str] = &[
     ".rediscli_history",
 ];
 
-/// bubblewrap's arguments that hide [`HOME_SECRETS`] under `home`: see [`hide_paths`].
+/// Secret files a tool refuses to start without when they exist but are empty: hidden behind
+/// a harmless stand-in instead of `/dev/null` (Maven fails on an empty `settings.xml`: "Non-
+/// parseable settings … input contained no data"; `<settings/>` is its defaults).
+pub const STAND_INS: &[(&str, &str)] = &[(".m2/settings.xml", "<settings/>\n")];
+
+/// Where, under `home`, Corral keeps the [`STAND_INS`]: the user's cache, read-only inside
+/// every sandbox like the rest of the home.
+const STAND_INS_DIR: &str = ".cache/corral/stand-ins";
+
+/// bubblewrap's arguments that hide [`HOME_SECRETS`] under `home`: see [`hide_paths`]; a file
+/// of [`STAND_INS`] is covered by its stand-in, written once into the user's cache.
 pub fn hide_home_secrets(home: &Path, state: &[PathBuf]) -> Vec<OsString> {
-    let paths: Vec<PathBuf> = HOME_SECRETS.iter().map(|rel| home.join(rel)).collect();
-    hide_paths(&paths, state)
+    let mut args = Vec::new();
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    for rel in HOME_SECRETS {
+        let path = home.join(rel);
+        let stand_in = STAND_INS
+            .iter()
+            .find(|(name, _)| name == rel)
+            .filter(|_| std::fs::metadata(&path).is_ok_and(|m| m.is_file()))
+            .filter(|_| {
+                !state
+                    .iter()
+                    .any(|s| s.starts_with(&path) || path.starts_with(s))
+            })
+            .and_then(|(name, text)| stand_in_file(home, name, text));
+        match stand_in {
+            Some(file) => args.extend([
+                "--ro-bind".into(),
+                file.into_os_string(),
+                path.into_os_string(),
+            ]),
+            None => hidden.push(path),
+        }
+    }
+    args.extend(hide_paths(&hidden, state));
+    args
+}
+
+/// The stand-in for `rel` with `text` in the user's cache under `home`, written (through the
+/// one handle on host files) when missing or different; `None` when it cannot be, and the file
+/// is then hidden behind `/dev/null` like the others.
+fn stand_in_file(home: &Path, rel: &str, text: &str) -> Option<PathBuf> {
+    let name = rel.replace('/', "_");
+    let dir = corral_hostfs::HostDir::open(home)
+        .and_then(|h| h.create_dir(STAND_INS_DIR))
+        .ok()?;
+    let current = dir.read_if_exists(&name, 64 * 1024).ok().flatten();
+    if current.as_deref() != Some(text.as_bytes()) {
+        dir.replace(&name, text.as_bytes()).ok()?;
+    }
+    Some(dir.join(&name))
 }
 
 /// bubblewrap's arguments that hide `paths`: an empty tmpfs over a directory, `/dev/null` over
@@ -1299,6 +1347,17 @@ mod tests {
         }
         for f in files {
             let at = home.join(f).display().to_string();
+            if let Some((_, text)) = STAND_INS.iter().find(|(name, _)| *name == f) {
+                // Maven's settings: covered by a stand-in it can parse, not by an empty file.
+                let bound = args
+                    .windows(3)
+                    .find(|w| w[0] == "--ro-bind" && w[2] == at)
+                    .map(|w| w[1].clone())
+                    .unwrap_or_else(|| panic!("{f}: {args:?}"));
+                assert_eq!(std::fs::read_to_string(&bound).unwrap(), *text, "{f}");
+                assert!(bound.starts_with(home.to_str().unwrap()), "{bound}");
+                continue;
+            }
             assert!(
                 args.windows(3)
                     .any(|w| w[0] == "--ro-bind" && w[1] == "/dev/null" && w[2] == at),
