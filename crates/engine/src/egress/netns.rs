@@ -71,10 +71,12 @@ pub(crate) fn listen_in_netns_of(
 }
 
 /// The user namespace that owns the network namespace `net` (`NS_GET_USERNS`), whose
-/// capabilities joining `net` needs. Not `/proc/<pid>/ns/user`: mapping root to another uid,
-/// bubblewrap moves its child into a second, nested user namespace after the network namespace
-/// was made with the first, and a helper that joined the nested one holds no capability over
-/// the network namespace (`setns` failed with `EPERM`, depending on when it looked).
+/// capabilities joining `net` needs. Not `/proc/<pid>/ns/user`: bubblewrap moves its child
+/// into a second, nested user namespace after the network namespace was made with the first
+/// (when it maps root to another uid, and for every caller with `--disable-userns`, which it
+/// enforces from a nested namespace), and a helper that joined the nested one holds no
+/// capability over the network namespace (`setns` failed with `EPERM`, depending on when it
+/// looked).
 #[allow(unsafe_code)]
 fn owning_user_namespace(net: &File) -> io::Result<OwnedFd> {
     // `_IO(0xb7, 0x1)` in linux/nsfs.h.
