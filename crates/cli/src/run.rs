@@ -24,6 +24,10 @@ use crate::exit::{Exit, usage};
 use crate::render::{Renderer, Style};
 use crate::term::{errln, outln};
 
+/// What a run without a prompt is told, piped or on a terminal.
+const NO_PROMPT: &str =
+    "no prompt: give it as an argument, with --prompt-file FILE, or on standard input (piped, or -)";
+
 fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
     let prompt = match (&args.prompt_file, args.prompt.as_deref()) {
         (Some(file), _) => std::fs::read_to_string(file).map_err(|e| {
@@ -48,16 +52,12 @@ fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
                 .read_to_string(&mut text)
                 .map_err(|e| usage(format!("cannot read the prompt from standard input: {e}")))?;
             if text.trim().is_empty() {
-                return Err(usage(
-                    "no prompt: give it as an argument, with --prompt-file FILE, or on standard input",
-                ));
+                return Err(usage(NO_PROMPT));
             }
             text
         }
         (None, None) => {
-            return Err(usage(
-                "no prompt: give it as an argument, with --prompt-file FILE, or as - to read stdin",
-            ));
+            return Err(usage(NO_PROMPT));
         }
     };
     if prompt.trim().is_empty() {
