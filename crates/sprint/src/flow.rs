@@ -1229,7 +1229,9 @@ impl<'r, 'a> Flow<'r, 'a> {
             attribution: Some(attribution),
         });
         match attribution {
-            Attribution::Regressed => {
+            // `BrokeOnFold` is the fold's, never a round's (`Attribution::of`): were it met
+            // here, it failed, and is treated as the failure it is.
+            Attribution::Regressed | Attribution::BrokeOnFold => {
                 let saved = round_dir.join(REGRESSED_PATCH_FILE);
                 write_file(&self.layout, &saved, patch.as_bytes())?;
                 let attempts = if let Some(t) = state.tasks.get_mut(i) {
