@@ -743,11 +743,14 @@ impl Flow<'_, '_> {
         let saved = self.layout.task_dir(&t.id).join(SENT_HOME_PATCH_FILE);
         write_file(&self.layout, &saved, patch.as_bytes())?;
         let critique = format!(
-            "{critique}\n\nYour earlier change is saved as {} (commit {commit}); `git apply` \
-             it if it helps.",
+            "{critique}\n\nYour earlier change is saved as {} (commit {commit}, branch \
+             {branch}.sent-home); `git apply` it if it helps.",
             saved.display()
         );
-        // The task's branch starts again at the tip; its worktree is made afresh there.
+        // The change stays on a branch of its own beside the task's; the task's branch starts
+        // again at the tip, and its worktree is made afresh there.
+        let kept = format!("{branch}.sent-home");
+        self.git.run(&["branch", "--force", &kept, &commit]).await?;
         self.git.run(&["branch", "--force", &branch, onto]).await?;
         let round = t.round + 1;
         let session = read_session_id(
