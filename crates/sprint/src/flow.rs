@@ -1705,6 +1705,8 @@ mod protect;
 mod review;
 mod wave;
 
+pub(crate) use protect::glob_matches;
+
 pub use protect::PROTECTED_FILE;
 pub use wave::JOB_LOG_FILE;
 

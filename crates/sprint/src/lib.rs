@@ -28,6 +28,7 @@ mod layout;
 mod lock;
 mod names;
 mod order;
+mod overlap;
 mod parse;
 mod prompt;
 mod slots;
@@ -43,7 +44,7 @@ pub use executor::{
 };
 pub use file::{
     Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
-    limits, load,
+    TouchOverlap, limits, load,
 };
 pub use flow::{
     BLOCKED_PATCH_FILE, CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, JOB_LOG_FILE,

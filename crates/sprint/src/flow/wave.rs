@@ -319,6 +319,7 @@ impl Flow<'_, '_> {
         let mut running: Vec<(usize, Running<'_>)> = Vec::new();
         let mut pause: Option<SprintEnd> = None;
         let mut failure: Option<SprintError> = None;
+        let mut held: Vec<(TaskId, TaskId)> = Vec::new();
         loop {
             let before = host.snapshot();
             let mut state = before.clone();
@@ -329,7 +330,7 @@ impl Flow<'_, '_> {
             let mut started = Vec::new();
             if pause.is_none() && failure.is_none() && running.len() < in_flight {
                 let busy: Vec<usize> = running.iter().map(|(i, _)| *i).collect();
-                let ready = self.ready(&mut state, &busy, in_flight - running.len())?;
+                let ready = self.ready(&mut state, &busy, in_flight - running.len(), &mut held)?;
                 if !ready.is_empty() {
                     let head = self.git.head().await?;
                     for i in ready {
@@ -405,12 +406,16 @@ impl Flow<'_, '_> {
 
     /// The tasks to start: at most `free`, not `busy`, pending or left running, whose
     /// dependencies are done and folded; those left running first (they were in flight).
-    /// Tasks whose dependency failed are skipped on the way.
+    /// Tasks whose dependency failed are skipped on the way. A task whose paths may overlap
+    /// those of a task in flight (`busy`, started now, or done before it in run order and not
+    /// yet folded) is held back until that one ends: run at once, they would likely conflict
+    /// at the fold. Each hold is told once (`held`).
     fn ready(
         &self,
         state: &mut SprintState,
         busy: &[usize],
         free: usize,
+        held: &mut Vec<(TaskId, TaskId)>,
     ) -> Result<Vec<usize>, SprintError> {
         let mut running = Vec::new();
         let mut pending = Vec::new();
@@ -447,9 +452,90 @@ impl Flow<'_, '_> {
                 }
             }
         }
-        let mut wave: Vec<usize> = running.into_iter().chain(pending).take(free).collect();
+        let mut wave: Vec<usize> = Vec::new();
+        for i in running.into_iter().chain(pending) {
+            if wave.len() >= free {
+                break;
+            }
+            let mine = self.footprint(state, i);
+            let unfolded = (0..i).filter(|&j| {
+                state
+                    .tasks
+                    .get(j)
+                    .is_some_and(|t| t.status == TaskStatus::Done && t.task_branch.is_some())
+            });
+            let blocker = if mine.is_empty() {
+                None
+            } else {
+                busy.iter()
+                    .chain(wave.iter())
+                    .copied()
+                    .chain(unfolded)
+                    .find_map(|j| {
+                        crate::overlap::overlap(&mine, &self.footprint(state, j)).map(|o| (j, o))
+                    })
+            };
+            match blocker {
+                None => wave.push(i),
+                Some((j, overlap)) => {
+                    let (Some(task), Some(behind)) = (
+                        state.tasks.get(i).map(|t| t.id.clone()),
+                        state.tasks.get(j).map(|t| t.id.clone()),
+                    ) else {
+                        continue;
+                    };
+                    let pair = (task.clone(), behind.clone());
+                    if !held.contains(&pair) {
+                        held.push(pair);
+                        self.emit(SprintEvent::Held {
+                            task,
+                            behind,
+                            overlap,
+                        });
+                    }
+                }
+            }
+        }
         wave.sort_unstable();
         Ok(wave)
+    }
+
+    /// The paths task `i` may touch: its `touches`, and what its last attempt changed (the
+    /// latest round's diff, the change it was sent home with).
+    fn footprint(&self, state: &SprintState, i: usize) -> Vec<String> {
+        let Some(t) = state.tasks.get(i) else {
+            return Vec::new();
+        };
+        let mut paths = self
+            .file()
+            .task(&t.id)
+            .map(|task| task.touches.clone())
+            .unwrap_or_default();
+        let dir = self.layout.task_dir(&t.id);
+        // Only this run's: a pending task's directory may hold an earlier sprint's leftovers.
+        let mut patches = Vec::new();
+        if t.sent_home > 0 {
+            patches.push(dir.join(SENT_HOME_PATCH_FILE));
+        }
+        patches.extend(
+            (1..=t.round)
+                .rev()
+                .map(|round| self.layout.round_dir(&t.id, round).join(super::DIFF_FILE)),
+        );
+        for patch in patches {
+            let text = super::read_record_text(&self.layout, &patch);
+            for line in text.lines() {
+                let path = line
+                    .strip_prefix("+++ b/")
+                    .or_else(|| line.strip_prefix("--- a/"));
+                if let Some(path) = path.map(str::trim_end)
+                    && !paths.iter().any(|p| p == path)
+                {
+                    paths.push(path.to_string());
+                }
+            }
+        }
+        paths
     }
 
     /// Folds the tasks done on their own branches and not yet folded, in run order, up to

@@ -1806,6 +1806,68 @@ async fn two_tasks_that_break_the_check_together_reopen_the_second_at_the_tip() 
 }
 
 #[tokio::test]
+async fn tasks_whose_touches_overlap_run_one_after_the_other_and_the_hold_is_told() {
+    let tasks = THREE_TASKS
+        .replace(
+            "prompt = \"Write a.txt.\"",
+            "prompt = \"Write a.txt.\"\ntouches = [\"README\"]",
+        )
+        .replace(
+            "prompt = \"Write b.txt.\"",
+            "prompt = \"Write b.txt.\"\ntouches = [\"./README\", \"b/\"]",
+        );
+    let p = project(&tasks).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, write(&[("README", "a's words\n")]));
+    generator.on(
+        "b",
+        1,
+        Role::Generator,
+        write(&[("README", "a's words\nb's words\n")]),
+    );
+    let sink = Recorder::default();
+    let summary = run_parallel(&p, &generator, None, &sink).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let events = sink.events.lock().unwrap().clone();
+    let waves: Vec<Vec<String>> = events
+        .iter()
+        .filter_map(|e| match e {
+            SprintEvent::WaveStarted { tasks, .. } => {
+                Some(tasks.iter().map(|t| t.as_str().to_string()).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        waves,
+        vec![vec!["a", "c"], vec!["b"]],
+        "b waits for a; c runs beside a"
+    );
+    let holds: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            SprintEvent::Held {
+                task,
+                behind,
+                overlap,
+            } => Some(format!("{task} {behind} {overlap}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(holds, ["b a `README` and `README`"], "told once");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, SprintEvent::SentHome { .. })),
+        "no conflict: b started on a's fold"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("README")).unwrap(),
+        "a's words\nb's words\n"
+    );
+}
+
+#[tokio::test]
 async fn killed_with_two_tasks_in_flight_a_rerun_finishes_both_in_their_worktrees() {
     let p = project(THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap()).await;
     let generator = FakeAgent::new(ProviderId::Claude);
