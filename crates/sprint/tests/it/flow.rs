@@ -1867,6 +1867,153 @@ async fn tasks_whose_touches_overlap_run_one_after_the_other_and_the_hold_is_tol
     );
 }
 
+/// A runner that stops running anything once `frozen` is set: every command after it waits
+/// forever, so that dropping the run then is a `kill -9` right after what set it.
+struct Freezing {
+    inner: HostCommandRunner,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait]
+impl CommandRunner for Freezing {
+    async fn run(
+        &self,
+        spec: CommandSpec,
+        cancel: &CancellationToken,
+    ) -> Result<corral_ports::CommandOutput, corral_ports::CommandError> {
+        if self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.run(spec, cancel).await
+    }
+}
+
+/// Counts the events and freezes the runner at the `at`-th (0-based); records them all.
+struct FreezeAt {
+    at: usize,
+    seen: Mutex<Vec<SprintEvent>>,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl EventSink for FreezeAt {
+    fn event(&self, event: &SprintEvent) {
+        let mut seen = self.seen.lock().unwrap();
+        if seen.len() == self.at {
+            self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        seen.push(event.clone());
+    }
+}
+
+/// The together-check sprint (a and b pass alone, break the check together; b's second round
+/// fixes it), run with `--jobs 2` until its `at`-th event, then dropped; the events seen.
+async fn together_until(p: &Project, at: usize) -> (Vec<SprintEvent>, bool) {
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "b",
+        2,
+        Role::Generator,
+        write(&[("b.txt", "done\n"), ("fixed.txt", "fixed\n")]),
+    );
+    let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sink = FreezeAt {
+        at,
+        seen: Mutex::new(Vec::new()),
+        frozen: frozen.clone(),
+    };
+    let commands = Freezing {
+        inner: runner(),
+        frozen: frozen.clone(),
+    };
+    let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
+    let executor = corral_executor_local::LocalExecutor;
+    let run = corral_sprint::SprintRun {
+        file: &file,
+        project_root: &p.root,
+        generator: &*generator,
+        evaluator: None,
+        commands: &commands,
+        executor: &executor,
+        events: &sink,
+        options: RunOptions {
+            dirty: DirtyTree::Refuse,
+            run_id: "run-1".to_string(),
+            now,
+            git_env: IDENTITY
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            jobs: 2,
+        },
+        cancel: CancellationToken::new(),
+    };
+    let fut = run_sprint(run);
+    tokio::pin!(fut);
+    let mut ended = false;
+    loop {
+        tokio::select! {
+            r = &mut fut => { r.unwrap(); ended = true; break; }
+            () = tokio::time::sleep(Duration::from_millis(50)) => {
+                if frozen.load(std::sync::atomic::Ordering::SeqCst) { break; }
+            }
+        }
+    }
+    let seen = sink.seen.lock().unwrap().clone();
+    (seen, ended)
+}
+
+#[tokio::test]
+async fn a_kill_at_any_point_of_a_fold_its_check_or_a_reopen_then_a_rerun_commits_each_task_once() {
+    let tasks = THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap();
+    // The whole run once, to count its events; then a kill after each from the first fold on.
+    let whole = project_checked(TOGETHER_CHECK, tasks).await;
+    let (events, ended) = together_until(&whole, usize::MAX).await;
+    assert!(ended);
+    let first_fold = events
+        .iter()
+        .position(|e| matches!(e, SprintEvent::Folded { .. }))
+        .unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SprintEvent::SentHome { .. })),
+        "{events:?}"
+    );
+    for at in first_fold..events.len() {
+        let p = project_checked(TOGETHER_CHECK, tasks).await;
+        let (_, ended) = together_until(&p, at).await;
+        let (_, again) = together_until(&p, usize::MAX).await;
+        assert!(again || ended, "stop at event {at}: the rerun ends");
+        let state = state(&p);
+        assert!(
+            state.tasks.iter().all(|t| t.status == TaskStatus::Done
+                && t.task_branch.is_none()
+                && t.fold_onto.is_none()),
+            "stop at event {at}: {state:?}"
+        );
+        assert_eq!(
+            commits(&p).await,
+            vec![
+                ("Task a".to_string(), "a".to_string()),
+                ("Task b".to_string(), "b".to_string()),
+            ],
+            "stop at event {at}: each task committed once"
+        );
+        let check = runner()
+            .run(
+                CommandSpec::shell(TOGETHER_CHECK, &p.root, Duration::from_secs(30)),
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            check.success(),
+            "stop at event {at}: the folded check passes"
+        );
+        assert_eq!(status_porcelain(&p).await, "", "stop at event {at}");
+    }
+}
+
 #[tokio::test]
 async fn killed_with_two_tasks_in_flight_a_rerun_finishes_both_in_their_worktrees() {
     let p = project(THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap()).await;
