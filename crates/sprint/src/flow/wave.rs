@@ -230,6 +230,16 @@ impl TaskHost for Coordinator<'_, '_, '_> {
     }
 }
 
+/// How a task's commit went onto the sprint's branch.
+enum Applied {
+    /// The branch has it now: the commit there, and `fast-forward` or `cherry-pick`.
+    Made(String, &'static str),
+    /// The pick came out empty: the branch had the same change already.
+    Empty,
+    /// The pick did not apply (aborted): why, as "conflicts in a, b" or "fails: <git's words>".
+    Failed(String),
+}
+
 /// The check's output on the sprint's branch after a task's fold, in the task's directory.
 pub const FOLD_CHECK_FILE: &str = "fold-check.txt";
 
@@ -586,78 +596,17 @@ impl Flow<'_, '_> {
                 head
             }
         };
-        let id = t.id.as_str();
-        let parent = format!("{commit}^");
-        let folded = if self
-            .git
-            .succeeds(&["merge-base", "--is-ancestor", &commit, "HEAD"])
-            .await?
-        {
-            (commit.clone(), "fast-forward")
-        } else if let Some(found) = self
-            .git
-            .commits_for_task(&parent, id)
-            .await?
-            .into_iter()
-            .next()
-        {
-            (found, "cherry-pick")
-        } else if self
-            .git
-            .succeeds(&["merge-base", "--is-ancestor", "HEAD", &commit])
-            .await?
-        {
-            self.git
-                .run(&["merge", "--ff-only", "--quiet", &commit])
-                .await?;
-            (commit.clone(), "fast-forward")
-        } else {
-            let out = self
-                .git
-                .output(
-                    &["cherry-pick", "--allow-empty", &commit],
-                    corral_ports::DEFAULT_OUTPUT_LIMIT,
-                )
-                .await?;
-            if out.success() {
-                (self.git.head().await?, "cherry-pick")
-            } else {
-                let conflicted = self
-                    .git
-                    .run(&["diff", "--name-only", "--diff-filter=U"])
-                    .await
-                    .unwrap_or_default();
-                let paths: Vec<String> = conflicted
-                    .lines()
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_string)
-                    .collect();
-                // Nothing in conflict and nothing staged: the pick came out empty, the same
-                // change being on the branch already (another task made it).
-                let empty = paths.is_empty()
-                    && self
-                        .git
-                        .succeeds(&["diff", "--cached", "--quiet", "HEAD"])
-                        .await?;
-                if !self.git.succeeds(&["cherry-pick", "--abort"]).await? {
-                    self.git
-                        .run(&["reset", "--hard", "--quiet", "HEAD"])
-                        .await?;
-                }
-                self.git.forget();
-                if empty {
-                    self.emit(SprintEvent::Folded {
-                        task: t.id.clone(),
-                        commit: onto.clone(),
-                        how: ALREADY_ON_BRANCH.to_string(),
-                    });
-                    return self.folded(state, i, task, onto).await;
-                }
-                let what = if paths.is_empty() {
-                    format!("fails: {}", out.stderr.text.trim())
-                } else {
-                    format!("conflicts in {}", paths.join(", "))
-                };
+        let folded = match self.apply_fold(&commit, t.id.as_str()).await? {
+            Applied::Made(commit, how) => (commit, how),
+            Applied::Empty => {
+                self.emit(SprintEvent::Folded {
+                    task: t.id.clone(),
+                    commit: onto.clone(),
+                    how: ALREADY_ON_BRANCH.to_string(),
+                });
+                return self.folded(state, i, task, onto).await;
+            }
+            Applied::Failed(what) => {
                 let critique = format!(
                     "Your change could not be folded onto the sprint's branch ({}): it {what}. \
                      Another task changed the same lines first. Your work tree now starts at \
@@ -744,6 +693,81 @@ impl Flow<'_, '_> {
                 .await;
         }
         self.folded(state, i, task, folded.0).await
+    }
+
+    /// Puts `commit` (task `id`'s) on the sprint's branch: found there already (a stop after
+    /// the fold), fast-forwarded, or cherry-picked; a pick that fails is aborted.
+    async fn apply_fold(&self, commit: &str, id: &str) -> Result<Applied, SprintError> {
+        let parent = format!("{commit}^");
+        let folded = if self
+            .git
+            .succeeds(&["merge-base", "--is-ancestor", commit, "HEAD"])
+            .await?
+        {
+            (commit.to_string(), "fast-forward")
+        } else if let Some(found) = self
+            .git
+            .commits_for_task(&parent, id)
+            .await?
+            .into_iter()
+            .next()
+        {
+            (found, "cherry-pick")
+        } else if self
+            .git
+            .succeeds(&["merge-base", "--is-ancestor", "HEAD", commit])
+            .await?
+        {
+            self.git
+                .run(&["merge", "--ff-only", "--quiet", commit])
+                .await?;
+            (commit.to_string(), "fast-forward")
+        } else {
+            let out = self
+                .git
+                .output(
+                    &["cherry-pick", "--allow-empty", commit],
+                    corral_ports::DEFAULT_OUTPUT_LIMIT,
+                )
+                .await?;
+            if out.success() {
+                (self.git.head().await?, "cherry-pick")
+            } else {
+                let conflicted = self
+                    .git
+                    .run(&["diff", "--name-only", "--diff-filter=U"])
+                    .await
+                    .unwrap_or_default();
+                let paths: Vec<String> = conflicted
+                    .lines()
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                // Nothing in conflict and nothing staged: the pick came out empty, the same
+                // change being on the branch already (another task made it).
+                let empty = paths.is_empty()
+                    && self
+                        .git
+                        .succeeds(&["diff", "--cached", "--quiet", "HEAD"])
+                        .await?;
+                if !self.git.succeeds(&["cherry-pick", "--abort"]).await? {
+                    self.git
+                        .run(&["reset", "--hard", "--quiet", "HEAD"])
+                        .await?;
+                }
+                self.git.forget();
+                if empty {
+                    return Ok(Applied::Empty);
+                }
+                let what = if paths.is_empty() {
+                    format!("fails: {}", out.stderr.text.trim())
+                } else {
+                    format!("conflicts in {}", paths.join(", "))
+                };
+                return Ok(Applied::Failed(what));
+            }
+        };
+        Ok(Applied::Made(folded.0, folded.1))
     }
 
     /// Task `i` is folded as `commit`: its learnings appended, its entry saved, its worktree
