@@ -445,6 +445,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             resumed,
         });
         self.refuse_users_branch(resumed).await?;
+        self.settle_fold(&state).await?;
         self.preflight(&state).await?;
         self.save(&mut state)?;
         if !state.run.as_ref().is_some_and(|r| r.setup_done) {

@@ -393,6 +393,29 @@ impl Flow<'_, '_> {
         Ok(pause)
     }
 
+    /// A fold a stop cut short (an entry with `fold_onto`) may have left a cherry-pick half
+    /// made in the project's tree (the stop came between the pick and its abort): aborted
+    /// before anything looks at the tree, so that the rerun finds the branch as it was before
+    /// the pick and folds again, instead of refusing the tree as dirty.
+    pub(super) async fn settle_fold(&self, state: &SprintState) -> Result<(), SprintError> {
+        if !state.tasks.iter().any(|t| t.fold_onto.is_some()) {
+            return Ok(());
+        }
+        if self
+            .git
+            .succeeds(&["rev-parse", "--quiet", "--verify", "CHERRY_PICK_HEAD"])
+            .await?
+        {
+            if !self.git.succeeds(&["cherry-pick", "--abort"]).await? {
+                self.git
+                    .run(&["reset", "--hard", "--quiet", "HEAD"])
+                    .await?;
+            }
+            self.git.forget();
+        }
+        Ok(())
+    }
+
     /// Task `i`'s job, its branch written into its entry: a fresh task starts at `head`, one
     /// left running continues from its own base.
     fn job(&self, state: &mut SprintState, i: usize, head: &str, run_id: &str) -> Option<TaskJob> {

@@ -1872,6 +1872,8 @@ async fn tasks_whose_touches_overlap_run_one_after_the_other_and_the_hold_is_tol
 struct Freezing {
     inner: HostCommandRunner,
     frozen: Arc<std::sync::atomic::AtomicBool>,
+    /// Freezes too before the first command whose arguments hold this one.
+    before: Option<&'static str>,
 }
 
 #[async_trait]
@@ -1881,6 +1883,12 @@ impl CommandRunner for Freezing {
         spec: CommandSpec,
         cancel: &CancellationToken,
     ) -> Result<corral_ports::CommandOutput, corral_ports::CommandError> {
+        if self
+            .before
+            .is_some_and(|arg| spec.args.iter().any(|a| a == arg))
+        {
+            self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         if self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
@@ -1915,6 +1923,17 @@ async fn together_until(p: &Project, at: usize) -> (Vec<SprintEvent>, bool) {
         Role::Generator,
         write(&[("b.txt", "done\n"), ("fixed.txt", "fixed\n")]),
     );
+    run_frozen(p, &generator, at, None).await
+}
+
+/// Runs `p`'s sprint with `--jobs 2` until its `at`-th event or the first command with the
+/// argument `before`, then drops it; the events seen, and whether it ended first.
+async fn run_frozen(
+    p: &Project,
+    generator: &FakeAgent,
+    at: usize,
+    before: Option<&'static str>,
+) -> (Vec<SprintEvent>, bool) {
     let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sink = FreezeAt {
         at,
@@ -1924,13 +1943,14 @@ async fn together_until(p: &Project, at: usize) -> (Vec<SprintEvent>, bool) {
     let commands = Freezing {
         inner: runner(),
         frozen: frozen.clone(),
+        before,
     };
     let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
     let executor = corral_executor_local::LocalExecutor;
     let run = corral_sprint::SprintRun {
         file: &file,
         project_root: &p.root,
-        generator: &*generator,
+        generator,
         evaluator: None,
         commands: &commands,
         executor: &executor,
@@ -2012,6 +2032,44 @@ async fn a_kill_at_any_point_of_a_fold_its_check_or_a_reopen_then_a_rerun_commit
         );
         assert_eq!(status_porcelain(&p).await, "", "stop at event {at}");
     }
+}
+
+#[tokio::test]
+async fn a_kill_between_a_conflicting_pick_and_its_abort_is_settled_on_the_rerun() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap()).await;
+    let script = || {
+        let generator = FakeAgent::new(ProviderId::Claude);
+        generator.on("a", 1, Role::Generator, write(&[("README", "a's words\n")]));
+        generator.on("b", 1, Role::Generator, write(&[("README", "b's words\n")]));
+        generator.on(
+            "b",
+            2,
+            Role::Generator,
+            write(&[("README", "a's words\nb's words\n")]),
+        );
+        generator
+    };
+    let (_, ended) = run_frozen(&p, &script(), usize::MAX, Some("--abort")).await;
+    assert!(!ended);
+    assert!(
+        p.root.join(".git/CHERRY_PICK_HEAD").exists(),
+        "the kill left the pick half made"
+    );
+    let (_, ended) = run_frozen(&p, &script(), usize::MAX, None).await;
+    assert!(ended);
+    assert!(state(&p).tasks.iter().all(|t| t.status == TaskStatus::Done));
+    assert_eq!(
+        commits(&p).await,
+        vec![
+            ("Task a".to_string(), "a".to_string()),
+            ("Task b".to_string(), "b".to_string()),
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("README")).unwrap(),
+        "a's words\nb's words\n"
+    );
+    assert_eq!(status_porcelain(&p).await, "");
 }
 
 #[tokio::test]
