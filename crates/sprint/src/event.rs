@@ -159,7 +159,8 @@ pub enum SprintEvent {
         task: TaskId,
         /// Its commit on the sprint's branch.
         commit: String,
-        /// `fast-forward` or `cherry-pick`.
+        /// `fast-forward`, `cherry-pick`, or `already on the branch` (the pick came out empty:
+        /// another task made the same change; `commit` is the branch's head, which has it).
         how: String,
     },
     /// The check (and the gates of the paths the fold changed) ran on the sprint's branch

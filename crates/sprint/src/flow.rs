@@ -1709,7 +1709,7 @@ mod wave;
 pub(crate) use protect::glob_matches;
 
 pub use protect::PROTECTED_FILE;
-pub use wave::JOB_LOG_FILE;
+pub use wave::{ALREADY_ON_BRANCH, FOLD_CHECK_FILE, JOB_LOG_FILE, SENT_HOME_PATCH_FILE};
 
 fn progress_mut(state: &mut SprintState, i: usize) -> Option<&mut TaskProgress> {
     state.tasks.get_mut(i).and_then(|t| t.progress.as_mut())
