@@ -181,7 +181,11 @@ impl Steps {
                 )
             }
             SprintEvent::Warning { task, message } => format!("{task}  warning: {message}"),
-            SprintEvent::WaveStarted { .. } | SprintEvent::Folded { .. } => parallel_text(event)?,
+            SprintEvent::WaveStarted { .. }
+            | SprintEvent::Folded { .. }
+            | SprintEvent::FoldChecked { .. }
+            | SprintEvent::SentHome { .. }
+            | SprintEvent::Held { .. } => parallel_text(event)?,
             SprintEvent::TaskFinished {
                 task,
                 status,
@@ -240,6 +244,31 @@ fn parallel_text(event: &SprintEvent) -> Option<String> {
         SprintEvent::Folded { task, commit, how } => Some(format!(
             "{task}  folded onto the sprint branch ({how}), commit {}",
             short_commit(commit)
+        )),
+        SprintEvent::FoldChecked {
+            task,
+            passed,
+            gates,
+        } => {
+            let what = if gates.is_empty() {
+                "the check".to_string()
+            } else {
+                format!("the check and the gates of {}", gates.join(", "))
+            };
+            let verdict = if *passed { "passed" } else { "failed" };
+            Some(format!(
+                "{task}  on the sprint branch after its fold, {what} {verdict}"
+            ))
+        }
+        SprintEvent::SentHome { task, round, why } => Some(format!(
+            "{task}  taken back off the sprint branch ({why}); round {round} starts at its tip"
+        )),
+        SprintEvent::Held {
+            task,
+            behind,
+            overlap,
+        } => Some(format!(
+            "{task}  held back while {behind} runs: both touch {overlap}"
         )),
         SprintEvent::SprintStarted { .. }
         | SprintEvent::DirtyTree { .. }
@@ -494,6 +523,9 @@ impl Shared {
             | SprintEvent::Warning { .. }
             | SprintEvent::WaveStarted { .. }
             | SprintEvent::Folded { .. }
+            | SprintEvent::FoldChecked { .. }
+            | SprintEvent::SentHome { .. }
+            | SprintEvent::Held { .. }
             | SprintEvent::SprintFinished { .. } => {}
         }
     }

@@ -159,8 +159,42 @@ pub enum SprintEvent {
         task: TaskId,
         /// Its commit on the sprint's branch.
         commit: String,
-        /// `fast-forward` or `cherry-pick`.
+        /// `fast-forward`, `cherry-pick`, or `already on the branch` (the pick came out empty:
+        /// another task made the same change; `commit` is the branch's head, which has it).
         how: String,
+    },
+    /// The check (and the gates of the paths the fold changed) ran on the sprint's branch
+    /// right after a task was folded onto it.
+    #[serde(rename_all = "camelCase")]
+    FoldChecked {
+        /// The task folded.
+        task: TaskId,
+        /// Whether the check and every gate run passed.
+        passed: bool,
+        /// The gates that ran, by path.
+        gates: Vec<String>,
+    },
+    /// A task's fold failed (it conflicted, or broke the check on the sprint's branch): its
+    /// commit is off the sprint's branch and the task gets one more round at the branch's tip.
+    #[serde(rename_all = "camelCase")]
+    SentHome {
+        /// The task.
+        task: TaskId,
+        /// The round it starts again at.
+        round: u32,
+        /// What went wrong, one line.
+        why: String,
+    },
+    /// A ready task is held back: it may touch paths a task in flight touches (its
+    /// `touches`, or what its last attempt changed), and would likely conflict at the fold.
+    #[serde(rename_all = "camelCase")]
+    Held {
+        /// The task held back.
+        task: TaskId,
+        /// The task in flight it overlaps.
+        behind: TaskId,
+        /// The overlap, as the globs or paths that meet.
+        overlap: String,
     },
     /// A task ended.
     #[serde(rename_all = "camelCase")]

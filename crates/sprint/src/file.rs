@@ -115,8 +115,33 @@ pub struct Task {
     /// `may_edit`: globs of protected paths this task's generator may change (a task that
     /// is about the check itself).
     pub may_edit: Vec<String>,
+    /// `touches`: globs of the paths the task expects to change. A parallel run does not run
+    /// two tasks whose `touches` overlap at the same time (they would likely conflict at the
+    /// fold); a hint, never enforced on what the task does change.
+    pub touches: Vec<String>,
     /// The line of the task's `[[tasks]]` header (for messages about it).
     pub line: usize,
+}
+
+/// Two tasks of a sprint file whose `touches` overlap and that could run at the same time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TouchOverlap {
+    /// The first in the file.
+    pub first: TaskId,
+    /// The second.
+    pub second: TaskId,
+    /// The globs that meet: `` `src/**` and `src/lib.rs` ``.
+    pub overlap: String,
+}
+
+impl std::fmt::Display for TouchOverlap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tasks {} and {} both touch {}: with --jobs they run one after the other",
+            self.first, self.second, self.overlap
+        )
+    }
 }
 
 /// Where a task's instructions come from.
@@ -156,6 +181,47 @@ impl SprintFile {
     /// The task with id `id`.
     pub fn task(&self, id: &TaskId) -> Option<&Task> {
         self.tasks.iter().find(|t| &t.id == id)
+    }
+
+    /// The pairs of tasks that could run at the same time (neither depends on the other, even
+    /// through others) and whose `touches` overlap, in file order: a parallel run keeps each
+    /// pair apart.
+    pub fn overlaps(&self) -> Vec<TouchOverlap> {
+        let mut out = Vec::new();
+        for (k, a) in self.tasks.iter().enumerate() {
+            for b in self.tasks.iter().skip(k + 1) {
+                if self.depends(a, b) || self.depends(b, a) {
+                    continue;
+                }
+                if let Some(overlap) = crate::overlap::overlap(&a.touches, &b.touches) {
+                    out.push(TouchOverlap {
+                        first: a.id.clone(),
+                        second: b.id.clone(),
+                        overlap,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether `a` depends on `b`, directly or through other tasks.
+    fn depends(&self, a: &Task, b: &Task) -> bool {
+        let mut seen: Vec<&TaskId> = Vec::new();
+        let mut todo: Vec<&TaskId> = a.depends_on.iter().collect();
+        while let Some(id) = todo.pop() {
+            if id == &b.id {
+                return true;
+            }
+            if seen.contains(&id) {
+                continue;
+            }
+            seen.push(id);
+            if let Some(t) = self.task(id) {
+                todo.extend(t.depends_on.iter());
+            }
+        }
+        false
     }
 
     /// The directory relative paths in the file (a brief) are resolved against.

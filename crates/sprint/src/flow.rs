@@ -445,6 +445,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             resumed,
         });
         self.refuse_users_branch(resumed).await?;
+        self.settle_fold(&state).await?;
         self.preflight(&state).await?;
         self.save(&mut state)?;
         if !state.run.as_ref().is_some_and(|r| r.setup_done) {
@@ -1229,7 +1230,9 @@ impl<'r, 'a> Flow<'r, 'a> {
             attribution: Some(attribution),
         });
         match attribution {
-            Attribution::Regressed => {
+            // `BrokeOnFold` is the fold's, never a round's (`Attribution::of`): were it met
+            // here, it failed, and is treated as the failure it is.
+            Attribution::Regressed | Attribution::BrokeOnFold => {
                 let saved = round_dir.join(REGRESSED_PATCH_FILE);
                 write_file(&self.layout, &saved, patch.as_bytes())?;
                 let attempts = if let Some(t) = state.tasks.get_mut(i) {
@@ -1719,8 +1722,10 @@ mod protect;
 mod review;
 mod wave;
 
+pub(crate) use protect::glob_matches;
+
 pub use protect::PROTECTED_FILE;
-pub use wave::JOB_LOG_FILE;
+pub use wave::{ALREADY_ON_BRANCH, FOLD_CHECK_FILE, JOB_LOG_FILE, SENT_HOME_PATCH_FILE};
 
 fn progress_mut(state: &mut SprintState, i: usize) -> Option<&mut TaskProgress> {
     state.tasks.get_mut(i).and_then(|t| t.progress.as_mut())

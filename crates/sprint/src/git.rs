@@ -184,7 +184,11 @@ impl Git<'_> {
             .await
     }
 
-    async fn run_limited(&self, args: &[&str], limit: usize) -> Result<String, GitError> {
+    pub(crate) async fn run_limited(
+        &self,
+        args: &[&str],
+        limit: usize,
+    ) -> Result<String, GitError> {
         let out = self.output(args, limit).await?;
         finished(args, Ok(out))
     }

@@ -28,6 +28,7 @@ mod layout;
 mod lock;
 mod names;
 mod order;
+mod overlap;
 mod parse;
 mod prompt;
 mod slots;
@@ -43,12 +44,12 @@ pub use executor::{
 };
 pub use file::{
     Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
-    limits, load,
+    TouchOverlap, limits, load,
 };
 pub use flow::{
-    BLOCKED_PATCH_FILE, CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, DirtyTree, JOB_LOG_FILE,
-    PRE_VERIFY_FILE, PROTECTED_FILE, REGRESSED_PATCH_FILE, RunOptions, SprintError, SprintRun,
-    run_sprint, work_task,
+    ALREADY_ON_BRANCH, BLOCKED_PATCH_FILE, CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, DirtyTree,
+    FOLD_CHECK_FILE, JOB_LOG_FILE, PRE_VERIFY_FILE, PROTECTED_FILE, REGRESSED_PATCH_FILE,
+    RunOptions, SENT_HOME_PATCH_FILE, SprintError, SprintRun, run_sprint, work_task,
 };
 pub use git::{GitError, extract_tree};
 pub use layout::{

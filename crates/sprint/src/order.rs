@@ -100,6 +100,7 @@ mod tests {
                 prompt: TaskPrompt::Inline("p".into()),
                 depends_on: deps.iter().map(|d| TaskId::new(*d).unwrap()).collect(),
                 may_edit: Vec::new(),
+                touches: Vec::new(),
                 line: i + 1,
             })
             .collect()

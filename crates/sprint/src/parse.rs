@@ -33,7 +33,15 @@ const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
 const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
 const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
 const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
-const TASK_KEYS: &[&str] = &["id", "title", "prompt", "brief", "depends_on", "may_edit"];
+const TASK_KEYS: &[&str] = &[
+    "id",
+    "title",
+    "prompt",
+    "brief",
+    "depends_on",
+    "may_edit",
+    "touches",
+];
 
 /// Validates the sprint file `path` whose text is `src`; briefs are read relative to its
 /// directory.
@@ -602,15 +610,19 @@ impl Cx<'_> {
         let prompt = self.prompt(t, &path, at);
         let deps = self.depends_on(t, &path);
         let may_edit = self.globs(t, &path, "may_edit");
-        let task = match (id.clone(), title, prompt, &deps, may_edit) {
-            (Some(id), Some(title), Some(prompt), Some(deps), Some(may_edit)) => Some(Task {
-                id,
-                title,
-                prompt,
-                depends_on: deps.iter().map(|(d, _)| d.clone()).collect(),
-                may_edit,
-                line,
-            }),
+        let touches = self.globs(t, &path, "touches");
+        let task = match (id.clone(), title, prompt, &deps, may_edit, touches) {
+            (Some(id), Some(title), Some(prompt), Some(deps), Some(may_edit), Some(touches)) => {
+                Some(Task {
+                    id,
+                    title,
+                    prompt,
+                    depends_on: deps.iter().map(|(d, _)| d.clone()).collect(),
+                    may_edit,
+                    touches,
+                    line,
+                })
+            }
             _ => None,
         };
         Entry {
@@ -670,7 +682,7 @@ impl Cx<'_> {
         }
     }
 
-    /// A list of path globs at `key` (`sprint.protected`, a task's `may_edit`), relative to
+    /// A list of path globs at `key` (`sprint.protected`, a task's `may_edit` or `touches`), relative to
     /// the work tree's top: empty when absent; `None` when it is no list of such globs
     /// (reported).
     fn globs(&mut self, t: &dyn TableLike, path: &str, key: &str) -> Option<Vec<String>> {
@@ -830,6 +842,7 @@ impl Cx<'_> {
                     prompt: TaskPrompt::Inline(String::new()),
                     depends_on: e.deps.iter().map(|(d, _)| d.clone()).collect(),
                     may_edit: Vec::new(),
+                    touches: Vec::new(),
                     line: e.line,
                 };
                 Some((task, e.index))

@@ -146,6 +146,9 @@ pub(crate) fn evaluator_prompt(
             "failed, and it failed before the task as well (the change is not blamed for it)"
         }
         Attribution::Regressed => "failed; it passed before the task",
+        Attribution::BrokeOnFold => {
+            "failed on the sprint's branch with the change folded on, though it passed beside it"
+        }
     };
     let _ = write!(
         out,

@@ -88,6 +88,19 @@ pub struct TaskState {
     /// worktree or is done there and not yet folded onto the sprint's branch (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_branch: Option<String>,
+    /// In a parallel run: the head of the sprint's branch a fold of this task started from,
+    /// written before the fold, so that a fold whose check fails (or a stop in between) takes
+    /// the branch back to exactly there (absent when no fold is under way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fold_onto: Option<String>,
+    /// In a parallel run: the rounds a fold sent the task back for (its fold conflicted, or
+    /// broke the check on the sprint's branch). One at most: the second such fold blocks it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sent_home: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Usage per role.
@@ -172,6 +185,10 @@ pub enum Attribution {
     FixedBaseline,
     /// Failed before, fails after: the tree was broken already; the agent is not blamed.
     BaselineBroken,
+    /// Passed on its own branch, but the sprint's branch with its commit folded on fails:
+    /// it and a task folded before it do not hold together. Its commit is taken back off the
+    /// branch and the task reopened at the branch's tip. Never from [`Attribution::of`].
+    BrokeOnFold,
 }
 
 impl Attribution {
@@ -192,6 +209,7 @@ impl Attribution {
             Attribution::Regressed => "regressed",
             Attribution::FixedBaseline => "fixed-baseline",
             Attribution::BaselineBroken => "baseline-broken",
+            Attribution::BrokeOnFold => "broke-on-fold",
         }
     }
 }
@@ -312,6 +330,8 @@ impl SprintState {
                     usage_by_provider: BTreeMap::new(),
                     progress: None,
                     task_branch: None,
+                    fold_onto: None,
+                    sent_home: 0,
                 })
                 .collect(),
             run: None,

@@ -26,16 +26,19 @@ use async_trait::async_trait;
 use corral_contract::{Contract, validate_signals_file};
 use corral_ports::CommandRunner;
 
-use super::{Flow, SprintError};
+use super::{Flow, SprintError, read_session_id, write_file};
 use crate::event::{SprintEnd, SprintEvent};
 use crate::executor::{
     ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskRecorder,
 };
+use crate::file::{Gate, Task};
 use crate::git::Git;
-use crate::layout::{Role, SIGNALS_FILE, SprintLayout};
+use crate::layout::{Role, SESSION_ID_FILE, SIGNALS_FILE, SprintLayout};
 use crate::names::TaskId;
 use crate::slots::Slots;
-use crate::state::{SprintState, TaskState, TaskStatus, write_state};
+use crate::state::{
+    Attribution, SprintState, Step, TaskProgress, TaskState, TaskStatus, write_state,
+};
 
 /// A task in flight: its executor's run.
 type Running<'f> = Pin<Box<dyn Future<Output = Result<TaskHandback, ExecutorError>> + Send + 'f>>;
@@ -227,6 +230,28 @@ impl TaskHost for Coordinator<'_, '_, '_> {
     }
 }
 
+/// How a task's commit went onto the sprint's branch.
+enum Applied {
+    /// The branch has it now: the commit there, and `fast-forward` or `cherry-pick`.
+    Made(String, &'static str),
+    /// The pick came out empty: the branch had the same change already.
+    Empty,
+    /// The pick did not apply (aborted): why, as "conflicts in a, b" or "fails: <git's words>".
+    Failed(String),
+}
+
+/// The check's output on the sprint's branch after a task's fold, in the task's directory.
+pub const FOLD_CHECK_FILE: &str = "fold-check.txt";
+
+/// A task's change as it was when its fold failed and it was sent home, in its directory.
+pub const SENT_HOME_PATCH_FILE: &str = "sent-home.patch";
+
+/// How a fold whose change the branch already has is named (the `folded` event's `how`).
+pub const ALREADY_ON_BRANCH: &str = "already on the branch";
+
+/// The largest patch of a task sent home that is saved.
+const PATCH_LIMIT: usize = 64 * 1024 * 1024;
+
 /// What a remote task's job printed, in the task's directory.
 pub const JOB_LOG_FILE: &str = "job.log";
 
@@ -304,6 +329,7 @@ impl Flow<'_, '_> {
         let mut running: Vec<(usize, Running<'_>)> = Vec::new();
         let mut pause: Option<SprintEnd> = None;
         let mut failure: Option<SprintError> = None;
+        let mut held: Vec<(TaskId, TaskId)> = Vec::new();
         loop {
             let before = host.snapshot();
             let mut state = before.clone();
@@ -314,7 +340,7 @@ impl Flow<'_, '_> {
             let mut started = Vec::new();
             if pause.is_none() && failure.is_none() && running.len() < in_flight {
                 let busy: Vec<usize> = running.iter().map(|(i, _)| *i).collect();
-                let ready = self.ready(&mut state, &busy, in_flight - running.len())?;
+                let ready = self.ready(&mut state, &busy, in_flight - running.len(), &mut held)?;
                 if !ready.is_empty() {
                     let head = self.git.head().await?;
                     for i in ready {
@@ -367,6 +393,29 @@ impl Flow<'_, '_> {
         Ok(pause)
     }
 
+    /// A fold a stop cut short (an entry with `fold_onto`) may have left a cherry-pick half
+    /// made in the project's tree (the stop came between the pick and its abort): aborted
+    /// before anything looks at the tree, so that the rerun finds the branch as it was before
+    /// the pick and folds again, instead of refusing the tree as dirty.
+    pub(super) async fn settle_fold(&self, state: &SprintState) -> Result<(), SprintError> {
+        if !state.tasks.iter().any(|t| t.fold_onto.is_some()) {
+            return Ok(());
+        }
+        if self
+            .git
+            .succeeds(&["rev-parse", "--quiet", "--verify", "CHERRY_PICK_HEAD"])
+            .await?
+        {
+            if !self.git.succeeds(&["cherry-pick", "--abort"]).await? {
+                self.git
+                    .run(&["reset", "--hard", "--quiet", "HEAD"])
+                    .await?;
+            }
+            self.git.forget();
+        }
+        Ok(())
+    }
+
     /// Task `i`'s job, its branch written into its entry: a fresh task starts at `head`, one
     /// left running continues from its own base.
     fn job(&self, state: &mut SprintState, i: usize, head: &str, run_id: &str) -> Option<TaskJob> {
@@ -390,12 +439,16 @@ impl Flow<'_, '_> {
 
     /// The tasks to start: at most `free`, not `busy`, pending or left running, whose
     /// dependencies are done and folded; those left running first (they were in flight).
-    /// Tasks whose dependency failed are skipped on the way.
+    /// Tasks whose dependency failed are skipped on the way. A task whose paths may overlap
+    /// those of a task in flight (`busy`, started now, or done before it in run order and not
+    /// yet folded) is held back until that one ends: run at once, they would likely conflict
+    /// at the fold. Each hold is told once (`held`).
     fn ready(
         &self,
         state: &mut SprintState,
         busy: &[usize],
         free: usize,
+        held: &mut Vec<(TaskId, TaskId)>,
     ) -> Result<Vec<usize>, SprintError> {
         let mut running = Vec::new();
         let mut pending = Vec::new();
@@ -432,9 +485,90 @@ impl Flow<'_, '_> {
                 }
             }
         }
-        let mut wave: Vec<usize> = running.into_iter().chain(pending).take(free).collect();
+        let mut wave: Vec<usize> = Vec::new();
+        for i in running.into_iter().chain(pending) {
+            if wave.len() >= free {
+                break;
+            }
+            let mine = self.footprint(state, i);
+            let unfolded = (0..i).filter(|&j| {
+                state
+                    .tasks
+                    .get(j)
+                    .is_some_and(|t| t.status == TaskStatus::Done && t.task_branch.is_some())
+            });
+            let blocker = if mine.is_empty() {
+                None
+            } else {
+                busy.iter()
+                    .chain(wave.iter())
+                    .copied()
+                    .chain(unfolded)
+                    .find_map(|j| {
+                        crate::overlap::overlap(&mine, &self.footprint(state, j)).map(|o| (j, o))
+                    })
+            };
+            match blocker {
+                None => wave.push(i),
+                Some((j, overlap)) => {
+                    let (Some(task), Some(behind)) = (
+                        state.tasks.get(i).map(|t| t.id.clone()),
+                        state.tasks.get(j).map(|t| t.id.clone()),
+                    ) else {
+                        continue;
+                    };
+                    let pair = (task.clone(), behind.clone());
+                    if !held.contains(&pair) {
+                        held.push(pair);
+                        self.emit(SprintEvent::Held {
+                            task,
+                            behind,
+                            overlap,
+                        });
+                    }
+                }
+            }
+        }
         wave.sort_unstable();
         Ok(wave)
+    }
+
+    /// The paths task `i` may touch: its `touches`, and what its last attempt changed (the
+    /// latest round's diff, the change it was sent home with).
+    fn footprint(&self, state: &SprintState, i: usize) -> Vec<String> {
+        let Some(t) = state.tasks.get(i) else {
+            return Vec::new();
+        };
+        let mut paths = self
+            .file()
+            .task(&t.id)
+            .map(|task| task.touches.clone())
+            .unwrap_or_default();
+        let dir = self.layout.task_dir(&t.id);
+        // Only this run's: a pending task's directory may hold an earlier sprint's leftovers.
+        let mut patches = Vec::new();
+        if t.sent_home > 0 {
+            patches.push(dir.join(SENT_HOME_PATCH_FILE));
+        }
+        patches.extend(
+            (1..=t.round)
+                .rev()
+                .map(|round| self.layout.round_dir(&t.id, round).join(super::DIFF_FILE)),
+        );
+        for patch in patches {
+            let text = super::read_record_text(&self.layout, &patch);
+            for line in text.lines() {
+                let path = line
+                    .strip_prefix("+++ b/")
+                    .or_else(|| line.strip_prefix("--- a/"));
+                if let Some(path) = path.map(str::trim_end)
+                    && !paths.iter().any(|p| p == path)
+                {
+                    paths.push(path.to_string());
+                }
+            }
+        }
+        paths
     }
 
     /// Folds the tasks done on their own branches and not yet folded, in run order, up to
@@ -455,25 +589,145 @@ impl Flow<'_, '_> {
     }
 
     /// Folds task `i`'s commit onto the sprint's branch: found there already (a stop after
-    /// the fold), fast-forwarded, or cherry-picked; a conflict blocks the task.
+    /// the fold), fast-forwarded, or cherry-picked; then the check (and the gates of the paths
+    /// the fold changed) runs on the branch. A fold that conflicts or breaks the check is taken
+    /// back off the branch and the task sent home for one more round ([`Flow::send_home`]); a
+    /// change found already on the branch (another task made the same) folds as nothing.
+    ///
+    /// Crash-safe: the branch's head before the fold is written (`fold_onto`) before anything
+    /// moves it, and the task is marked folded only after its check passed. A stop in between
+    /// finds the fold on the next run and checks it again; a stop after the branch was taken
+    /// back folds again and meets the same failure.
     async fn fold(&self, state: &mut SprintState, i: usize) -> Result<(), SprintError> {
         let Some(t) = state.tasks.get(i).cloned() else {
             return Ok(());
         };
-        let (Some(branch), Some(commit)) = (t.task_branch.clone(), t.commit.clone()) else {
+        let (Some(_), Some(commit)) = (&t.task_branch, t.commit.clone()) else {
             return Ok(());
         };
         let Some(task) = self.file().task(&t.id) else {
             return Ok(());
         };
-        let id = t.id.as_str();
+        let onto = match t.fold_onto.clone() {
+            Some(onto) => onto,
+            None => {
+                let head = self.git.head().await?;
+                if let Some(t) = state.tasks.get_mut(i) {
+                    t.fold_onto = Some(head.clone());
+                }
+                self.save(state)?;
+                head
+            }
+        };
+        let folded = match self.apply_fold(&commit, t.id.as_str()).await? {
+            Applied::Made(commit, how) => (commit, how),
+            Applied::Empty => {
+                self.emit(SprintEvent::Folded {
+                    task: t.id.clone(),
+                    commit: onto.clone(),
+                    how: ALREADY_ON_BRANCH.to_string(),
+                });
+                return self.folded(state, i, task, onto).await;
+            }
+            Applied::Failed(what) => {
+                let critique = format!(
+                    "Your change could not be folded onto the sprint's branch ({}): it {what}. \
+                     Another task changed the same lines first. Your work tree now starts at \
+                     the branch's tip, with that task's change in it; do the task again on it, \
+                     keeping the other task's change.",
+                    self.file().sprint.branch
+                );
+                return self
+                    .send_home(
+                        state,
+                        i,
+                        task,
+                        &onto,
+                        format!("folding it {what}"),
+                        critique,
+                        None,
+                    )
+                    .await;
+            }
+        };
+        self.emit(SprintEvent::Folded {
+            task: t.id.clone(),
+            commit: folded.0.clone(),
+            how: folded.1.to_string(),
+        });
+        // The fold's own check, on the branch as it now is: two tasks that each passed beside
+        // the other can break it together.
+        let changed = self
+            .git
+            .run(&["diff", "--name-only", "-z", &onto, &folded.0])
+            .await?;
+        let paths: Vec<&str> = changed.split('\0').filter(|p| !p.is_empty()).collect();
+        let gates: Vec<&Gate> = self
+            .file()
+            .gates
+            .iter()
+            .filter(|g| paths.iter().any(|p| g.applies_to(p)))
+            .collect();
+        let Some(v) = self.verify(&gates).await? else {
+            // Cancelled: the next run finds the fold and checks it again.
+            return Ok(());
+        };
+        write_file(
+            &self.layout,
+            &self.layout.task_dir(&t.id).join(FOLD_CHECK_FILE),
+            v.report.as_bytes(),
+        )?;
+        self.emit(SprintEvent::FoldChecked {
+            task: t.id.clone(),
+            passed: v.passed,
+            gates: v.gates.clone(),
+        });
+        // Blamed on the fold only when the task's own round passed: a check that failed on
+        // its branch too is the baseline's, as the round's attribution said.
+        let blamed = match t.attribution {
+            Some(Attribution::Clean | Attribution::FixedBaseline) | None => !v.passed,
+            Some(
+                Attribution::Regressed | Attribution::BaselineBroken | Attribution::BrokeOnFold,
+            ) => false,
+        };
+        if blamed {
+            // Back to the head before the fold (no `git clean`: the project's untracked files
+            // are the user's).
+            self.git.run(&["reset", "--hard", "--quiet", &onto]).await?;
+            self.git.forget();
+            let critique = format!(
+                "Your change passed the check on its own, but once folded onto the sprint's \
+                 branch ({}), after the tasks folded before it, the check failed. Your work \
+                 tree now starts at the branch's tip, with their changes in it; do the task \
+                 again on it so that the check passes. The check's output there:\n\n```text\n{}\n```",
+                self.file().sprint.branch,
+                crate::prompt::cut(&v.report, crate::prompt::PROMPT_OUTPUT_LIMIT).trim_end()
+            );
+            return self
+                .send_home(
+                    state,
+                    i,
+                    task,
+                    &onto,
+                    "the check failed on the sprint branch with it folded on".to_string(),
+                    critique,
+                    Some(Attribution::BrokeOnFold),
+                )
+                .await;
+        }
+        self.folded(state, i, task, folded.0).await
+    }
+
+    /// Puts `commit` (task `id`'s) on the sprint's branch: found there already (a stop after
+    /// the fold), fast-forwarded, or cherry-picked; a pick that fails is aborted.
+    async fn apply_fold(&self, commit: &str, id: &str) -> Result<Applied, SprintError> {
         let parent = format!("{commit}^");
         let folded = if self
             .git
-            .succeeds(&["merge-base", "--is-ancestor", &commit, "HEAD"])
+            .succeeds(&["merge-base", "--is-ancestor", commit, "HEAD"])
             .await?
         {
-            Some((commit.clone(), "fast-forward"))
+            (commit.to_string(), "fast-forward")
         } else if let Some(found) = self
             .git
             .commits_for_task(&parent, id)
@@ -481,56 +735,74 @@ impl Flow<'_, '_> {
             .into_iter()
             .next()
         {
-            Some((found, "cherry-pick"))
+            (found, "cherry-pick")
         } else if self
             .git
-            .succeeds(&["merge-base", "--is-ancestor", "HEAD", &commit])
+            .succeeds(&["merge-base", "--is-ancestor", "HEAD", commit])
             .await?
         {
             self.git
-                .run(&["merge", "--ff-only", "--quiet", &commit])
+                .run(&["merge", "--ff-only", "--quiet", commit])
                 .await?;
-            Some((commit.clone(), "fast-forward"))
+            (commit.to_string(), "fast-forward")
         } else {
             let out = self
                 .git
                 .output(
-                    &["cherry-pick", "--allow-empty", &commit],
+                    &["cherry-pick", "--allow-empty", commit],
                     corral_ports::DEFAULT_OUTPUT_LIMIT,
                 )
                 .await?;
             if out.success() {
-                Some((self.git.head().await?, "cherry-pick"))
+                (self.git.head().await?, "cherry-pick")
             } else {
                 let conflicted = self
                     .git
                     .run(&["diff", "--name-only", "--diff-filter=U"])
                     .await
                     .unwrap_or_default();
-                let paths: Vec<&str> = conflicted.lines().filter(|l| !l.is_empty()).collect();
+                let paths: Vec<String> = conflicted
+                    .lines()
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                // Nothing in conflict and nothing staged: the pick came out empty, the same
+                // change being on the branch already (another task made it).
+                let empty = paths.is_empty()
+                    && self
+                        .git
+                        .succeeds(&["diff", "--cached", "--quiet", "HEAD"])
+                        .await?;
                 if !self.git.succeeds(&["cherry-pick", "--abort"]).await? {
                     self.git
                         .run(&["reset", "--hard", "--quiet", "HEAD"])
                         .await?;
+                }
+                self.git.forget();
+                if empty {
+                    return Ok(Applied::Empty);
                 }
                 let what = if paths.is_empty() {
                     format!("fails: {}", out.stderr.text.trim())
                 } else {
                     format!("conflicts in {}", paths.join(", "))
                 };
-                let reason = format!(
-                    "folding it onto {} {what}; its change stays on branch {branch}",
-                    self.file().sprint.branch
-                );
-                if let Some(t) = state.tasks.get_mut(i) {
-                    t.commit = None;
-                    t.task_branch = None;
-                }
-                self.remove_worktree(&t.id).await;
-                return self.finish_blocked(state, i, task, reason).map(drop);
+                return Ok(Applied::Failed(what));
             }
         };
-        let Some((folded, how)) = folded else {
+        Ok(Applied::Made(folded.0, folded.1))
+    }
+
+    /// Task `i` is folded as `commit`: its learnings appended, its entry saved, its worktree
+    /// removed (its branch stays).
+    async fn folded(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        commit: String,
+    ) -> Result<(), SprintError> {
+        let Some(t) = state.tasks.get(i).cloned() else {
             return Ok(());
         };
         let signals = validate_signals_file(
@@ -544,19 +816,116 @@ impl Flow<'_, '_> {
         .unwrap_or_default();
         self.append_learnings(task, t.round, &signals)?;
         if let Some(t) = state.tasks.get_mut(i) {
-            t.commit = Some(folded.clone());
+            t.commit = Some(commit.clone());
             t.task_branch = None;
+            t.fold_onto = None;
         }
         self.save(state)?;
         self.remove_worktree(&t.id).await;
-        self.emit(SprintEvent::Folded {
-            task: t.id.clone(),
-            commit: folded,
-            how: how.to_string(),
-        });
         Ok(())
     }
 
+    /// Takes task `i` home after its fold failed (`why`, one line): one more round at the
+    /// sprint branch's tip `onto`, told `critique`, its generator's session resumed; or, sent
+    /// home once already, blocked. Its commit is saved as a patch and named, and stays on its
+    /// branch when it is blocked.
+    ///
+    /// The branch was put back to `onto` before this; the state is written last, so that a
+    /// stop before it folds again and meets the same failure.
+    #[allow(clippy::too_many_arguments)]
+    async fn send_home(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        onto: &str,
+        why: String,
+        critique: String,
+        attribution: Option<Attribution>,
+    ) -> Result<(), SprintError> {
+        let Some(t) = state.tasks.get(i).cloned() else {
+            return Ok(());
+        };
+        let (Some(branch), Some(commit)) = (t.task_branch.clone(), t.commit.clone()) else {
+            return Ok(());
+        };
+        self.remove_worktree(&t.id).await;
+        if t.sent_home > 0 {
+            if let Some(t) = state.tasks.get_mut(i) {
+                t.commit = None;
+                t.task_branch = None;
+                t.fold_onto = None;
+                if attribution.is_some() {
+                    t.attribution = attribution;
+                }
+            }
+            let reason = format!(
+                "{why} onto {}, after the round it was sent home for; its change stays on \
+                 branch {branch}",
+                self.file().sprint.branch
+            );
+            return self.finish_blocked(state, i, task, reason).map(drop);
+        }
+        let patch = self
+            .git
+            .run_limited(
+                &["diff", "--binary", &format!("{commit}^"), &commit],
+                PATCH_LIMIT,
+            )
+            .await?;
+        let saved = self.layout.task_dir(&t.id).join(SENT_HOME_PATCH_FILE);
+        write_file(&self.layout, &saved, patch.as_bytes())?;
+        let critique = format!(
+            "{critique}\n\nYour earlier change is saved as {} (commit {commit}, branch \
+             {branch}.sent-home); `git apply` it if it helps.",
+            saved.display()
+        );
+        // The change stays on a branch of its own beside the task's; the task's branch starts
+        // again at the tip, and its worktree is made afresh there.
+        let kept = format!("{branch}.sent-home");
+        self.git.run(&["branch", "--force", &kept, &commit]).await?;
+        self.git.run(&["branch", "--force", &branch, onto]).await?;
+        let round = t.round + 1;
+        let session = read_session_id(
+            &self
+                .layout
+                .spawn_dir(&t.id, t.round, Role::Generator)
+                .join(SESSION_ID_FILE),
+        )
+        .ok()
+        .flatten()
+        .map(|s| s.to_string());
+        if let Some(t) = state.tasks.get_mut(i) {
+            t.status = TaskStatus::Running;
+            t.round = round;
+            t.commit = None;
+            t.fold_onto = None;
+            t.sent_home += 1;
+            if attribution.is_some() {
+                t.attribution = attribution;
+            }
+            t.progress = Some(TaskProgress {
+                base: onto.to_string(),
+                // The tip's check is known only on the project's tree: the round's own
+                // pre-verify runs it again on the new worktree, for the attribution.
+                step: Step::PreVerify,
+                pre_passed: None,
+                pre_failed_gates: Vec::new(),
+                critique: Some(critique),
+                regressions: 0,
+                reset_pending: false,
+                generator_session: session,
+                spawned: None,
+            });
+        }
+        self.save(state)?;
+        self.emit(SprintEvent::SentHome {
+            task: t.id.clone(),
+            round,
+            why,
+        });
+        Ok(())
+    }
     /// Removes a task's worktree (its branch stays); one that cannot be removed stays too,
     /// and the next run of the task replaces it.
     async fn remove_worktree(&self, task: &TaskId) {

@@ -518,3 +518,45 @@ fn a_branch_git_check_ref_format_refuses_is_refused() {
         assert_eq!(file.sprint.branch, branch);
     }
 }
+
+#[test]
+fn touches_are_read_checked_and_their_overlaps_found() {
+    let text = format!(
+        "{MINIMAL}touches = [\"src/**\"]\n\n[[tasks]]\nid = \"two\"\ntitle = \"Two\"\nprompt = \"p\"\ntouches = [\"src/lib.rs\", \"docs/\"]\n\n[[tasks]]\nid = \"three\"\ntitle = \"Three\"\nprompt = \"p\"\ndepends_on = [\"two\"]\ntouches = [\"docs/a.md\"]\n\n[[tasks]]\nid = \"four\"\ntitle = \"Four\"\nprompt = \"p\"\ntouches = [\"README\"]\n"
+    );
+    let file = parse(Path::new("corral-sprint.toml"), &text).unwrap();
+    assert_eq!(file.tasks[0].touches, ["src/**"]);
+    assert_eq!(file.tasks[1].touches, ["src/lib.rs", "docs/"]);
+    assert!(
+        parse(Path::new("corral-sprint.toml"), MINIMAL)
+            .unwrap()
+            .tasks[0]
+            .touches
+            .is_empty()
+    );
+    // one and two may run at once and both touch src/lib.rs; three overlaps two but runs
+    // after it; four overlaps nothing.
+    let overlaps: Vec<String> = file.overlaps().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        overlaps,
+        [
+            "tasks one and two both touch `src/**` and `src/lib.rs`: with --jobs they run one after the other"
+        ]
+    );
+
+    let bad = MINIMAL.replace(
+        "prompt = \"Do it.\"",
+        "prompt = \"Do it.\"\ntouches = \"src\"",
+    );
+    assert_eq!(
+        errors(&bad),
+        [
+            "corral-sprint.toml:13:1: tasks[0].touches: is a string, expected a list of path globs [wrong-type]"
+        ]
+    );
+    let bad = MINIMAL.replace(
+        "prompt = \"Do it.\"",
+        "prompt = \"Do it.\"\ntouches = [\"/etc\", 3]",
+    );
+    assert_eq!(rules(&bad), [Rule::BadPath, Rule::WrongType]);
+}

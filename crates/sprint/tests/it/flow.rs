@@ -421,15 +421,28 @@ provider = "codex"
 "#;
 
 async fn project(tasks: &str) -> Project {
+    project_with(SPRINT_HEAD, tasks).await
+}
+
+/// A project whose sprint's check is `check` instead of [`SPRINT_HEAD`]'s.
+async fn project_checked(check: &str, tasks: &str) -> Project {
+    let head = SPRINT_HEAD.replace(
+        "check = \"test ! -e BROKEN\"",
+        &format!("check = {}", toml_string(check)),
+    );
+    project_with(&head, tasks).await
+}
+
+fn toml_string(s: &str) -> String {
+    format!("'{s}'")
+}
+
+async fn project_with(head: &str, tasks: &str) -> Project {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     git(&root, &["init", "--quiet", "--initial-branch=main"]).await;
     std::fs::write(root.join("README"), "project\n").unwrap();
-    std::fs::write(
-        root.join("corral-sprint.toml"),
-        format!("{SPRINT_HEAD}\n{tasks}"),
-    )
-    .unwrap();
+    std::fs::write(root.join("corral-sprint.toml"), format!("{head}\n{tasks}")).unwrap();
     git(&root, &["add", "--all"]).await;
     git(&root, &["commit", "--quiet", "-m", "start"]).await;
     Project { _dir: dir, root }
@@ -1594,35 +1607,469 @@ async fn three_independent_tasks_run_at_once_in_worktrees_and_fold_in_file_order
 }
 
 #[tokio::test]
-async fn two_parallel_tasks_editing_the_same_lines_fold_one_and_block_the_other() {
+async fn two_parallel_tasks_editing_the_same_lines_send_the_second_home_for_one_round() {
     let p = project(THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap()).await;
     let generator = FakeAgent::new(ProviderId::Claude);
     generator.on("a", 1, Role::Generator, write(&[("README", "a's words\n")]));
     generator.on("b", 1, Role::Generator, write(&[("README", "b's words\n")]));
-    let summary = run_parallel(&p, &generator, None, &Recorder::default())
-        .await
-        .unwrap();
-    assert_eq!(summary.end, SprintEnd::Blocked);
+    generator.on(
+        "b",
+        2,
+        Role::Generator,
+        write(&[("README", "a's words\nb's words\n")]),
+    );
+    let sink = Recorder::default();
+    let summary = run_parallel(&p, &generator, None, &sink).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
     assert_eq!(
         commits(&p).await,
-        vec![("Task a".to_string(), "a".to_string())]
+        vec![
+            ("Task a".to_string(), "a".to_string()),
+            ("Task b".to_string(), "b".to_string()),
+        ],
+        "each task once, b's made again at the branch's tip"
     );
     assert_eq!(
         std::fs::read_to_string(p.root.join("README")).unwrap(),
-        "a's words\n"
+        "a's words\nb's words\n"
+    );
+    let events = sink.events.lock().unwrap().clone();
+    let home: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            SprintEvent::SentHome { task, round, why } => {
+                Some((task.as_str().to_string(), *round, why.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(home.len(), 1, "{home:?}");
+    assert_eq!((home[0].0.as_str(), home[0].1), ("b", 2));
+    assert!(home[0].2.contains("conflicts in README"), "{home:?}");
+    // The round sent home resumes b's session, told what conflicted, on a tree at the tip.
+    let round2 = generator.seen_for("b", 2);
+    assert_eq!(round2.len(), 1);
+    let request = &round2[0].request;
+    assert_eq!(
+        request.resume.as_ref().map(|s| s.to_string()),
+        Some("generator-b-1".to_string()),
+        "the session of b's first round"
+    );
+    assert!(
+        request.prompt.contains("conflicts in README"),
+        "{}",
+        request.prompt
+    );
+    assert!(
+        request.prompt.contains("sent-home.patch"),
+        "{}",
+        request.prompt
     );
     let b = task_state(&p, "b");
-    assert_eq!(b.status, TaskStatus::Blocked);
-    let reason = b.reason.unwrap();
-    assert!(reason.contains("conflicts in README"), "{reason}");
-    assert!(reason.contains("corral/s.tasks/b"), "{reason}");
+    assert_eq!((b.status, b.round, b.sent_home), (TaskStatus::Done, 2, 1));
     assert!(
-        branch_exists(&p, "corral/s.tasks/b").await,
-        "the blocked task's branch is kept"
+        layout(&p)
+            .task_dir(&TaskId::new("b").unwrap())
+            .join("sent-home.patch")
+            .exists()
     );
-    let kept = git(&p.root, &["show", "corral/s.tasks/b:README"]).await;
-    assert_eq!(kept, "b's words\n");
     assert_eq!(status_porcelain(&p).await, "", "no half cherry-pick left");
+}
+
+#[tokio::test]
+async fn two_tasks_making_the_same_change_fold_the_second_as_already_on_the_branch() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, write(&[("README", "the same\n")]));
+    generator.on("b", 1, Role::Generator, write(&[("README", "the same\n")]));
+    let sink = Recorder::default();
+    let summary = run_parallel(&p, &generator, None, &sink).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(
+        commits(&p).await,
+        vec![("Task a".to_string(), "a".to_string())],
+        "no second, empty commit"
+    );
+    let (a, b) = (task_state(&p, "a"), task_state(&p, "b"));
+    assert_eq!(b.status, TaskStatus::Done);
+    assert_eq!(b.reason, None);
+    assert_eq!(b.commit, a.commit, "b's change is a's commit");
+    assert!(b.task_branch.is_none());
+    let events = sink.events.lock().unwrap().clone();
+    assert!(events.iter().any(|e| matches!(
+        e,
+        SprintEvent::Folded { task, how, .. } if task.as_str() == "b" && how == "already on the branch"
+    )), "{events:?}");
+    assert!(generator.seen_for("b", 2).is_empty(), "not sent home");
+    assert_eq!(status_porcelain(&p).await, "");
+}
+
+/// A check that fails once a.txt and b.txt are both there, unless fixed.txt is too: a and b
+/// each pass it alone.
+const TOGETHER_CHECK: &str =
+    "if [ -e a.txt ] && [ -e b.txt ] && [ ! -e fixed.txt ]; then echo a and b clash; exit 1; fi";
+
+#[tokio::test]
+async fn two_tasks_that_break_the_check_together_reopen_the_second_at_the_tip() {
+    let p = project_checked(
+        TOGETHER_CHECK,
+        THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap(),
+    )
+    .await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "b",
+        2,
+        Role::Generator,
+        write(&[("b.txt", "done\n"), ("fixed.txt", "fixed\n")]),
+    );
+    let sink = Recorder::default();
+    *sink.state_file.lock().unwrap() = Some(layout(&p).state_file());
+    let summary = run_parallel(&p, &generator, None, &sink).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(
+        commits(&p).await,
+        vec![
+            ("Task a".to_string(), "a".to_string()),
+            ("Task b".to_string(), "b".to_string()),
+        ],
+        "each task once: b's broken fold is not on the branch"
+    );
+    assert!(
+        p.root.join("fixed.txt").exists(),
+        "b's second round is the one folded"
+    );
+    let check = runner()
+        .run(
+            CommandSpec::shell(TOGETHER_CHECK, &p.root, Duration::from_secs(30)),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        check.success(),
+        "the folded check passes on the sprint branch"
+    );
+    let events = sink.events.lock().unwrap().clone();
+    let checks: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            SprintEvent::FoldChecked { task, passed, .. } => {
+                Some((task.as_str().to_string(), *passed))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        checks,
+        vec![
+            ("a".to_string(), true),
+            ("b".to_string(), false),
+            ("b".to_string(), true)
+        ]
+    );
+    let reopened = events.iter().find_map(|e| match e {
+        SprintEvent::SentHome { task, round, why } if task.as_str() == "b" => {
+            Some((*round, why.clone()))
+        }
+        _ => None,
+    });
+    let (round, why) = reopened.expect("b sent home");
+    assert_eq!(round, 2);
+    assert!(why.contains("check failed"), "{why}");
+    // Its round at the tip is told what broke, and sees a's change.
+    let seen = generator.seen_for("b", 2);
+    assert_eq!(seen.len(), 1);
+    assert!(
+        seen[0].request.prompt.contains("a and b clash"),
+        "{}",
+        seen[0].request.prompt
+    );
+    let b = task_state(&p, "b");
+    assert_eq!((b.status, b.round, b.sent_home), (TaskStatus::Done, 2, 1));
+    assert!(b.fold_onto.is_none());
+    assert!(
+        state(&p).tasks.iter().all(|t| t.task_branch.is_none()),
+        "both folded"
+    );
+    // The state written when b was sent home names the fold as the cause.
+    let states = sink.states.lock().unwrap().clone();
+    let at_home = states
+        .iter()
+        .find(|(e, _)| matches!(e, SprintEvent::SentHome { .. }))
+        .map(|(_, bytes)| serde_json::from_slice::<SprintState>(bytes).unwrap())
+        .unwrap();
+    let b_then = at_home.tasks.iter().find(|t| t.id.as_str() == "b").unwrap();
+    assert_eq!(b_then.attribution, Some(Attribution::BrokeOnFold));
+    assert_eq!(b_then.status, TaskStatus::Running);
+    assert_eq!(status_porcelain(&p).await, "");
+}
+
+#[tokio::test]
+async fn tasks_whose_touches_overlap_run_one_after_the_other_and_the_hold_is_told() {
+    let tasks = THREE_TASKS
+        .replace(
+            "prompt = \"Write a.txt.\"",
+            "prompt = \"Write a.txt.\"\ntouches = [\"README\"]",
+        )
+        .replace(
+            "prompt = \"Write b.txt.\"",
+            "prompt = \"Write b.txt.\"\ntouches = [\"./README\", \"b/\"]",
+        );
+    let p = project(&tasks).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on("a", 1, Role::Generator, write(&[("README", "a's words\n")]));
+    generator.on(
+        "b",
+        1,
+        Role::Generator,
+        write(&[("README", "a's words\nb's words\n")]),
+    );
+    let sink = Recorder::default();
+    let summary = run_parallel(&p, &generator, None, &sink).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    let events = sink.events.lock().unwrap().clone();
+    let waves: Vec<Vec<String>> = events
+        .iter()
+        .filter_map(|e| match e {
+            SprintEvent::WaveStarted { tasks, .. } => {
+                Some(tasks.iter().map(|t| t.as_str().to_string()).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        waves,
+        vec![vec!["a", "c"], vec!["b"]],
+        "b waits for a; c runs beside a"
+    );
+    let holds: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            SprintEvent::Held {
+                task,
+                behind,
+                overlap,
+            } => Some(format!("{task} {behind} {overlap}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(holds, ["b a `README` and `README`"], "told once");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, SprintEvent::SentHome { .. })),
+        "no conflict: b started on a's fold"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("README")).unwrap(),
+        "a's words\nb's words\n"
+    );
+}
+
+/// A runner that stops running anything once `frozen` is set: every command after it waits
+/// forever, so that dropping the run then is a `kill -9` right after what set it.
+struct Freezing {
+    inner: HostCommandRunner,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+    /// Freezes too before the first command whose arguments hold this one.
+    before: Option<&'static str>,
+}
+
+#[async_trait]
+impl CommandRunner for Freezing {
+    async fn run(
+        &self,
+        spec: CommandSpec,
+        cancel: &CancellationToken,
+    ) -> Result<corral_ports::CommandOutput, corral_ports::CommandError> {
+        if self
+            .before
+            .is_some_and(|arg| spec.args.iter().any(|a| a == arg))
+        {
+            self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        if self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.run(spec, cancel).await
+    }
+}
+
+/// Counts the events and freezes the runner at the `at`-th (0-based); records them all.
+struct FreezeAt {
+    at: usize,
+    seen: Mutex<Vec<SprintEvent>>,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl EventSink for FreezeAt {
+    fn event(&self, event: &SprintEvent) {
+        let mut seen = self.seen.lock().unwrap();
+        if seen.len() == self.at {
+            self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        seen.push(event.clone());
+    }
+}
+
+/// The together-check sprint (a and b pass alone, break the check together; b's second round
+/// fixes it), run with `--jobs 2` until its `at`-th event, then dropped; the events seen.
+async fn together_until(p: &Project, at: usize) -> (Vec<SprintEvent>, bool) {
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "b",
+        2,
+        Role::Generator,
+        write(&[("b.txt", "done\n"), ("fixed.txt", "fixed\n")]),
+    );
+    run_frozen(p, &generator, at, None).await
+}
+
+/// Runs `p`'s sprint with `--jobs 2` until its `at`-th event or the first command with the
+/// argument `before`, then drops it; the events seen, and whether it ended first.
+async fn run_frozen(
+    p: &Project,
+    generator: &FakeAgent,
+    at: usize,
+    before: Option<&'static str>,
+) -> (Vec<SprintEvent>, bool) {
+    let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sink = FreezeAt {
+        at,
+        seen: Mutex::new(Vec::new()),
+        frozen: frozen.clone(),
+    };
+    let commands = Freezing {
+        inner: runner(),
+        frozen: frozen.clone(),
+        before,
+    };
+    let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
+    let executor = corral_executor_local::LocalExecutor;
+    let run = corral_sprint::SprintRun {
+        file: &file,
+        project_root: &p.root,
+        generator,
+        evaluator: None,
+        commands: &commands,
+        executor: &executor,
+        events: &sink,
+        options: RunOptions {
+            dirty: DirtyTree::Refuse,
+            run_id: "run-1".to_string(),
+            now,
+            git_env: IDENTITY
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            jobs: 2,
+        },
+        cancel: CancellationToken::new(),
+    };
+    let fut = run_sprint(run);
+    tokio::pin!(fut);
+    let mut ended = false;
+    loop {
+        tokio::select! {
+            r = &mut fut => { r.unwrap(); ended = true; break; }
+            () = tokio::time::sleep(Duration::from_millis(50)) => {
+                if frozen.load(std::sync::atomic::Ordering::SeqCst) { break; }
+            }
+        }
+    }
+    let seen = sink.seen.lock().unwrap().clone();
+    (seen, ended)
+}
+
+#[tokio::test]
+async fn a_kill_at_any_point_of_a_fold_its_check_or_a_reopen_then_a_rerun_commits_each_task_once() {
+    let tasks = THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap();
+    // The whole run once, to count its events; then a kill after each from the first fold on.
+    let whole = project_checked(TOGETHER_CHECK, tasks).await;
+    let (events, ended) = together_until(&whole, usize::MAX).await;
+    assert!(ended);
+    let first_fold = events
+        .iter()
+        .position(|e| matches!(e, SprintEvent::Folded { .. }))
+        .unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SprintEvent::SentHome { .. })),
+        "{events:?}"
+    );
+    for at in first_fold..events.len() {
+        let p = project_checked(TOGETHER_CHECK, tasks).await;
+        let (_, ended) = together_until(&p, at).await;
+        let (_, again) = together_until(&p, usize::MAX).await;
+        assert!(again || ended, "stop at event {at}: the rerun ends");
+        let state = state(&p);
+        assert!(
+            state.tasks.iter().all(|t| t.status == TaskStatus::Done
+                && t.task_branch.is_none()
+                && t.fold_onto.is_none()),
+            "stop at event {at}: {state:?}"
+        );
+        assert_eq!(
+            commits(&p).await,
+            vec![
+                ("Task a".to_string(), "a".to_string()),
+                ("Task b".to_string(), "b".to_string()),
+            ],
+            "stop at event {at}: each task committed once"
+        );
+        let check = runner()
+            .run(
+                CommandSpec::shell(TOGETHER_CHECK, &p.root, Duration::from_secs(30)),
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            check.success(),
+            "stop at event {at}: the folded check passes"
+        );
+        assert_eq!(status_porcelain(&p).await, "", "stop at event {at}");
+    }
+}
+
+#[tokio::test]
+async fn a_kill_between_a_conflicting_pick_and_its_abort_is_settled_on_the_rerun() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap()).await;
+    let script = || {
+        let generator = FakeAgent::new(ProviderId::Claude);
+        generator.on("a", 1, Role::Generator, write(&[("README", "a's words\n")]));
+        generator.on("b", 1, Role::Generator, write(&[("README", "b's words\n")]));
+        generator.on(
+            "b",
+            2,
+            Role::Generator,
+            write(&[("README", "a's words\nb's words\n")]),
+        );
+        generator
+    };
+    let (_, ended) = run_frozen(&p, &script(), usize::MAX, Some("--abort")).await;
+    assert!(!ended);
+    assert!(
+        p.root.join(".git/CHERRY_PICK_HEAD").exists(),
+        "the kill left the pick half made"
+    );
+    let (_, ended) = run_frozen(&p, &script(), usize::MAX, None).await;
+    assert!(ended);
+    assert!(state(&p).tasks.iter().all(|t| t.status == TaskStatus::Done));
+    assert_eq!(
+        commits(&p).await,
+        vec![
+            ("Task a".to_string(), "a".to_string()),
+            ("Task b".to_string(), "b".to_string()),
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("README")).unwrap(),
+        "a's words\nb's words\n"
+    );
+    assert_eq!(status_porcelain(&p).await, "");
 }
 
 #[tokio::test]
