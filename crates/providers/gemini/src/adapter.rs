@@ -176,7 +176,8 @@ impl GeminiAdapter {
 /// Gemini CLI's row in the capability table.
 pub const CAPABILITIES: Capabilities = Capabilities {
     prompt: PromptChannel::Stdin,
-    session_id: SessionIdTiming::FirstLine,
+    // Printed on the first line, but reported with the model's first answer: see the parser.
+    session_id: SessionIdTiming::FirstEvent,
     resume: true,
     effort: false,
     cost: CostReporting::TokensOnly,

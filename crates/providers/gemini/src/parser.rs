@@ -2,8 +2,13 @@
 //!
 //! Every line is one JSON object with a `type` (recorded with `@google/gemini-cli@0.61.0` against
 //! a fake model API; the samples are in `tests/fixtures/gemini/`):
-//! - `init` (`session_id`, `model`): the session, printed before the first request →
-//!   `SessionStarted`. `model` is `auto` unless `-m` named one.
+//! - `init` (`session_id`, `model`): the session, printed before the first request. It becomes
+//!   `SessionStarted` only with the first sign that the model answered (an assistant message, a
+//!   tool call, a successful `result`): a first turn that fails (after 429s, recorded) leaves a
+//!   session file with no user message, and `--resume` of it exits 42 with `No previous sessions
+//!   found for this project.` (../shared/cli-behaviour/README.md), so an id captured before the
+//!   answer would send the retry into a stale session instead of a cold run. `model` is `auto`
+//!   unless `-m` named one.
 //! - `message` with `role: "user"`: the prompt, echoed. Nothing new, and kept out of the log.
 //! - `message` with `role: "assistant"` and `delta: true`: a piece of the answer → `Text`. The
 //!   pieces are also joined, so that the terminal event carries the whole answer.
@@ -38,10 +43,13 @@ pub const QUOTA_ADVICE: &str = "request a quota increase";
 /// The Gemini API's wording of an unknown model (HTTP 404).
 pub const MODEL_NOT_FOUND_TEXT: &str = "is not found for API version";
 
-/// Parses Gemini's stream-json lines. One per attempt: it joins the answer's pieces.
+/// Parses Gemini's stream-json lines. One per attempt: it holds the session until the model
+/// answers, and joins the answer's pieces.
 #[derive(Debug, Default)]
 pub struct GeminiStreamParser {
     answer: String,
+    /// The `init` line's session, not yet reported.
+    pending: Option<AgentEvent>,
 }
 
 /// One stream-json line; fields a line type lacks are `None`.
@@ -103,15 +111,18 @@ impl StreamParser for GeminiStreamParser {
         match parsed.kind.as_str() {
             // An id that is no valid session id (empty, a path) is kept as text, never resumed.
             "init" => match parsed.session_id.map(SessionId::new) {
-                Some(Ok(session_id)) => out.push(AgentEvent::SessionStarted {
-                    session_id,
-                    model: parsed.model,
-                }),
+                Some(Ok(session_id)) => {
+                    self.pending = Some(AgentEvent::SessionStarted {
+                        session_id,
+                        model: parsed.model,
+                    });
+                }
                 Some(Err(_)) | None => out.push(unparsed(line)),
             },
             "message" => match (parsed.role.as_deref(), parsed.content) {
                 (Some("user"), _) => {}
                 (Some("assistant"), Some(text)) => {
+                    self.answered(out);
                     if !text.is_empty() {
                         self.answer.push_str(&text);
                         out.push(AgentEvent::Text { text });
@@ -120,11 +131,14 @@ impl StreamParser for GeminiStreamParser {
                 _ => out.push(unparsed(line)),
             },
             "tool_use" => match (parsed.tool_id, parsed.tool_name) {
-                (Some(id), Some(name)) => out.push(AgentEvent::ToolUse {
-                    id,
-                    name,
-                    input: parsed.parameters.unwrap_or(Value::Null),
-                }),
+                (Some(id), Some(name)) => {
+                    self.answered(out);
+                    out.push(AgentEvent::ToolUse {
+                        id,
+                        name,
+                        input: parsed.parameters.unwrap_or(Value::Null),
+                    });
+                }
                 _ => out.push(unparsed(line)),
             },
             "tool_result" => match parsed.tool_id {
@@ -149,7 +163,15 @@ impl StreamParser for GeminiStreamParser {
 }
 
 impl GeminiStreamParser {
+    /// The model answered: the session held since `init` is now worth resuming.
+    fn answered(&mut self, out: &mut Vec<AgentEvent>) {
+        out.extend(self.pending.take());
+    }
+
     fn result(&mut self, line: Line, out: &mut Vec<AgentEvent>) {
+        if line.status.as_deref() == Some("success") {
+            self.answered(out);
+        }
         let usage = line.stats.map(|stats| Usage {
             // Gemini's input count includes the cached tokens; ours excludes them.
             input: stats

@@ -80,6 +80,27 @@ fn a_quota_error_is_a_rejected_rate_limit_with_status_429() {
     ));
 }
 
+/// A first turn that failed leaves a session `--resume` cannot find (exit 42), so its id is never
+/// reported: the retry runs cold.
+#[test]
+fn a_session_is_reported_only_once_the_model_answered() {
+    for case in ["e429", "e404"] {
+        assert!(
+            !SAMPLES
+                .events_of(case)
+                .iter()
+                .any(|e| matches!(e, AgentEvent::SessionStarted { .. })),
+            "{case}"
+        );
+    }
+    let shell = SAMPLES.events_of("shell");
+    assert!(
+        matches!(shell[0], AgentEvent::SessionStarted { .. }),
+        "{shell:?}"
+    );
+    assert!(matches!(shell[1], AgentEvent::ToolUse { .. }), "{shell:?}");
+}
+
 #[test]
 fn the_status_is_read_only_from_gemini_s_api_error_wording() {
     assert_eq!(
