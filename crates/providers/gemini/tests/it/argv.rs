@@ -105,3 +105,34 @@ fn caps_gemini_cannot_enforce_and_flag_like_models_are_refused() {
         }
     }
 }
+
+#[test]
+fn the_interactive_command_opens_with_the_pointer_and_asks_before_shell_commands() {
+    let pointer = corral_engine::PromptPointer {
+        path: std::path::PathBuf::from("/runs/r1/prompt.md"),
+        sentence: "Your task is in /runs/r1/prompt.md.".to_string(),
+    };
+    let s = session();
+    let id = SessionId::new("fd47ad41-048d-407e-9378-585feeb40cd1").unwrap();
+    let plan = corral_engine::AttemptPlan {
+        session: &s,
+        resume: Some(&id),
+        attempt: 1,
+        pointer: Some(&pointer),
+    };
+    let spec = GeminiAdapter::default().interactive_command(&plan).unwrap();
+    assert_eq!(
+        spec.args,
+        args(&[
+            "--resume",
+            "fd47ad41-048d-407e-9378-585feeb40cd1",
+            "--skip-trust",
+            "--approval-mode",
+            "auto_edit",
+            "--include-directories=/runs/r1",
+            "-i",
+            "Your task is in /runs/r1/prompt.md.",
+        ])
+    );
+    assert_eq!(spec.session_id, Some(id));
+}
