@@ -1,4 +1,4 @@
-//! `cargo xtask install-clis [claude|codex|opencode|grok|copilot|all]` (default `claude`): installs
+//! `cargo xtask install-clis [claude|codex|opencode|grok|copilot|gemini|all]` (default `claude`): installs
 //! the pinned real AI coding CLIs with npm into `<root>/.cache/clis`, where corral-test-support's
 //! `require_cli` finds them.
 //!

@@ -210,6 +210,10 @@ pub const LAYERS: &[Layer] = &[
         name: "corral-grok",
         rules: PROVIDER,
     },
+    Layer {
+        name: "corral-gemini",
+        rules: PROVIDER,
+    },
     // The composition root: the only crate that names every provider. It implements the
     // sprint's agent seam over them (ADR 0005).
     Layer {

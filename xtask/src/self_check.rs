@@ -490,20 +490,20 @@ const SIXTH_EDITS: &[SixthEdit] = &[
     (
         SixthStep::ProviderId,
         "crates/ports/src/session.rs",
-        "    Grok,\n}",
-        "    Grok,\n    /// A test-only sixth CLI (`sixth`).\n    Sixth,\n}",
+        "    Gemini,\n}",
+        "    Gemini,\n    /// A test-only sixth CLI (`sixth`).\n    Sixth,\n}",
     ),
     (
         SixthStep::ProviderId,
         "crates/ports/src/session.rs",
-        "pub const ALL: [ProviderId; 5] = [",
         "pub const ALL: [ProviderId; 6] = [",
+        "pub const ALL: [ProviderId; 7] = [",
     ),
     (
         SixthStep::ProviderId,
         "crates/ports/src/session.rs",
-        "        ProviderId::Grok,\n    ];",
-        "        ProviderId::Grok,\n        ProviderId::Sixth,\n    ];",
+        "        ProviderId::Gemini,\n    ];",
+        "        ProviderId::Gemini,\n        ProviderId::Sixth,\n    ];",
     ),
     (
         SixthStep::ProviderId,
@@ -532,14 +532,14 @@ const SIXTH_EDITS: &[SixthEdit] = &[
     (
         SixthStep::Workspace,
         "Cargo.toml",
-        "  \"crates/providers/grok\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n  \"xtask\",\n",
-        "  \"crates/providers/grok\",\n  \"crates/providers/sixth\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n  \"xtask\",\n",
+        "  \"crates/providers/gemini\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n  \"xtask\",\n",
+        "  \"crates/providers/gemini\",\n  \"crates/providers/sixth\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n  \"xtask\",\n",
     ),
     (
         SixthStep::Workspace,
         "Cargo.toml",
-        "  \"crates/providers/grok\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n]",
-        "  \"crates/providers/grok\",\n  \"crates/providers/sixth\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n]",
+        "  \"crates/providers/gemini\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n]",
+        "  \"crates/providers/gemini\",\n  \"crates/providers/sixth\",\n  \"crates/executors/local\",\n  \"crates/executors/ray\",\n]",
     ),
     (
         SixthStep::Workspace,

@@ -138,6 +138,7 @@ pub fn descriptor(id: ProviderId) -> &'static ProviderDescriptor {
         ProviderId::Copilot => &corral_copilot::DESCRIPTOR,
         ProviderId::Opencode => &corral_opencode::DESCRIPTOR,
         ProviderId::Grok => &corral_grok::DESCRIPTOR,
+        ProviderId::Gemini => &corral_gemini::DESCRIPTOR,
     }
 }
 

@@ -336,6 +336,9 @@ pub struct ProvidersSettings {
     /// Grok CLI.
     #[garde(dive)]
     pub grok: ProviderSettings,
+    /// Gemini CLI.
+    #[garde(dive)]
+    pub gemini: ProviderSettings,
 }
 
 impl ProvidersSettings {
@@ -347,6 +350,7 @@ impl ProvidersSettings {
             ProviderId::Copilot => &self.copilot,
             ProviderId::Opencode => &self.opencode,
             ProviderId::Grok => &self.grok,
+            ProviderId::Gemini => &self.gemini,
         }
     }
 }

@@ -25,16 +25,19 @@ pub enum ProviderId {
     Opencode,
     /// Grok CLI (`grok`).
     Grok,
+    /// Google's Gemini CLI (`gemini`).
+    Gemini,
 }
 
 impl ProviderId {
     /// Every provider, in a stable order.
-    pub const ALL: [ProviderId; 5] = [
+    pub const ALL: [ProviderId; 6] = [
         ProviderId::Claude,
         ProviderId::Codex,
         ProviderId::Copilot,
         ProviderId::Opencode,
         ProviderId::Grok,
+        ProviderId::Gemini,
     ];
 
     /// The identifier used in settings keys and on the command line.
@@ -45,6 +48,7 @@ impl ProviderId {
             ProviderId::Copilot => "copilot",
             ProviderId::Opencode => "opencode",
             ProviderId::Grok => "grok",
+            ProviderId::Gemini => "gemini",
         }
     }
 }

@@ -24,8 +24,8 @@ max_rounds = 3
 # default 2).
 max_attempts = 2
 
-# The agent that changes the tree. provider is one of claude, codex, copilot, opencode, grok;
-# model (in the provider's spelling) and effort (low, medium, high) are optional.
+# The agent that changes the tree. provider is one of claude, codex, copilot, opencode, grok,
+# gemini; model (in the provider's spelling) and effort (low, medium, high) are optional.
 [roles.generator]
 provider = "claude"
 # model = "claude-sonnet-4-5"

@@ -19,6 +19,7 @@ pub const PINNED_CLIS: &[(&str, &str, &str)] = &[
     ("opencode", "opencode-ai", "1.18.33"),
     ("grok", "@vibe-kit/grok-cli", "0.0.34"),
     ("copilot", "@github/copilot", "1.0.102"),
+    ("gemini", "@google/gemini-cli", "0.61.0"),
 ];
 
 /// Where the CLIs are installed, relative to the workspace root (git-ignored as `/.cache`).

@@ -74,7 +74,7 @@ fn an_unknown_provider_is_refused_with_the_choices() {
     let err = env.clean(&out.stderr);
     assert!(
         err.contains("invalid value 'gpt' for '--provider <PROVIDER>'")
-            && err.contains("[possible values: claude, codex, copilot, opencode, grok]"),
+            && err.contains("[possible values: claude, codex, copilot, opencode, grok, gemini]"),
         "{err}"
     );
 }

@@ -2,7 +2,7 @@
 //! `corral run` against the fake model API. A case branches only on what the provider's capability
 //! row declares (session id timing, resume, prompt channel, streaming), never on which CLI it is;
 //! [`conformance!`] expands each case into `case::claude`, `case::codex`, `case::copilot`,
-//! `case::opencode` and `case::grok`.
+//! `case::opencode`, `case::grok` and `case::gemini`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

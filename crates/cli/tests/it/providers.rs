@@ -1,4 +1,4 @@
-//! The five real AI coding CLIs as `corral run --provider <id>` drives them against the fake model
+//! The six real AI coding CLIs as `corral run --provider <id>` drives them against the fake model
 //! API on 127.0.0.1: one [`Cli`] row per CLI (what the conformance cases may branch on), a
 //! [`World`] per test (scratch HOME and project, the fake API, and the settings and variables that
 //! point Corral at the pinned binary and at the API), and the [`conformance!`] macro that turns one
@@ -21,6 +21,8 @@
 //!   `npm_config_registry=http://127.0.0.1:9/` (allowlisted) so that the background plugin install
 //!   it starts even with plugins disabled cannot reach the network.
 //! - Grok CLI: `GROK_API_KEY`, `GROK_BASE_URL`, model `fake-model`.
+//! - Gemini CLI: `GEMINI_API_KEY`, `GOOGLE_GEMINI_BASE_URL`, model `fake-model`, and a
+//!   `~/.gemini/settings.json` selecting the `gemini-api-key` auth type with one attempt per call.
 //! - Copilot CLI: `COPILOT_OFFLINE`, `COPILOT_PROVIDER_BASE_URL`, `COPILOT_PROVIDER_API_KEY`,
 //!   `COPILOT_MODEL`, and a per-test HOME whose `~/.cache/copilot/pkg` is a symlink to one shared
 //!   unpacked copy (the first run in a HOME otherwise unpacks ~235 MB; with the link a run takes
@@ -109,6 +111,15 @@ pub const GROK: Cli = Cli {
     shell_tool: "bash",
     // The OpenAI SDK's default maxRetries (2), which Grok does not change.
     requests_per_failed_call: 3,
+};
+
+/// Gemini CLI.
+pub const GEMINI: Cli = Cli {
+    id: ProviderId::Gemini,
+    bin: "gemini",
+    shell_tool: "run_shell_command",
+    // `general.maxAttempts: 1` in the world's settings.json.
+    requests_per_failed_call: 1,
 };
 
 /// Valid generator signals: a note and the verdict.
@@ -259,6 +270,16 @@ impl World {
                 vars.push(var("GROK_BASE_URL", &api.url_v1()));
                 vars.push(var(&cli.setting("MODEL"), "fake-model"));
             }
+            ProviderId::Gemini => {
+                // Headless Gemini takes its auth type from settings.json; from the environment
+                // alone a base URL makes it `gateway`, which it refuses (exit 41).
+                let dir = home.join(".gemini");
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("settings.json"), GEMINI_SETTINGS).unwrap();
+                vars.push(var("GEMINI_API_KEY", "sk-test"));
+                vars.push(var("GOOGLE_GEMINI_BASE_URL", &api.url()));
+                vars.push(var(&cli.setting("MODEL"), "fake-model"));
+            }
             ProviderId::Copilot => {
                 let cache = home.join(".cache/copilot");
                 std::fs::create_dir_all(&cache).unwrap();
@@ -371,6 +392,11 @@ impl Drop for World {
     }
 }
 
+/// `~/.gemini/settings.json` of a Gemini world: the API-key auth type, one attempt per model call
+/// (Gemini's own retries would otherwise send a 429 ten times over minutes), and no telemetry or
+/// update check.
+const GEMINI_SETTINGS: &str = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"general":{"maxAttempts":1,"enableAutoUpdate":false,"enableAutoUpdateNotification":false},"telemetry":{"enabled":false},"privacy":{"usageStatisticsEnabled":false}}"#;
+
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -468,7 +494,7 @@ fn copilot_pkg() -> PathBuf {
 
 /// Expands one test body into one `#[test]` per CLI, in a module named after the case:
 /// `conformance!(name, |cli: &'static Cli| { … })` gives `name::claude`, `name::codex`,
-/// `name::copilot`, `name::opencode` and `name::grok` (ripgrep's `rgtest!` style).
+/// `name::copilot`, `name::opencode`, `name::grok` and `name::gemini` (ripgrep's `rgtest!` style).
 macro_rules! conformance {
     ($name:ident, $body:expr) => {
         mod $name {
@@ -509,6 +535,11 @@ macro_rules! conformance {
             #[test]
             fn grok() {
                 body(&$crate::providers::GROK);
+            }
+
+            #[test]
+            fn gemini() {
+                body(&$crate::providers::GEMINI);
             }
         }
     };

@@ -21,7 +21,9 @@ use corral_test_support::fake_api::{Role, Scenario, SpawnKey, Step, shell_tool_i
 use corral_test_support::{Signal, require_cli};
 use serde_json::{Value, json};
 
-use crate::providers::{CLAUDE, CODEX, COPILOT, Cli, GROK, OPENCODE, RUN_CAP, World, canonical};
+use crate::providers::{
+    CLAUDE, CODEX, COPILOT, Cli, GEMINI, GROK, OPENCODE, RUN_CAP, World, canonical,
+};
 use crate::support::*;
 
 /// The evaluator contract's floor dimensions (`corral_contract::FLOOR_DIMENSIONS`).
@@ -1042,6 +1044,70 @@ fn one_task_with_opencode_as_the_generator() {
 #[test]
 fn one_task_with_grok_as_the_generator() {
     one_task_with(&GROK);
+}
+
+/// Gemini as both roles: the evaluator runs read-only, and still writes its `signals.json` in
+/// the run directory outside the work tree (Gemini's file tools reach it through
+/// `--include-directories`; its read-only `plan` mode would refuse it).
+#[test]
+fn one_task_with_gemini_as_the_generator_and_the_evaluator() {
+    let world = World::new(&GEMINI, |project| {
+        Scenario::default()
+            .with_round(
+                Role::Generator,
+                "t1",
+                1,
+                spawn_steps(
+                    &GEMINI,
+                    project,
+                    &key(Role::Generator, "t1", 1),
+                    &[("t1.txt", "ok")],
+                    &complete("Write t1"),
+                ),
+            )
+            .with_round(
+                Role::Evaluator,
+                "t1",
+                1,
+                spawn_steps(
+                    &GEMINI,
+                    project,
+                    &key(Role::Evaluator, "t1", 1),
+                    &[],
+                    &evaluation(None),
+                ),
+            )
+    });
+    repository(
+        &world,
+        &sprint_file(
+            &world.project(),
+            &[task("t1")],
+            CHECK,
+            &GEMINI,
+            Some(&GEMINI),
+            2,
+        ),
+    );
+    let out = sprint_run(&world, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    assert!(
+        world
+            .api
+            .spawn_requests(&key(Role::Evaluator, "t1", 1))
+            .iter()
+            .any(|r| r.path.starts_with("/v1beta/models/")),
+        "the evaluator spoke the Gemini API"
+    );
+    assert_eq!(
+        sprint_commits(&world),
+        [("Write t1".to_owned(), "t1".to_owned())]
+    );
 }
 
 #[test]

@@ -61,7 +61,13 @@ fn the_other_providers_logins_are_hidden_and_never_the_running_ones() {
     ];
     let opencode = ["/data/opencode/auth.json", "/data/opencode/mcp-auth.json"];
     let grok = ["/home/u/.grok/user-settings.json"];
-    let all = [&claude[..], &codex, &copilot, &opencode, &grok];
+    let gemini = [
+        "/home/u/.gemini/oauth_creds.json",
+        "/home/u/.gemini/google_accounts.json",
+        "/home/u/.gemini/gemini-credentials.json",
+        "/home/u/.gemini/.env",
+    ];
+    let all = [&claude[..], &codex, &copilot, &opencode, &grok, &gemini];
     let paths = |list: &[&[&str]]| -> Vec<PathBuf> {
         list.iter()
             .flat_map(|l| l.iter().map(PathBuf::from))

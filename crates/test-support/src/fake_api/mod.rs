@@ -19,6 +19,7 @@
 //! | `POST /v1/messages/count_tokens` | `AnthropicCountTokens` | `anthropic.rs` | Claude Code |
 //! | `POST /v1/responses` | `OpenAiResponses` / `OpenAiResponsesSide` | `responses.rs` | Codex |
 //! | `POST /v1/chat/completions` | `ChatCompletions` / `ChatCompletionsSide` | `chat.rs` | OpenCode (streaming), Grok CLI (non-streaming), Copilot (streaming) |
+//! | `POST /v1beta/models/<model>:generateContent`, `…:streamGenerateContent` | `GeminiGenerate` / `GeminiGenerateSide` | `gemini.rs` | Gemini CLI |
 //!
 //! The side-request rule, the same on every wire format: a request that offers **no tools** is a
 //! side request (OpenCode's title generation, Claude Code's title, topic and quota requests), and so
@@ -47,6 +48,7 @@
 
 mod anthropic;
 mod chat;
+mod gemini;
 mod openai;
 mod responses;
 mod server;
@@ -239,7 +241,8 @@ impl Step {
 
     /// The step writing `content` to the file `file_name` the prompt names, the way the CLI `cli`
     /// (its binary name, as in [`crate::PINNED_CLIS`]) writes files: `claude` → `Write`, `opencode`
-    /// → `write`, `grok` → `create_file`, `copilot` → `create` (each a [`Step::WriteToNamedPath`]),
+    /// → `write`, `grok` → `create_file`, `copilot` → `create`, `gemini` → `write_file` (each a
+    /// [`Step::WriteToNamedPath`]),
     /// `codex` → its shell tool `exec_command` ([`Step::ShellWriteToNamedPath`]). `None` for any
     /// other name.
     pub fn write_named_for(
@@ -252,6 +255,7 @@ impl Step {
             "opencode" => ("write", false),
             "grok" => ("create_file", false),
             "copilot" => ("create", false),
+            "gemini" => ("write_file", false),
             "codex" => ("exec_command", true),
             _ => return None,
         };
@@ -643,6 +647,13 @@ pub enum Endpoint {
     /// `POST /v1/chat/completions` offering no tools (a side request such as OpenCode's title
     /// generation): answered with [`SIDE_REQUEST_TEXT`] without consuming a step.
     ChatCompletionsSide,
+    /// `POST /v1beta/models/<model>:generateContent` or `:streamGenerateContent` (the Gemini API)
+    /// offering tools (an agent turn): consumes a step.
+    GeminiGenerate,
+    /// The same offering no tools (Gemini CLI's routing classification, next-speaker and loop
+    /// checks): answered with a JSON text satisfying each of their schemas without consuming a
+    /// step.
+    GeminiGenerateSide,
     /// Anything else: answered 404 without consuming a step.
     Unknown,
 }
@@ -810,8 +821,12 @@ impl Drop for FakeApi {
 /// Whether a request to `endpoint` consumes a scenario step.
 fn endpoint_consumes_step(endpoint: Endpoint) -> bool {
     match endpoint {
-        Endpoint::AnthropicMessages | Endpoint::OpenAiResponses | Endpoint::ChatCompletions => true,
+        Endpoint::AnthropicMessages
+        | Endpoint::OpenAiResponses
+        | Endpoint::ChatCompletions
+        | Endpoint::GeminiGenerate => true,
         Endpoint::AnthropicMessagesSide
+        | Endpoint::GeminiGenerateSide
         | Endpoint::AnthropicCountTokens
         | Endpoint::OpenAiResponsesSide
         | Endpoint::ChatCompletionsSide

@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::wire::{BodyEnd, Reply, Summary};
 use super::{
     Endpoint, FakeApi, RecordedRequest, Scenario, SpawnKey, SpawnScript, Step, anthropic, chat,
-    endpoint_consumes_step, responses,
+    endpoint_consumes_step, gemini, responses,
 };
 
 /// Request headers worth recording (values kept verbatim; credentials are never recorded).
@@ -249,6 +249,7 @@ enum Wire {
     Anthropic,
     Responses,
     Chat,
+    Gemini,
 }
 
 impl Wire {
@@ -259,15 +260,23 @@ impl Wire {
             | Endpoint::AnthropicCountTokens => Some(Self::Anthropic),
             Endpoint::OpenAiResponses | Endpoint::OpenAiResponsesSide => Some(Self::Responses),
             Endpoint::ChatCompletions | Endpoint::ChatCompletionsSide => Some(Self::Chat),
+            Endpoint::GeminiGenerate | Endpoint::GeminiGenerateSide => Some(Self::Gemini),
             Endpoint::Unknown => None,
         }
     }
 
-    fn summarize(self, body: &[u8]) -> Result<Summary, String> {
+    /// The summary of a request body; `path` is read only by the Gemini API, whose path names
+    /// the model and whether to stream.
+    fn summarize(self, body: &[u8], path: &str) -> Result<Summary, String> {
         match self {
             Self::Anthropic => anthropic::summarize(body),
             Self::Responses => responses::summarize(body),
             Self::Chat => chat::summarize(body),
+            Self::Gemini => gemini::summarize(body).map(|summary| Summary {
+                model: gemini::model_of(path).map(str::to_owned),
+                stream: gemini::is_stream(path),
+                ..summary
+            }),
         }
     }
 
@@ -276,6 +285,7 @@ impl Wire {
             Self::Anthropic => anthropic::bad_request(why, seq),
             Self::Responses => responses::bad_request(why, seq),
             Self::Chat => chat::bad_request(why, seq),
+            Self::Gemini => gemini::bad_request(why, seq),
         }
     }
 
@@ -285,6 +295,7 @@ impl Wire {
             Self::Anthropic => anthropic::reply(step, summary, seq),
             Self::Responses => responses::reply(step, summary, seq),
             Self::Chat => chat::reply(step, summary, seq),
+            Self::Gemini => gemini::reply(step, summary, seq),
         }
     }
 }
@@ -294,6 +305,11 @@ impl Wire {
 fn route(method: &Method, path: &str) -> Endpoint {
     if method != Method::POST {
         return Endpoint::Unknown;
+    }
+    if path.starts_with("/v1beta/models/")
+        && (path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent"))
+    {
+        return Endpoint::GeminiGenerate;
     }
     match path.trim_end_matches('/') {
         "/v1/messages" => Endpoint::AnthropicMessages,
@@ -313,6 +329,7 @@ fn refine(endpoint: Endpoint, summary: &Summary) -> Endpoint {
         Endpoint::AnthropicMessages if side => Endpoint::AnthropicMessagesSide,
         Endpoint::OpenAiResponses if side => Endpoint::OpenAiResponsesSide,
         Endpoint::ChatCompletions if side => Endpoint::ChatCompletionsSide,
+        Endpoint::GeminiGenerate if side => Endpoint::GeminiGenerateSide,
         Endpoint::AnthropicMessages
         | Endpoint::AnthropicMessagesSide
         | Endpoint::AnthropicCountTokens
@@ -320,6 +337,8 @@ fn refine(endpoint: Endpoint, summary: &Summary) -> Endpoint {
         | Endpoint::OpenAiResponsesSide
         | Endpoint::ChatCompletions
         | Endpoint::ChatCompletionsSide
+        | Endpoint::GeminiGenerate
+        | Endpoint::GeminiGenerateSide
         | Endpoint::Unknown => endpoint,
     }
 }
@@ -346,7 +365,7 @@ async fn handle(
 
     let wire = Wire::of(endpoint);
     let summary = match (&body, wire) {
-        (Ok(bytes), Some(wire)) => wire.summarize(bytes),
+        (Ok(bytes), Some(wire)) => wire.summarize(bytes, request_path(&path)),
         (Err(err), Some(_)) => Err(format!("could not read the request body: {err}")),
         (Ok(_) | Err(_), None) => Ok(Summary::default()),
     };
@@ -408,6 +427,11 @@ async fn handle(
     Ok(carry_out(reply).await)
 }
 
+/// The path of a path and query.
+fn request_path(path_and_query: &str) -> &str {
+    path_and_query.split('?').next().unwrap_or(path_and_query)
+}
+
 /// The reply to a request of a known wire format that consumes no step.
 fn side_reply(
     endpoint: Endpoint,
@@ -422,10 +446,12 @@ fn side_reply(
         Endpoint::AnthropicMessagesSide => anthropic::reply(Some(&side_text), summary, seq),
         Endpoint::OpenAiResponsesSide => responses::reply(Some(&side_text), summary, seq),
         Endpoint::ChatCompletionsSide => chat::side_reply(summary, seq),
+        Endpoint::GeminiGenerateSide => gemini::side_reply(summary, seq),
         // Requests that consume a step never get here; answer them harmlessly all the same.
         Endpoint::AnthropicMessages
         | Endpoint::OpenAiResponses
         | Endpoint::ChatCompletions
+        | Endpoint::GeminiGenerate
         | Endpoint::Unknown => not_found(method, path),
     }
 }

@@ -3,7 +3,8 @@
 //! Completions' chunks (text, `tool_calls` deltas, the usage chunk and `[DONE]`, in-stream errors,
 //! slow chunks) and JSON replies, the OpenAI error body with `retry-after`, the side-request rule, how
 //! `history` is detected in each format, and the per-tool argument shapes of the write steps —
-//! including running the here-document Codex gets through `bash`.
+//! including running the here-document Codex gets through `bash`; and the Gemini API (its routing
+//! request a side request, a turn's `functionCall` part, `RESOURCE_EXHAUSTED`).
 
 // test-support is a tool, not product: it may create processes.
 #![allow(clippy::disallowed_methods)]
@@ -794,4 +795,83 @@ fn the_shell_write_heredoc_writes_the_exact_content_through_bash() {
         .expect("run bash");
     assert!(status.success());
     assert_eq!(std::fs::read_to_string(&signals).unwrap(), content);
+}
+
+/// A Gemini body like Gemini CLI's, trimmed: the session context and the prompt as parts of one
+/// user content, the tools as function declarations (none for a routing classification).
+fn gemini_body(tools: &[&str], prompt: &str) -> Value {
+    let declarations: Vec<Value> = tools.iter().map(|t| json!({"name": t})).collect();
+    let mut body = json!({
+        "contents": [{"role": "user", "parts": [{"text": "<session_context>"}, {"text": prompt}]}],
+    });
+    if !tools.is_empty() {
+        body["tools"] = json!([{"functionDeclarations": declarations}]);
+    }
+    body
+}
+
+#[test]
+fn gemini_routing_is_a_side_request_and_a_turn_streams_its_parts_then_stop_and_usage() {
+    let api = FakeApi::start(Scenario::script([
+        Step::write_signals_for("gemini", "{}").unwrap(),
+        Step::text("Done."),
+    ]))
+    .unwrap();
+    // The routing classification: no tools, a JSON answer, no step consumed.
+    let routing = post(
+        api.addr(),
+        "/v1beta/models/gemini-flash-lite:generateContent",
+        &gemini_body(&[], "write /r/signals.json"),
+    );
+    assert_eq!(routing.status, 200);
+    let text = routing.json()["candidates"][0]["content"]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["complexity_score"], 10, "{answer}");
+    assert_eq!(api.steps_left(), 2);
+    // The turn: a functionCall part with the write tool's arguments as an object.
+    let turn = post(
+        api.addr(),
+        "/v1beta/models/fake-model:streamGenerateContent?alt=sse",
+        &gemini_body(
+            &["write_file", "run_shell_command"],
+            "write /r/signals.json",
+        ),
+    );
+    let data = turn.event_data();
+    assert_eq!(data.len(), 1, "{data:?}");
+    assert_eq!(
+        data[0]["candidates"][0]["content"]["parts"][0]["functionCall"],
+        json!({"name": "write_file", "args": {"file_path": "/r/signals.json", "content": "{}"}})
+    );
+    assert_eq!(data[0]["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(
+        data[0]["usageMetadata"]["promptTokenCount"],
+        USAGE_INPUT_TOKENS
+    );
+    assert_eq!(
+        data[0]["usageMetadata"]["candidatesTokenCount"],
+        USAGE_OUTPUT_TOKENS
+    );
+    let requests = api.requests();
+    assert_eq!(
+        requests.iter().map(|r| r.endpoint).collect::<Vec<_>>(),
+        [Endpoint::GeminiGenerateSide, Endpoint::GeminiGenerate]
+    );
+    assert_eq!(requests[1].model.as_deref(), Some("fake-model"));
+    assert!(requests[1].stream);
+}
+
+#[test]
+fn a_gemini_429_is_resource_exhausted() {
+    let api = FakeApi::start(Scenario::script([Step::http_error(429)])).unwrap();
+    let reply = post(
+        api.addr(),
+        "/v1beta/models/fake-model:streamGenerateContent?alt=sse",
+        &gemini_body(&["write_file"], "hi"),
+    );
+    assert_eq!(reply.status, 429);
+    assert_eq!(reply.json()["error"]["status"], "RESOURCE_EXHAUSTED");
 }
