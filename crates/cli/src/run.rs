@@ -25,8 +25,7 @@ use crate::render::{Renderer, Style};
 use crate::term::{errln, outln};
 
 /// What a run without a prompt is told, piped or on a terminal.
-const NO_PROMPT: &str =
-    "no prompt: give it as an argument, with --prompt-file FILE, or on standard input (piped, or -)";
+const NO_PROMPT: &str = "no prompt: give it as an argument, with --prompt-file FILE, or on standard input (piped, or -)";
 
 fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
     let prompt = match (&args.prompt_file, args.prompt.as_deref()) {
