@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use corral_ports::{Effort, ProviderId};
 use corral_sprint::{
-    Diagnostic, EXAMPLE, Rule, SprintFile, SprintFileError, TaskPrompt, limits, load, parse,
+    Diagnostic, EXAMPLE, ExampleChoice, PLACEHOLDER_CHECK, ProjectCheck, Rule, SprintFile,
+    SprintFileError, TaskPrompt, example, limits, load, parse,
 };
 
 /// Writes `text` as `corral-sprint.toml` in a new directory and loads it.
@@ -179,6 +180,41 @@ fn the_example_init_writes_is_valid_and_runs_in_file_order() {
     );
     let order: Vec<&str> = file.run_order().iter().map(|t| t.id.as_str()).collect();
     assert_eq!(order, ["parse-config", "use-config"]);
+}
+
+#[test]
+fn every_example_init_can_write_is_valid_and_names_only_what_it_was_given() {
+    let checks = [
+        None,
+        Some(ProjectCheck::Cargo),
+        Some(ProjectCheck::Npm),
+        Some(ProjectCheck::Pytest),
+        Some(ProjectCheck::Go),
+    ];
+    for provider in ProviderId::ALL.iter().copied().map(Some).chain([None]) {
+        for check in checks {
+            let text = example(&ExampleChoice { provider, check });
+            let (_dir, file) = load_text(&text);
+            let file = file.unwrap_or_else(|e| panic!("{provider:?} {check:?}: {e}\n{text}"));
+            assert_eq!(
+                file.generator.provider,
+                provider.unwrap_or(ProviderId::Claude)
+            );
+            // The evaluator is the generator's provider: never another CLI.
+            assert_eq!(
+                file.evaluator.as_ref().map(|e| e.provider),
+                Some(file.generator.provider)
+            );
+            assert_eq!(
+                file.sprint.check,
+                check.map_or(PLACEHOLDER_CHECK, ProjectCheck::command)
+            );
+            assert_eq!(
+                file.gates.len(),
+                usize::from(check == Some(ProjectCheck::Cargo))
+            );
+        }
+    }
 }
 
 #[test]
