@@ -125,9 +125,9 @@ pub(crate) async fn check_warnings(
         match host_program(&facts.command, path.as_deref(), &[cwd]) {
             Ok(_) => {}
             Err(HostProgramError::NotFound { .. }) => warnings.push(format!(
-                "{who}: {} is not installed (not found on PATH); install it with `npm install -g {}`, see `corral doctor --provider {provider}`",
+                "{who}: {} is not installed (not found on PATH); install the tested version with `{}`, see `corral doctor --provider {provider}`",
                 facts.command.display(),
-                facts.npm_package,
+                facts.install_command,
             )),
             Err(e @ HostProgramError::AgentWritable { .. }) => {
                 warnings.push(format!("{who}: {e}"));
