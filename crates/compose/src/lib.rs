@@ -24,6 +24,7 @@ mod layers;
 mod role_agent;
 mod run_record;
 mod settings;
+mod spans;
 mod spawn;
 mod trust;
 
