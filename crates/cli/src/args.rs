@@ -266,7 +266,8 @@ pub struct SprintRunArgs {
 #[derive(Debug, Args)]
 pub struct SprintWorkArgs {
     /// The git remote the repository is cloned from and the task's branch and record are
-    /// pushed to (any URL git takes: `file:///…`, `https://…`, `ssh://…`).
+    /// pushed to: `file:///…`, `http://…` or `https://…` (not `ssh://…`: the supervised git
+    /// has no ssh command).
     #[arg(long, value_name = "URL")]
     pub remote: String,
     /// The sprint file's path inside the repository.
