@@ -174,7 +174,7 @@ fn missing_program(command: &str, path: Option<&OsStr>, root: &Path) -> Option<S
     let word = command
         .split_whitespace()
         // Assignments before the program (`RUST_LOG=debug cargo test`).
-        .find(|w| !(w.contains('=') && !w.starts_with('=')))?;
+        .find(|w| !w.contains('=') || w.starts_with('='))?;
     let shell_syntax = |c: char| "$`'\"(){}[]<>|&;*?~!\\".contains(c);
     if word.chars().any(shell_syntax) || SHELL_WORDS.contains(&word) {
         return None;

@@ -253,7 +253,13 @@ fn durations_to_ms(dict: &mut Dict) {
                     *value = Value::Num(*tag, figment::value::Num::U64(ms));
                 }
             }
-            _ => {}
+            // A list of durations is no setting's: left as it is, like any other value.
+            Value::String(..)
+            | Value::Char(..)
+            | Value::Bool(..)
+            | Value::Num(..)
+            | Value::Empty(..)
+            | Value::Array(..) => {}
         }
     }
 }
@@ -788,7 +794,7 @@ impl LoadedSettings {
             Err(first) => {
                 // Every problem in one pass: the values that cannot be read, then what is out
                 // of range among the rest.
-                let (mut lines, skip) = every_load_error(first, &merged, &files);
+                let (mut lines, skip) = every_load_error(first, merged, &files);
                 let rest = merged(&skip);
                 if let Ok(settings) = rest.extract::<Settings>() {
                     let loaded = LoadedSettings {
