@@ -257,7 +257,7 @@ name = "bad name"
 chek = "true"
 max_rounds = 11
 max_attempts = 0
-check_timeout_ms = "10s"
+check_timeout_ms = "ten"
 colour = "blue"
 
 [roles.generator]
@@ -553,4 +553,36 @@ fn a_branch_git_check_ref_format_refuses_is_refused() {
         let file = parse(Path::new("corral-sprint.toml"), &text).unwrap();
         assert_eq!(file.sprint.branch, branch);
     }
+}
+
+#[test]
+fn a_timeout_takes_a_duration_as_text_and_a_bad_one_is_named() {
+    let text = MINIMAL
+        .replace(
+            "check = \"true\"",
+            "check = \"true\"\ncheck_timeout_ms = \"15m\"",
+        )
+        .replace(
+            "[[tasks]]",
+            "[[gates]]\npath = \"docs/\"\ncommand = \"true\"\ntimeout_ms = \"90s\"\n\n[[tasks]]",
+        );
+    let file = parse(Path::new("corral-sprint.toml"), &text).unwrap();
+    assert_eq!(file.sprint.check_timeout_ms, 900_000);
+    assert_eq!(file.gates[0].timeout_ms, 90_000);
+    let bad = MINIMAL.replace(
+        "check = \"true\"",
+        "check = \"true\"\ncheck_timeout_ms = \"soon\"",
+    );
+    assert_eq!(
+        errors(&bad),
+        [
+            "corral-sprint.toml:5:1: sprint.check_timeout_ms: is \"soon\", expected a whole number of milliseconds or a duration such as \"90s\", \"5m\" or \"2h\" [wrong-type]"
+        ]
+    );
+    // Past its range as text too: the range names milliseconds.
+    let long = MINIMAL.replace(
+        "check = \"true\"",
+        "check = \"true\"\ncheck_timeout_ms = \"2days\"",
+    );
+    assert_eq!(rules(&long), [Rule::OutOfRange]);
 }
