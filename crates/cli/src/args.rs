@@ -52,7 +52,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check each provider's CLI: found, version against the tested range, credentials.
+    /// Check each provider's CLI: found, version against the tested range, a credential set,
+    /// the configured model; exit 8 when what `corral run` would use cannot be used.
     Doctor(DoctorArgs),
     /// Print the shell's completion script (`source <(corral completions bash)`): commands,
     /// options and provider names, and run ids from the project's runs as you type.

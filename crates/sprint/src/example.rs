@@ -1,9 +1,11 @@
-//! The commented sprint file `corral sprint init` writes. A test parses it, so the example
-//! never teaches a key the parser refuses.
+//! The commented sprint file `corral sprint init` writes, fitted to the machine ([`example`]),
+//! and a fixed one ([`EXAMPLE`]). Tests parse every variant, so an example never teaches a key
+//! the parser refuses.
 
 use corral_ports::ProviderId;
 
-/// The example sprint file.
+/// A fixed example sprint file (claude generating, codex judging, a cargo check), for tests and
+/// the docs: `corral sprint init` writes [`example`], fitted to what is installed where it runs.
 pub const EXAMPLE: &str = r#"# A Corral sprint: tasks run one by one, each through generator and evaluator rounds,
 # gated by checks, and committed on its own. Check this file with `corral sprint check`.
 # The format is described in docs/sprint.md.
