@@ -52,7 +52,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check each provider's CLI: found, version against the tested range, credentials.
+    /// Check each provider's CLI: found, version against the tested range, a credential set,
+    /// the configured model; exit 8 when what `corral run` would use cannot be used.
     Doctor(DoctorArgs),
     /// Print the shell's completion script (`source <(corral completions bash)`): commands,
     /// options and provider names, and run ids from the project's runs as you type.
@@ -266,7 +267,8 @@ pub struct SprintRunArgs {
 #[derive(Debug, Args)]
 pub struct SprintWorkArgs {
     /// The git remote the repository is cloned from and the task's branch and record are
-    /// pushed to (any URL git takes: `file:///…`, `https://…`, `ssh://…`).
+    /// pushed to: `file:///…`, `http://…` or `https://…` (not `ssh://…`: the supervised git
+    /// has no ssh command).
     #[arg(long, value_name = "URL")]
     pub remote: String,
     /// The sprint file's path inside the repository.

@@ -1,4 +1,8 @@
-//! `corral doctor`: is each provider's CLI installed, tested, and logged in?
+//! `corral doctor`: is each provider's CLI installed, tested, and given a credential, and is
+//! the configured model available?
+//!
+//! It does not log in: a credential is only seen (a variable set, a login file present), and
+//! the line says so, since a key that is wrong or expired shows only when a run starts.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,23 +36,37 @@ fn dir_size(path: &Path) -> u64 {
 /// A state directory above this size is worth a hint, in MiB.
 const LARGE_STATE_MIB: f64 = 10.0;
 
-/// What the provider's model probe says about the configured model.
-async fn report_model(id: ProviderId, settings: &corral_compose::Settings, model: &str) {
+/// What the provider's model probe says about the configured model; false when the model is
+/// known to be unavailable, which makes a run fail as surely as a missing CLI. A probe that
+/// cannot tell leaves the answer to the run.
+async fn report_model(id: ProviderId, settings: &corral_compose::Settings, model: &str) -> bool {
     let probe = match model_probe(id, settings, engine_config(settings)) {
         Ok(probe) => probe,
         Err(e) => {
             outln!("  ✗ {e}");
-            return;
+            return true;
         }
     };
     match probe.probe(model).await {
-        Ok(ModelAvailability::Available) => outln!("  ✓ model {model} is available"),
-        Ok(ModelAvailability::Unavailable { known }) => outln!(
-            "  ✗ model {model} is not available (known: {})",
-            known.join(", ")
-        ),
-        Ok(ModelAvailability::Unknown { reason }) => outln!("  ? model {model}: {reason}"),
-        Err(e) => outln!("  ✗ model {model}: {e}"),
+        Ok(ModelAvailability::Available) => {
+            outln!("  ✓ model {model} is available");
+            true
+        }
+        Ok(ModelAvailability::Unavailable { known }) => {
+            outln!(
+                "  ✗ model {model} is not available (known: {}); set providers.{id}.model to one of them",
+                known.join(", ")
+            );
+            false
+        }
+        Ok(ModelAvailability::Unknown { reason }) => {
+            outln!("  ? model {model}: {reason}");
+            true
+        }
+        Err(e) => {
+            outln!("  ✗ model {model}: {e}");
+            true
+        }
     }
 }
 
@@ -75,9 +93,9 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             Ok(found) => found,
             Err(HostProgramError::NotFound { .. }) => {
                 outln!(
-                    "  ✗ {} not found on PATH; install it with `npm install -g {}`",
+                    "  ✗ {} not found on PATH; install the tested version with `{}`",
                     facts.command.display(),
-                    facts.npm_package
+                    facts.install_command
                 );
                 usable.push((id, false));
                 continue;
@@ -102,8 +120,9 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             }
             CliVersion::Found(v) => {
                 outln!(
-                    "  ✗ version {v} is outside the tested range {}; set providers.{id}.allow_untested_version = true to run it anyway",
-                    facts.tested_versions
+                    "  ✗ version {v} is outside the tested range {}; install the tested version with `{}`, or set providers.{id}.allow_untested_version = true to run it anyway",
+                    facts.tested_versions,
+                    facts.install_command
                 );
                 all_ok = false;
             }
@@ -140,7 +159,11 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
         } else {
             let mut found: Vec<String> = vars.iter().map(|v| format!("${v}")).collect();
             found.extend(files.iter().map(|p| p.display().to_string()));
-            outln!("  ✓ credentials: {}", found.join(", "));
+            // Only seen, never tried: doctor does not ask the CLI to log in.
+            outln!(
+                "  ✓ a credential is set: {} (seen, not tried: doctor does not log in, so a wrong or expired one shows when a run starts)",
+                found.join(", ")
+            );
         }
         for dir in facts.state_dirs {
             let Some(path) = home.as_ref().map(|h| h.join(dir)) else {
@@ -156,8 +179,10 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
                 outln!("  · ~/{dir} is {mb:.1} MiB{hint}");
             }
         }
-        if let Some(model) = &settings.providers.get(id).model {
-            report_model(id, &settings, model).await;
+        if let Some(model) = &settings.providers.get(id).model
+            && !report_model(id, &settings, model).await
+        {
+            all_ok = false;
         }
         usable.push((id, all_ok));
     }

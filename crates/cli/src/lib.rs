@@ -21,6 +21,7 @@ mod render;
 mod run;
 mod runs;
 mod sprint;
+mod sprint_init;
 mod sprint_run;
 mod sprint_view;
 mod sprint_work;

@@ -1,9 +1,11 @@
 //! `corral sprint init | check | status`: the sprint file, and what a sprint recorded.
 //!
-//! `init` writes the commented example (never over an existing file), `check` validates a
-//! sprint file and prints its tasks in the order they run, or every error with its file, line,
-//! key and rule (exit 2), and `status` reads `.corral/sprints/<name>/sprint.json` and the
-//! rate-limit gate's holds on the accounts of the sprint's roles. `run` is in `sprint_run`;
+//! `init` writes the commented example (never over an existing file), fitted to the providers
+//! installed here and the project's test command, `check` validates a sprint file and prints its
+//! tasks in the order they run, or every error with its file, line, key and rule (exit 2), then
+//! warns about what it can see will fail on this machine (`sprint_init`), and `status` reads
+//! `.corral/sprints/<name>/sprint.json` and the rate-limit gate's holds on the accounts of the
+//! sprint's roles. `run` is in `sprint_run`;
 //! [`role_agents`] builds the agents for it and for `sprint work`.
 
 use std::io::Write;
@@ -27,12 +29,17 @@ pub async fn sprint(cmd: SprintCommand) -> anyhow::Result<Exit> {
         SprintCommand::Run(args) => crate::sprint_run::run(args).await,
         SprintCommand::Work(args) => crate::sprint_work::run(args).await,
         SprintCommand::Init { file } => init(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))),
-        SprintCommand::Check { file } => check(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))),
+        SprintCommand::Check { file } => {
+            check(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))).await
+        }
         SprintCommand::Status { name, json } => status(name.as_deref(), json),
     }
 }
 
 fn init(path: &Path) -> anyhow::Result<Exit> {
+    let cwd = std::env::current_dir()?;
+    let loaded = crate::config_cmd::load_settings(&cwd, Vec::new())?;
+    let choice = crate::sprint_init::example_choice(&loaded.settings, &cwd, &loaded.project_root);
     // `create_new`: a file that is there, even one made a moment ago, is never overwritten.
     let mut file = match std::fs::OpenOptions::new()
         .write(true)
@@ -48,7 +55,7 @@ fn init(path: &Path) -> anyhow::Result<Exit> {
         }
         Err(e) => return Err(usage(format!("cannot write {}: {e}", path.display()))),
     };
-    file.write_all(corral_sprint::EXAMPLE.as_bytes())
+    file.write_all(corral_sprint::example(&choice).as_bytes())
         .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
     outln!(
         "wrote {}: an example sprint with comments; edit it, then `corral sprint check{}`",
@@ -59,15 +66,38 @@ fn init(path: &Path) -> anyhow::Result<Exit> {
             format!(" {}", path.display())
         }
     );
+    for note in crate::sprint_init::choice_notes(&choice) {
+        outln!("{note}");
+    }
     Ok(Exit::Success)
 }
 
-fn check(path: &Path) -> anyhow::Result<Exit> {
+async fn check(path: &Path) -> anyhow::Result<Exit> {
     let file = match load_or_report(path)? {
         Ok(file) => file,
         Err(exit) => return Ok(exit),
     };
     print_summary(&file);
+    // What will fail on this machine is a warning, not an error: the file itself is valid, and
+    // the machine it runs on may differ.
+    let cwd = std::env::current_dir()?;
+    match crate::config_cmd::load_settings(&cwd, Vec::new()) {
+        Ok(loaded) => {
+            let warnings = crate::sprint_init::check_warnings(
+                &file,
+                &loaded.settings,
+                &cwd,
+                &loaded.project_root,
+            )
+            .await;
+            for w in warnings {
+                errln!("warning: {w}");
+            }
+        }
+        Err(e) => errln!(
+            "warning: the settings do not load, so what the sprint would run on was not looked at: {e:#}"
+        ),
+    }
     Ok(Exit::Success)
 }
 

@@ -162,6 +162,17 @@ pub(crate) async fn git_identity(
     root: &Path,
     cancel: &CancellationToken,
 ) -> Vec<(String, String)> {
+    git_identity_and_gaps(runner, root, cancel).await.0
+}
+
+/// [`git_identity`]'s variables, and the keys (`user.name`, `user.email`) that neither they, the
+/// repository nor the global git config give a value: git would refuse to commit without them,
+/// which `sprint check` warns about before any agent runs.
+pub(crate) async fn git_identity_and_gaps(
+    runner: &dyn CommandRunner,
+    root: &Path,
+    cancel: &CancellationToken,
+) -> (Vec<(String, String)>, Vec<&'static str>) {
     let mut env: Vec<(String, String)> = IDENTITY
         .iter()
         .flat_map(|(_, vars)| vars.iter())
@@ -172,6 +183,7 @@ pub(crate) async fn git_identity(
                 .map(|v| ((*var).to_string(), v))
         })
         .collect();
+    let mut gaps = Vec::new();
     let globals = global_git_configs();
     for (key, vars) in IDENTITY {
         let missing: Vec<&str> = vars
@@ -195,15 +207,16 @@ pub(crate) async fn git_identity(
                 value = Some(v);
             }
         }
-        if let Some(value) = value {
-            env.extend(
+        match value {
+            Some(value) => env.extend(
                 missing
                     .iter()
                     .map(|var| ((*var).to_string(), value.clone())),
-            );
+            ),
+            None => gaps.push(key),
         }
     }
-    env
+    (env, gaps)
 }
 
 /// The user's global git config files that exist, the one that wins last.

@@ -328,6 +328,44 @@ pub struct ProviderFacts {
     pub credential_files: &'static [&'static str],
     /// Directories under `$HOME` where the CLI keeps its state.
     pub state_dirs: &'static [&'static str],
+    /// The command that installs the version Corral was tested with (`npm install -g
+    /// @anthropic-ai/claude-code@2.1.197`), or, when the settings' tested range leaves that
+    /// version out, the newest of their range: never npm's `latest`, which may be past the range
+    /// and then refused.
+    pub install_command: String,
+}
+
+/// The version of provider `id`'s CLI its adapter was recorded and tested with: the pin of
+/// `cargo xtask install-clis` (a test holds them equal, and inside each descriptor's range).
+/// Kept here rather than in the descriptors so the composition root alone says what to install.
+pub fn tested_version(id: ProviderId) -> &'static str {
+    match id {
+        ProviderId::Claude => "2.1.197",
+        ProviderId::Codex => "0.171.0",
+        ProviderId::Copilot => "1.0.102",
+        ProviderId::Opencode => "1.18.33",
+        ProviderId::Grok => "0.0.34",
+    }
+}
+
+/// `npm install -g <package>@<version>` for the tested version, unless the settings' own tested
+/// range (`overridden`) leaves it out: then for that range (npm's spelling, quoted for the
+/// shell). The descriptor's own range is not compared with the pin: it is about what `--version`
+/// prints, which for grok is not the package's version.
+fn install_command(
+    id: ProviderId,
+    package: &str,
+    range: &semver::VersionReq,
+    overridden: bool,
+) -> String {
+    let tested = tested_version(id);
+    match semver::Version::parse(tested) {
+        Ok(v) if !overridden || range.matches(&v) => format!("npm install -g {package}@{tested}"),
+        Ok(_) | Err(_) => format!(
+            "npm install -g '{package}@{}'",
+            range.to_string().replace(", ", " ")
+        ),
+    }
 }
 
 /// Facts about provider `id`, for diagnostics: its descriptor, with the settings applied.
@@ -345,6 +383,12 @@ pub fn provider_facts(id: ProviderId, settings: &Settings) -> ProviderFacts {
             .command
             .as_ref()
             .map_or_else(|| PathBuf::from(d.command), PathBuf::from),
+        install_command: install_command(
+            id,
+            d.npm_package,
+            &tested_versions,
+            own.tested_versions.is_some(),
+        ),
         tested_versions,
         npm_package: d.npm_package,
         credential_vars: d.credential_vars,

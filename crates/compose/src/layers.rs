@@ -240,6 +240,30 @@ fn merge_into(target: &mut Dict, other: Dict) {
     }
 }
 
+/// Turns a duration written as text (`"5m"`, `"90s"`, `"2h"`, `"1h 30m"`) under any `*_ms` key
+/// of `dict` into its milliseconds, so a settings file or variable takes what the flags take.
+/// Text that is not a duration is left for the type check to name.
+fn durations_to_ms(dict: &mut Dict) {
+    for (key, value) in dict.iter_mut() {
+        match value {
+            Value::Dict(_, inner) => durations_to_ms(inner),
+            Value::String(tag, text) if key.ends_with("_ms") => {
+                if let Ok(d) = humantime::parse_duration(text.trim()) {
+                    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                    *value = Value::Num(*tag, figment::value::Num::U64(ms));
+                }
+            }
+            // A list of durations is no setting's: left as it is, like any other value.
+            Value::String(..)
+            | Value::Char(..)
+            | Value::Bool(..)
+            | Value::Num(..)
+            | Value::Empty(..)
+            | Value::Array(..) => {}
+        }
+    }
+}
+
 fn env_layer(env: &[(String, String)]) -> Layer {
     let mut dict = Dict::new();
     for (name, raw) in env {
@@ -257,6 +281,7 @@ fn env_layer(env: &[(String, String)]) -> Layer {
         let value: Value = raw.parse().unwrap_or_else(|_| Value::from(raw.clone()));
         merge_into(&mut dict, nest(&path, value));
     }
+    durations_to_ms(&mut dict);
     Layer {
         name: ENV_NAME,
         dict,
@@ -280,6 +305,8 @@ fn json_layer(
 /// A settings file, read once: the bytes that are checked are the bytes that are merged.
 struct SettingsFile {
     path: PathBuf,
+    /// The content as text, to point at a bad key's line and column.
+    text: String,
     content: Vec<u8>,
     dict: Dict,
 }
@@ -295,13 +322,15 @@ impl SettingsFile {
         };
         let text = String::from_utf8(content.clone())
             .map_err(|_| SettingsError::Load(format!("{}: not UTF-8 text", path.display())))?;
-        let dict = Toml::string(&text)
+        let mut dict = Toml::string(&text)
             .data()
             .map_err(|e| SettingsError::Load(format!("{}: {e}", path.display())))?
             .remove(&Profile::Default)
             .unwrap_or_default();
+        durations_to_ms(&mut dict);
         Ok(Some(SettingsFile {
             path: path.to_path_buf(),
+            text,
             content,
             dict,
         }))
@@ -385,30 +414,66 @@ impl<P: Provider> Provider for Without<'_, P> {
 const MAX_LOAD_ERRORS: usize = 32;
 
 /// Every value that cannot be read, one line each: `first`, then what merging the layers
-/// without each reported key turns up, until nothing does.
+/// without each reported key turns up, until nothing does. Also returns the keys left out, so
+/// the rest can still be validated in the same pass.
 fn every_load_error(
     first: figment::Error,
     merged: impl Fn(&[Vec<String>]) -> Figment,
-) -> Vec<String> {
+    files: &[&SettingsFile],
+) -> (Vec<String>, Vec<Vec<String>>) {
     let mut lines = Vec::new();
     let mut skip: Vec<Vec<String>> = Vec::new();
     let mut error = first;
     loop {
         let mut progress = false;
         for e in error {
-            lines.push(describe_load_error(&e));
+            lines.push(describe_load_error(&e, files));
             if !e.path.is_empty() && !skip.contains(&e.path) {
                 skip.push(e.path.clone());
                 progress = true;
             }
         }
         if !progress || lines.len() >= MAX_LOAD_ERRORS {
-            return lines;
+            return (lines, skip);
         }
         match merged(&skip).extract::<Settings>() {
-            Ok(_) => return lines,
+            Ok(_) => return (lines, skip),
             Err(next) => error = next,
         }
+    }
+}
+
+/// `file:line:column` of the key at `path` in one of `files`, and its line under it, when the
+/// value came from a file; `None` otherwise (a variable, a flag, a default).
+fn file_spot(file: &Path, path: &[String], files: &[&SettingsFile]) -> Option<(String, String)> {
+    let settings_file = files.iter().find(|f| f.path == file)?;
+    let spot = crate::spans::locate(&settings_file.text, path)?;
+    Some((
+        format!("{}:{}:{}", file.display(), spot.line, spot.column),
+        format!("{:>4} | {}", spot.line, crate::spans::inert(&spot.text)),
+    ))
+}
+
+/// A problem with the value at `key` (dotted), where it is: `file:line:column: key: problem`
+/// with the line quoted under it for a file, else `key (from source): problem`.
+fn located(
+    key: &str,
+    path: &[String],
+    from: Option<&Path>,
+    source: &str,
+    problem: &str,
+    files: &[&SettingsFile],
+) -> String {
+    match from.and_then(|f| file_spot(f, path, files)) {
+        Some((at, quoted)) => {
+            if key.is_empty() {
+                format!("{at}: {problem}\n    {quoted}")
+            } else {
+                format!("{at}: {key}: {problem}\n    {quoted}")
+            }
+        }
+        None if key.is_empty() => format!("{source}: {problem}"),
+        None => format!("{key} (from {source}): {problem}"),
     }
 }
 
@@ -477,7 +542,7 @@ fn did_you_mean<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
 
 /// One value that cannot be read: the key, where it came from, and what is wrong with it, in
 /// Corral's words (never the settings library's internals).
-fn describe_load_error(e: &figment::Error) -> String {
+fn describe_load_error(e: &figment::Error, files: &[&SettingsFile]) -> String {
     use figment::error::Kind;
     let key = e.path.join(".");
     let parent = e
@@ -508,6 +573,12 @@ fn describe_load_error(e: &figment::Error) -> String {
                 .map_or(String::new(), |m| format!("; did you mean {m:?}?"));
             format!("{value:?} is not one of {}{hint}", known.join(", "))
         }
+        // A `*_ms` key takes a duration as text as well; say so, since that is what was tried.
+        Kind::InvalidType(found, want) if key.ends_with("_ms") => format!(
+            "{} is not {} of milliseconds, nor a duration such as \"90s\", \"5m\" or \"2h\"",
+            actual(found),
+            expected(want)
+        ),
         Kind::InvalidType(found, want) => format!("{} is not {}", actual(found), expected(want)),
         Kind::InvalidValue(found, want) => format!("{} is not {}", actual(found), expected(want)),
         Kind::InvalidLength(len, want) => format!("{len} items, expected {want}"),
@@ -519,11 +590,11 @@ fn describe_load_error(e: &figment::Error) -> String {
         | Kind::Unsupported(_)
         | Kind::UnsupportedKey(..)) => other.to_string(),
     };
-    if key.is_empty() {
-        format!("{from}: {problem}")
-    } else {
-        format!("{key} (from {from}): {problem}")
-    }
+    let file = match e.metadata.as_ref().and_then(|md| md.source.as_ref()) {
+        Some(figment::Source::File(file)) => Some(file.as_path()),
+        _ => None,
+    };
+    located(&key, &e.path, file, &from, &problem, files)
 }
 
 /// What trusting the project file deliberately recorded.
@@ -716,10 +787,25 @@ impl LoadedSettings {
                 .merge(Without::new(&env, skip))
                 .merge(Without::new(&flags, skip))
         };
+        let files: Vec<&SettingsFile> = user.iter().chain(project.iter()).collect();
         let figment = merged(&[]);
         let mut settings: Settings = match figment.extract() {
             Ok(settings) => settings,
-            Err(first) => return Err(SettingsError::Malformed(every_load_error(first, merged))),
+            Err(first) => {
+                // Every problem in one pass: the values that cannot be read, then what is out
+                // of range among the rest.
+                let (mut lines, skip) = every_load_error(first, merged, &files);
+                let rest = merged(&skip);
+                if let Ok(settings) = rest.extract::<Settings>() {
+                    let loaded = LoadedSettings {
+                        settings,
+                        project_root: sources.project_root.clone(),
+                        figment: rest,
+                    };
+                    lines.extend(loaded.invalid_lines(&files));
+                }
+                return Err(SettingsError::Malformed(lines));
+            }
         };
         settings.sandbox.network_allow = widened_allow_list(&allow_lists)?;
         settings.sandbox.hide = added_up_hide_list(&hide_lists)?;
@@ -728,18 +814,38 @@ impl LoadedSettings {
             project_root: sources.project_root.clone(),
             figment,
         };
-        if let Err(report) = loaded.settings.validate() {
-            let lines = report
-                .iter()
-                .map(|(path, error)| {
-                    let key = path.to_string();
-                    let (value, source) = loaded.describe(&key);
-                    format!("{key} = {value} (from {source}): {}", error.message())
-                })
-                .collect();
+        let lines = loaded.invalid_lines(&files);
+        if !lines.is_empty() {
             return Err(SettingsError::Invalid(lines));
         }
         Ok(loaded)
+    }
+
+    /// A line for each value out of range or malformed, as [`located`] words it.
+    fn invalid_lines(&self, files: &[&SettingsFile]) -> Vec<String> {
+        let Err(report) = self.settings.validate() else {
+            return Vec::new();
+        };
+        report
+            .iter()
+            .map(|(path, error)| {
+                let key = path.to_string();
+                let (value, source) = self.describe(&key);
+                let keys: Vec<String> = key.split('.').map(str::to_string).collect();
+                let file = match &source {
+                    SettingSource::File(file) => Some(file.as_path()),
+                    SettingSource::Default | SettingSource::Env(_) | SettingSource::Flag => None,
+                };
+                located(
+                    &format!("{key} = {value}"),
+                    &keys,
+                    file,
+                    &source.to_string(),
+                    error.message(),
+                    files,
+                )
+            })
+            .collect()
     }
 
     fn describe(&self, key: &str) -> (String, SettingSource) {

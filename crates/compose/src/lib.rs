@@ -24,6 +24,7 @@ mod layers;
 mod role_agent;
 mod run_record;
 mod settings;
+mod spans;
 mod spawn;
 mod trust;
 
@@ -47,6 +48,7 @@ pub use factory::{
     CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, command_runner,
     descriptor, engine_config, headless_provider, interactive_provider, model_probe,
     other_providers_credentials, provider, provider_account, provider_facts, provider_settings,
+    tested_version,
 };
 pub use layers::{
     ENV_PREFIX, LoadedSettings, PROJECT_FILE, SettingSource, SettingsError, SettingsSources,

@@ -186,14 +186,21 @@ pub struct RunSettings {
     #[garde(skip)]
     #[schemars(with = "String")]
     pub provider: ProviderId,
-    /// Kill the CLI's process tree after this long without output, in ms.
+    /// Kill the CLI's process tree after this long without output, in ms (or as text: "5m").
     #[garde(range(min = 60_000, max = 3_600_000))]
+    // Text such as "5m" is turned into milliseconds when the layers are read (layers.rs).
+    #[schemars(extend("type" = ["integer", "string"]))]
     pub idle_watchdog_ms: u64,
-    /// Kill the CLI's process tree after this long in total, in ms; 0 turns it off.
+    /// Kill the CLI's process tree after this long in total, in ms (or as text: "2h"); 0 turns
+    /// it off.
     #[garde(range(max = 172_800_000))]
+    // Text such as "5m" is turned into milliseconds when the layers are read (layers.rs).
+    #[schemars(extend("type" = ["integer", "string"]))]
     pub wall_timeout_ms: u64,
-    /// Time between SIGTERM and SIGKILL when ending a process tree, in ms.
+    /// Time between SIGTERM and SIGKILL when ending a process tree, in ms (or as text: "10s").
     #[garde(range(min = 100, max = 600_000))]
+    // Text such as "5m" is turned into milliseconds when the layers are read (layers.rs).
+    #[schemars(extend("type" = ["integer", "string"]))]
     pub kill_grace_ms: u64,
     /// Longest stdout line kept whole, in bytes; a longer JSON line is shortened in place (its
     /// long strings cut and marked with their length), any other is recorded as oversized.
@@ -270,11 +277,15 @@ pub struct RetrySettings {
     /// Retries after a rate limit (each resumes the session).
     #[garde(range(max = 10))]
     pub rate_limit_retries: u32,
-    /// First backoff after a rate limit without a reset time, in ms.
+    /// First backoff after a rate limit without a reset time, in ms (or as text: "1m").
     #[garde(range(min = 1_000, max = 3_600_000))]
+    // Text such as "5m" is turned into milliseconds when the layers are read (layers.rs).
+    #[schemars(extend("type" = ["integer", "string"]))]
     pub backoff_initial_ms: u64,
-    /// Largest backoff, in ms; not below the first.
+    /// Largest backoff, in ms (or as text: "15m"); not below the first.
     #[garde(range(min = 1_000, max = 21_600_000), custom(not_below_initial(&self.backoff_initial_ms)))]
+    // Text such as "5m" is turned into milliseconds when the layers are read (layers.rs).
+    #[schemars(extend("type" = ["integer", "string"]))]
     pub backoff_max_ms: u64,
     /// Times the agent is asked to fix an invalid `signals.json` on its resumed session.
     #[garde(range(min = 1, max = 5))]

@@ -37,7 +37,7 @@ mod state;
 pub use agent::{RoleAgent, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict};
 pub use diagnostic::{Diagnostic, Rule};
 pub use event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
-pub use example::EXAMPLE;
+pub use example::{EXAMPLE, ExampleChoice, PLACEHOLDER_CHECK, ProjectCheck, example};
 pub use executor::{
     ExecutorError, RECORD_OWNER_FILE, RecordOwner, TaskEnd, TaskExecutor, TaskHandback, TaskHost,
     TaskJob, TaskRecorder, git_transport, record_ref,

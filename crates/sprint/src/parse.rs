@@ -309,14 +309,33 @@ impl Cx<'_> {
             return Some(default);
         };
         let span = Self::span_of(table, key);
-        let Some(n) = item.as_integer() else {
-            self.report(
-                span,
-                &full,
-                Rule::WrongType,
-                format!("is {}, expected a whole number", kind(item)),
-            );
-            return None;
+        // A `*_ms` key takes a duration as text too, as the settings' keys and the flags do.
+        let millis = key.ends_with("_ms");
+        let n = match (item.as_integer(), item.as_str()) {
+            (Some(n), _) => n,
+            (None, Some(text)) if millis => match humantime::parse_duration(text.trim()) {
+                Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+                Err(_) => {
+                    self.report(
+                        span,
+                        &full,
+                        Rule::WrongType,
+                        format!(
+                            "is {text:?}, expected a whole number of milliseconds or a duration such as \"90s\", \"5m\" or \"2h\""
+                        ),
+                    );
+                    return None;
+                }
+            },
+            (None, _) => {
+                self.report(
+                    span,
+                    &full,
+                    Rule::WrongType,
+                    format!("is {}, expected a whole number", kind(item)),
+                );
+                return None;
+            }
         };
         if n < min || n > max {
             self.report(

@@ -164,3 +164,62 @@ fn providers_prints_the_capability_table_and_docs_carry_the_same() {
         "docs/providers.md's capability table is stale; run `UPDATE_DOCS=1 cargo test -p corral-cli providers`"
     );
 }
+
+/// `corral doctor --provider opencode` with a fake `opencode` of the tested version, whose
+/// `models` lists two models, the model `model` configured and the sandbox allowed degraded.
+fn doctor_with_model(model: &str) -> (Env, std::process::Output) {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let fake = env.write(
+        "bin/opencode",
+        "#!/bin/sh\ncase \"$1\" in\n--version) echo 1.18.33 ;;\nmodels) printf 'anthropic/one\\nopenai/two\\n' ;;\nesac\n",
+    );
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = env
+        .corral()
+        .args(["doctor", "--provider", "opencode"])
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", env.dir.path().join("bin").display()),
+        )
+        .env("CORRAL_SANDBOX__BACKEND", "native")
+        .env("CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE", "true")
+        .env("CORRAL_PROVIDERS__OPENCODE__MODEL", model)
+        .output()
+        .unwrap();
+    (env, out)
+}
+
+#[test]
+fn doctor_exits_8_when_the_configured_model_is_unavailable() {
+    let (env, out) = doctor_with_model("anthropic/gone");
+    insta::assert_snapshot!(transcript(&env, &out));
+    let (env, out) = doctor_with_model("openai/two");
+    let text = transcript(&env, &out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("✓ model openai/two is available"), "{text}");
+}
+
+#[test]
+fn doctor_says_a_credential_is_only_seen_not_tried() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let fake = env.write(
+        "bin/claude",
+        "#!/bin/sh\n[ \"$1\" = --version ] && echo '2.1.197 (Claude Code)'\n",
+    );
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = env
+        .corral()
+        .args(["doctor", "--provider", "claude"])
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", env.dir.path().join("bin").display()),
+        )
+        .env("CORRAL_SANDBOX__BACKEND", "native")
+        .env("CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE", "true")
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    insta::assert_snapshot!(transcript(&env, &out));
+}

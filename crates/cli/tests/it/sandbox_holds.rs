@@ -488,7 +488,7 @@ fn outside_a_git_repository_the_stray_check_reads_not_checked() {
     );
     let attestation = &record(&run_dir(&summary))["attestation"];
     assert_eq!(attestation["stray_check"], "not-checked", "{attestation}");
-    let plain = env.clean(&run(false).stdout);
+    let plain = env.clean(&run(false).stderr);
     assert!(
         plain.contains("strays    not checked: the working directory is not in a git work tree"),
         "{plain}"

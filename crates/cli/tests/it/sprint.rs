@@ -12,15 +12,171 @@ use corral_sprint::{
 
 use crate::support::*;
 
-#[test]
-fn init_writes_an_example_that_check_accepts() {
-    let env = Env::new();
-    let out = env.corral().args(["sprint", "init"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+/// A scratch `bin` directory holding an executable script for each of `programs`, and a PATH
+/// of it and the directories git lives in, so which CLIs are "installed" is the test's choice.
+fn scratch_path(env: &Env, programs: &[&str]) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = env.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for program in programs {
+        let path = env.write(&format!("bin/{program}"), "#!/bin/sh\nexit 0\n");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display())
+}
+
+/// `corral` in `env` with PATH `path`.
+fn corral_on(env: &Env, path: &str) -> assert_cmd::Command {
+    let mut cmd = env.corral();
+    cmd.env("PATH", path);
+    cmd
+}
+
+/// `sprint init`'s message and the file it wrote, for a snapshot.
+fn init_transcript(env: &Env, path: &str) -> String {
+    let out = corral_on(env, path)
+        .args(["sprint", "init"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(env, &out));
     let written = std::fs::read_to_string(env.project().join("corral-sprint.toml")).unwrap();
-    assert_eq!(written, corral_sprint::EXAMPLE);
-    let out = env.corral().args(["sprint", "check"]).output().unwrap();
+    format!("{}\n[corral-sprint.toml]\n{written}", transcript(env, &out))
+}
+
+#[test]
+fn init_in_a_cargo_project_names_the_installed_provider_and_cargo_test() {
+    let env = Env::new();
+    env.write("project/Cargo.toml", "[package]\nname = \"p\"\n");
+    // Codex alone is installed: both roles are codex, not the claude default.
+    let path = scratch_path(&env, &["codex", "cargo"]);
+    insta::assert_snapshot!(init_transcript(&env, &path));
+    let out = corral_on(&env, &path)
+        .args(["sprint", "check"])
+        .env("GIT_AUTHOR_NAME", "T")
+        .env("GIT_COMMITTER_NAME", "T")
+        .env("GIT_AUTHOR_EMAIL", "t@t.invalid")
+        .env("GIT_COMMITTER_EMAIL", "t@t.invalid")
+        .output()
+        .unwrap();
+    // The example runs here as written: check has nothing to warn about.
     insta::assert_snapshot!(transcript(&env, &out));
+}
+
+#[test]
+fn init_in_an_unknown_project_with_no_cli_says_what_to_replace() {
+    let env = Env::new();
+    let path = scratch_path(&env, &[]);
+    insta::assert_snapshot!(init_transcript(&env, &path));
+}
+
+#[test]
+fn init_tells_the_project_from_its_files() {
+    let cases: [(&str, &str, &str); 5] = [
+        (
+            "package.json",
+            r#"{"scripts": {"test": "jest"}}"#,
+            "npm test",
+        ),
+        (
+            "package.json",
+            r#"{"scripts": {"test": "echo \"Error: no test specified\" && exit 1"}}"#,
+            "true",
+        ),
+        ("pyproject.toml", "[project]\nname = \"p\"\n", "pytest"),
+        ("setup.cfg", "[metadata]\n", "pytest"),
+        ("go.mod", "module p\n", "go test ./..."),
+    ];
+    for (name, text, check) in cases {
+        let env = Env::new();
+        env.write(&format!("project/{name}"), text);
+        let path = scratch_path(&env, &["claude"]);
+        let out = init_transcript(&env, &path);
+        assert!(
+            out.contains(&format!("\ncheck = \"{check}\"\n")),
+            "{name} {text}: {out}"
+        );
+        assert!(out.contains("provider = \"claude\""), "{out}");
+    }
+}
+
+/// A valid sprint file whose roles are claude and whose check starts `cargo`.
+const CLAUDE_CARGO: &str = r#"[sprint]
+name = "s"
+check = "RUST_LOG=info cargo test"
+
+[roles.generator]
+provider = "claude"
+
+[[tasks]]
+id = "a"
+title = "A"
+prompt = "p"
+"#;
+
+/// `sprint check` of [`CLAUDE_CARGO`] in a fresh repository with `programs` installed and,
+/// when `identity`, the commit identity in the environment.
+fn check_with(programs: &[&str], identity: bool) -> (Env, std::process::Output) {
+    let env = Env::new();
+    git(&env.project(), &["init", "--quiet"]);
+    env.write("project/corral-sprint.toml", CLAUDE_CARGO);
+    let path = scratch_path(&env, programs);
+    let mut cmd = corral_on(&env, &path);
+    if identity {
+        cmd.env("GIT_AUTHOR_NAME", "T")
+            .env("GIT_COMMITTER_NAME", "T")
+            .env("GIT_AUTHOR_EMAIL", "t@t.invalid")
+            .env("GIT_COMMITTER_EMAIL", "t@t.invalid");
+    }
+    let out = cmd.args(["sprint", "check"]).output().unwrap();
+    (env, out)
+}
+
+#[test]
+fn check_warns_about_what_will_fail_here_and_still_exits_0() {
+    let (env, out) = check_with(&[], false);
+    insta::assert_snapshot!(transcript(&env, &out));
+}
+
+#[test]
+fn check_warns_about_each_missing_thing_alone() {
+    let (env, out) = check_with(&["claude", "cargo"], true);
+    assert_eq!(env.clean(&out.stderr), "", "{}", transcript(&env, &out));
+
+    let (env, out) = check_with(&["cargo"], true);
+    let stderr = env.clean(&out.stderr);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("claude (generator, evaluator): claude is not installed"),
+        "{stderr}"
+    );
+
+    let (env, out) = check_with(&["claude"], true);
+    let stderr = env.clean(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("check: `cargo` is not found on PATH"),
+        "{stderr}"
+    );
+
+    let (env, out) = check_with(&["claude", "cargo"], false);
+    let stderr = env.clean(&out.stderr);
+    assert_eq!(stderr.lines().count(), 2, "{stderr}");
+    assert!(stderr.contains("no git user.name"), "{stderr}");
+    assert!(stderr.contains("no git user.email"), "{stderr}");
+
+    // The repository's own identity, or the global git config's, is enough.
+    let env = Env::new();
+    git(&env.project(), &["init", "--quiet"]);
+    git(&env.project(), &["config", "user.name", "R"]);
+    env.write("home/.gitconfig", "[user]\n\temail = g@t.invalid\n");
+    env.write("project/corral-sprint.toml", CLAUDE_CARGO);
+    let path = scratch_path(&env, &["claude", "cargo"]);
+    let out = corral_on(&env, &path)
+        .args(["sprint", "check"])
+        .output()
+        .unwrap();
+    assert_eq!(env.clean(&out.stderr), "", "{}", transcript(&env, &out));
 }
 
 #[test]

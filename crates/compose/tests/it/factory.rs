@@ -165,3 +165,37 @@ async fn the_command_runner_follows_the_sandbox_settings() {
         .unwrap_err();
     assert!(matches!(err, CommandError::Refused { .. }), "{err}");
 }
+
+#[test]
+fn the_install_command_names_the_pinned_version_inside_the_tested_range() {
+    let settings = Settings::default();
+    for id in ProviderId::ALL {
+        let facts = corral_compose::provider_facts(id, &settings);
+        let (_, package, version) = corral_test_support::PINNED_CLIS
+            .iter()
+            .find(|(bin, _, _)| *bin == id.as_str())
+            .unwrap_or_else(|| panic!("{id} is not pinned"));
+        assert_eq!(corral_compose::tested_version(id), *version, "{id}");
+        assert_eq!(*package, facts.npm_package, "{id}");
+        // Grok's package 0.0.34 prints 1.0.1 for `--version`, which the range is about.
+        assert!(
+            id == ProviderId::Grok
+                || facts
+                    .tested_versions
+                    .matches(&semver::Version::parse(version).unwrap()),
+            "{id}: {version} is outside {}",
+            facts.tested_versions
+        );
+        assert_eq!(
+            facts.install_command,
+            format!("npm install -g {package}@{version}")
+        );
+    }
+    // A tested range of the settings' own that leaves the pin out: the range, for npm.
+    let mut settings = Settings::default();
+    settings.providers.claude.tested_versions = Some(">=2.2.0, <2.3.0".into());
+    assert_eq!(
+        corral_compose::provider_facts(ProviderId::Claude, &settings).install_command,
+        "npm install -g '@anthropic-ai/claude-code@>=2.2.0 <2.3.0'"
+    );
+}

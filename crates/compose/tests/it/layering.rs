@@ -130,16 +130,19 @@ fn out_of_range_file_values_name_the_file_and_all_are_reported() {
     let lines = invalid_lines(LoadedSettings::load(&sources(dir.path())).unwrap_err());
     let file = dir.path().join("corral.toml").display().to_string();
     assert_eq!(lines.len(), 3, "{lines:?}");
-    for key in [
-        "retry.rate_limit_retries = 11",
-        "retry.corrective_retries = 0",
-        "retry.backoff_max_ms = 2000",
+    // Each at its file:line:column, with the line quoted under it.
+    for (at, key) in [
+        ("2:1", "retry.rate_limit_retries = 11"),
+        ("3:1", "retry.corrective_retries = 0"),
+        ("5:1", "retry.backoff_max_ms = 2000"),
     ] {
+        let start = format!("{file}:{at}: {key}: ");
         let line = lines
             .iter()
-            .find(|l| l.starts_with(key))
-            .unwrap_or_else(|| panic!("{key} missing: {lines:?}"));
-        assert!(line.contains(&file), "{line}");
+            .find(|l| l.starts_with(&start))
+            .unwrap_or_else(|| panic!("{start} missing: {lines:?}"));
+        let quoted = key.replace("retry.", "");
+        assert!(line.ends_with(&format!(" | {quoted}")), "{line}");
     }
 }
 
@@ -205,8 +208,11 @@ fn a_bad_tested_versions_range_is_rejected() {
         "[providers.claude]\ntested_versions = \"banana\"\n",
     );
     let lines = invalid_lines(LoadedSettings::load(&sources(dir.path())).unwrap_err());
+    let file = dir.path().join("corral.toml").display().to_string();
     assert!(
-        lines[0].starts_with("providers.claude.tested_versions = \"banana\""),
+        lines[0].starts_with(&format!(
+            "{file}:2:1: providers.claude.tested_versions = \"banana\""
+        )),
         "{lines:?}"
     );
 }
@@ -426,9 +432,9 @@ fn every_unreadable_value_is_reported_in_corrals_words() {
     let text = lines.join("\n");
     assert_eq!(lines.len(), 4, "{text}");
     for expected in [
-        format!("run.provder (from {file}): unknown key; did you mean run.provider?"),
-        format!("run.idle_watchdog_ms (from {file}): \"soon\" is not a whole number"),
-        format!("retry.corrective_retries (from {file}): true is not a whole number"),
+        format!("{file}:2:1: run.provder: unknown key; did you mean run.provider?"),
+        format!("{file}:3:1: run.idle_watchdog_ms: \"soon\" is not a whole number"),
+        format!("{file}:5:1: retry.corrective_retries: true is not a whole number"),
         "run.kill_grace_ms (from env CORRAL_RUN__KILL_GRACE_MS): \"slow\" is not a whole number"
             .to_string(),
     ] {
@@ -459,10 +465,12 @@ fn a_ray_executor_without_its_address_and_remote_or_with_a_bad_address_names_fil
     let lines = invalid_lines(LoadedSettings::load(&sources(dir.path())).unwrap_err());
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
-        lines[0].starts_with("executor.ray.address = \"127.0.0.1:8265\""),
+        lines[0].starts_with(&format!(
+            "{}:4:1: executor.ray.address = \"127.0.0.1:8265\"",
+            user.display()
+        )),
         "{lines:?}"
     );
-    assert!(lines[0].contains(&user.display().to_string()), "{lines:?}");
     assert!(lines[0].contains("http://"), "{lines:?}");
     write(
         &user,
@@ -543,4 +551,35 @@ fn hidden_paths_add_up_and_a_bad_one_names_its_file_and_key() {
             ),
         ]
     );
+}
+
+#[test]
+fn a_ms_key_takes_a_duration_as_the_flags_do() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("corral.toml"),
+        "[run]\nidle_watchdog_ms = \"5m\"\nwall_timeout_ms = \"2h\"\n[retry]\nbackoff_initial_ms = \"90s\"\nbackoff_max_ms = 600000\n",
+    );
+    let mut s = sources(dir.path());
+    s.env = vec![("CORRAL_RUN__KILL_GRACE_MS".into(), "1500ms".into())];
+    let loaded = LoadedSettings::load(&s).unwrap();
+    assert_eq!(loaded.settings.run.idle_watchdog_ms, 300_000);
+    assert_eq!(loaded.settings.run.wall_timeout_ms, 7_200_000);
+    assert_eq!(loaded.settings.retry.backoff_initial_ms, 90_000);
+    assert_eq!(loaded.settings.retry.backoff_max_ms, 600_000);
+    assert_eq!(loaded.settings.run.kill_grace_ms, 1500);
+}
+
+#[test]
+fn every_problem_of_a_bad_file_comes_in_one_pass_at_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("corral.toml"),
+        "[run]\nprovder = \"claude\"\n  idle_watchdog_ms = \"5x\"\n\n[sandbx]\nx = 1\n\n[retry]\nrate_limit_retries = 20\n",
+    );
+    let err = LoadedSettings::load(&sources(dir.path())).unwrap_err();
+    let text = err
+        .to_string()
+        .replace(&dir.path().display().to_string(), "<tmp>");
+    insta::assert_snapshot!(text);
 }

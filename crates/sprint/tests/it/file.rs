@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use corral_ports::{Effort, ProviderId};
 use corral_sprint::{
-    Diagnostic, EXAMPLE, Rule, SprintFile, SprintFileError, TaskPrompt, limits, load, parse,
+    Diagnostic, EXAMPLE, ExampleChoice, PLACEHOLDER_CHECK, ProjectCheck, Rule, SprintFile,
+    SprintFileError, TaskPrompt, example, limits, load, parse,
 };
 
 /// Writes `text` as `corral-sprint.toml` in a new directory and loads it.
@@ -182,6 +183,41 @@ fn the_example_init_writes_is_valid_and_runs_in_file_order() {
 }
 
 #[test]
+fn every_example_init_can_write_is_valid_and_names_only_what_it_was_given() {
+    let checks = [
+        None,
+        Some(ProjectCheck::Cargo),
+        Some(ProjectCheck::Npm),
+        Some(ProjectCheck::Pytest),
+        Some(ProjectCheck::Go),
+    ];
+    for provider in ProviderId::ALL.iter().copied().map(Some).chain([None]) {
+        for check in checks {
+            let text = example(&ExampleChoice { provider, check });
+            let (_dir, file) = load_text(&text);
+            let file = file.unwrap_or_else(|e| panic!("{provider:?} {check:?}: {e}\n{text}"));
+            assert_eq!(
+                file.generator.provider,
+                provider.unwrap_or(ProviderId::Claude)
+            );
+            // The evaluator is the generator's provider: never another CLI.
+            assert_eq!(
+                file.evaluator.as_ref().map(|e| e.provider),
+                Some(file.generator.provider)
+            );
+            assert_eq!(
+                file.sprint.check,
+                check.map_or(PLACEHOLDER_CHECK, ProjectCheck::command)
+            );
+            assert_eq!(
+                file.gates.len(),
+                usize::from(check == Some(ProjectCheck::Cargo))
+            );
+        }
+    }
+}
+
+#[test]
 fn dependencies_run_first_and_the_file_order_otherwise() {
     let text = r#"
 [sprint]
@@ -221,7 +257,7 @@ name = "bad name"
 chek = "true"
 max_rounds = 11
 max_attempts = 0
-check_timeout_ms = "10s"
+check_timeout_ms = "ten"
 colour = "blue"
 
 [roles.generator]
@@ -559,4 +595,36 @@ fn touches_are_read_checked_and_their_overlaps_found() {
         "prompt = \"Do it.\"\ntouches = [\"/etc\", 3]",
     );
     assert_eq!(rules(&bad), [Rule::BadPath, Rule::WrongType]);
+}
+
+#[test]
+fn a_timeout_takes_a_duration_as_text_and_a_bad_one_is_named() {
+    let text = MINIMAL
+        .replace(
+            "check = \"true\"",
+            "check = \"true\"\ncheck_timeout_ms = \"15m\"",
+        )
+        .replace(
+            "[[tasks]]",
+            "[[gates]]\npath = \"docs/\"\ncommand = \"true\"\ntimeout_ms = \"90s\"\n\n[[tasks]]",
+        );
+    let file = parse(Path::new("corral-sprint.toml"), &text).unwrap();
+    assert_eq!(file.sprint.check_timeout_ms, 900_000);
+    assert_eq!(file.gates[0].timeout_ms, 90_000);
+    let bad = MINIMAL.replace(
+        "check = \"true\"",
+        "check = \"true\"\ncheck_timeout_ms = \"soon\"",
+    );
+    assert_eq!(
+        errors(&bad),
+        [
+            "corral-sprint.toml:5:1: sprint.check_timeout_ms: is \"soon\", expected a whole number of milliseconds or a duration such as \"90s\", \"5m\" or \"2h\" [wrong-type]"
+        ]
+    );
+    // Past its range as text too: the range names milliseconds.
+    let long = MINIMAL.replace(
+        "check = \"true\"",
+        "check = \"true\"\ncheck_timeout_ms = \"2days\"",
+    );
+    assert_eq!(rules(&long), [Rule::OutOfRange]);
 }
