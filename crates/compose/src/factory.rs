@@ -335,17 +335,11 @@ pub struct ProviderFacts {
     pub install_command: String,
 }
 
-/// The version of provider `id`'s CLI its adapter was recorded and tested with: the pin of
-/// `cargo xtask install-clis` (a test holds them equal, and inside each descriptor's range).
-/// Kept here rather than in the descriptors so the composition root alone says what to install.
+/// The version of provider `id`'s CLI its adapter was recorded and tested with: its
+/// descriptor's pin, which is `cargo xtask install-clis`'s too (a test holds them equal, and
+/// inside each descriptor's range).
 pub fn tested_version(id: ProviderId) -> &'static str {
-    match id {
-        ProviderId::Claude => "2.1.197",
-        ProviderId::Codex => "0.171.0",
-        ProviderId::Copilot => "1.0.102",
-        ProviderId::Opencode => "1.18.33",
-        ProviderId::Grok => "0.0.34",
-    }
+    descriptor(id).pinned_version
 }
 
 /// `npm install -g <package>@<version>` for the tested version, unless the settings' own tested

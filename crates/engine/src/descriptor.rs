@@ -158,6 +158,10 @@ pub struct ProviderDescriptor {
     pub command: &'static str,
     /// The npm package that installs the CLI.
     pub npm_package: &'static str,
+    /// The package version its adapter was recorded and tested with: what `corral doctor`
+    /// tells a user to install (`npm install -g <npm_package>@<pinned_version>`), and the pin of
+    /// `cargo xtask install-clis` (a test holds them equal).
+    pub pinned_version: &'static str,
     /// Environment variables that carry credentials for it.
     pub credential_vars: &'static [&'static str],
     /// Files under `$HOME` that hold a login, when the CLI keeps one.

@@ -52,6 +52,7 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     label: "Claude Code",
     command: "claude",
     npm_package: "@anthropic-ai/claude-code",
+    pinned_version: "2.1.197",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".claude/.credentials.json"],
     credential_paths: |env| {

@@ -64,6 +64,7 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     label: "Codex",
     command: "codex",
     npm_package: "@openai/codex",
+    pinned_version: "0.171.0",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".codex/auth.json"],
     credential_paths: |env| {

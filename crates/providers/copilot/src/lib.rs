@@ -57,6 +57,7 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     label: "Copilot CLI",
     command: "copilot",
     npm_package: "@github/copilot",
+    pinned_version: "1.0.102",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".copilot/config.json"],
     credential_paths: |env| {

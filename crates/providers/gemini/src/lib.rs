@@ -44,6 +44,7 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     label: "Gemini CLI",
     command: "gemini",
     npm_package: "@google/gemini-cli",
+    pinned_version: "0.61.0",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[
         ".gemini/oauth_creds.json",

@@ -97,6 +97,7 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     label: "Grok CLI",
     command: "grok",
     npm_package: "@vibe-kit/grok-cli",
+    pinned_version: "0.0.34",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".grok/user-settings.json"],
     credential_paths: |env| {

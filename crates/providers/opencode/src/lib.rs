@@ -64,6 +64,7 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     label: "OpenCode",
     command: "opencode",
     npm_package: "opencode-ai",
+    pinned_version: "1.18.33",
     credential_vars: CREDENTIAL_VARS,
     credential_files: &[".local/share/opencode/auth.json"],
     credential_paths: |env| {
