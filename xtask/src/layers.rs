@@ -256,6 +256,9 @@ pub const LAYERS: &[Layer] = &[
                 // The agent seam (`RoleAgent`) is an async trait with the ports' cancellation
                 // token, as the ports' own traits are (ADR 0002).
                 any("async-trait"),
+                // Durations written as text in the sprint file (`check_timeout_ms = "15m"`), read as
+                // the settings read them.
+                any("humantime"),
                 any("serde"),
                 any("serde_json"),
                 // The protected files' fingerprints (content and mode) before each round.
