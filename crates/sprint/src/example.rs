@@ -232,7 +232,7 @@ depends_on = ["parse-config"]
     )
 }
 
-/// `claude, codex, copilot, opencode, grok`.
+/// The providers by name, comma-separated: `claude, codex, copilot, opencode, grok, gemini`.
 fn provider_list() -> String {
     let names: Vec<&str> = ProviderId::ALL.iter().map(|p| p.as_str()).collect();
     names.join(", ")
