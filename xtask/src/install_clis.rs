@@ -81,7 +81,7 @@ mod tests {
         assert_eq!(selection(&args(&["grok"])).unwrap(), ["grok"]);
         assert_eq!(
             selection(&args(&["all"])).unwrap(),
-            ["claude", "codex", "opencode", "grok", "copilot"]
+            ["claude", "codex", "opencode", "grok", "copilot", "gemini"]
         );
         assert!(selection(&args(&["vim"])).is_err());
         assert!(selection(&args(&["claude", "codex"])).is_err());

@@ -679,7 +679,7 @@ mod tests {
             "corral-claude -> corral-contract (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (dev), corral-test-support (dev)",
             "corral-claude -> anyhow (normal dep) is not allowed; `anyhow` is reserved to corral-cli, xtask: libraries return thiserror enums; anyhow is for the binary and the tool",
             "corral-claude -> tokio (normal dep) is not allowed; `tokio` with feature `process` is reserved to corral-engine, corral-test-support: only the engine creates processes",
-            "corral-engine -> corral-test-support (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-test-support (dev)",
+            "corral-engine -> corral-test-support (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-hostfs (normal/dev/build), corral-test-support (dev)",
             "corral-ports -> tokio (dev dep) is not allowed; allowed externals: async-trait (normal/dev/build), serde (normal/dev/build), serde_json (normal/dev/build), thiserror (normal/dev/build), tokio-util (normal/dev/build)",
             "corral-newcomer (/ws/corral-newcomer/Cargo.toml) is a workspace member missing from LAYERS in xtask/src/layers.rs; declare what it may depend on there (and in deny.toml)",
         ];
