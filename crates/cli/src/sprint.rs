@@ -78,6 +78,11 @@ async fn check(path: &Path) -> anyhow::Result<Exit> {
         Err(exit) => return Ok(exit),
     };
     print_summary(&file);
+    // Tasks that may run at once with `--jobs` and declare overlapping `touches`: the scheduler
+    // runs them one after the other, said here before a run finds out.
+    for overlap in file.overlaps() {
+        errln!("note: {overlap}");
+    }
     // What will fail on this machine is a warning, not an error: the file itself is valid, and
     // the machine it runs on may differ.
     let cwd = std::env::current_dir()?;

@@ -137,6 +137,34 @@ fn check_warns_about_what_will_fail_here_and_still_exits_0() {
     insta::assert_snapshot!(transcript(&env, &out));
 }
 
+/// Issue 35: tasks that may run at once and declare overlapping `touches` are named by
+/// `sprint check`, before a `--jobs` run holds one of them back.
+#[test]
+fn check_names_the_tasks_whose_touches_overlap() {
+    let env = Env::new();
+    git(&env.project(), &["init", "--quiet"]);
+    let file = CLAUDE_CARGO.replace("prompt = \"p\"", "prompt = \"p\"\ntouches = [\"src/**\"]")
+        + "\n[[tasks]]\nid = \"b\"\ntitle = \"B\"\nprompt = \"q\"\ntouches = [\"src/lib.rs\"]\n";
+    env.write("project/corral-sprint.toml", &file);
+    let path = scratch_path(&env, &["claude", "cargo"]);
+    let out = corral_on(&env, &path)
+        .env("GIT_AUTHOR_NAME", "T")
+        .env("GIT_COMMITTER_NAME", "T")
+        .env("GIT_AUTHOR_EMAIL", "t@t.invalid")
+        .env("GIT_COMMITTER_EMAIL", "t@t.invalid")
+        .args(["sprint", "check"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+    let stderr = env.clean(&out.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        "note: tasks a and b both touch `src/**` and `src/lib.rs`: with --jobs they run one after the other",
+        "{}",
+        transcript(&env, &out)
+    );
+}
+
 #[test]
 fn check_warns_about_each_missing_thing_alone() {
     let (env, out) = check_with(&["claude", "cargo"], true);
