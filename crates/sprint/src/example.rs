@@ -4,9 +4,39 @@
 
 use corral_ports::ProviderId;
 
+/// The tasks section both examples end with: the fixed one and the one `init` fits.
+macro_rules! example_tasks {
+    () => {
+        r#"# The tasks. Each has an id (letters, digits, '.', '_', '-'), a title (the commit subject when
+# the agent proposes none), and either a prompt or a brief: a file with the instructions,
+# relative to this file. depends_on lists the ids of tasks that must be done first; otherwise
+# tasks run in the order written here.
+[[tasks]]
+id = "parse-config"
+title = "Parse the configuration file"
+prompt = """
+Add a function that reads config.toml and returns the settings, with a test for a missing
+file and one for an unknown key.
+"""
+
+[[tasks]]
+id = "use-config"
+title = "Use the configuration at start-up"
+prompt = "Call the configuration parser at start-up and fail with a clear message on error."
+depends_on = ["parse-config"]
+
+# [[tasks]]
+# id = "docs"
+# title = "Document the configuration"
+# brief = "briefs/docs.md"
+"#
+    };
+}
+
 /// A fixed example sprint file (claude generating, codex judging, a cargo check), for tests and
 /// the docs: `corral sprint init` writes [`example`], fitted to what is installed where it runs.
-pub const EXAMPLE: &str = r#"# A Corral sprint: tasks run one by one, each through generator and evaluator rounds,
+pub const EXAMPLE: &str = concat!(
+    r#"# A Corral sprint: tasks run one by one, each through generator and evaluator rounds,
 # gated by checks, and committed on its own. Check this file with `corral sprint check`.
 # The format is described in docs/sprint.md.
 
@@ -48,29 +78,9 @@ path = "docs/"
 command = "cargo doc --no-deps"
 timeout_ms = 300000
 
-# The tasks. Each has an id (letters, digits, '.', '_', '-'), a title (the commit subject when
-# the agent proposes none), and either a prompt or a brief: a file with the instructions,
-# relative to this file. depends_on lists the ids of tasks that must be done first; otherwise
-# tasks run in the order written here.
-[[tasks]]
-id = "parse-config"
-title = "Parse the configuration file"
-prompt = """
-Add a function that reads config.toml and returns the settings, with a test for a missing
-file and one for an unknown key.
-"""
-
-[[tasks]]
-id = "use-config"
-title = "Use the configuration at start-up"
-prompt = "Call the configuration parser at start-up and fail with a clear message on error."
-depends_on = ["parse-config"]
-
-# [[tasks]]
-# id = "docs"
-# title = "Document the configuration"
-# brief = "briefs/docs.md"
-"#;
+"#,
+    example_tasks!()
+);
 
 /// What `corral sprint init` found on the machine, for [`example`]: the example it writes then
 /// runs here as written.
@@ -206,29 +216,8 @@ max_attempts = 2
 # A further check, run when a round's diff touches a path under `path` (relative to the work
 # tree's top). timeout_ms defaults to check_timeout_ms.
 {gate}
-# The tasks. Each has an id (letters, digits, '.', '_', '-'), a title (the commit subject when
-# the agent proposes none), and either a prompt or a brief: a file with the instructions,
-# relative to this file. depends_on lists the ids of tasks that must be done first; otherwise
-# tasks run in the order written here.
-[[tasks]]
-id = "parse-config"
-title = "Parse the configuration file"
-prompt = """
-Add a function that reads config.toml and returns the settings, with a test for a missing
-file and one for an unknown key.
-"""
-
-[[tasks]]
-id = "use-config"
-title = "Use the configuration at start-up"
-prompt = "Call the configuration parser at start-up and fail with a clear message on error."
-depends_on = ["parse-config"]
-
-# [[tasks]]
-# id = "docs"
-# title = "Document the configuration"
-# brief = "briefs/docs.md"
-"#
+{tasks}"#,
+        tasks = example_tasks!(),
     )
 }
 
