@@ -112,7 +112,7 @@ impl Step {
                 "-p",
                 "corral-cli",
             ])),
-            Self::SelfCheck => self_check::run(root),
+            Self::SelfCheck => self_check::run(root, &[]),
         }
     }
 }

@@ -177,12 +177,33 @@ pub const LAYERS: &[Layer] = &[
             external: Externals::Only(&[any("rustix"), any("thiserror"), dev("tempfile")]),
         },
     },
+    // Starting and ending programs (ADR 0010): the only crate that forks or execs. It knows no
+    // other crate of the workspace, as the ports do not.
+    Layer {
+        name: "corral-process",
+        rules: Rules::Product {
+            internal: &[],
+            external: Externals::Only(&[
+                any("async-trait"),
+                any("libc"),
+                any("nix"),
+                any("serde"),
+                any("thiserror"),
+                any("tokio"),
+                any("tokio-util"),
+                any("tracing"),
+                dev("tempfile"),
+            ]),
+        },
+    },
     // The supervised process runner: it implements what the ports describe.
     Layer {
         name: "corral-engine",
         rules: Rules::Product {
             internal: &[
                 any("corral-ports"),
+                // Every program it starts, it starts through corral-process (ADR 0010).
+                any("corral-process"),
                 // The run directory's files are replaced through one handle (ADR 0009).
                 any("corral-hostfs"),
                 dev("corral-test-support"),
@@ -339,14 +360,14 @@ pub const RESERVED: &[Reserved] = &[
     Reserved {
         name: "nix",
         features: &[],
-        only_in: &["corral-engine", "corral-test-support"],
-        reason: "only the engine (and the fake agent) deals in processes and signals",
+        only_in: &["corral-process", "corral-engine", "corral-test-support"],
+        reason: "only the process layer and the engine (and the fake agent) deal in processes and signals",
     },
     Reserved {
         name: "tokio",
         features: &["process", "full"],
-        only_in: &["corral-engine", "corral-test-support"],
-        reason: "only the engine creates processes",
+        only_in: &["corral-process", "corral-test-support"],
+        reason: "only corral-process creates processes",
     },
 ];
 
@@ -678,8 +699,8 @@ mod tests {
             "corral-claude -> corral-codex (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (dev), corral-test-support (dev)",
             "corral-claude -> corral-contract (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (dev), corral-test-support (dev)",
             "corral-claude -> anyhow (normal dep) is not allowed; `anyhow` is reserved to corral-cli, xtask: libraries return thiserror enums; anyhow is for the binary and the tool",
-            "corral-claude -> tokio (normal dep) is not allowed; `tokio` with feature `process` is reserved to corral-engine, corral-test-support: only the engine creates processes",
-            "corral-engine -> corral-test-support (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-hostfs (normal/dev/build), corral-test-support (dev)",
+            "corral-claude -> tokio (normal dep) is not allowed; `tokio` with feature `process` is reserved to corral-process, corral-test-support: only corral-process creates processes",
+            "corral-engine -> corral-test-support (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-process (normal/dev/build), corral-hostfs (normal/dev/build), corral-test-support (dev)",
             "corral-ports -> tokio (dev dep) is not allowed; allowed externals: async-trait (normal/dev/build), serde (normal/dev/build), serde_json (normal/dev/build), thiserror (normal/dev/build), tokio-util (normal/dev/build)",
             "corral-newcomer (/ws/corral-newcomer/Cargo.toml) is a workspace member missing from LAYERS in xtask/src/layers.rs; declare what it may depend on there (and in deny.toml)",
         ];

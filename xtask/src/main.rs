@@ -37,7 +37,9 @@ subcommands:
                 prerequisites, fmt, clippy, cargo-deny, layers, tidy, tests, self-check
   layers        check the crate layering (cargo metadata against xtask/src/layers.rs)
   tidy          check `//!` headers, forbidden macros and process creation sites
-  self-check    prove that each gate rejects a planted violation, in a scratch copy
+  self-check [CASE...]
+                prove that each gate rejects a planted violation, in a scratch copy; with
+                CASE names (scratch directory names), only the cases that start with one
   bench         run the engine benchmark in release mode against a raw tokio baseline
                 and print the table (also target/bench-report.md); --quick for a short run
   install-clis [claude|codex|opencode|grok|copilot|all]
@@ -70,8 +72,10 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     if subcommand == "bench" {
         return bench::run(&root, bench::Opts::parse(rest)?);
     }
-    if !matches!(subcommand.as_str(), "install-clis" | "prerequisites")
-        && let Some(extra) = rest.first()
+    if !matches!(
+        subcommand.as_str(),
+        "install-clis" | "prerequisites" | "self-check"
+    ) && let Some(extra) = rest.first()
     {
         bail!("unexpected argument `{extra}` after `{subcommand}`\n\n{USAGE}");
     }
@@ -79,7 +83,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "ci" => ci::run(&root),
         "layers" => layers::run(&root),
         "tidy" => tidy::run(&root),
-        "self-check" => self_check::run(&root),
+        "self-check" => self_check::run(&root, rest),
         "install-clis" => install_clis::run(&root, rest),
         "prerequisites" => prereq::run(&root, rest),
         "help" | "--help" | "-h" => {

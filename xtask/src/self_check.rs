@@ -33,7 +33,8 @@ const COPIED: &[&str] = &[
 enum Gate {
     CargoDeny,
     Layers,
-    Clippy,
+    /// `cargo clippy -D warnings` of the named package.
+    Clippy(&'static str),
     Tidy,
     /// `cargo clippy -D warnings` of the composition root and the planted provider: the
     /// workspace builds, and the provider meets the workspace lints.
@@ -48,7 +49,7 @@ impl Gate {
         match self {
             Self::CargoDeny => "cargo-deny",
             Self::Layers => "layers",
-            Self::Clippy => "clippy",
+            Self::Clippy(_) => "clippy",
             Self::Tidy => "tidy",
             Self::Build => "build",
             Self::ScratchLayers => "layers",
@@ -67,6 +68,12 @@ enum Plant {
     Code {
         file: &'static str,
         text: &'static str,
+    },
+    /// Replaces the one `find` in `file` with `replace`.
+    Replace {
+        file: &'static str,
+        find: &'static str,
+        replace: &'static str,
     },
     /// Adds the test-only sixth provider as `docs/adding-a-provider.md` says, but for the steps
     /// in `omit`.
@@ -316,7 +323,7 @@ const CASES: &[Case] = &[
         expect: Expect::Reject,
         gates: &[
             (
-                Gate::Clippy,
+                Gate::Clippy("corral-contract"),
                 &["use of a disallowed method `std::process::Command::new`"],
             ),
             (
@@ -325,6 +332,108 @@ const CASES: &[Case] = &[
                     "crates/contract/src/lib.rs:",
                     "`std::process::Command::new` outside",
                 ],
+            ),
+        ],
+    },
+    // ADR 0010: only corral-process starts or forks a program, and it knows no other crate.
+    Case {
+        dir: "engine-creates-process",
+        violation: "std::process::Command::new in corral-engine, above corral-process",
+        plant: Plant::Code {
+            file: "crates/engine/src/lib.rs",
+            text: "\n/// Planted by `cargo xtask self-check`: a process created outside corral-process.\n\
+                   pub fn planted_process() -> std::io::Result<std::process::Child> {\n    \
+                   std::process::Command::new(\"true\").spawn()\n}\n",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::Clippy("corral-engine"),
+                &["use of a disallowed method `std::process::Command::new`"],
+            ),
+            (
+                Gate::Tidy,
+                &[
+                    "crates/engine/src/lib.rs:",
+                    "`std::process::Command::new` outside crates/process",
+                ],
+            ),
+        ],
+    },
+    Case {
+        dir: "engine-forks",
+        violation: "libc::fork in corral-engine, above corral-process",
+        plant: Plant::Code {
+            file: "crates/engine/src/lib.rs",
+            text: "\n/// Planted by `cargo xtask self-check`: a fork outside corral-process.\n\
+                   #[allow(unsafe_code)]\n\
+                   pub fn planted_fork() -> i32 {\n    \
+                   // SAFETY: planted; never called.\n    \
+                   unsafe { libc::fork() }\n}\n",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::Clippy("corral-engine"),
+                &["use of a disallowed method `libc::fork`"],
+            ),
+            (
+                Gate::Tidy,
+                &[
+                    "crates/engine/src/lib.rs:",
+                    "`libc::fork(` outside crates/process",
+                ],
+            ),
+        ],
+    },
+    Case {
+        dir: "engine-tokio-process",
+        violation: "tokio's process feature declared by corral-engine",
+        plant: Plant::Replace {
+            file: "crates/engine/Cargo.toml",
+            find: "tokio = { workspace = true, features = [\"net\"] }",
+            replace: "tokio = { workspace = true, features = [\"net\", \"process\"] }",
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::Layers,
+            &[
+                "corral-engine -> tokio (normal dep) is not allowed; `tokio` with feature `process` is reserved to corral-process",
+            ],
+        )],
+    },
+    Case {
+        dir: "process-uses-ports",
+        violation: "corral-process -> corral-ports (normal dep): the process layer knowing a crate of the workspace",
+        plant: Plant::Dependency {
+            manifest: "crates/process/Cargo.toml",
+            line: "corral-ports.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::Layers,
+            &["corral-process -> corral-ports (normal dep) is not allowed"],
+        )],
+    },
+    Case {
+        dir: "compose-uses-process",
+        violation: "corral-compose -> corral-process (normal dep): starting programs past the engine",
+        plant: Plant::Dependency {
+            manifest: "crates/compose/Cargo.toml",
+            line: "corral-process.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-compose",
+                    "error[banned]: crate 'corral-process",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-compose -> corral-process (normal dep) is not allowed"],
             ),
         ],
     },
@@ -587,11 +696,15 @@ enum Verdict {
 
 /// Runs every case; fails if any gate accepted its planted violation, or rejected a correct
 /// change.
-pub fn run(root: &Path) -> anyhow::Result<()> {
+pub fn run(root: &Path, only: &[String]) -> anyhow::Result<()> {
     prereq::ensure(&prereq::Machine::current(root), &[prereq::CARGO_DENY])?;
     let base = root.join("target").join("xtask-self-check");
     let mut failures = 0_usize;
-    for case in CASES {
+    let chosen = |case: &&Case| only.is_empty() || only.iter().any(|o| case.dir.starts_with(o));
+    if !CASES.iter().any(|case| chosen(&case)) {
+        bail!("no self-check case starts with any of {only:?}");
+    }
+    for case in CASES.iter().filter(chosen) {
         let started = Instant::now();
         let scratch = base.join(case.dir);
         prepare(root, &scratch)?;
@@ -656,18 +769,11 @@ fn judge(
         Gate::CargoDeny => {
             command_outcome(ci::deny_command(scratch).env("CARGO_TERM_COLOR", "never"))?
         }
-        Gate::Clippy => {
+        Gate::Clippy(package) => {
             let mut cmd = shell::cargo(scratch);
-            cmd.args([
-                "clippy",
-                "--package",
-                "corral-contract",
-                "--",
-                "-D",
-                "warnings",
-            ])
-            .env("CARGO_TARGET_DIR", target_dir(root))
-            .env("CARGO_TERM_COLOR", "never");
+            cmd.args(["clippy", "--package", package, "--", "-D", "warnings"])
+                .env("CARGO_TARGET_DIR", target_dir(root))
+                .env("CARGO_TERM_COLOR", "never");
             command_outcome(&mut cmd)?
         }
         Gate::Build => {
@@ -791,6 +897,11 @@ fn plant(scratch: &Path, plant: &Plant) -> anyhow::Result<()> {
             code.push_str(text);
             write(&path, &code)
         }
+        Plant::Replace {
+            file,
+            find,
+            replace,
+        } => edit(&scratch.join(file), find, replace),
     }
 }
 

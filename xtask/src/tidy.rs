@@ -4,8 +4,9 @@
 //!   `#![allow(...)]` come after it), as rust-analyzer's `TidyDocs` requires.
 //! - No `todo!(`, `unimplemented!(` or `#[ignore` under `crates/`: unfinished code is not merged,
 //!   and a test that is wrong asserts the wrong behaviour instead of being skipped.
-//! - Processes are created (`Command::new(`) only under `crates/engine`, `crates/test-support` and
-//!   `xtask`; clippy's `disallowed-methods` is the other half of this rule.
+//! - Processes are created (`Command::new(`, `fork(`) only under `crates/process`,
+//!   `crates/test-support` and `xtask`, and in the engine's tests and benchmark, which play the
+//!   program embedding the engine; clippy's `disallowed-methods` is the other half of this rule.
 //!
 //! - Nothing under `xtask/` nor `.ci/run` runs cargo offline: the registry cache of a fresh
 //!   machine lacks crates an offline `cargo metadata` needs (the Windows-only ones, on Linux), so
@@ -37,6 +38,8 @@ const PROCESS_CREATION: &[&str] = &[
     "std::process::Command::new",
     "tokio::process::Command::new",
     "Command::new(",
+    "libc::fork(",
+    "unistd::fork(",
 ];
 
 /// Cargo's offline flag, spelled in two pieces so this file does not hold it.
@@ -48,8 +51,16 @@ const MUST_RUN_ONLINE: &[&str] = &["xtask/", ".ci/"];
 /// Non-Rust files tidy reads too.
 const SCRIPTS: &[&str] = &[".ci/run"];
 
-/// The only places that may create processes.
-const MAY_CREATE_PROCESSES: &[&str] = &["crates/engine/", "crates/test-support/", "xtask/"];
+/// The only places that may create processes: corral-process in the product (ADR 0010); the
+/// fixtures and the tool; the engine's tests and benchmark, which act as the program that embeds
+/// the engine (its own children, a re-executed supervisor, the raw tokio baseline).
+const MAY_CREATE_PROCESSES: &[&str] = &[
+    "crates/process/",
+    "crates/test-support/",
+    "xtask/",
+    "crates/engine/tests/",
+    "crates/engine/benches/",
+];
 
 /// `cargo xtask tidy`: prints every violation and fails if there is any.
 pub fn run(root: &Path) -> anyhow::Result<()> {
@@ -154,8 +165,8 @@ fn check_file(rel: &str, text: &str, found: &mut Vec<String>) {
                 .find(|needle| line.contains(*needle))
         {
             found.push(format!(
-                "{rel}:{line_no}: `{needle}` outside crates/engine, crates/test-support and xtask: \
-                 only the engine creates processes (tests use corral-test-support)"
+                "{rel}:{line_no}: `{needle}` outside crates/process, crates/test-support and xtask: \
+                 only corral-process creates processes (tests use corral-test-support)"
             ));
         }
     }
@@ -265,10 +276,10 @@ mod tests {
     }
 
     #[test]
-    fn only_the_engine_test_support_and_xtask_create_processes() {
+    fn only_the_process_crate_test_support_and_xtask_create_processes() {
         let text = "//! T.\nfn f() { let _ = std::process::Command::new(\"true\"); }\n";
         for allowed in [
-            "crates/engine/src/spawn.rs",
+            "crates/process/src/spawn.rs",
             "crates/test-support/src/lib.rs",
             "xtask/src/ci.rs",
         ] {
@@ -277,13 +288,27 @@ mod tests {
         assert_eq!(
             violations("crates/contract/src/lib.rs", text),
             [
-                "crates/contract/src/lib.rs:2: `std::process::Command::new` outside crates/engine, crates/test-support and xtask: only the engine creates processes (tests use corral-test-support)"
+                "crates/contract/src/lib.rs:2: `std::process::Command::new` outside crates/process, crates/test-support and xtask: only corral-process creates processes (tests use corral-test-support)"
             ]
         );
         assert_eq!(
             violations(
                 "crates/cli/tests/it/main.rs",
                 "//! T.\nlet c = Command::new(bin);\n"
+            )
+            .len(),
+            1
+        );
+        // The engine's product code and a fork are caught too (ADR 0010).
+        assert_eq!(
+            violations("crates/engine/src/sandbox.rs", text).len(),
+            1,
+            "the engine no longer creates processes"
+        );
+        assert_eq!(
+            violations(
+                "crates/engine/src/egress/netns.rs",
+                "//! T.\nlet pid = unsafe { libc::fork() };\n"
             )
             .len(),
             1

@@ -10,9 +10,9 @@ use corral_ports::{
 };
 
 use crate::egress::EgressNeeds;
-use crate::env::EnvProfile;
 use crate::files::PromptPointer;
-use crate::spawn::ExitInfo;
+use corral_process::env::EnvProfile;
+use corral_process::spawn::ExitInfo;
 
 /// How the prompt reaches the CLI. The body never goes into argv.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

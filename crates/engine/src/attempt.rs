@@ -31,11 +31,11 @@ use crate::egress::EgressNote;
 use crate::files::{SessionMeta, persist_session};
 use crate::framing::{Frame, LineFramer};
 use crate::log::{ExecutionLog, FLUSH_EVERY, KillReason, Record};
-use crate::proc;
-use crate::process_group::{self, KILL_POLL, KillLadder, Sent};
-use crate::spawn::{ChildOutput, ExitInfo, SpawnedChild};
 use crate::streams::{Follower, Stream};
 use crate::tail::Tail;
+use corral_process::proc;
+use corral_process::process_group::{self, KILL_POLL, KillLadder, Sent};
+use corral_process::spawn::{ChildOutput, ExitInfo, SpawnedChild};
 
 const READ_CHUNK: usize = 64 * 1024;
 /// One read from a stream file.

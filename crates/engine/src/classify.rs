@@ -9,7 +9,7 @@ use corral_ports::RateLimitInfo;
 
 use crate::adapter::{Diagnosis, TerminalSummary};
 use crate::log::KillReason;
-use crate::spawn::ExitInfo;
+use corral_process::spawn::ExitInfo;
 
 /// One attempt's class.
 #[derive(Debug, Clone, PartialEq)]

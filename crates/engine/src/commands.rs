@@ -2,7 +2,7 @@
 //! gates and setup step, Corral's own git) run to their end under the supervision an agent's
 //! CLI gets, so that no other crate creates a process.
 //!
-//! Every command runs through [`crate::bounded`] with the engine's spawner: a process group of
+//! Every command runs through [`corral_process::bounded`] with the engine's spawner: a process group of
 //! its own, the working directory forced, `/dev/null` on stdin, both streams read at once and
 //! capped, the kill ladder (SIGTERM, the configured grace, SIGKILL) for the whole group when the
 //! time is up or the caller cancels, and a run token that finds the processes that left the
@@ -38,10 +38,10 @@ use corral_ports::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::bounded::{BoundedCommand, BoundedError, Captured, Stop, run_until};
 use crate::engine::Engine;
-use crate::env::{EnvPolicy, EnvProfile};
-use crate::spawn::{ChildOutputs, SpawnRequest, StdinMode};
+use corral_process::bounded::{BoundedCommand, BoundedError, Captured, Stop, run_until};
+use corral_process::env::{EnvPolicy, EnvProfile};
+use corral_process::spawn::{ChildOutputs, SpawnRequest, StdinMode};
 
 /// The environment profile of a command: it names no credential.
 const PROFILE: &str = "command";
@@ -69,7 +69,7 @@ impl CommandRunner for Engine {
         cancel: &CancellationToken,
     ) -> Result<CommandOutput, CommandError> {
         if self.config().child_subreaper {
-            crate::process_group::become_subreaper();
+            corral_process::process_group::become_subreaper();
         }
         match spec.confinement {
             Confinement::Sandboxed => sandboxed(self, &spec, cancel).await,
@@ -120,11 +120,11 @@ async fn sandboxed(
                     .map(|(_, v)| v.as_str())
             };
             let program =
-                crate::launch::resolve_program(Path::new(&spec.program), var("PATH"), &spec.cwd)
+                corral_process::resolve_program(Path::new(&spec.program), var("PATH"), &spec.cwd)
                     .ok_or_else(|| CommandError::Spawn {
-                        program: spec.program.clone(),
-                        reason: "not found on the command's PATH".to_string(),
-                    })?;
+                    program: spec.program.clone(),
+                    reason: "not found on the command's PATH".to_string(),
+                })?;
             let home = var("HOME").map(PathBuf::from);
             let account_home = crate::sandbox::account_home();
             let tmp = PrivateTmp::create().map_err(|e| io_error(spec, &e))?;
@@ -417,7 +417,7 @@ fn request(
         parent_death_signal: true,
         inherit_fds: Vec::new(),
         output: ChildOutputs::Pipes,
-        write_watch: None,
+        pre_exec: Vec::new(),
     }
 }
 

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use crate::argv::ArgvPlatform;
 use crate::backoff::RetryPolicy;
-use crate::env::EnvInherit;
 use crate::sandbox::SandboxConfig;
 use crate::streams::{OutputCapture, RawStreamRetention};
+use corral_process::argv::ArgvPlatform;
+use corral_process::env::EnvInherit;
 
 /// How the engine supervises runs.
 #[derive(Debug, Clone)]
@@ -78,21 +78,9 @@ impl EngineConfig {
     pub fn ambient(&self) -> Vec<(String, String)> {
         match &self.ambient_env {
             Some(vars) => vars.clone(),
-            None => process_env(),
+            None => corral_process::process_env(),
         }
     }
-}
-
-/// This process's environment, with names and values that are not UTF-8 decoded lossily.
-pub fn process_env() -> Vec<(String, String)> {
-    std::env::vars_os()
-        .map(|(k, v)| {
-            (
-                k.to_string_lossy().into_owned(),
-                v.to_string_lossy().into_owned(),
-            )
-        })
-        .collect()
 }
 
 impl Default for EngineConfig {

@@ -16,11 +16,11 @@ use corral_ports::{
 };
 
 use crate::adapter::CliAdapter;
-use crate::bounded::{BoundedCommand, BoundedError, BoundedOutput, run_bounded};
 use crate::config::EngineConfig;
 use crate::driver_cache::DriverCache;
-use crate::spawn::{ProviderSpawn, TokioSpawner};
 use crate::version::{VersionProbe, describe_cli, probe_version, version_env};
+use corral_process::bounded::{BoundedCommand, BoundedError, BoundedOutput, run_bounded};
+use corral_process::spawn::{ProviderSpawn, TokioSpawner};
 
 /// The supervised process runner. One `Engine` can run many sessions at once; runs share
 /// nothing but the spawner and the configuration.

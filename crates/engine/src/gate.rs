@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::EngineConfig;
-use crate::env::EnvProfile;
+use corral_process::env::EnvProfile;
 
 /// The gate's directory under the user's state directory (`$XDG_STATE_HOME/corral/` or
 /// `~/.local/state/corral/`).
@@ -59,7 +59,11 @@ impl AccountKey {
     /// `profile` passes, hashed in name order.
     pub fn of(provider: ProviderId, profile: &EnvProfile, ambient: &[(String, String)]) -> Self {
         let selects = |name: &str| {
-            name == "HOME" || profile.pass.iter().any(|p| crate::env::matches(p, name))
+            name == "HOME"
+                || profile
+                    .pass
+                    .iter()
+                    .any(|p| corral_process::env::matches(p, name))
         };
         let mut vars: Vec<&(String, String)> = ambient.iter().filter(|(k, _)| selects(k)).collect();
         vars.sort();

@@ -57,9 +57,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::bounded::{BoundedCommand, BoundedEnd, BoundedError, run_bounded};
-use crate::config::process_env;
-use crate::spawn::{ExitInfo, ProviderSpawn, SpawnRequest, StdinMode, TokioSpawner};
+use corral_process::bounded::{BoundedCommand, BoundedEnd, BoundedError, run_bounded};
+use corral_process::process_env;
+use corral_process::spawn::{ExitInfo, ProviderSpawn, SpawnRequest, StdinMode, TokioSpawner};
 
 /// Files up to this size get a content hash; larger ones are compared by size, mtime and ctime.
 const HASH_LIMIT: u64 = 1024 * 1024;
@@ -629,8 +629,8 @@ impl GitProgram {
             stdin: StdinMode::Null,
             parent_death_signal: true,
             inherit_fds: Vec::new(),
-            output: crate::spawn::ChildOutputs::Pipes,
-            write_watch: None,
+            output: corral_process::spawn::ChildOutputs::Pipes,
+            pre_exec: Vec::new(),
         };
         let bounded = BoundedCommand {
             stdout_limit: STDOUT_LIMIT,

@@ -19,16 +19,16 @@ use crate::classify::{AttemptClass, ClassifyInput, classify};
 use crate::engine::Engine;
 use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
 use crate::gate::{self, Hold, ProviderAccount};
-use crate::host::{HOST_CWD, host_program};
 use crate::launch::{Launch, OpenEgress, Spawned, launch, spawn};
 use crate::log::Record;
 use crate::run::{Finished, RunScope};
 use crate::sandbox::SandboxPlan;
-use crate::spawn::{ChildOutputs, StdinMode};
 use crate::streams::{Follower, OutputCapture};
 use crate::verdict::{Progress, Step, Verdict, step};
 use crate::version::{VersionProbe, probe_version, version_env};
 use crate::version_cache::{self, BinaryStamp};
+use corral_process::host::{HOST_CWD, host_program};
+use corral_process::spawn::{ChildOutputs, StdinMode};
 
 /// What a resumed attempt is told after a rate limit interrupted the session: the task is
 /// already in the conversation, so the full prompt is not sent again.
@@ -726,9 +726,9 @@ mod tests {
     use super::*;
     use crate::adapter::{CommandSpec, Diagnosis, StreamParser};
     use crate::config::EngineConfig;
-    use crate::env::EnvProfile;
-    use crate::process_group::RUN_TOKEN_VAR;
-    use crate::spawn::{ProviderSpawn, SpawnRequest, SpawnedChild, TokioSpawner};
+    use corral_process::env::EnvProfile;
+    use corral_process::process_group::RUN_TOKEN_VAR;
+    use corral_process::spawn::{ProviderSpawn, SpawnRequest, SpawnedChild, TokioSpawner};
 
     mockall::mock! {
         #[derive(Debug)]

@@ -25,9 +25,9 @@ use crate::engine::Engine;
 use crate::files::{SessionMeta, persist_session, write_prompt_pointer};
 use crate::launch::{Spawned, launch, spawn};
 use crate::log::{KillReason, Record};
-use crate::process_group;
 use crate::run::{Finished, RunScope};
-use crate::spawn::{StdinMode, terminal};
+use corral_process::process_group;
+use corral_process::spawn::{StdinMode, terminal};
 
 /// The pointer file for interactive handoffs, beside `signals.json`.
 pub const INTERACTIVE_PROMPT_FILE: &str = "interactive-prompt.md";

@@ -11,16 +11,16 @@ use corral_ports::{Guarantee, ProviderError, SandboxBackend, SessionId, Unenforc
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::adapter::{ChildEnv, CommandSpec};
-use crate::argv::{ArgvPlatform, WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes};
 use crate::egress::{AllowList, EgressGate, EgressNote, EgressProxy};
-use crate::env::{EnvPolicy, ResolvedEnv};
 use crate::inside::{InsideProbe, REPORT_TIMEOUT, Targets};
 use crate::log::Record;
-use crate::process_group::RUN_TOKEN_VAR;
 use crate::run::RunScope;
 use crate::sandbox::{NetworkPolicy, SandboxPlan};
-use crate::spawn::{SpawnRequest, SpawnedChild, StdinMode};
 use crate::write_watch::{PendingWatch, Watch};
+use corral_process::argv::{ArgvPlatform, WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes};
+use corral_process::env::{EnvPolicy, ResolvedEnv};
+use corral_process::process_group::RUN_TOKEN_VAR;
+use corral_process::spawn::{SpawnRequest, SpawnedChild, StdinMode};
 
 /// A CLI ready to start.
 #[derive(Debug)]
@@ -170,8 +170,8 @@ pub(crate) fn launch(
             stdin,
             parent_death_signal: config.parent_death_signal,
             inherit_fds,
-            output: crate::spawn::ChildOutputs::Pipes,
-            write_watch: watch.as_ref().map(PendingWatch::child_part),
+            output: corral_process::spawn::ChildOutputs::Pipes,
+            pre_exec: watch.as_ref().map(PendingWatch::hook).into_iter().collect(),
         },
         env,
         argv_bytes,
@@ -321,13 +321,12 @@ fn wrap_in_bubblewrap(
     ));
     // Inside the sandbox bubblewrap would report a missing CLI as its own failure; resolve it
     // here so the error says what it is.
-    let resolved = resolve_program(&spec.program, var("PATH"), &session.cwd).ok_or_else(|| {
-        ProviderError::CliNotFound {
+    let resolved = corral_process::resolve_program(&spec.program, var("PATH"), &session.cwd)
+        .ok_or_else(|| ProviderError::CliNotFound {
             provider: scope.provider,
             program: spec.program.display().to_string(),
             reason: "not found on the child's PATH".to_string(),
-        }
-    })?;
+        })?;
     let mut writable: Vec<&Path> = Vec::new();
     if session.permissions.edit_files {
         writable.push(&session.cwd);
@@ -350,25 +349,6 @@ fn wrap_in_bubblewrap(
     args.push(resolved.into_os_string());
     args.extend(spec.args.iter().cloned());
     Ok((config.sandbox.bwrap.clone(), args, Some(probe)))
-}
-
-/// Where `program` is: as given when it names a path, else the first executable on `path`.
-pub(crate) fn resolve_program(program: &Path, path: Option<&str>, cwd: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.components().count() > 1 {
-        let full = if program.is_absolute() {
-            program.to_path_buf()
-        } else {
-            cwd.join(program)
-        };
-        return executable(&full).then_some(full);
-    }
-    std::env::split_paths(path?)
-        .map(|dir| dir.join(program))
-        .find(|p| executable(p))
 }
 
 /// Starts a launched CLI and records the spawn (or why it failed) in the log, flushed.
@@ -535,7 +515,10 @@ async fn check_inside(
     );
     scope.log.flush();
     if !unconfirmed.is_empty() && !consent {
-        let _ = crate::process_group::signal_group(child.pid(), nix::sys::signal::Signal::SIGKILL);
+        let _ = corral_process::process_group::signal_group(
+            child.pid(),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), child.wait()).await;
         let err = ProviderError::Unsandboxed {
             provider: scope.provider,
@@ -593,8 +576,10 @@ async fn open_egress(
             Ok(OpenEgress { proxy, notes })
         }
         Err(e) => {
-            let _ =
-                crate::process_group::signal_group(child.pid(), nix::sys::signal::Signal::SIGKILL);
+            let _ = corral_process::process_group::signal_group(
+                child.pid(),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), child.wait()).await;
             let err = ProviderError::Unsandboxed {
                 provider: scope.provider,

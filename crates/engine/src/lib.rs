@@ -14,14 +14,12 @@
 //! supervision.
 //!
 //! It knows nothing about any specific provider (no CLI's flags, stream format or wording) and
-//! nothing about settings files: the composition root hands it an [`EngineConfig`]. It is the
-//! only crate of the product that creates processes.
+//! nothing about settings files: the composition root hands it an [`EngineConfig`]. It creates
+//! no process of its own: every program it starts, it starts through `corral-process`.
 
 mod adapter;
-mod argv;
 mod attempt;
 mod backoff;
-mod bounded;
 mod classify;
 mod commands;
 mod config;
@@ -29,23 +27,18 @@ mod descriptor;
 mod driver_cache;
 mod egress;
 mod engine;
-mod env;
 mod files;
 mod framing;
 mod gate;
 mod git_check;
 mod headless;
-mod host;
 mod inside;
 mod interactive;
 mod launch;
 mod log;
-mod proc;
-mod process_group;
 mod run;
 mod sandbox;
 mod seccomp;
-mod spawn;
 mod streams;
 mod tail;
 mod text;
@@ -58,14 +51,17 @@ pub use adapter::{
     AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, Diagnosis, Liveness,
     PromptDelivery, StreamParser, TerminalSummary, VersionCheck,
 };
-pub use argv::{
-    ArgvPlatform, ArgvTooLong, LINUX_MAX_ARG_STRLEN, WINDOWS_CMD_MAX, WINDOWS_CREATE_PROCESS_MAX,
-    check_argv, env_block_bytes,
-};
 pub use backoff::{RetryPolicy, WaitBasis};
-pub use bounded::{BoundedCommand, BoundedEnd, BoundedError, BoundedOutput, Captured, run_bounded};
 pub use classify::{AttemptClass, ClassifyInput, classify};
-pub use config::{EngineConfig, process_env};
+pub use config::EngineConfig;
+pub use corral_process::{
+    ArgvPlatform, ArgvTooLong, BoundedCommand, BoundedEnd, BoundedError, BoundedOutput, Captured,
+    ChildInput, ChildOutput, ChildOutputs, EnvInherit, EnvPolicy, EnvProfile, ExitInfo, HOST_CWD,
+    HostProgramError, LINUX_MAX_ARG_STRLEN, PreExecHook, ProviderSpawn, RUN_TOKEN_VAR, ResolvedEnv,
+    SpawnRequest, SpawnedChild, StdinMode, TokioSpawner, WINDOWS_CMD_MAX,
+    WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes, group_alive, host_program,
+    kill_child_groups, process_env, run_bounded, signal_group,
+};
 pub use descriptor::{
     BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,
     SettingError, SupervisedAi,
@@ -76,7 +72,6 @@ pub use egress::{
     hide_host_unix_sockets, namespace_args, proxy_address, proxy_env, write_node_preload,
 };
 pub use engine::{Engine, SupervisedProvider};
-pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};
 pub use files::{
     PromptPointer, SessionMeta, Tampered, mint_session_uuid, persist_session, record_copy,
     repair_run_dir, write_atomic, write_prompt_pointer, write_record_file,
@@ -87,24 +82,17 @@ pub use git_check::{
     Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, git_snapshot, strays,
 };
 pub use headless::CONTINUATION_PROMPT;
-pub use host::{HOST_CWD, HostProgramError, host_program};
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{
     ExecutionLog, KillReason, RESERVE_PREFIX, RunEnd, create_reserve, release_reserve,
     write_tampering_removed, write_task_finished,
 };
-pub use process_group::{RUN_TOKEN_VAR, group_alive, kill_child_groups, signal_group};
 pub use sandbox::{
     BackendChoice, HomePolicy, NetworkPolicy, Paths as SandboxPaths, Refusal, SandboxConfig,
     SandboxPlan, bubblewrap_usable, bwrap_args, plan as plan_sandbox,
     requested as requested_guarantees, sandbox_uid,
 };
-pub use spawn::{
-    ChildInput, ChildOutput, ChildOutputs, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild,
-    StdinMode, TokioSpawner,
-};
 pub use streams::{OutputCapture, RAW_STREAMS_DIR, RawStreamRetention, StreamFiles};
 pub use text::shorten;
 pub use version::{VersionProbe, describe_cli, parse_version, probe_version, version_env};
 pub use version_cache::{VERSION_CACHE_FILE, user_version_cache};
-pub use write_watch::WatchChild as WriteWatchChild;

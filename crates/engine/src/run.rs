@@ -221,7 +221,7 @@ impl<'a> RunScope<'a> {
     pub async fn begin(&mut self) -> Result<(), ProviderError> {
         let config = self.config();
         if config.child_subreaper {
-            crate::process_group::become_subreaper();
+            corral_process::process_group::become_subreaper();
         }
         let git = GitProgram::with_parts("git", self.engine.spawner_arc(), config.ambient());
         self.git = match git.snapshot(&self.session.cwd, GIT_TIMEOUT).await {

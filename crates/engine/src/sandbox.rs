@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use corral_ports::{Attestation, Guarantee, Permissions, SandboxBackend, Unenforced};
+use corral_process::{
+    BoundedCommand, BoundedEnd, BoundedError, ChildOutputs, SpawnRequest, StdinMode, TokioSpawner,
+    run_bounded_blocking,
+};
 
 /// Which backend to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -243,6 +247,9 @@ pub fn running_as_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// How long bubblewrap gets to build and leave a trial sandbox.
+const BUBBLEWRAP_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Whether bubblewrap can build a sandbox here, probed once per process: `Err` says why not.
 pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
     type Probes = std::sync::Mutex<std::collections::HashMap<PathBuf, Result<(), String>>>;
@@ -253,37 +260,54 @@ pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
     }
     // The same namespaces and capability drop a run gets: where a user namespace cannot be
     // made (root on a kernel or container that forbids them), bubblewrap would otherwise run as
-    // root with every capability, and the run must refuse instead.
-    // The engine is the one place that creates processes.
-    #[allow(clippy::disallowed_methods)]
-    let output = std::process::Command::new(bwrap)
-        .args(
-            isolation_args()
-                .into_iter()
-                .chain(["--ro-bind", "/", "/", "--", "true"]),
-        )
-        .stdin(std::process::Stdio::null())
-        .output();
-    let verdict = match output {
-        Ok(out) if out.status.success() => Ok(()),
-        Ok(out) => {
-            let said = String::from_utf8_lossy(&out.stderr);
-            if said.contains("disable-userns") {
-                Err(format!(
-                    "{} is older than bubblewrap {BUBBLEWRAP_MIN_VERSION}: it cannot refuse the agent a nested user namespace (--disable-userns), in which it would hold every capability again; it said: {}",
-                    bwrap.display(),
-                    said.trim()
-                ))
-            } else {
-                Err(format!(
-                    "{} cannot create a sandbox here: {}",
-                    bwrap.display(),
-                    said.trim()
-                ))
+    // root with every capability, and the run must refuse instead. Bounded like every other
+    // short command: its own process group, no ambient environment, reaped, killed at the limit.
+    let request = SpawnRequest {
+        program: bwrap.to_path_buf(),
+        args: isolation_args()
+            .into_iter()
+            .chain(["--ro-bind", "/", "/", "--", "true"])
+            .map(OsString::from)
+            .collect(),
+        env: Vec::new(),
+        cwd: PathBuf::from(corral_process::HOST_CWD),
+        stdin: StdinMode::Null,
+        parent_death_signal: true,
+        inherit_fds: Vec::new(),
+        output: ChildOutputs::Pipes,
+        pre_exec: Vec::new(),
+    };
+    let command = BoundedCommand::limited(request, BUBBLEWRAP_PROBE_TIMEOUT);
+    let verdict = match run_bounded_blocking(&TokioSpawner, &command) {
+        Ok(out) => match out.end {
+            BoundedEnd::Exited(exit) if exit.success() => Ok(()),
+            BoundedEnd::Exited(_) => {
+                let said = out.stderr.text();
+                if said.contains("disable-userns") {
+                    Err(format!(
+                        "{} is older than bubblewrap {BUBBLEWRAP_MIN_VERSION}: it cannot refuse the agent a nested user namespace (--disable-userns), in which it would hold every capability again; it said: {}",
+                        bwrap.display(),
+                        said.trim()
+                    ))
+                } else {
+                    Err(format!(
+                        "{} cannot create a sandbox here: {}",
+                        bwrap.display(),
+                        said.trim()
+                    ))
+                }
             }
-        }
-        Err(e) => Err(format!(
-            "{} is not installed or not runnable: {e}",
+            BoundedEnd::TimedOut => Err(format!(
+                "{} did not build a trial sandbox within {BUBBLEWRAP_PROBE_TIMEOUT:?}",
+                bwrap.display()
+            )),
+        },
+        Err(BoundedError::Spawn { source, .. }) => Err(format!(
+            "{} is not installed or not runnable: {source}",
+            bwrap.display()
+        )),
+        Err(e @ (BoundedError::Read { .. } | BoundedError::Wait { .. })) => Err(format!(
+            "{} cannot create a sandbox here: {e}",
             bwrap.display()
         )),
     };

@@ -6,8 +6,8 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::bounded::{BoundedCommand, BoundedEnd, BoundedError, run_bounded};
-use crate::spawn::{ProviderSpawn, SpawnRequest, StdinMode};
+use corral_process::bounded::{BoundedCommand, BoundedEnd, BoundedError, run_bounded};
+use corral_process::spawn::{ProviderSpawn, SpawnRequest, StdinMode};
 
 /// What the version command said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,8 +58,8 @@ pub async fn probe_version(
         stdin: StdinMode::Null,
         parent_death_signal: true,
         inherit_fds: Vec::new(),
-        output: crate::spawn::ChildOutputs::Pipes,
-        write_watch: None,
+        output: corral_process::spawn::ChildOutputs::Pipes,
+        pre_exec: Vec::new(),
     };
     let output = match run_bounded(spawner, &BoundedCommand::limited(request, timeout)).await {
         Ok(output) => output,
@@ -84,21 +84,9 @@ pub async fn probe_version(
     }
 }
 
-/// The environment version questions run with: `PATH` and `HOME` from `ambient` (the engine's
-/// environment setting, [`crate::EngineConfig::ambient`]), nothing else: no credentials reach a
-/// `--version`.
-pub fn version_env<I, K, V>(ambient: I) -> Vec<(OsString, OsString)>
-where
-    I: IntoIterator<Item = (K, V)>,
-    K: AsRef<str>,
-    V: Into<OsString>,
-{
-    ambient
-        .into_iter()
-        .filter(|(k, _)| matches!(k.as_ref(), "PATH" | "HOME"))
-        .map(|(k, v)| (OsString::from(k.as_ref()), v.into()))
-        .collect()
-}
+/// The environment version questions run with: `PATH` and `HOME` from the engine's environment
+/// setting ([`crate::EngineConfig::ambient`]), nothing else: no credentials reach a `--version`.
+pub use corral_process::host_env as version_env;
 
 /// Asks `program --version` (with `env`, see [`version_env`], the temporary directory as working
 /// directory, bounded by `timeout`) and describes the CLI for a diagnostic, `"<label> <version>"`.

@@ -39,6 +39,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
+use corral_process::PreExecHook;
+
 use crate::git_check::ChangeKind;
 use crate::seccomp::{Instruction, JEQ_K, LD_W_ABS, RET_K, arch_header, ret_eperm, stmt};
 
@@ -284,7 +286,7 @@ fn instructions() -> Vec<Instruction> {
 
 /// What the child needs between fork and exec: its end of the socket pair and the filter.
 #[derive(Debug, Clone)]
-pub struct WatchChild {
+struct WatchChild {
     socket: RawFd,
     program: Arc<Vec<Instruction>>,
 }
@@ -413,12 +415,12 @@ impl PendingWatch {
         })
     }
 
-    /// What goes into the spawn request.
-    pub fn child_part(&self) -> WatchChild {
-        WatchChild {
+    /// What goes into the spawn request: the child's part, run last before exec.
+    pub fn hook(&self) -> Arc<dyn PreExecHook> {
+        Arc::new(WatchChild {
             socket: self.child.as_raw_fd(),
             program: Arc::clone(&self.program),
-        }
+        })
     }
 
     /// After the spawn returned (the child ran its pre-exec steps, and exec'd or failed): the
@@ -512,6 +514,17 @@ fn receive_listener(socket: &OwnedFd) -> Result<OwnedFd, String> {
     ))
 }
 
+// SAFETY: `in_child` only calls `install_in_child`, whose contract is the hook's: async-signal-safe
+// calls, no allocation.
+#[allow(unsafe_code)]
+unsafe impl PreExecHook for WatchChild {
+    fn in_child(&self) -> io::Result<()> {
+        // SAFETY: called by the spawn between fork and exec, as `install_in_child` requires.
+        unsafe { install_in_child(self) };
+        Ok(())
+    }
+}
+
 /// In the child, between fork and exec: `no_new_privs`, the filter with a new listener, the
 /// listener (or the `errno` of what failed) sent to the supervisor, both descriptors closed.
 /// Never fails the spawn: a run without the watch says so in its record.
@@ -520,7 +533,7 @@ fn receive_listener(socket: &OwnedFd) -> Result<OwnedFd, String> {
 /// Only between fork and exec: it calls prctl, seccomp, sendmsg and close, which are
 /// async-signal-safe, and allocates nothing (the program was built before the fork).
 #[allow(unsafe_code)]
-pub(crate) unsafe fn install_in_child(watch: &WatchChild) {
+unsafe fn install_in_child(watch: &WatchChild) {
     // SAFETY: see the function's contract; every buffer lives on this stack frame or in the
     // program allocated before the fork.
     unsafe {
@@ -1193,7 +1206,7 @@ mod tests {
         allowed: Vec<PathBuf>,
         state: Vec<PathBuf>,
     ) -> (Seen, i32) {
-        use crate::spawn::{ProviderSpawn, SpawnRequest, StdinMode, TokioSpawner};
+        use corral_process::spawn::{ProviderSpawn, SpawnRequest, StdinMode, TokioSpawner};
         let pending = PendingWatch::new(
             allowed,
             state,
@@ -1209,8 +1222,8 @@ mod tests {
             stdin: StdinMode::Null,
             parent_death_signal: true,
             inherit_fds: Vec::new(),
-            output: crate::spawn::ChildOutputs::Pipes,
-            write_watch: Some(pending.child_part()),
+            output: corral_process::spawn::ChildOutputs::Pipes,
+            pre_exec: vec![pending.hook()],
         };
         let mut child = TokioSpawner.spawn(&request).unwrap();
         let watch = pending.start().unwrap();

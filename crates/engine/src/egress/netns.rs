@@ -133,24 +133,14 @@ fn spawn_helper(user: Option<RawFd>, net: RawFd, port: u16) -> io::Result<OwnedF
 
     // SAFETY: the child runs only `helper`, which makes system calls on descriptors and memory
     // prepared above and ends in `_exit`; it never returns into Rust code of the parent.
-    let child = unsafe { libc::fork() };
-    if child < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if child == 0 {
-        // SAFETY: see `helper`.
-        unsafe { helper(user, net, out, &addr) }
-    }
+    let child = unsafe { corral_process::fork_helper(|| helper(user, net, out, &addr))? };
     drop(child_end);
     let result = receive(parent_end.as_raw_fd());
     if result.is_err() {
-        // SAFETY: `child` is our own child; killing it cannot hit another process while it is
-        // unreaped.
-        unsafe {
-            libc::kill(child, libc::SIGKILL);
-        }
+        child.kill();
     }
-    reap(child);
+    // Dropping the helper reaps it.
+    drop(child);
     result
 }
 
@@ -284,16 +274,4 @@ fn receive(fd: RawFd) -> io::Result<OwnedFd> {
         "could not {step}: {}",
         io::Error::from_raw_os_error(errno)
     )))
-}
-
-#[allow(unsafe_code)]
-fn reap(child: libc::pid_t) {
-    let mut status = 0;
-    loop {
-        // SAFETY: waits for our own child only.
-        let rc = unsafe { libc::waitpid(child, &raw mut status, 0) };
-        if rc >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return;
-        }
-    }
 }

@@ -22,7 +22,7 @@ fn request(program: std::path::PathBuf, cwd: &std::path::Path) -> SpawnRequest {
         parent_death_signal: true,
         inherit_fds: Vec::new(),
         output: corral_engine::ChildOutputs::Pipes,
-        write_watch: None,
+        pre_exec: Vec::new(),
     }
 }
 

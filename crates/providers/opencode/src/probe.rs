@@ -114,7 +114,7 @@ impl OpencodeProbe {
             parent_death_signal: true,
             inherit_fds: Vec::new(),
             output: corral_engine::ChildOutputs::Pipes,
-            write_watch: None,
+            pre_exec: Vec::new(),
         };
         let command = BoundedCommand {
             stdout_limit: LISTING_KEEP,

@@ -11,6 +11,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -56,9 +57,24 @@ pub struct SpawnRequest {
     pub inherit_fds: Vec<std::os::fd::RawFd>,
     /// Where stdout and stderr go (ignored with [`StdinMode::Terminal`], which inherits them).
     pub output: ChildOutputs,
-    /// Under the native backend: the write watch the child installs last before exec (see
-    /// `write_watch`); `None` everywhere else.
-    pub write_watch: Option<crate::write_watch::WatchChild>,
+    /// Extensions the child runs last before exec, in order, after every step of the spawn's
+    /// own (the native sandbox's write watch is one); empty for most spawns.
+    pub pre_exec: Vec<Arc<dyn PreExecHook>>,
+}
+
+/// An extension of one spawn: code the child runs between fork and exec, after the spawn's own
+/// steps (the group keeper, the descriptors it keeps). A feature plugs into a spawn this way
+/// (the native sandbox's seccomp write watch does) without the spawn naming it.
+///
+/// # Safety
+///
+/// [`PreExecHook::in_child`] runs in the forked child of a multi-threaded process: an
+/// implementation calls only async-signal-safe functions, allocates nothing, takes no lock and
+/// does not panic. Whatever it needs is built before the spawn.
+#[allow(unsafe_code)]
+pub unsafe trait PreExecHook: Send + Sync + fmt::Debug {
+    /// Runs in the child just before exec. An error fails the spawn with it.
+    fn in_child(&self) -> io::Result<()>;
 }
 
 /// Where a child's stdout and stderr go.
@@ -222,8 +238,8 @@ impl ProviderSpawn for TokioSpawner {
             inherit::install(&mut cmd, request.inherit_fds.clone());
         }
         // Last: every step before exec runs unwatched, the keeper included.
-        if let Some(watch) = request.write_watch.clone() {
-            watched::install(&mut cmd, watch);
+        for hook in &request.pre_exec {
+            hooks::install(&mut cmd, Arc::clone(hook));
         }
         // Registered before the spawn returns, so no sweep can see the pid unregistered.
         let registration = Registration::lock()?;
@@ -275,7 +291,7 @@ fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
     }
 }
 
-pub(crate) mod terminal {
+pub mod terminal {
     //! Job control for the interactive handoff: the child's process group takes the terminal
     //! (`tcsetpgrp`) so it can read keys without `SIGTTIN`, and the supervisor takes it back after.
     //! `SIGTTOU` is blocked around each `tcsetpgrp`, since a background group may not otherwise
@@ -354,18 +370,20 @@ pub(crate) mod terminal {
     }
 }
 
-mod watched {
-    //! The write watch's filter, installed by the child itself as its last step before exec.
+mod hooks {
+    //! The caller's extensions, each run by the child as a step before exec.
+
+    use std::sync::Arc;
+
+    use super::PreExecHook;
 
     #[allow(unsafe_code)]
-    pub fn install(cmd: &mut tokio::process::Command, watch: crate::write_watch::WatchChild) {
-        // SAFETY: the closure runs between fork and exec; `install_in_child` calls only
-        // async-signal-safe functions and allocates nothing (the program was built before).
+    pub fn install(cmd: &mut tokio::process::Command, hook: Arc<dyn PreExecHook>) {
+        // SAFETY: the closure runs between fork and exec; `PreExecHook` is an unsafe trait whose
+        // contract holds `in_child` to async-signal-safe calls without allocation, and the Arc
+        // is only read.
         unsafe {
-            cmd.pre_exec(move || {
-                crate::write_watch::install_in_child(&watch);
-                Ok(())
-            });
+            cmd.pre_exec(move || hook.in_child());
         }
     }
 }
@@ -434,6 +452,7 @@ mod pdeathsig {
                 if pidfd >= 0 {
                     let pidfd = pidfd as libc::c_int;
                     let cli = libc::getpid();
+                    #[allow(clippy::disallowed_methods)] // the group keeper (clippy.toml)
                     match libc::fork() {
                         0 => keep_group(cli, pidfd),
                         // The pidfd is close-on-exec: the CLI never sees it.

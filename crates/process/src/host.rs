@@ -5,7 +5,7 @@
 //! programs also run with `/` as their working directory, so nothing they read at start-up
 //! (a project's own configuration) comes from the work tree.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -78,6 +78,39 @@ pub fn host_program(
         }
     }
     Ok(found)
+}
+
+/// The environment a question to a host program runs with (`--version`, a model probe):
+/// `PATH` and `HOME` from `ambient` (the caller's environment setting), nothing else, so no
+/// credential reaches it.
+pub fn host_env<I, K, V>(ambient: I) -> Vec<(OsString, OsString)>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: Into<OsString>,
+{
+    ambient
+        .into_iter()
+        .filter(|(k, _)| matches!(k.as_ref(), "PATH" | "HOME"))
+        .map(|(k, v)| (OsString::from(k.as_ref()), v.into()))
+        .collect()
+}
+
+/// Where `program` is, for a child that looks it up itself: as given (against `cwd`) when it
+/// names a path, else the first executable on `path`. Unlike [`host_program`] it trusts every
+/// entry: the child runs confined, so what it finds is only what it could run anyway.
+pub fn resolve_program(program: &Path, path: Option<&str>, cwd: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        let full = if program.is_absolute() {
+            program.to_path_buf()
+        } else {
+            cwd.join(program)
+        };
+        return executable(&full).then_some(full);
+    }
+    std::env::split_paths(path?)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
 }
 
 #[cfg(test)]

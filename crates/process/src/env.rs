@@ -94,7 +94,7 @@ impl ResolvedEnv {
 }
 
 /// Whether `name` matches `pattern` (a name, or a prefix with a trailing `*`).
-pub(crate) fn matches(pattern: &str, name: &str) -> bool {
+pub fn matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
         None => pattern == name,
@@ -237,6 +237,19 @@ impl EnvPolicy {
             withheld_secrets: withheld,
         }
     }
+}
+
+/// This process's environment, with names and values that are not UTF-8 decoded lossily: the
+/// ambient environment a caller starts from when it was handed none.
+pub fn process_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use crate::proc;
 pub const RUN_TOKEN_VAR: &str = "CORRAL_RUN_ID";
 
 /// How often a dying group is looked at.
-pub(crate) const KILL_POLL: Duration = Duration::from_millis(2);
+pub const KILL_POLL: Duration = Duration::from_millis(2);
 /// How long a group gets to disappear after SIGKILL before the ladder gives up waiting.
 const AFTER_SIGKILL: Duration = Duration::from_secs(2);
 /// How long the sweep waits for the processes it killed in one round.
@@ -72,7 +72,7 @@ pub fn group_alive(pgid: u32) -> bool {
 
 /// A signal the ladder or the sweep sent, for the caller's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Sent {
+pub struct Sent {
     /// The signal.
     pub signal: Signal,
     /// Whether it went to a process group or to one escaped process.
@@ -85,7 +85,7 @@ pub(crate) struct Sent {
 
 /// What a [`Sent`] signal went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Target {
+pub enum Target {
     /// A whole process group.
     Group,
     /// One process that had left the group.
@@ -108,7 +108,7 @@ impl Target {
 /// The attempt loop calls [`KillLadder::poll`] between reads, so output keeps being drained
 /// while the group dies; everywhere else [`KillLadder::run_to_end`] waits it out.
 #[derive(Debug)]
-pub(crate) struct KillLadder {
+pub struct KillLadder {
     pgid: u32,
     sigkill_at: Instant,
     sigkill_sent: Option<Instant>,
@@ -257,7 +257,7 @@ pub(crate) fn forget(pid: u32) {
 /// group (`setsid`, double fork) among our own children rather than among every process on the
 /// machine. It is a property of the whole process, so the first run whose configuration asks
 /// for it sets it for every later one.
-pub(crate) fn become_subreaper() {
+pub fn become_subreaper() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         #[cfg(target_os = "linux")]
@@ -270,11 +270,7 @@ pub(crate) fn become_subreaper() {
 /// Kills the processes that left group `pgid` but still carry `token`, in rounds: killing an
 /// escaped process re-parents its own children to the supervisor, where the next round finds
 /// them. Returns the pids killed; `on_sent` hears each SIGKILL.
-pub(crate) async fn sweep_escaped(
-    token: &str,
-    pgid: u32,
-    mut on_sent: impl FnMut(Sent),
-) -> Vec<u32> {
+pub async fn sweep_escaped(token: &str, pgid: u32, mut on_sent: impl FnMut(Sent)) -> Vec<u32> {
     let mut killed = Vec::new();
     for _round in 0..SWEEP_ROUNDS {
         let Ok(pids) = escaped_with_token(token, pgid) else {

@@ -136,7 +136,7 @@ pub enum BoundedError {
 /// How a supervised command ended, cancellation included: only the command runner
 /// (`commands.rs`) has a caller that cancels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stop {
+pub enum Stop {
     /// The leader exited on its own.
     Exited(ExitInfo),
     /// The limit was hit; the group was killed.
@@ -164,8 +164,37 @@ pub async fn run_bounded(
     })
 }
 
+/// [`run_bounded`] for a caller that is not async (a check made once per process, such as
+/// whether bubblewrap works here): the command runs on a thread of its own with a runtime of its
+/// own, so it may be called from inside another runtime too. A runtime or thread that cannot be
+/// had is reported as a failed start.
+pub fn run_bounded_blocking(
+    spawner: &dyn ProviderSpawn,
+    command: &BoundedCommand,
+) -> Result<BoundedOutput, BoundedError> {
+    let failed = |source: io::Error| BoundedError::Spawn {
+        program: command.request.program.clone(),
+        source,
+    };
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("corral-bounded".into())
+            .spawn_scoped(scope, || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(failed)?
+                    .block_on(run_bounded(spawner, command))
+            })
+            .map_err(failed)?;
+        worker
+            .join()
+            .unwrap_or_else(|_| Err(failed(io::Error::other("the command's thread panicked"))))
+    })
+}
+
 /// [`run_bounded`], also ended (the whole group, down the kill ladder) when `cancel` fires.
-pub(crate) async fn run_until(
+pub async fn run_until(
     spawner: &dyn ProviderSpawn,
     command: &BoundedCommand,
     cancel: &CancellationToken,
