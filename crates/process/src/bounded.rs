@@ -261,6 +261,8 @@ pub async fn run_until(
     if let Some(token) = &command.run_token {
         process_group::sweep_escaped(token, pgid, |_| {}).await;
     }
+    // What died in the group after its leader (bubblewrap's second process) is reaped too.
+    process_group::reap_exited_members(pgid);
     Ok((end, out, err))
 }
 

@@ -341,6 +341,28 @@ fn escaped_with_token(token: &str, pgid: u32) -> io::Result<Vec<u32>> {
     Ok(found)
 }
 
+/// Reaps this process's exited children that were members of group `pgid` and that no spawn
+/// owns: a program's own helper that outlived it, such as bubblewrap's second process, which is
+/// re-parented here (a child subreaper) when bubblewrap exits and would otherwise stay a zombie
+/// for as long as this process lives. Never blocks, never touches a live process, a child tokio
+/// will reap, or a child of another group (the embedding program's own).
+pub fn reap_exited_members(pgid: u32) {
+    let Some(children) = proc::our_children() else {
+        return;
+    };
+    for pid in children {
+        if is_owned(pid) {
+            continue;
+        }
+        if let Some((state, group)) = proc::state_and_group(pid)
+            && proc::is_dead_state(state)
+            && group == pgid
+        {
+            reap(pid);
+        }
+    }
+}
+
 /// Reaps `pid` if it is our exited child; never blocks.
 fn reap(pid: u32) {
     if let Ok(raw) = i32::try_from(pid) {

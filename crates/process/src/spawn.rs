@@ -279,6 +279,7 @@ impl SpawnedChild for TokioChild {
         let status = self.child.wait().await?;
         process_group::reap_keeper(self.pid).await;
         process_group::forget(self.pid);
+        process_group::reap_exited_members(self.pid);
         Ok(exit_info(status))
     }
 }

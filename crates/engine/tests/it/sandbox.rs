@@ -102,6 +102,48 @@ async fn bubblewrap_confines_writes_to_the_working_and_run_directories() {
     );
 }
 
+/// This process's children, live or exited and not reaped, as `pid (name) state`, read from
+/// `/proc` (each test runs in a process of its own).
+fn our_children() -> Vec<String> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for pid in children.split_whitespace() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let name_end = stat.rfind(')').unwrap_or(0);
+            let state = stat.get(name_end + 2..name_end + 3).unwrap_or("?");
+            found.push(format!("{}) {state}", stat.get(..name_end).unwrap_or(pid)));
+        }
+    }
+    found
+}
+
+/// Bubblewrap's second process outlives the first by a moment and is handed to the supervisor
+/// (a child subreaper): it used to stay a `[bwrap] <defunct>` child of Corral for the whole run.
+#[tokio::test]
+async fn a_sandboxed_run_leaves_no_child_behind_not_even_a_zombie() {
+    let s = Scratch::new();
+    let home = s.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let out = run(
+        sandboxed(HomePolicy::Host, &home),
+        &probe(
+            &s,
+            &home.join("nothing"),
+            &s.path("work").join("inside.txt"),
+        ),
+        s.session(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    assert_eq!(
+        our_children(),
+        Vec::<String>::new(),
+        "children of the supervisor left after the run (state Z: never reaped)"
+    );
+}
+
 #[tokio::test]
 async fn a_read_only_repository_stays_read_only_while_the_run_directory_is_writable() {
     let s = Scratch::new();
