@@ -223,6 +223,7 @@ fn failure(err: &ProviderError) -> SpawnFailure {
         | ProviderError::InvalidSession { .. }
         | ProviderError::ModelUnavailable { .. }
         | ProviderError::Refused { .. }
+        | ProviderError::EgressRefused { .. }
         | ProviderError::Unsandboxed { .. }
         | ProviderError::StaleSession { .. }
         | ProviderError::Io { .. } => ErrorClass::Permanent,

@@ -28,6 +28,7 @@ mod config;
 mod descriptor;
 mod driver_cache;
 mod egress;
+mod endpoints;
 mod engine;
 mod env;
 mod files;
@@ -75,6 +76,7 @@ pub use egress::{
     PROXY_ADDRESS_VAR, PROXY_PORT, ProxyHonour, UNSET_VARS as EGRESS_UNSET_VARS,
     hide_host_unix_sockets, namespace_args, proxy_address, proxy_env, write_node_preload,
 };
+pub use endpoints::{ConfiguredEndpoint, ProviderEndpoints, allow_hint};
 pub use engine::{Engine, SupervisedProvider};
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv};
 pub use files::{
