@@ -27,10 +27,9 @@ use corral_contract::{Contract, validate_signals_file};
 use corral_ports::CommandRunner;
 
 use super::{Flow, SprintError, progress_mut, read_session_id, write_file};
+use crate::error::ExecutorError;
 use crate::event::{SprintEnd, SprintEvent};
-use crate::executor::{
-    ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskRecorder,
-};
+use crate::executor::{TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskRecorder};
 use crate::file::{Gate, Task};
 use crate::git::Git;
 use crate::layout::{Role, SESSION_ID_FILE, SIGNALS_FILE, SprintLayout};
