@@ -17,7 +17,10 @@
 //! agent works for 2 s each, and writes `target/bench-sprint-jobs-report.md`. Last, `cargo
 //! bench -p corral-cli --bench sprint_ray` sets the same sprint through a real Ray cluster on
 //! this machine (`--jobs 4 --executor ray`) beside local worktrees (`--jobs 4`), and writes
-//! `target/bench-sprint-ray-report.md`.
+//! `target/bench-sprint-ray-report.md`. Last, `cargo bench -p corral-cli --bench sprint_queue`
+//! runs eight tasks in two groups that change the same file, `--jobs 4` with and without
+//! `touches` beside `--jobs 1`, counts the rounds spent and times the checks after each fold, and
+//! writes `target/bench-sprint-queue-report.md`.
 //! `docs/benchmarks.md` explains
 //! the scenarios and targets; `cargo xtask ci` runs every bench target once in its smoke mode.
 
@@ -102,6 +105,12 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         sprint_ray.args(["--", "--quick"]);
     }
     shell::run(&mut sprint_ray)?;
+    let mut sprint_queue = shell::cargo(root);
+    sprint_queue.args(["bench", "-p", "corral-cli", "--bench", "sprint_queue"]);
+    if opts.quick {
+        sprint_queue.args(["--", "--quick"]);
+    }
+    shell::run(&mut sprint_queue)?;
     for report in [
         "target/bench-report.md",
         "target/bench-egress-report.md",
@@ -110,6 +119,7 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         "target/bench-sprint-report.md",
         "target/bench-sprint-jobs-report.md",
         "target/bench-sprint-ray-report.md",
+        "target/bench-sprint-queue-report.md",
     ] {
         println!("report: {}", shell::relative(root, &root.join(report)));
     }

@@ -53,7 +53,8 @@ pub enum Command {
         json: bool,
     },
     /// Check each provider's CLI: found, version against the tested range, a credential set,
-    /// the configured model; exit 8 when what `corral run` would use cannot be used.
+    /// the configured model; the provider `corral run` would use is asked one cheap request,
+    /// which tries its login and model; exit 8 when what `corral run` would use cannot be used.
     Doctor(DoctorArgs),
     /// Print the shell's completion script (`source <(corral completions bash)`): commands,
     /// options and provider names, and run ids from the project's runs as you type.
@@ -134,6 +135,13 @@ pub struct RunArgs {
     /// Read the prompt from this file.
     #[arg(long, conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,
+    /// Before the run, check the provider as `corral sprint run` does: its CLI found and
+    /// tested, then one cheap request (a one-word answer) through the same engine and sandbox,
+    /// proving the login and the model. Problems end the run with exit 8, each with its fix.
+    ///
+    /// Cost: PREFLIGHT_COST.
+    #[arg(long)]
+    pub preflight: bool,
     /// The prompt; `-` reads it from standard input.
     pub prompt: Option<String>,
 }
@@ -262,6 +270,10 @@ pub struct SprintRunArgs {
     /// One JSON object per step on stdout, ending with the summary.
     #[arg(long)]
     pub json: bool,
+    /// Skip the preflight: start the first task without first asking each role's CLI one
+    /// cheap request (see "Preflight" below).
+    #[arg(long)]
+    pub no_preflight: bool,
 }
 
 #[derive(Debug, Args)]
@@ -311,11 +323,20 @@ Exit codes:
   0    every task is done
   1    unexpected internal error (git, the sprint's record); no space left on device (the
        summary printed: free some space and run again to continue)
-  2    bad sprint file or settings, or a preflight refusal (uncommitted changes, another
-       sprint running in the repository, a new sprint on the branch checked out, setup failed)
+  2    bad sprint file or settings, or a refusal before the first task (uncommitted changes,
+       another sprint running in the repository, a new sprint on the branch checked out,
+       setup failed)
   3    a task is blocked (its dependents skipped; the others ran)
   4    rate limited; every retry was used (paused: run again to continue)
-  130  cancelled (run again to continue)";
+  8    the preflight found what would fail (every problem named with its fix; nothing was
+       spawned for a task)
+  130  cancelled (run again to continue)
+
+Preflight: before the first task, each role's CLI is found and its version checked, then asked
+one cheap request (a one-word answer) through the same engine and sandbox as its spawns, which
+proves its login, its model and, for the evaluator, a sandbox that keeps the work tree
+read-only; a missing commit identity or check command is refused too. Cost: PREFLIGHT_COST.
+--no-preflight skips it.";
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
@@ -340,6 +361,10 @@ pub struct DoctorArgs {
     /// Only this provider.
     #[arg(long, value_parser = provider_parser())]
     pub provider: Option<ProviderId>,
+    /// Only look: send the provider `corral run` would use no cheap request, so its login is
+    /// only seen (a credential set), not tried.
+    #[arg(long)]
+    pub no_request: bool,
 }
 
 /// The provider names as clap's possible values (listed in `--help`, completed by the shells).

@@ -1,8 +1,11 @@
 //! `corral doctor`: is each provider's CLI installed, tested, and given a credential, and is
 //! the configured model available?
 //!
-//! It does not log in: a credential is only seen (a variable set, a login file present), and
-//! the line says so, since a key that is wrong or expired shows only when a run starts.
+//! The provider `corral run` would use (`--provider`, else `run.provider`) is asked the
+//! preflight's cheap request (the `preflight` module: one one-word answer through the CLI, in a
+//! scratch directory), which proves its login and model; a refused login or an unavailable
+//! model exits 8. The other providers' credentials are only seen (a variable set, a login file
+//! present), and their lines say so; so are all of them with `--no-request`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -70,6 +73,43 @@ async fn report_model(id: ProviderId, settings: &corral_compose::Settings, model
     }
 }
 
+/// The preflight's cheap request to provider `id`, in a scratch directory of its own (removed
+/// after): doctor may run anywhere, and the project is not its to touch.
+async fn ask_cli(
+    id: ProviderId,
+    model: Option<String>,
+    settings: &corral_compose::Settings,
+) -> crate::preflight::Report {
+    let scratch = std::env::temp_dir().join(format!("corral-doctor-{}", std::process::id()));
+    let work_tree = scratch.join("work");
+    if let Err(e) = std::fs::create_dir_all(&work_tree) {
+        let mut report = crate::preflight::Report::default();
+        report.findings.push(crate::preflight::Finding::Problem {
+            what: format!("cannot create {}: {e}", work_tree.display()),
+            fix: None,
+        });
+        return report;
+    }
+    let role = crate::preflight::RoleCheck {
+        role: "login",
+        provider: id,
+        model,
+        effort: None,
+        read_only: false,
+        model_key: format!("providers.{id}.model"),
+    };
+    let report = crate::preflight::check_roles(
+        &[role],
+        settings,
+        &work_tree,
+        &scratch.join("records"),
+        &corral_ports::CancellationToken::new(),
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    report
+}
+
 /// Runs `corral doctor`.
 pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
     let cwd = std::env::current_dir()?;
@@ -79,6 +119,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
         Some(id) => vec![id],
         None => ProviderId::ALL.to_vec(),
     };
+    let wanted = args.provider.unwrap_or(settings.run.provider);
     let sandbox_ok = report_sandbox(&settings);
     // Whether each provider checked is usable, for the exit code.
     let mut usable = Vec::new();
@@ -107,6 +148,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
             }
         };
         outln!("  ✓ found {}", found.display());
+        let mut tested = false;
         let answer = cli_version(
             engine_config(&settings),
             &found,
@@ -117,6 +159,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
         match answer {
             CliVersion::Found(v) if facts.tested_versions.matches(&v) => {
                 outln!("  ✓ version {v} (tested: {})", facts.tested_versions);
+                tested = true;
             }
             CliVersion::Found(v) => {
                 outln!(
@@ -139,6 +182,7 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
                 all_ok = false;
             }
         }
+        let ask = id == wanted && !args.no_request;
         let vars: Vec<&str> = facts
             .credential_vars
             .iter()
@@ -159,11 +203,27 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
         } else {
             let mut found: Vec<String> = vars.iter().map(|v| format!("${v}")).collect();
             found.extend(files.iter().map(|p| p.display().to_string()));
-            // Only seen, never tried: doctor does not ask the CLI to log in.
-            outln!(
-                "  ✓ a credential is set: {} (seen, not tried: doctor does not log in, so a wrong or expired one shows when a run starts)",
-                found.join(", ")
-            );
+            if ask {
+                outln!("  ✓ a credential is set: {}", found.join(", "));
+            } else {
+                // Only seen, never tried: a wrong or expired one shows when a run starts.
+                outln!(
+                    "  ✓ a credential is set: {} (seen, not tried: `corral doctor --provider {id}` asks the CLI)",
+                    found.join(", ")
+                );
+            }
+        }
+        // The login, by asking: the provider a run would use, once it is installed and tested
+        // (an untested CLI is refused before it could answer).
+        if ask && tested {
+            let model = settings.providers.get(id).model.clone();
+            let report = ask_cli(id, model, &settings).await;
+            for line in crate::preflight::finding_lines(&report) {
+                outln!("{line}");
+            }
+            if report.problems() > 0 {
+                all_ok = false;
+            }
         }
         for dir in facts.state_dirs {
             let Some(path) = home.as_ref().map(|h| h.join(dir)) else {
@@ -188,7 +248,6 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
     }
     // Like `brew doctor` and `gh auth status`: non-zero when what `corral run` would use (the
     // provider asked for, else the default one, and the sandbox) cannot be used.
-    let wanted = args.provider.unwrap_or(settings.run.provider);
     let provider_ok = usable.iter().any(|(id, ok)| *id == wanted && *ok);
     Ok(if provider_ok && sandbox_ok {
         Exit::Success

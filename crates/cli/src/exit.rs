@@ -70,9 +70,10 @@ impl Exit {
     /// The exit code for a provider error.
     pub fn for_error(err: &ProviderError) -> Exit {
         match err {
-            ProviderError::InvalidSession { .. } | ProviderError::Unsandboxed { .. } => {
-                Exit::BadInput
-            }
+            // The settings must change: the sandbox, or the network allow-list.
+            ProviderError::InvalidSession { .. }
+            | ProviderError::Unsandboxed { .. }
+            | ProviderError::EgressRefused { .. } => Exit::BadInput,
             ProviderError::CliNotFound { .. }
             | ProviderError::SpawnFailed { .. }
             | ProviderError::ArgvTooLong { .. }

@@ -15,6 +15,7 @@ mod chat;
 mod config_cmd;
 mod doctor;
 mod exit;
+mod preflight;
 mod private_dir;
 mod providers;
 mod render;

@@ -134,6 +134,18 @@ pub(crate) async fn check_warnings(
             }
         }
     }
+    warnings.extend(commit_and_command_warnings(file, settings, root).await);
+    warnings
+}
+
+/// The part of [`check_warnings`] that starts no provider: no commit identity, a check, setup or
+/// gate command whose program is not found. The preflight of `sprint run` refuses these.
+pub(crate) async fn commit_and_command_warnings(
+    file: &SprintFile,
+    settings: &Settings,
+    root: &Path,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
     let runner = command_runner(engine_config(settings));
     let cancel = CancellationToken::new();
     let (_, missing) = crate::sprint_run::git_identity_and_gaps(&*runner, root, &cancel).await;

@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use corral_compose::{command_runner, engine_config, new_run_id, now, task_executor};
 use corral_ports::{CancellationToken, CommandEnd, CommandRunner, CommandSpec};
+use corral_compose::Settings;
 use corral_sprint::{
-    DirtyTree, RoleAgent, RunOptions, SPRINT_FILE, SprintEnd, SprintError, SprintRun,
-    SprintSummary, run_sprint,
+    DirtyTree, RoleAgent, RoleSettings, RunOptions, SPRINT_FILE, SprintEnd, SprintError,
+    SprintFile, SprintRun, SprintSummary, run_sprint,
 };
 
 use crate::args::SprintRunArgs;
@@ -52,6 +53,12 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
         (false, false) => DirtyTree::Refuse,
     };
     let cancel = CancellationToken::new();
+    if !args.no_preflight {
+        let report = preflight(&file, &path, settings, &root).await;
+        if report.problems() > 0 {
+            return Ok(Exit::Unavailable);
+        }
+    }
     let git_env = git_identity(&*commands, &root, &cancel).await;
 
     let view = SprintView::new(Style::choose(args.json, false));
@@ -88,6 +95,59 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
         }
         Err(e) => Err(exit_for_error(e)),
     }
+}
+
+/// The sprint's preflight (see the `preflight` module), printed on stderr: the roles as the
+/// sprint file and settings give them, the work tree at `root`, then the commit identity and
+/// the check commands. A first signal cancels it (the request's process group ended).
+async fn preflight(
+    file: &SprintFile,
+    path: &Path,
+    settings: &Settings,
+    root: &Path,
+) -> crate::preflight::Report {
+    use crate::preflight::{RoleCheck, check_roles, check_sprint_commands, records_dir};
+    let role_check = |name: &'static str, role: &RoleSettings, read_only: bool| {
+        let in_file = format!("`model` under [roles.{name}] in {}", path.display());
+        RoleCheck {
+            role: name,
+            provider: role.provider,
+            model: role
+                .model
+                .clone()
+                .or_else(|| settings.providers.get(role.provider).model.clone()),
+            effort: role.effort,
+            read_only,
+            model_key: match role.model {
+                Some(_) => in_file,
+                None => format!("providers.{}.model (or {in_file})", role.provider),
+            },
+        }
+    };
+    let roles: Vec<RoleCheck> = std::iter::once(role_check("generator", &file.generator, false))
+        .chain(
+            file.evaluator
+                .as_ref()
+                .map(|e| role_check("evaluator", e, true)),
+        )
+        .collect();
+    errln!(
+        "preflight: asking each role's CLI one cheap request before the first task (--no-preflight skips this)"
+    );
+    let cancel = CancellationToken::new();
+    let on_signal = {
+        let cancel = cancel.clone();
+        let mut streams = crate::run::ending_signal_streams();
+        tokio::spawn(async move {
+            crate::run::next_ending_signal(&mut streams).await;
+            cancel.cancel();
+        })
+    };
+    let mut report = check_roles(&roles, settings, root, &records_dir(root), &cancel).await;
+    on_signal.abort();
+    check_sprint_commands(&mut report, file, settings, root).await;
+    crate::preflight::print(&report, "the sprint");
+    report
 }
 
 /// The exit code of a sprint that ran to an end of its own.

@@ -12,7 +12,8 @@
 //! (`run.json`), which every caller writes alike, and the corrective-retry policy: a task run
 //! until the agent's `signals.json` satisfies the contract ([`run_with_contract`]); and it builds
 //! the agents that play a sprint's roles ([`role_agent()`], ADR 0005) and the executor its
-//! parallel tasks run through ([`task_executor()`], `executor.kind`, ADR 0007).
+//! parallel tasks run through ([`task_executor()`], `executor.kind`, ADR 0007), and it runs the
+//! preflight's cheap request through a role's CLI ([`cheap_request`]).
 //!
 //! This is the only crate that reads settings and the only one that names every provider. It
 //! knows nothing about the terminal: rendering belongs to the CLI.
@@ -21,6 +22,7 @@ mod contract_run;
 mod executor;
 mod factory;
 mod layers;
+mod preflight;
 mod role_agent;
 mod run_record;
 mod settings;
@@ -54,6 +56,7 @@ pub use layers::{
     ENV_PREFIX, LoadedSettings, PROJECT_FILE, SettingSource, SettingsError, SettingsSources,
     TrustedFile, ValueWithSource, project_root, trust_project_file,
 };
+pub use preflight::{CheapAnswer, CheapOk, CheapRequest, PREFLIGHT_PROMPT_OPENING, cheap_request};
 pub use role_agent::role_agent;
 pub use run_record::{
     Journal, RunRecord, RunRecordError, STATE_GITIGNORE, Supervisor, create_run_dir,

@@ -57,7 +57,7 @@ pub fn role_agent(
 /// (`providers.codex.sandbox`), a read-only Codex spawn runs without Codex's own sandbox
 /// (`danger-full-access`) inside Corral's, which alone decides what it may write: the spawn's
 /// directory (its `signals.json`), not the work tree.
-fn read_only_settings(id: ProviderId, settings: &Settings) -> Settings {
+pub(crate) fn read_only_settings(id: ProviderId, settings: &Settings) -> Settings {
     let mut settings = settings.clone();
     // A comparison, not a match over every provider: the factory's match is the one place a new
     // provider must be named (docs/adding-a-provider.md), and a provider without an inner
@@ -223,6 +223,7 @@ fn failure(err: &ProviderError) -> SpawnFailure {
         | ProviderError::InvalidSession { .. }
         | ProviderError::ModelUnavailable { .. }
         | ProviderError::Refused { .. }
+        | ProviderError::EgressRefused { .. }
         | ProviderError::Unsandboxed { .. }
         | ProviderError::StaleSession { .. }
         | ProviderError::Io { .. } => ErrorClass::Permanent,

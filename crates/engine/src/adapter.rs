@@ -10,6 +10,7 @@ use corral_ports::{
 };
 
 use crate::egress::EgressNeeds;
+use crate::endpoints::ConfiguredEndpoint;
 use crate::files::PromptPointer;
 use corral_process::env::EnvProfile;
 use corral_process::spawn::ExitInfo;
@@ -222,6 +223,15 @@ pub trait CliAdapter: Send + Sync {
     /// a base URL the CHILD's environment sets instead) and whether it honours the proxy
     /// variables. Required, so a new provider states what its CLI talks to.
     fn egress(&self, env: &ChildEnv<'_>) -> EgressNeeds;
+    /// The endpoints the CLI's own configuration files name (a custom provider's base URL),
+    /// read before the first spawn, each marked whether a run with these settings uses it.
+    /// They do NOT widen the allow-list (the agent can write those files): a run refuses before
+    /// the spawn when one in use is not on it, and `corral doctor` lists them with the entry to
+    /// add. Empty for a CLI whose configuration names no endpoint.
+    fn configured_endpoints(&self, env: &ChildEnv<'_>) -> Vec<ConfiguredEndpoint> {
+        let _ = env;
+        Vec::new()
+    }
     /// How the idle watchdog tells a live CLI from a hung one.
     fn liveness(&self) -> Liveness {
         Liveness::Output

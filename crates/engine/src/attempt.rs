@@ -67,6 +67,8 @@ pub(crate) struct AttemptResult {
     pub escaped_killed: Vec<u32>,
     /// The idle limit that applied (the settings', or the adapter's minimum).
     pub idle_limit: Duration,
+    /// What the egress proxy refused.
+    pub egress_refused: crate::endpoints::EgressRefusals,
 }
 
 /// What the attempt needs from the run.
@@ -522,6 +524,7 @@ impl<'a> Supervision<'a> {
         let attempt = self.attempt();
         match note {
             Some(note) => {
+                self.stream.result.egress_refused.note(&note);
                 self.log().record(attempt, &Record::egress(&note));
                 self.log().flush_if_due();
             }
@@ -535,6 +538,7 @@ impl<'a> Supervision<'a> {
         let ctx = &mut self.stream.ctx;
         if let Some(notes) = ctx.egress_notes.as_mut() {
             while let Ok(note) = notes.try_recv() {
+                self.stream.result.egress_refused.note(&note);
                 ctx.log.record(attempt, &Record::egress(&note));
             }
         }

@@ -2,8 +2,10 @@
 //!
 //! cancelled → success from the terminal event (exit code 0 only for a CLI that has no terminal
 //! event it always prints) → rate limit → model unavailable → refused (authentication, rejected
-//! flags) → failed but `signals.json` present (recovered) → stale session → watchdog kills (idle,
-//! wall clock) → crash. Spawn errors and refusals before the spawn are decided before any of this.
+//! flags; a refusal by Corral's own egress proxy wins over the CLI's reading of it) → failed but
+//! `signals.json` present (recovered) → stale session → refused by the egress proxy → watchdog
+//! kills (idle, wall clock) → crash. Spawn errors and refusals before the spawn are decided
+//! before any of this.
 
 use corral_ports::RateLimitInfo;
 
@@ -24,6 +26,14 @@ pub enum AttemptClass {
     ModelUnavailable(String),
     /// The CLI refused; retrying cannot help.
     Refused(String),
+    /// Corral's egress proxy refused a connection of a failed attempt: the cause, whatever the
+    /// CLI made of the 403 it got (a CLI reads it as failed authentication).
+    EgressRefused {
+        /// `host:port`.
+        target: String,
+        /// The proxy's reason, and the other targets it refused.
+        detail: String,
+    },
     /// Failed, but `signals.json` is there.
     Recovered,
     /// The resumed session was not found.
@@ -45,6 +55,7 @@ impl AttemptClass {
             AttemptClass::RateLimited(_) => "rate-limited",
             AttemptClass::ModelUnavailable(_) => "model-unavailable",
             AttemptClass::Refused(_) => "refused",
+            AttemptClass::EgressRefused { .. } => "egress-refused",
             AttemptClass::Recovered => "recovered",
             AttemptClass::StaleSession => "stale-session",
             AttemptClass::IdleTimeout => "idle-timeout",
@@ -71,6 +82,9 @@ pub struct ClassifyInput<'a> {
     pub signals_present: bool,
     /// Whether the attempt resumed a session.
     pub resumed: bool,
+    /// The first connection Corral's egress proxy refused during the attempt (`host:port`) and
+    /// what it said, when it refused one.
+    pub egress_refused: Option<&'a (String, String)>,
     /// Whether the CLI always ends a completed run with its terminal event
     /// ([`corral_ports::Capabilities::always_terminal_event`]): then exit code 0 without one is
     /// a failure, not a success.
@@ -103,14 +117,27 @@ pub fn classify(input: &ClassifyInput<'_>) -> AttemptClass {
     if let Some(message) = &input.diagnosis.model_unavailable {
         return AttemptClass::ModelUnavailable(message.clone());
     }
+    let egress_refused = || {
+        input
+            .egress_refused
+            .map(|(target, detail)| AttemptClass::EgressRefused {
+                target: target.clone(),
+                detail: detail.clone(),
+            })
+    };
     if let Some(message) = &input.diagnosis.refused {
-        return AttemptClass::Refused(message.clone());
+        // The CLI's "could not authenticate (HTTP 403)" after the proxy refused its endpoint is
+        // the proxy's 403, not the account's.
+        return egress_refused().unwrap_or_else(|| AttemptClass::Refused(message.clone()));
     }
     if input.signals_present {
         return AttemptClass::Recovered;
     }
     if input.resumed && input.diagnosis.stale_session {
         return AttemptClass::StaleSession;
+    }
+    if let Some(class) = egress_refused() {
+        return class;
     }
     match input.killed_by {
         Some(KillReason::IdleTimeout) => AttemptClass::IdleTimeout,
@@ -156,6 +183,7 @@ mod tests {
             rate_limit_events: &[],
             signals_present: false,
             resumed: false,
+            egress_refused: None,
             terminal_expected: false,
         }
     }
@@ -305,6 +333,53 @@ mod tests {
             ..input(&d)
         };
         assert_eq!(classify(&i), AttemptClass::Refused("bad key".into()));
+    }
+
+    #[test]
+    fn the_egress_proxy_refusal_wins_over_the_clis_authentication_reading() {
+        let d = Diagnosis {
+            refused: Some("Codex could not authenticate (HTTP 403)".into()),
+            ..Diagnosis::default()
+        };
+        let refused = ("corp.example:8443".to_string(), "refused it".to_string());
+        let want = AttemptClass::EgressRefused {
+            target: "corp.example:8443".into(),
+            detail: "refused it".into(),
+        };
+        let i = ClassifyInput {
+            egress_refused: Some(&refused),
+            ..input(&d)
+        };
+        assert_eq!(classify(&i), want);
+        // A plain crash or a watchdog kill after a refusal is the refusal too.
+        let plain = Diagnosis::default();
+        for killed_by in [None, Some(KillReason::IdleTimeout)] {
+            let i = ClassifyInput {
+                egress_refused: Some(&refused),
+                killed_by,
+                ..input(&plain)
+            };
+            assert_eq!(classify(&i), want, "{killed_by:?}");
+        }
+        // What the API answered, and work that was done, say more than a refusal on the side.
+        let limited = Diagnosis {
+            model_unavailable: Some("no such model".into()),
+            ..Diagnosis::default()
+        };
+        let i = ClassifyInput {
+            egress_refused: Some(&refused),
+            ..input(&limited)
+        };
+        assert_eq!(
+            classify(&i),
+            AttemptClass::ModelUnavailable("no such model".into())
+        );
+        let i = ClassifyInput {
+            egress_refused: Some(&refused),
+            signals_present: true,
+            ..input(&plain)
+        };
+        assert_eq!(classify(&i), AttemptClass::Recovered);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use corral_ports::{
 };
 
 use crate::adapter::{ChildEnv, CliAdapter, VersionCheck};
+use crate::endpoints::ProviderEndpoints;
 use crate::engine::{Engine, SupervisedProvider};
 use crate::gate::ProviderAccount;
 
@@ -25,6 +26,8 @@ pub trait SupervisedAi: HeadlessAiProvider + InteractiveAiProvider {
     /// The provider account its runs use in the engine's rate-limit gate (`None` when the
     /// engine keeps no gate): whether the account is held, and until when.
     fn account(&self) -> Option<ProviderAccount>;
+    /// The network endpoints its runs would need, known before any spawn (for `corral doctor`).
+    fn endpoints(&self) -> ProviderEndpoints;
 }
 
 impl<A: CliAdapter> SupervisedAi for SupervisedProvider<A> {
@@ -35,6 +38,10 @@ impl<A: CliAdapter> SupervisedAi for SupervisedProvider<A> {
             adapter.provider(),
             &adapter.env_profile(),
         )
+    }
+
+    fn endpoints(&self) -> ProviderEndpoints {
+        ProviderEndpoints::of(self.engine().config(), self.adapter())
     }
 }
 

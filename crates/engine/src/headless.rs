@@ -54,6 +54,7 @@ async fn attempts(
     scope.begin().await?;
     refuse_unresumable(scope)?;
     let sandbox = scope.plan_sandbox()?;
+    scope.refuse_unlisted_endpoints(&sandbox)?;
     let cli_version = match scope.adapter.version_check() {
         Some(check) => Some(check_version(scope, &check).await?),
         None => None,
@@ -533,6 +534,7 @@ fn judge(
         rate_limits: &result.rate_limits,
     });
     let terminal_expected = scope.adapter.capabilities().always_terminal_event;
+    let egress_refused = result.egress_refused.first();
     let class = classify(&ClassifyInput {
         killed_by: result.killed_by,
         terminal: result.terminal.as_ref(),
@@ -541,6 +543,7 @@ fn judge(
         rate_limit_events: &result.rate_limits,
         signals_present: scope.signals_present(),
         resumed: resumed.is_some(),
+        egress_refused: egress_refused.as_ref(),
         terminal_expected,
     });
     scope.log.record(
@@ -650,6 +653,13 @@ fn conclude(
         Verdict::Refused(message) => ProviderError::Refused {
             provider,
             message,
+            evidence,
+        },
+        Verdict::EgressRefused { target, detail } => ProviderError::EgressRefused {
+            provider,
+            hint: crate::endpoints::allow_hint(&target),
+            target,
+            detail,
             evidence,
         },
         Verdict::StaleSession(session_id) => ProviderError::StaleSession {

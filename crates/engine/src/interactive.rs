@@ -53,6 +53,7 @@ async fn hand_over(
 ) -> Result<InteractiveOutcome, ProviderError> {
     scope.begin().await?;
     let sandbox = scope.plan_sandbox()?;
+    scope.refuse_unlisted_endpoints(&sandbox)?;
     // Without a prompt the person starts the conversation.
     let pointer = if scope.session.prompt.trim().is_empty() {
         None

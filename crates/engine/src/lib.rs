@@ -26,6 +26,7 @@ mod config;
 mod descriptor;
 mod driver_cache;
 mod egress;
+mod endpoints;
 mod engine;
 mod files;
 mod framing;
@@ -71,6 +72,7 @@ pub use egress::{
     PROXY_ADDRESS_VAR, PROXY_PORT, ProxyHonour, UNSET_VARS as EGRESS_UNSET_VARS,
     hide_host_unix_sockets, namespace_args, proxy_address, proxy_env, write_node_preload,
 };
+pub use endpoints::{ConfiguredEndpoint, ProviderEndpoints, allow_hint};
 pub use engine::{Engine, SupervisedProvider};
 pub use files::{
     PromptPointer, SessionMeta, Tampered, mint_session_uuid, persist_session, record_copy,

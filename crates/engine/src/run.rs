@@ -293,6 +293,33 @@ impl<'a> RunScope<'a> {
         err
     }
 
+    /// Refuses before the spawn when the CLI's own configuration names an endpoint this run
+    /// uses that the egress proxy would refuse (see [`crate::endpoints`]): no attempt is spent
+    /// on a refusal, and the message names the endpoint, the file, and the entry that allows it.
+    pub fn refuse_unlisted_endpoints(&mut self, plan: &SandboxPlan) -> Result<(), ProviderError> {
+        match plan.backend {
+            corral_ports::SandboxBackend::Bubblewrap => {}
+            // Nothing confines the network without bubblewrap.
+            corral_ports::SandboxBackend::Native => return Ok(()),
+        }
+        let endpoints = crate::endpoints::ProviderEndpoints::of(self.config(), self.adapter);
+        let Some(refused) = endpoints.refused_in_use() else {
+            return Ok(());
+        };
+        let target = refused.endpoint.to_string();
+        let err = ProviderError::EgressRefused {
+            provider: self.provider,
+            detail: format!(
+                "{} names it, and an endpoint in the CLI's own configuration does not widen the allow-list (the agent can write that file); nothing was started",
+                refused.source
+            ),
+            hint: crate::endpoints::allow_hint(&target),
+            target,
+            evidence: Box::default(),
+        };
+        Err(self.refuse("egress-refused", err))
+    }
+
     /// Chooses the backend and what it enforces, or refuses; records the attestation.
     pub fn plan_sandbox(&mut self) -> Result<SandboxPlan, ProviderError> {
         let planned = crate::sandbox::plan(

@@ -128,6 +128,13 @@ pub(crate) enum Verdict {
     ModelUnavailable(String),
     /// The CLI refused, with what to change.
     Refused(String),
+    /// Corral's egress proxy refused `target`; `detail` says what it said.
+    EgressRefused {
+        /// `host:port`.
+        target: String,
+        /// The proxy's reason.
+        detail: String,
+    },
     /// The resumed session was not found, after the cold retry was spent.
     StaleSession(SessionId),
     /// Killed for printing nothing.
@@ -147,7 +154,7 @@ impl Verdict {
             Verdict::Cancelled => Outcome::Cancelled,
             Verdict::RateLimited { .. } => Outcome::RateLimited,
             Verdict::ModelUnavailable(_) => Outcome::ModelUnavailable,
-            Verdict::Refused(_) => Outcome::Refused,
+            Verdict::Refused(_) | Verdict::EgressRefused { .. } => Outcome::Refused,
             Verdict::StaleSession(_) => Outcome::StaleSession,
             Verdict::IdleTimeout => Outcome::IdleTimeout,
             Verdict::WallTimeout => Outcome::WallTimeout,
@@ -206,6 +213,9 @@ pub(crate) fn step(
         AttemptClass::Cancelled => Step::Done(Verdict::Cancelled),
         AttemptClass::ModelUnavailable(message) => Step::Done(Verdict::ModelUnavailable(message)),
         AttemptClass::Refused(message) => Step::Done(Verdict::Refused(message)),
+        AttemptClass::EgressRefused { target, detail } => {
+            Step::Done(Verdict::EgressRefused { target, detail })
+        }
         AttemptClass::IdleTimeout => Step::Done(Verdict::IdleTimeout),
         AttemptClass::WallTimeout => Step::Done(Verdict::WallTimeout),
         AttemptClass::Crashed => Step::Done(Verdict::Crashed),

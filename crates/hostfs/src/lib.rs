@@ -131,6 +131,23 @@ pub enum EntryKind {
 }
 
 /// What a file type is called in a message.
+/// The directory a walk has reached: the handle it started from, or one it opened below it.
+enum Here<'s> {
+    Start(&'s HostDir),
+    Below(HostDir),
+}
+
+impl std::ops::Deref for Here<'_> {
+    type Target = HostDir;
+
+    fn deref(&self) -> &HostDir {
+        match self {
+            Here::Start(dir) => dir,
+            Here::Below(dir) => dir,
+        }
+    }
+}
+
 fn describe(file_type: FileType, links: u64) -> EntryKind {
     match file_type {
         FileType::RegularFile if links <= 1 => EntryKind::File,
@@ -309,22 +326,18 @@ impl HostDir {
 
     /// Walks to the directory that holds `rel`'s last component, making missing directories
     /// when `create`; returns it and the last component.
-    fn parent_of<'a>(
-        &self,
+    fn parent_of<'s, 'a>(
+        &'s self,
         rel: &'a Path,
         create: bool,
-    ) -> Result<(Option<HostDir>, &'a OsStr), HostFsError> {
+    ) -> Result<(Here<'s>, &'a OsStr), HostFsError> {
         let parts = self.components(rel)?;
         let Some((last, dirs)) = parts.split_last() else {
             return Err(self.bad_name(rel));
         };
-        let mut here: Option<HostDir> = None;
+        let mut here = Here::Start(self);
         for dir in dirs {
-            let next = match &here {
-                None => self.step(dir, create)?,
-                Some(h) => h.step(dir, create)?,
-            };
-            here = Some(next);
+            here = Here::Below(here.step(dir, create)?);
         }
         Ok((here, last))
     }
@@ -349,8 +362,7 @@ impl HostDir {
     }
 
     fn walk_dir(&self, rel: &Path, create: bool) -> Result<HostDir, HostFsError> {
-        let (parent, last) = self.parent_of(rel, create)?;
-        let here = parent.as_ref().unwrap_or(self);
+        let (here, last) = self.parent_of(rel, create)?;
         let mut dir = here.step(last, create)?;
         dir.path = self.path.join(rel);
         Ok(dir)
@@ -365,8 +377,7 @@ impl HostDir {
     /// [`HostFsError::Tampered`] (a link on the way to it), [`HostFsError::Io`].
     pub fn fresh_dir(&self, rel: impl AsRef<Path>) -> Result<(HostDir, bool), HostFsError> {
         let rel = rel.as_ref();
-        let (parent, last) = self.parent_of(rel, true)?;
-        let here = parent.as_ref().unwrap_or(self);
+        let (here, last) = self.parent_of(rel, true)?;
         let existed = here.kind_here(last)?.is_some();
         if existed {
             here.remove_entry(last)?;
@@ -388,12 +399,12 @@ impl HostDir {
     /// [`HostFsError::Tampered`], [`HostFsError::Io`].
     pub fn kind(&self, rel: impl AsRef<Path>) -> Result<Option<EntryKind>, HostFsError> {
         let rel = rel.as_ref();
-        let (parent, last) = match self.parent_of(rel, false) {
+        let (here, last) = match self.parent_of(rel, false) {
             Ok(found) => found,
             Err(HostFsError::Missing { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
-        parent.as_ref().unwrap_or(self).kind_here(last)
+        here.kind_here(last)
     }
 
     /// Writes `contents` as the new file `rel`, created exclusively (parents made as needed).
@@ -404,8 +415,7 @@ impl HostDir {
     /// [`HostFsError::Tampered`], [`HostFsError::Io`].
     pub fn write_new(&self, rel: impl AsRef<Path>, contents: &[u8]) -> Result<(), HostFsError> {
         let rel = rel.as_ref();
-        let (parent, last) = self.parent_of(rel, true)?;
-        let here = parent.as_ref().unwrap_or(self);
+        let (here, last) = self.parent_of(rel, true)?;
         let path = self.path.join(rel);
         let fd = rustix::fs::openat(
             &here.fd,
@@ -457,8 +467,7 @@ impl HostDir {
         flush: Flush,
     ) -> Result<(), HostFsError> {
         let rel = rel.as_ref();
-        let (parent, last) = self.parent_of(rel, true)?;
-        let here = parent.as_ref().unwrap_or(self);
+        let (here, last) = self.parent_of(rel, true)?;
         let path = self.path.join(rel);
         match here.kind_here(last)? {
             None | Some(EntryKind::File) => {}
@@ -516,8 +525,7 @@ impl HostDir {
         contents: &[u8],
     ) -> Result<Option<&'static str>, HostFsError> {
         let rel = rel.as_ref();
-        let (parent, last) = self.parent_of(rel, true)?;
-        let here = parent.as_ref().unwrap_or(self);
+        let (here, last) = self.parent_of(rel, true)?;
         let displaced = match here.kind_here(last)? {
             None | Some(EntryKind::File) => None,
             Some(EntryKind::Dir) => {
@@ -571,8 +579,7 @@ impl HostDir {
     /// [`HostFsError::Tampered`], [`HostFsError::Io`].
     pub fn append(&self, rel: impl AsRef<Path>, contents: &[u8]) -> Result<(), HostFsError> {
         let rel = rel.as_ref();
-        let (parent, last) = self.parent_of(rel, true)?;
-        let here = parent.as_ref().unwrap_or(self);
+        let (here, last) = self.parent_of(rel, true)?;
         let path = self.path.join(rel);
         // Without `O_NONBLOCK` an open of a FIFO for writing waits for a reader.
         let fd = rustix::fs::openat(
@@ -597,8 +604,7 @@ impl HostDir {
     /// [`HostFsError::Io`].
     pub fn read(&self, rel: impl AsRef<Path>, limit: u64) -> Result<Vec<u8>, HostFsError> {
         let rel = rel.as_ref();
-        let (parent, last) = self.parent_of(rel, false)?;
-        let here = parent.as_ref().unwrap_or(self);
+        let (here, last) = self.parent_of(rel, false)?;
         let path = self.path.join(rel);
         let fd = rustix::fs::openat(
             &here.fd,
@@ -658,12 +664,11 @@ impl HostDir {
     /// [`HostFsError::Tampered`] (a link on the way to it), [`HostFsError::Io`].
     pub fn remove(&self, rel: impl AsRef<Path>) -> Result<(), HostFsError> {
         let rel = rel.as_ref();
-        let (parent, last) = match self.parent_of(rel, false) {
+        let (here, last) = match self.parent_of(rel, false) {
             Ok(found) => found,
             Err(HostFsError::Missing { .. }) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let here = parent.as_ref().unwrap_or(self);
         if here.kind_here(last)?.is_some() {
             here.remove_entry(last)?;
         }
@@ -725,15 +730,9 @@ impl HostDir {
     /// [`HostFsError::Io`].
     pub fn rename(&self, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<(), HostFsError> {
         let (from, to) = (from.as_ref(), to.as_ref());
-        let (from_parent, from_last) = self.parent_of(from, false)?;
-        let (to_parent, to_last) = self.parent_of(to, true)?;
-        rustix::fs::renameat(
-            &from_parent.as_ref().unwrap_or(self).fd,
-            from_last,
-            &to_parent.as_ref().unwrap_or(self).fd,
-            to_last,
-        )
-        .map_err(|e| match e {
+        let (from_here, from_last) = self.parent_of(from, false)?;
+        let (to_here, to_last) = self.parent_of(to, true)?;
+        rustix::fs::renameat(&from_here.fd, from_last, &to_here.fd, to_last).map_err(|e| match e {
             rustix::io::Errno::NOENT => HostFsError::Missing {
                 path: self.path.join(from),
             },

@@ -175,6 +175,26 @@ pub enum ProviderError {
         /// What was gathered.
         evidence: Box<RunEvidence>,
     },
+    /// Corral's own egress proxy refused a connection the CLI needed, or would have refused an
+    /// endpoint the CLI's own configuration names (then nothing was started): the host is not
+    /// on the run's network allow-list. This is never the CLI's failure, whatever the CLI then
+    /// printed about it (an HTTP 403 read as failed authentication). Not retryable: the
+    /// allow-list must change (`hint` names the entry).
+    #[error(
+        "{provider}: Corral's network allow-list does not include {target}: {detail}\nhint: {hint}"
+    )]
+    EgressRefused {
+        /// The provider.
+        provider: ProviderId,
+        /// `host:port` as the CLI asked for it.
+        target: String,
+        /// What asked for it, or why the proxy refused it.
+        detail: String,
+        /// The `sandbox.network_allow` entry (and the flag) that allows it.
+        hint: String,
+        /// What was gathered (empty when refused before the spawn).
+        evidence: Box<RunEvidence>,
+    },
     /// The session to resume does not exist, and no cold run followed (the caller asked for
     /// none) or the one cold run also failed. Not retryable with the same session id.
     #[error("{provider}: session {session_id} not found")]
@@ -321,6 +341,7 @@ impl ProviderError {
             | ProviderError::InvalidSession { .. }
             | ProviderError::ModelUnavailable { .. }
             | ProviderError::Refused { .. }
+            | ProviderError::EgressRefused { .. }
             | ProviderError::Unsandboxed { .. }
             | ProviderError::StaleSession { .. }
             | ProviderError::Io { .. } => ErrorClass::Permanent,
@@ -346,7 +367,7 @@ impl ProviderError {
             | ProviderError::Io { .. } => Outcome::NotStarted,
             ProviderError::RateLimited { .. } => Outcome::RateLimited,
             ProviderError::ModelUnavailable { .. } => Outcome::ModelUnavailable,
-            ProviderError::Refused { .. } => Outcome::Refused,
+            ProviderError::Refused { .. } | ProviderError::EgressRefused { .. } => Outcome::Refused,
             ProviderError::StaleSession { .. } => Outcome::StaleSession,
             ProviderError::Crashed { .. } => Outcome::Crashed,
             ProviderError::IdleTimeout { .. } => Outcome::IdleTimeout,
@@ -361,6 +382,7 @@ impl ProviderError {
             ProviderError::RateLimited { evidence, .. }
             | ProviderError::ModelUnavailable { evidence, .. }
             | ProviderError::Refused { evidence, .. }
+            | ProviderError::EgressRefused { evidence, .. }
             | ProviderError::StaleSession { evidence, .. }
             | ProviderError::Crashed { evidence, .. }
             | ProviderError::IdleTimeout { evidence, .. }
@@ -384,6 +406,7 @@ impl ProviderError {
             ProviderError::RateLimited { evidence, .. }
             | ProviderError::ModelUnavailable { evidence, .. }
             | ProviderError::Refused { evidence, .. }
+            | ProviderError::EgressRefused { evidence, .. }
             | ProviderError::StaleSession { evidence, .. }
             | ProviderError::Crashed { evidence, .. }
             | ProviderError::IdleTimeout { evidence, .. }

@@ -17,8 +17,8 @@ use async_trait::async_trait;
 use corral_ports::{CancellationToken, CommandRunner};
 use serde::{Deserialize, Serialize};
 
+use crate::error::{ExecutorError, SprintError};
 use crate::event::SprintEnd;
-use crate::flow::SprintError;
 use crate::layout::SprintLayout;
 use crate::names::{SprintName, TaskId};
 use crate::slots::Slots;
@@ -71,85 +71,6 @@ pub struct TaskHandback {
     pub state: TaskState,
     /// Where the task's record (`implement/<task>/`) now is on this machine.
     pub record: PathBuf,
-}
-
-/// Why an executor could not run a task to a handback.
-#[derive(Debug, thiserror::Error)]
-pub enum ExecutorError {
-    /// The task's rounds failed in the sprint's own machinery (git, the state, the record).
-    /// Retryable: as the sprint's error says.
-    #[error(transparent)]
-    Sprint(Box<SprintError>),
-    /// `setup` failed in a new work tree of the task. Retryable: no, not until the setup
-    /// command is fixed.
-    #[error("setup `{command}` failed in {} ({end}):\n{output}", work_tree.display())]
-    Setup {
-        /// The command.
-        command: String,
-        /// The work tree it ran in.
-        work_tree: PathBuf,
-        /// How it ended.
-        end: String,
-        /// Its output, cut.
-        output: String,
-    },
-    /// The place the task runs in (a cluster, a git remote) could not be reached.
-    /// Retryable: yes, once it is reachable again.
-    #[error("{what} is unreachable: {reason}")]
-    Unreachable {
-        /// What: the cluster's address, the git remote.
-        what: String,
-        /// Why, as the transport said.
-        reason: String,
-    },
-    /// The task's job was lost (its node went away) more often than it may be resubmitted.
-    /// Retryable: yes: a new run resubmits it and it resumes from its last recorded round.
-    #[error("the job of task {task} was lost {times} time(s): {reason}")]
-    Lost {
-        /// The task.
-        task: TaskId,
-        /// How many times.
-        times: u32,
-        /// The last loss, as the executor saw it.
-        reason: String,
-    },
-    /// The task's job ended in an error of its own (the worker failed, not the task).
-    /// Retryable: no, not until what its log names is fixed.
-    #[error("the job of task {task} failed: {reason}")]
-    Failed {
-        /// The task.
-        task: TaskId,
-        /// Why, with where its log is.
-        reason: String,
-    },
-    /// The executor's settings do not work (a bad address, a missing remote).
-    /// Retryable: no, not until the settings are fixed.
-    #[error("executor settings: {key}: {reason}")]
-    Settings {
-        /// The settings key (`executor.ray.address`, say).
-        key: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-impl From<SprintError> for ExecutorError {
-    fn from(e: SprintError) -> Self {
-        ExecutorError::Sprint(Box::new(e))
-    }
-}
-
-impl ExecutorError {
-    /// Whether running the sprint again may get past this error.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            ExecutorError::Sprint(e) => e.is_retryable(),
-            ExecutorError::Unreachable { .. } | ExecutorError::Lost { .. } => true,
-            ExecutorError::Setup { .. }
-            | ExecutorError::Failed { .. }
-            | ExecutorError::Settings { .. } => false,
-        }
-    }
 }
 
 /// Where a task runs: on this machine, on a cluster. Implementations never write the sprint's

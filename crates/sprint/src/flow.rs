@@ -20,15 +20,15 @@ use corral_ports::{
 };
 
 use crate::agent::{RoleAgent, SpawnReport, SpawnRequest, SpawnVerdict};
+use crate::error::SprintError;
 use crate::event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
-use crate::executor::{ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskJob, TaskRecorder};
+use crate::executor::{TaskEnd, TaskExecutor, TaskHandback, TaskJob, TaskRecorder};
 use crate::file::{Gate, SprintFile, Task};
 use crate::git::{Git, GitError};
 use crate::layout::{
     EVALUATION_FILE, LEARNINGS_FILE, ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE,
     SESSION_META_FILE, SIGNALS_FILE, SprintLayout,
 };
-use crate::names::TaskId;
 use crate::prompt::{self, ShownLearning};
 use crate::state::{
     Attribution, RoleUsage, RunProgress, SprintState, StateError, Step, TaskProgress, TaskStatus,
@@ -112,123 +112,6 @@ impl std::fmt::Debug for SprintRun<'_> {
             .field("executor", &self.executor.kind())
             .field("options", &self.options)
             .finish_non_exhaustive()
-    }
-}
-
-/// Why a sprint did not run to an end of its own.
-#[derive(Debug, thiserror::Error)]
-pub enum SprintError {
-    /// The tree has uncommitted changes and neither `--keep-dirty` nor `--stash` was given.
-    /// Retryable: yes, once the tree is clean or a flag given.
-    #[error(
-        "the work tree has uncommitted changes: {}\nhint: commit them, or run with --keep-dirty or --stash",
-        paths.join(", ")
-    )]
-    Dirty {
-        /// The paths.
-        paths: Vec<String>,
-    },
-    /// `setup` failed. Retryable: no, not until the setup command is fixed.
-    #[error("setup `{command}` failed ({end}):\n{output}")]
-    SetupFailed {
-        /// The command.
-        command: String,
-        /// How it ended.
-        end: String,
-        /// Its output, cut.
-        output: String,
-    },
-    /// The project is not in a git work tree, or git failed. Retryable: no.
-    #[error(transparent)]
-    Git(#[from] GitError),
-    /// A check, gate or setup could not be run at all (no sandbox, say). Retryable: as the
-    /// port's error says.
-    #[error("cannot run `{command}`: {source}")]
-    Command {
-        /// The command.
-        command: String,
-        /// The port's error.
-        source: corral_ports::CommandError,
-    },
-    /// `sprint.json` could not be read or written. Retryable: as its error says.
-    #[error(transparent)]
-    State(#[from] StateError),
-    /// A file of the sprint's record could not be written. Retryable: yes, once the disk has
-    /// room.
-    #[error("cannot write {}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A file of the sprint's record could not be written or read through its handle:
-    /// something other than Corral's own file was planted where it goes (tampering; not
-    /// retryable, and named in the record), or the disk failed (retryable once it has room).
-    #[error("the sprint's record: {0}")]
-    Record(#[from] corral_hostfs::HostFsError),
-    /// Another sprint is running in this repository (it holds the repository's sprint lock).
-    /// Retryable: yes, once that sprint has ended.
-    #[error(
-        "another sprint ({holder}) is running in this repository\nhint: wait for it to end, or stop it (Ctrl-C in its terminal); `corral sprint run` then continues this one"
-    )]
-    Busy {
-        /// Who holds the lock: sprint, pid, host, start time.
-        holder: String,
-    },
-    /// A new sprint's branch is the branch checked out: it would commit and reset there.
-    /// Retryable: no, not until another branch is checked out or `branch` names a new one.
-    #[error(
-        "the sprint's branch {branch} is the branch checked out: a sprint commits, and resets its failed rounds, on a branch of its own\nhint: check out another branch first, or set [sprint] branch to a new name (the default is corral/<name>)"
-    )]
-    UsersBranch {
-        /// The branch.
-        branch: String,
-    },
-    /// A task's executor could not run it to a handback. Retryable: as the executor's error
-    /// says ([`ExecutorError::is_retryable`]).
-    #[error("task {task} ({kind} executor): {source}")]
-    Executor {
-        /// The executor's kind.
-        kind: &'static str,
-        /// The task.
-        task: TaskId,
-        /// The executor's error.
-        source: Box<ExecutorError>,
-    },
-}
-
-impl SprintError {
-    /// The exit code of `corral sprint run`: 2 for a preflight refusal, 1 otherwise.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            SprintError::Dirty { .. }
-            | SprintError::SetupFailed { .. }
-            | SprintError::Busy { .. }
-            | SprintError::UsersBranch { .. } => 2,
-            SprintError::Git(_)
-            | SprintError::Command { .. }
-            | SprintError::State(_)
-            | SprintError::Io { .. }
-            | SprintError::Record(_)
-            | SprintError::Executor { .. } => 1,
-        }
-    }
-
-    /// Whether running the sprint again, unchanged, may get past this error.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            SprintError::Command { source, .. } => source.is_retryable(),
-            SprintError::Git(GitError::Run { source, .. }) => source.is_retryable(),
-            SprintError::Io { .. } | SprintError::Busy { .. } => true,
-            SprintError::Record(e) => !e.is_tampering(),
-            SprintError::Executor { source, .. } => source.is_retryable(),
-            SprintError::Dirty { .. }
-            | SprintError::SetupFailed { .. }
-            | SprintError::UsersBranch { .. }
-            | SprintError::Git(GitError::Failed { .. })
-            | SprintError::State(_) => false,
-        }
     }
 }
 

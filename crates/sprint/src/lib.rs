@@ -16,6 +16,7 @@
 
 mod agent;
 mod diagnostic;
+mod error;
 mod event;
 mod example;
 mod executor;
@@ -36,11 +37,12 @@ mod state;
 
 pub use agent::{RoleAgent, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict};
 pub use diagnostic::{Diagnostic, Rule};
+pub use error::{ExecutorError, SprintError};
 pub use event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
 pub use example::{EXAMPLE, ExampleChoice, PLACEHOLDER_CHECK, ProjectCheck, example};
 pub use executor::{
-    ExecutorError, RECORD_OWNER_FILE, RecordOwner, TaskEnd, TaskExecutor, TaskHandback, TaskHost,
-    TaskJob, TaskRecorder, git_transport, record_ref,
+    RECORD_OWNER_FILE, RecordOwner, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob,
+    TaskRecorder, git_transport, record_ref,
 };
 pub use file::{
     Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
@@ -49,7 +51,7 @@ pub use file::{
 pub use flow::{
     ALREADY_ON_BRANCH, BLOCKED_PATCH_FILE, CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, DirtyTree,
     FOLD_CHECK_FILE, JOB_LOG_FILE, PRE_VERIFY_FILE, PROTECTED_FILE, REGRESSED_PATCH_FILE,
-    RunOptions, SENT_HOME_PATCH_FILE, SprintError, SprintRun, run_sprint, work_task,
+    RunOptions, SENT_HOME_PATCH_FILE, SprintRun, run_sprint, work_task,
 };
 pub use git::{GitError, extract_tree};
 pub use layout::{

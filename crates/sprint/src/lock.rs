@@ -15,7 +15,8 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use crate::flow::{SprintError, SprintRun};
+use crate::error::SprintError;
+use crate::flow::SprintRun;
 use crate::git::Git;
 
 /// The lock's file, in the repository's git common directory.

@@ -5,7 +5,8 @@
 //! then a rerun, the generator on Claude Code with the evaluator on Codex, an agent that checks out
 //! another branch, rate-limit retries used up then a rerun, a one-task sprint with each
 //! provider as the generator, Ctrl-C then a rerun, the commit identity from the user's git config,
-//! and the live view on a terminal.
+//! the live view on a terminal, and with `--jobs 2` two tasks that break the check only together
+//! (the second sent home from its fold for one more round at the tip).
 //!
 //! The cases hold the command to its fixed interface (exit codes 0 done, 2 bad file or
 //! preflight, 3 blocked, 4 rate-limited, 130 cancelled; state under `.corral/sprints/<name>/`).
@@ -1347,6 +1348,145 @@ fn two_independent_tasks_run_at_once_in_their_worktrees_with_jobs_2() {
         said.contains("Read-only file system"),
         "the shell said: {said:?}"
     );
+    let s = status(&world);
+    for t in s["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "done", "{s}");
+    }
+}
+
+/// Issue 35 through the real Claude Code: two tasks run at once with `--jobs 2`, each passing
+/// the check on its own branch (at most one task file may say `ok`), and breaking it together.
+/// The first folds; the second's fold fails the check on the sprint's branch, is taken back off
+/// it (`broke-on-fold`) and sent home for one more round at the tip, whose prompt carries the
+/// check's output; the resumed generator writes its file so that the check passes beside the
+/// first task's, and the fold's check passes. Each task is committed exactly once.
+#[test]
+fn two_tasks_that_break_the_check_together_are_folded_once_each_after_one_sent_home() {
+    let worktree = |project: &Path, id: &str| {
+        canonical(project)
+            .join(".corral/sprints")
+            .join(NAME)
+            .join("worktrees")
+            .join(id)
+    };
+    let world = World::new(&CLAUDE, |project| {
+        let round = |id: &str, content: &str, subject: &str| {
+            vec![
+                Step::write_file(&worktree(project, id).join(format!("{id}.txt")), content),
+                Step::write_signals(complete(subject)),
+                Step::text("Done."),
+            ]
+        };
+        Scenario::default()
+            .with_round(Role::Generator, "t1", 1, round("t1", "ok\n", "Write t1"))
+            .with_round(Role::Generator, "t2", 1, round("t2", "ok\n", "Write t2"))
+            .with_round(
+                Role::Generator,
+                "t2",
+                2,
+                round("t2", "fine\n", "Write t2 beside t1"),
+            )
+    });
+    let check = "test $(grep -ls ok t*.txt | wc -l) -le 1";
+    let mut file = format!(
+        "[sprint]\nname = \"{NAME}\"\ncheck = {check:?}\ncheck_timeout_ms = 60000\n\
+         max_rounds = 1\nmax_attempts = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n\
+         [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n\n"
+    );
+    for id in ["t1", "t2"] {
+        file.push_str(&format!(
+            "[[tasks]]\nid = \"{id}\"\ntitle = \"Write {id}\"\n\
+             prompt = \"Write ok to {id}.txt in the working directory.\"\n\n"
+        ));
+    }
+    repository(&world, &file);
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .timeout(RUN_CAP * 3)
+        .args(["sprint", "run", "--json", "--jobs", "2"])
+        .output()
+        .unwrap();
+    let text = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        sprint_commits(&world),
+        [
+            ("Write t1".to_owned(), "t1".to_owned()),
+            ("Write t2 beside t1".to_owned(), "t2".to_owned())
+        ],
+        "{text}"
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let of =
+        |event: &str| -> Vec<&Value> { events.iter().filter(|e| e["event"] == event).collect() };
+    // Both round-1 generators were under way before either ended.
+    let position = |event: &str, task: &str| {
+        events
+            .iter()
+            .position(|e| e["event"] == event && e["task"] == task)
+            .unwrap_or_else(|| panic!("no {event} for {task}: {text}"))
+    };
+    let first_end = position("spawn-finished", "t1").min(position("spawn-finished", "t2"));
+    assert!(
+        position("spawn-started", "t1") < first_end && position("spawn-started", "t2") < first_end,
+        "the two spawns did not overlap: {text}"
+    );
+    // t1's fold passed, t2's first failed and its second passed.
+    let checked: Vec<(String, bool)> = of("fold-checked")
+        .iter()
+        .map(|e| {
+            (
+                e["task"].as_str().unwrap_or_default().to_owned(),
+                e["passed"].as_bool().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        checked,
+        [
+            ("t1".to_owned(), true),
+            ("t2".to_owned(), false),
+            ("t2".to_owned(), true)
+        ],
+        "{text}"
+    );
+    let sent = of("sent-home");
+    assert_eq!(sent.len(), 1, "{text}");
+    assert_eq!(sent[0]["task"], "t2", "{text}");
+    assert_eq!(sent[0]["round"], 2, "{text}");
+    // The round sent home ran on the resumed session, told what broke.
+    let resumed = of("spawn-started")
+        .into_iter()
+        .find(|e| e["task"] == "t2" && e["round"] == 2)
+        .unwrap_or_else(|| panic!("no round 2 of t2: {text}"));
+    assert_eq!(resumed["resumes"], true, "{text}");
+    let told = world
+        .api
+        .model_requests()
+        .into_iter()
+        .filter_map(|r| r.last_user_text)
+        .any(|asked| asked.contains("once folded onto the sprint's branch"));
+    assert!(
+        told,
+        "no round-2 prompt named the failed folded check: {text}"
+    );
+    // The branch ends with both changes and the check passing on it.
+    let project = world.project();
+    let show = |name: &str| {
+        let out = corral_test_support::command(Path::new("git"))
+            .current_dir(&project)
+            .args(["show", &format!("corral/{NAME}:{name}")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(show("t1.txt"), "ok\n", "{text}");
+    assert_eq!(show("t2.txt"), "fine\n", "{text}");
     let s = status(&world);
     for t in s["tasks"].as_array().unwrap() {
         assert_eq!(t["status"], "done", "{s}");

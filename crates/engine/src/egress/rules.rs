@@ -230,6 +230,17 @@ impl AllowList {
         &self.rules
     }
 
+    /// Whether the proxy would let a connection to `endpoint` through (an exact `host:port`,
+    /// or a wildcard this list holds as it is), before it resolves the name.
+    pub fn permits(&self, endpoint: &AllowRule) -> bool {
+        match &endpoint.host {
+            HostPattern::Exact(host) => {
+                matches!(self.decide(host, endpoint.port), Decision::Allowed(_))
+            }
+            HostPattern::Below(_) => self.rules.contains(endpoint),
+        }
+    }
+
     /// Looks `host:port` up (the host as the client wrote it).
     pub(crate) fn decide(&self, host: &str, port: u16) -> Decision<'_> {
         let host = normalize_host(host);
@@ -337,6 +348,16 @@ mod tests {
         assert!(!rule("api.example.com:443").names_the_host());
         assert!(!rule("*.example.com:443").names_the_host());
         assert!(!rule("10.0.0.1:443").names_the_host());
+    }
+
+    #[test]
+    fn an_endpoint_is_permitted_by_an_exact_rule_or_a_wildcard_above_it() {
+        let list = AllowList::new([rule("api.x.ai:443"), rule("*.corp.example:8443")]);
+        assert!(list.permits(&rule("API.x.ai:443")));
+        assert!(list.permits(&rule("gw.corp.example:8443")));
+        assert!(list.permits(&rule("*.corp.example:8443")));
+        assert!(!list.permits(&rule("api.x.ai:80")));
+        assert!(!list.permits(&rule("corp.example:8443")));
     }
 
     #[test]

@@ -473,10 +473,10 @@ impl CliAdapter for CodexAdapter {
 
     /// The Responses API (`api.openai.com`, or `OPENAI_BASE_URL`), and for a ChatGPT sign-in
     /// its backend (`chatgpt.com`) and token service (`auth.openai.com`). A custom
-    /// `model_provider`'s `base_url` lives in Codex's own `config.toml`, which the agent can
-    /// reach: it is not trusted to widen the allow-list, so add that host to
-    /// `sandbox.network_allow`. Codex reads `HTTP_PROXY`/`HTTPS_PROXY` by the URL's scheme, and
-    /// `ALL_PROXY`.
+    /// `model_provider`'s `base_url` lives in Codex's own `config.toml`: it does not widen the
+    /// allow-list ([`CliAdapter::configured_endpoints`] names it, and a run refuses before the
+    /// spawn until `sandbox.network_allow` holds it). Codex reads `HTTP_PROXY`/`HTTPS_PROXY` by
+    /// the URL's scheme, and `ALL_PROXY`.
     fn egress(&self, env: &corral_engine::ChildEnv<'_>) -> EgressNeeds {
         let mut endpoints = vec![
             env.get("OPENAI_BASE_URL")
@@ -489,6 +489,27 @@ impl CliAdapter for CodexAdapter {
             endpoints,
             proxy: ProxyHonour::Environment,
         }
+    }
+
+    /// Every `[model_providers.<id>] base_url` of `$CODEX_HOME/config.toml`, the selected
+    /// provider's in use.
+    fn configured_endpoints(
+        &self,
+        env: &corral_engine::ChildEnv<'_>,
+    ) -> Vec<corral_engine::ConfiguredEndpoint> {
+        let Some(dir) = env.dir_or_home("CODEX_HOME", ".codex") else {
+            return Vec::new();
+        };
+        let file = dir.join("config.toml");
+        let shown = match (env.home(), env.get("CODEX_HOME")) {
+            (Some(home), None) if file.starts_with(&home) => "~/.codex/config.toml".to_string(),
+            _ => file.display().to_string(),
+        };
+        crate::endpoints::configured_endpoints(
+            &file,
+            &shown,
+            self.settings.model_provider.as_deref(),
+        )
     }
 
     fn env_profile(&self) -> EnvProfile {

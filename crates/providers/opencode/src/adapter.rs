@@ -369,8 +369,9 @@ impl CliAdapter for OpencodeAdapter {
     /// The providers OpenCode is configured with: every `baseURL` in `OPENCODE_CONFIG_CONTENT`,
     /// `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, and the public API of the model's provider
     /// (`anthropic/…` → `api.anthropic.com`, …). Providers declared only in OpenCode's config
-    /// files are not read (the agent can reach those files): add them to
-    /// `sandbox.network_allow`. OpenCode reads `HTTP_PROXY`/`HTTPS_PROXY` by the URL's scheme.
+    /// files do not widen the allow-list ([`CliAdapter::configured_endpoints`] names them, and
+    /// a run refuses before the spawn until `sandbox.network_allow` holds the one it uses).
+    /// OpenCode reads `HTTP_PROXY`/`HTTPS_PROXY` by the URL's scheme.
     fn egress(&self, env: &corral_engine::ChildEnv<'_>) -> EgressNeeds {
         let mut endpoints: Vec<AllowRule> = Vec::new();
         if let Some(content) = env.get("OPENCODE_CONFIG_CONTENT") {
@@ -396,6 +397,14 @@ impl CliAdapter for OpencodeAdapter {
             endpoints,
             proxy: ProxyHonour::Environment,
         }
+    }
+
+    /// Every provider `baseURL` of OpenCode's config files, the run's model's provider in use.
+    fn configured_endpoints(
+        &self,
+        env: &corral_engine::ChildEnv<'_>,
+    ) -> Vec<corral_engine::ConfiguredEndpoint> {
+        crate::endpoints::configured_endpoints(env, self.settings.model.as_deref())
     }
 
     fn env_profile(&self) -> EnvProfile {

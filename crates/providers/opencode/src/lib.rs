@@ -36,6 +36,7 @@
 
 pub mod adapter;
 mod diagnose;
+mod endpoints;
 pub mod parser;
 mod probe;
 mod settings;

@@ -26,11 +26,10 @@ use async_trait::async_trait;
 use corral_contract::{Contract, validate_signals_file};
 use corral_ports::CommandRunner;
 
-use super::{Flow, SprintError, read_session_id, write_file};
+use super::{Flow, SprintError, progress_mut, read_session_id, write_file};
+use crate::error::ExecutorError;
 use crate::event::{SprintEnd, SprintEvent};
-use crate::executor::{
-    ExecutorError, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskRecorder,
-};
+use crate::executor::{TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob, TaskRecorder};
 use crate::file::{Gate, Task};
 use crate::git::Git;
 use crate::layout::{Role, SESSION_ID_FILE, SIGNALS_FILE, SprintLayout};
@@ -344,6 +343,7 @@ impl Flow<'_, '_> {
                 if !ready.is_empty() {
                     let head = self.git.head().await?;
                     for i in ready {
+                        self.restart_at_tip(&mut state, i, &head).await?;
                         if let Some(job) = self.job(&mut state, i, &head, run_id) {
                             started.push((i, job));
                         }
@@ -414,6 +414,39 @@ impl Flow<'_, '_> {
             self.git.forget();
         }
         Ok(())
+    }
+
+    /// A task sent home whose round has not begun starts at the sprint branch's tip as it is
+    /// when the task starts, not as it was when it was sent home: held back behind another
+    /// task sent home with it, it would otherwise start before that task's fold and meet the
+    /// same conflict again. Only while no worktree holds its branch (the send-home removed
+    /// it); moving the branch and writing the base are each safe to redo after a stop.
+    async fn restart_at_tip(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        head: &str,
+    ) -> Result<(), SprintError> {
+        let Some(t) = state.tasks.get(i) else {
+            return Ok(());
+        };
+        let not_begun = t.status == TaskStatus::Running
+            && t.sent_home > 0
+            && t.progress.as_ref().is_some_and(|p| {
+                p.step == Step::PreVerify
+                    && p.pre_passed.is_none()
+                    && p.spawned.is_none()
+                    && p.base != head
+            });
+        if !not_begun || self.layout.worktree_dir(&t.id).join(".git").exists() {
+            return Ok(());
+        }
+        let branch = task_branch(self.file().sprint.name.as_str(), &t.id);
+        self.git.run(&["branch", "--force", &branch, head]).await?;
+        if let Some(p) = progress_mut(state, i) {
+            p.base = head.to_string();
+        }
+        self.save(state)
     }
 
     /// Task `i`'s job, its branch written into its entry: a fresh task starts at `head`, one

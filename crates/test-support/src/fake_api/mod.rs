@@ -75,6 +75,15 @@ pub const USAGE_OUTPUT_TOKENS: u64 = 7;
 /// warm-up), whatever the wire format. Such a request consumes no step.
 pub const SIDE_REQUEST_TEXT: &str = "Fake title";
 
+/// The words opening Corral's preflight prompt (`corral_compose::PREFLIGHT_PROMPT_OPENING`): an
+/// agent turn whose request holds them is answered [`PREFLIGHT_REPLY`] by the fake itself, as a
+/// model would, without taking a step of the script, so that a sprint's preflight leaves a test's
+/// scripted rounds alone. The models and key rules still apply to it first.
+pub const PREFLIGHT_PROMPT_OPENING: &str = "Corral preflight check";
+
+/// What the fake answers a preflight request.
+pub const PREFLIGHT_REPLY: &str = "OK";
+
 /// The line ending the here-document of [`Step::ShellWriteToNamedPath`] (a digit is appended while
 /// the content holds it).
 pub const HEREDOC_DELIMITER: &str = "FAKE_API_EOF";
@@ -432,6 +441,13 @@ pub struct Scenario {
     pub then: Option<Step>,
     /// The scripts of a sprint's spawns, by role and optionally task and round.
     pub spawns: Vec<SpawnScript>,
+    /// The models the API serves; `None`: any. An agent turn naming another model gets the
+    /// API's "model not found" (HTTP 404), whatever the script says, and consumes no step (side
+    /// requests, on the CLI's own small model, are answered as usual).
+    pub models: Option<Vec<String>>,
+    /// The one API key the API accepts; `None`: any. A request with another key, or none, gets
+    /// the API's authentication error (HTTP 401) and consumes no step.
+    pub api_key: Option<String>,
 }
 
 impl Scenario {
@@ -491,6 +507,20 @@ impl Scenario {
             round: Some(round),
             steps: steps.into_iter().collect(),
         });
+        self
+    }
+
+    /// Serves only `models` (see [`Scenario::models`]).
+    #[must_use]
+    pub fn with_models(mut self, models: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.models = Some(models.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Accepts only the API key `key` (see [`Scenario::api_key`]): a login the API refuses.
+    #[must_use]
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
         self
     }
 

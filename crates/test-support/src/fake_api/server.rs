@@ -80,6 +80,10 @@ struct Script {
     then: Option<Step>,
     /// The spawn scripts, each with its steps left.
     spawns: Vec<(SpawnScript, VecDeque<Step>)>,
+    /// The models served, when not any.
+    models: Option<Vec<String>>,
+    /// The key accepted, when not any.
+    api_key: Option<String>,
 }
 
 /// Locks `mutex`, ignoring poisoning (a panicking test thread must not break the server).
@@ -128,6 +132,27 @@ impl State {
         }
     }
 
+    /// The refusal a request gets before any script is read: its key is not the one accepted
+    /// (401), else the model it names is not served (404).
+    fn refusal(&self, wire: Wire, key: Option<&str>, model: Option<&str>) -> Option<Step> {
+        let script = lock(&self.script);
+        if let Some(accepted) = &script.api_key
+            && key != Some(accepted.as_str())
+        {
+            return Some(Step::http_error(401));
+        }
+        let model = model?;
+        let served = script.models.as_ref()?;
+        if served.iter().any(|m| m == model) {
+            return None;
+        }
+        Some(Step::HttpError {
+            status: 404,
+            retry_after_secs: None,
+            body: wire.model_not_found(model),
+        })
+    }
+
     /// Adds `request` to the log; returns its index.
     fn record(&self, request: RecordedRequest) -> usize {
         let mut log = lock(&self.log);
@@ -172,6 +197,8 @@ pub fn start(scenario: Scenario, log_file: Option<File>) -> io::Result<FakeApi> 
                     (spec, steps)
                 })
                 .collect(),
+            models: scenario.models,
+            api_key: scenario.api_key,
         }),
         log: Mutex::new(Vec::new()),
         log_file: log_file.map(Mutex::new),
@@ -289,6 +316,37 @@ impl Wire {
         }
     }
 
+    /// The body of the API's 404 for a model it does not serve, naming the model as each API
+    /// does; `None`: the API's usual 404 body.
+    fn model_not_found(self, model: &str) -> Option<String> {
+        match self {
+            Self::Anthropic => Some(
+                serde_json::json!({
+                    "type": "error",
+                    "error": {"type": "not_found_error", "message": format!("model: {model}")},
+                })
+                .to_string(),
+            ),
+            Self::Responses | Self::Chat => Some(
+                serde_json::json!({"error": {
+                    "message": format!("The model `{model}` does not exist or you do not have access to it."),
+                    "type": "invalid_request_error",
+                    "param": null,
+                    "code": "model_not_found",
+                }})
+                .to_string(),
+            ),
+            Self::Gemini => Some(
+                serde_json::json!({"error": {
+                    "code": 404,
+                    "message": format!("models/{model} is not found for API version v1beta, or is not supported for generateContent."),
+                    "status": "NOT_FOUND",
+                }})
+                .to_string(),
+            ),
+        }
+    }
+
     /// The reply to a request that consumed `step` (`None`: the scenario is exhausted).
     fn reply(self, step: Option<&Step>, summary: &Summary, seq: u64) -> Reply {
         match self {
@@ -357,6 +415,7 @@ async fn handle(
     let endpoint = route(&method, request.uri().path());
     let headers = headers_of_interest(request.headers());
     let auth = auth_kind(request.headers());
+    let key = api_key(request.headers(), &path);
     let body = http_body_util::Limited::new(request.into_body(), MAX_BODY)
         .collect()
         .await
@@ -386,8 +445,33 @@ async fn handle(
             .and_then(|s| s.last_user_text.as_deref()),
         whole.as_deref(),
     );
+    let refusal = match (&summary, wire) {
+        (Ok(summary), Some(wire)) => state
+            .refusal(
+                wire,
+                key.as_deref(),
+                // Side requests use the CLI's own small model, which a test does not name.
+                summary
+                    .model
+                    .as_deref()
+                    .filter(|_| endpoint_consumes_step(endpoint)),
+            )
+            .map(|step| (wire, step)),
+        (Ok(_) | Err(_), _) => None,
+    };
+    let preflight = whole
+        .as_deref()
+        .is_some_and(|text| text.contains(super::PREFLIGHT_PROMPT_OPENING));
     let (step, reply) = match (&summary, wire) {
         (Err(why), Some(wire)) => (None, wire.bad_request(why, seq)),
+        (Ok(summary), Some(_)) if let Some((wire, step)) = &refusal => (
+            Some("refused".to_owned()),
+            wire.reply(Some(step), summary, seq),
+        ),
+        (Ok(summary), Some(wire)) if preflight && endpoint_consumes_step(endpoint) => (
+            Some("preflight".to_owned()),
+            wire.reply(Some(&Step::text(super::PREFLIGHT_REPLY)), summary, seq),
+        ),
         (Ok(summary), Some(wire)) if endpoint_consumes_step(endpoint) => {
             let step = state
                 .next_step(spawn.as_ref())
@@ -401,7 +485,7 @@ async fn handle(
         (Ok(summary), Some(_)) => (None, side_reply(endpoint, summary, seq, &method, &path)),
         (Ok(_) | Err(_), None) => (None, not_found(&method, &path)),
     };
-    debug_assert!(step.is_none() || endpoint_consumes_step(endpoint));
+    debug_assert!(step.is_none() || refusal.is_some() || endpoint_consumes_step(endpoint));
 
     let summary = summary.unwrap_or_default();
     let index = state.record(RecordedRequest {
@@ -555,6 +639,33 @@ fn auth_kind(headers: &HeaderMap) -> Option<String> {
         "authorization"
     };
     Some(kind.to_owned())
+}
+
+/// The API key a request carries: `x-api-key` (Anthropic), a bearer token (OpenAI), Google's
+/// `x-goog-api-key` header or `key` query parameter.
+fn api_key(headers: &HeaderMap, path_and_query: &str) -> Option<String> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    if let Some(key) = header("x-api-key").or_else(|| header("x-goog-api-key")) {
+        return Some(key);
+    }
+    if let Some(value) = header("authorization") {
+        let token = value
+            .get(..7)
+            .filter(|scheme| scheme.eq_ignore_ascii_case("bearer "))
+            .map_or(value.as_str(), |_| &value[7..]);
+        return Some(token.to_owned());
+    }
+    path_and_query
+        .split_once('?')
+        .map(|(_, query)| query)
+        .into_iter()
+        .flat_map(|query| query.split('&'))
+        .find_map(|pair| pair.strip_prefix("key="))
+        .map(str::to_owned)
 }
 
 /// A response body fed by a channel: each message is one data frame; the body ends when the sender

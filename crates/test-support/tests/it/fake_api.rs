@@ -441,6 +441,73 @@ fn http_errors_carry_retry_after_and_the_api_error_shape() {
     assert_eq!(body, b"not json at all");
 }
 
+/// A Messages request body naming `model` with `text` as the user's words.
+fn messages_body_with(model: &str, text: &str) -> String {
+    json!({
+        "model": model,
+        "stream": false,
+        "max_tokens": 100,
+        "tools": [{"name": "Bash", "input_schema": {}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
+    })
+    .to_string()
+}
+
+#[test]
+fn an_unserved_model_gets_404_a_wrong_key_401_and_a_preflight_ok_without_a_step() {
+    use corral_test_support::fake_api::{PREFLIGHT_PROMPT_OPENING, PREFLIGHT_REPLY};
+    let api =
+        FakeApi::start(Scenario::script([Step::text("scripted")]).with_models(["claude-test"]))
+            .unwrap();
+    let mut client = Client::connect(api.addr());
+    let (head, body) = client.exchange(
+        "POST",
+        "/v1/messages",
+        &messages_body_with("claude-tset", "say hi"),
+    );
+    assert_eq!(head.status, 404);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["error"],
+        json!({"type": "not_found_error", "message": "model: claude-tset"})
+    );
+    let preflight = format!("{PREFLIGHT_PROMPT_OPENING} (/p/.corral/preflight/x): reply OK");
+    let (head, body) = client.exchange(
+        "POST",
+        "/v1/messages",
+        &messages_body_with("claude-test", &preflight),
+    );
+    assert_eq!(head.status, 200);
+    let reply: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(reply["content"][0]["text"], PREFLIGHT_REPLY);
+    assert_eq!(api.steps_left(), 1, "neither consumed the scripted step");
+    let (_, body) = client.exchange(
+        "POST",
+        "/v1/messages",
+        &messages_body_with("claude-test", "hi"),
+    );
+    let reply: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(reply["content"][0]["text"], "scripted");
+    let steps: Vec<Option<String>> = api.requests().into_iter().map(|r| r.step).collect();
+    assert_eq!(
+        steps,
+        [Some("refused"), Some("preflight"), Some("text")].map(|s| s.map(str::to_owned))
+    );
+
+    // The client sends `x-api-key: sk-test`.
+    let api = FakeApi::start(Scenario::forever(Step::text("hi")).with_api_key("sk-other")).unwrap();
+    let mut client = Client::connect(api.addr());
+    let (head, body) = client.exchange("POST", "/v1/messages", &messages_body(false));
+    assert_eq!(head.status, 401);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["error"]["type"],
+        "authentication_error"
+    );
+    let api = FakeApi::start(Scenario::forever(Step::text("hi")).with_api_key("sk-test")).unwrap();
+    let mut client = Client::connect(api.addr());
+    let (head, _) = client.exchange("POST", "/v1/messages", &messages_body(false));
+    assert_eq!(head.status, 200);
+}
+
 #[test]
 fn an_exhausted_script_answers_400_and_a_repeated_step_answers_forever() {
     let api = FakeApi::start(Scenario::script([Step::text("one")])).unwrap();
@@ -457,7 +524,7 @@ fn an_exhausted_script_answers_400_and_a_repeated_step_answers_forever() {
     let api = FakeApi::start(Scenario {
         steps: vec![Step::text("first")],
         then: Some(Step::rate_limited(1)),
-        spawns: Vec::new(),
+        ..Scenario::default()
     })
     .unwrap();
     let mut client = Client::connect(api.addr());

@@ -33,6 +33,7 @@ fn class_of(case: &str, resumed: bool) -> AttemptClass {
         rate_limit_events: &recorded.rate_limits,
         signals_present: false,
         resumed,
+        egress_refused: None,
         terminal_expected: OpencodeAdapter::default()
             .capabilities()
             .always_terminal_event,
