@@ -196,6 +196,32 @@ pub const LAYERS: &[Layer] = &[
             ]),
         },
     },
+    // What a run may touch, how it is enforced and the proof (ADR 0011): on the ports and
+    // corral-process only, never the engine, a provider or the settings.
+    Layer {
+        name: "corral-sandbox",
+        rules: Rules::Product {
+            internal: &[
+                any("corral-ports"),
+                any("corral-process"),
+                // A hidden home's entries are listed through one handle (ADR 0009).
+                any("corral-hostfs"),
+            ],
+            external: Externals::Only(&[
+                any("fastrand"),
+                any("humantime"),
+                any("libc"),
+                any("memchr"),
+                any("nix"),
+                any("serde"),
+                any("serde_json"),
+                any("thiserror"),
+                any("tokio"),
+                any("tracing"),
+                dev("tempfile"),
+            ]),
+        },
+    },
     // The supervised process runner: it implements what the ports describe.
     Layer {
         name: "corral-engine",
@@ -204,6 +230,8 @@ pub const LAYERS: &[Layer] = &[
                 any("corral-ports"),
                 // Every program it starts, it starts through corral-process (ADR 0010).
                 any("corral-process"),
+                // Every run's sandbox is planned, enforced and proven there (ADR 0011).
+                any("corral-sandbox"),
                 // The run directory's files are replaced through one handle (ADR 0009).
                 any("corral-hostfs"),
                 dev("corral-test-support"),
@@ -360,8 +388,13 @@ pub const RESERVED: &[Reserved] = &[
     Reserved {
         name: "nix",
         features: &[],
-        only_in: &["corral-process", "corral-engine", "corral-test-support"],
-        reason: "only the process layer and the engine (and the fake agent) deal in processes and signals",
+        only_in: &[
+            "corral-process",
+            "corral-sandbox",
+            "corral-engine",
+            "corral-test-support",
+        ],
+        reason: "only the process layer, the sandbox and the engine (and the fake agent) deal in processes and signals",
     },
     Reserved {
         name: "tokio",
@@ -700,7 +733,7 @@ mod tests {
             "corral-claude -> corral-contract (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (dev), corral-test-support (dev)",
             "corral-claude -> anyhow (normal dep) is not allowed; `anyhow` is reserved to corral-cli, xtask: libraries return thiserror enums; anyhow is for the binary and the tool",
             "corral-claude -> tokio (normal dep) is not allowed; `tokio` with feature `process` is reserved to corral-process, corral-test-support: only corral-process creates processes",
-            "corral-engine -> corral-test-support (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-process (normal/dev/build), corral-hostfs (normal/dev/build), corral-test-support (dev)",
+            "corral-engine -> corral-test-support (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-process (normal/dev/build), corral-sandbox (normal/dev/build), corral-hostfs (normal/dev/build), corral-test-support (dev)",
             "corral-ports -> tokio (dev dep) is not allowed; allowed externals: async-trait (normal/dev/build), serde (normal/dev/build), serde_json (normal/dev/build), thiserror (normal/dev/build), tokio-util (normal/dev/build)",
             "corral-newcomer (/ws/corral-newcomer/Cargo.toml) is a workspace member missing from LAYERS in xtask/src/layers.rs; declare what it may depend on there (and in deny.toml)",
         ];

@@ -437,6 +437,29 @@ const CASES: &[Case] = &[
             ),
         ],
     },
+    // ADR 0011: the sandbox knows the ports and corral-process, never the rest of Corral.
+    Case {
+        dir: "sandbox-uses-contract",
+        violation: "corral-sandbox -> corral-contract (normal dep): the sandbox knowing more than the ports",
+        plant: Plant::Dependency {
+            manifest: "crates/sandbox/Cargo.toml",
+            line: "corral-contract.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-sandbox",
+                    "error[banned]: crate 'corral-contract",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-sandbox -> corral-contract (normal dep) is not allowed"],
+            ),
+        ],
+    },
     Case {
         dir: "xtask-runs-cargo-offline",
         violation: "cargo's offline flag in xtask",

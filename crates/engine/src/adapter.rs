@@ -9,11 +9,11 @@ use corral_ports::{
     AgentEvent, AiSession, Capabilities, ProviderError, ProviderId, RateLimitInfo, SessionId,
 };
 
-use crate::egress::EgressNeeds;
 use crate::endpoints::ConfiguredEndpoint;
 use crate::files::PromptPointer;
 use corral_process::env::EnvProfile;
 use corral_process::spawn::ExitInfo;
+use corral_sandbox::egress::EgressNeeds;
 
 /// How the prompt reaches the CLI. The body never goes into argv.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{Liveness, StreamParser, TerminalSummary};
 use crate::config::EngineConfig;
-use crate::egress::EgressNote;
 use crate::files::{SessionMeta, persist_session};
 use crate::framing::{Frame, LineFramer};
 use crate::log::{ExecutionLog, FLUSH_EVERY, KillReason, Record};
@@ -36,6 +35,7 @@ use crate::tail::Tail;
 use corral_process::proc;
 use corral_process::process_group::{self, KILL_POLL, KillLadder, Sent};
 use corral_process::spawn::{ChildOutput, ExitInfo, SpawnedChild};
+use corral_sandbox::egress::EgressNote;
 
 const READ_CHUNK: usize = 64 * 1024;
 /// One read from a stream file.

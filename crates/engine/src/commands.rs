@@ -20,7 +20,7 @@
 //!   secret-looking name), with the spec's variables on top.
 //! * [`Confinement::HostGit`]: `git` on the host with the repository's power to run programs
 //!   taken away, by the same configuration the git-cleanliness check uses (`git_check.rs`:
-//!   [`crate::git_check::NEUTRAL_CONFIG`], the filter and merge drivers emptied), plus no
+//!   [`corral_sandbox::git_check::NEUTRAL_CONFIG`], the filter and merge drivers emptied), plus no
 //!   commit signing and no editor; a diff driver cannot be emptied (git refuses an empty one),
 //!   so `diff`, `show` and `log` get `--no-ext-diff --no-textconv`. The arguments must start
 //!   with the subcommand: an option before it could undo the neutralisation. The environment
@@ -89,10 +89,10 @@ async fn sandboxed(
         edit_files: true,
         ..Permissions::default()
     };
-    let plan = crate::sandbox::plan(
+    let plan = corral_sandbox::policy::plan(
         &config.sandbox,
         &permissions,
-        crate::sandbox::bubblewrap_usable,
+        corral_sandbox::policy::bubblewrap_usable,
     )
     .map_err(|refusal| CommandError::Refused {
         program: spec.program.clone(),
@@ -126,15 +126,17 @@ async fn sandboxed(
                     reason: "not found on the command's PATH".to_string(),
                 })?;
             let home = var("HOME").map(PathBuf::from);
-            let account_home = crate::sandbox::account_home();
+            let account_home = corral_sandbox::policy::account_home();
             let tmp = PrivateTmp::create().map_err(|e| io_error(spec, &e))?;
             env_os.retain(|(k, _)| k != "TMPDIR");
             env_os.push(("TMPDIR".into(), tmp.path.clone().into_os_string()));
             // As for an agent: the work tree's repository and any file with another name
             // elsewhere stay read-only inside the writable tree.
-            let mut protected = crate::sandbox::git_paths(&spec.cwd);
-            protected.extend(crate::sandbox::multi_link_files(&[spec.cwd.as_path()]));
-            let placeholders = crate::sandbox::prepare_protected(&protected);
+            let mut protected = corral_sandbox::policy::git_paths(&spec.cwd);
+            protected.extend(corral_sandbox::policy::multi_link_files(&[spec
+                .cwd
+                .as_path()]));
+            let placeholders = corral_sandbox::policy::prepare_protected(&protected);
             // Corral's record in the tree: only what exists can be bound (nothing to protect
             // otherwise), and never made here, so no placeholder is left in the user's tree.
             protected.extend(
@@ -143,15 +145,15 @@ async fn sandboxed(
                     .filter(|p| p.starts_with(&spec.cwd) && p.is_dir())
                     .cloned(),
             );
-            let seccomp = crate::seccomp::program_fd().map_err(|e| io_error(spec, &e))?;
+            let seccomp = corral_sandbox::seccomp::program_fd().map_err(|e| io_error(spec, &e))?;
             let mut wrapped: Vec<OsString> = {
                 use std::os::fd::AsRawFd;
                 vec!["--seccomp".into(), seccomp.as_raw_fd().to_string().into()]
             };
-            wrapped.extend(crate::sandbox::bwrap_args(
+            wrapped.extend(corral_sandbox::policy::bwrap_args(
                 &config.sandbox,
                 &permissions,
-                &crate::sandbox::Paths {
+                &corral_sandbox::policy::Paths {
                     cwd: &spec.cwd,
                     output_dir: &tmp.path,
                     extra_roots: &[],
@@ -173,7 +175,7 @@ async fn sandboxed(
             // only now, after it ended.
             drop(seccomp);
             drop(tmp);
-            crate::sandbox::remove_placeholders(&placeholders);
+            corral_sandbox::policy::remove_placeholders(&placeholders);
             out
         }
     }
@@ -222,7 +224,7 @@ async fn host_git(
     // The drivers the repository defines, listed (reading configuration runs nothing) with
     // the same neutral configuration, then emptied for the command itself; the listing is
     // kept while the files it came from are unchanged (`driver_cache.rs`).
-    let listing_env = crate::git_check::neutral_env(base.clone(), &host_config);
+    let listing_env = corral_sandbox::git_check::neutral_env(base.clone(), &host_config);
     let (drivers, listed_in) = match engine.driver_cache().get(&spec.cwd, &listing_env) {
         Some(drivers) => (drivers, Duration::ZERO),
         None => match list_drivers(engine, spec, &listing_env, cancel).await? {
@@ -243,7 +245,10 @@ async fn host_git(
     let out = supervise(
         engine,
         &command,
-        git_request(&command, crate::git_check::neutral_env(base, &overrides)),
+        git_request(
+            &command,
+            corral_sandbox::git_check::neutral_env(base, &overrides),
+        ),
         cancel,
     )
     .await?;
@@ -281,7 +286,7 @@ async fn list_drivers(
     let listed = git_quietly(
         engine,
         spec,
-        crate::driver_cache::DRIVER_AND_INCLUDE_LISTING,
+        corral_sandbox::driver_cache::DRIVER_AND_INCLUDE_LISTING,
         env,
         cancel,
         &mut took,
@@ -303,9 +308,9 @@ async fn list_drivers(
         CommandEnd::TimedOut | CommandEnd::Cancelled => return Ok(Listing::Stopped(listed)),
     }
     let keys = listed.stdout.text.as_bytes();
-    let overrides = crate::git_check::driver_overrides(keys);
+    let overrides = corral_sandbox::git_check::driver_overrides(keys);
     if let Some((layout_before, taken_before)) = &before
-        && !crate::driver_cache::includes_any(keys)
+        && !corral_sandbox::driver_cache::includes_any(keys)
     {
         match layout(engine, spec, env, cancel, &mut took).await? {
             LayoutAnswer::Stopped(out) => return Ok(Listing::Stopped(out)),
@@ -326,7 +331,10 @@ async fn list_drivers(
 /// What asking git for the repository's layout came to.
 enum LayoutAnswer {
     /// The layout, and its files stamped just after.
-    Known(crate::driver_cache::Layout, crate::driver_cache::Taken),
+    Known(
+        corral_sandbox::driver_cache::Layout,
+        corral_sandbox::driver_cache::Taken,
+    ),
     /// Not to be had (not a work tree, a file that cannot be read): nothing is kept.
     Unknown,
     /// git timed out or was cancelled: its output is the command's answer.
@@ -343,7 +351,7 @@ async fn layout(
     let out = git_quietly(
         engine,
         spec,
-        crate::driver_cache::LAYOUT_QUERY,
+        corral_sandbox::driver_cache::LAYOUT_QUERY,
         env,
         cancel,
         took,
@@ -353,10 +361,10 @@ async fn layout(
         CommandEnd::TimedOut | CommandEnd::Cancelled => LayoutAnswer::Stopped(out),
         CommandEnd::Exited(_) | CommandEnd::Signalled(_) => out
             .success()
-            .then(|| crate::driver_cache::Layout::parse(&out.stdout.text))
+            .then(|| corral_sandbox::driver_cache::Layout::parse(&out.stdout.text))
             .flatten()
             .and_then(|layout| {
-                let taken = crate::driver_cache::Taken::now(&layout, &spec.cwd)?;
+                let taken = corral_sandbox::driver_cache::Taken::now(&layout, &spec.cwd)?;
                 Some(LayoutAnswer::Known(layout, taken))
             })
             .unwrap_or(LayoutAnswer::Unknown),
@@ -503,7 +511,7 @@ impl PrivateTmp {
             std::process::id(),
             fastrand::u64(..)
         ));
-        crate::sandbox::create_private_dir(&path)?;
+        corral_sandbox::policy::create_private_dir(&path)?;
         Ok(PrivateTmp { path })
     }
 }

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use crate::backoff::RetryPolicy;
-use crate::sandbox::SandboxConfig;
 use crate::streams::{OutputCapture, RawStreamRetention};
 use corral_process::argv::ArgvPlatform;
 use corral_process::env::EnvInherit;
+use corral_sandbox::policy::SandboxConfig;
 
 /// How the engine supervises runs.
 #[derive(Debug, Clone)]

@@ -10,9 +10,9 @@
 
 use crate::adapter::{ChildEnv, CliAdapter};
 use crate::config::EngineConfig;
-use crate::egress::{AllowList, AllowRule, EgressNote};
-use crate::sandbox::NetworkPolicy;
 use corral_process::env::EnvPolicy;
+use corral_sandbox::egress::{AllowList, AllowRule, EgressNote};
+use corral_sandbox::policy::NetworkPolicy;
 
 /// An endpoint named in a CLI's own configuration file (not in Corral's settings, not in the
 /// child's environment).

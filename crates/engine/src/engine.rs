@@ -17,10 +17,10 @@ use corral_ports::{
 
 use crate::adapter::CliAdapter;
 use crate::config::EngineConfig;
-use crate::driver_cache::DriverCache;
 use crate::version::{VersionProbe, describe_cli, probe_version, version_env};
 use corral_process::bounded::{BoundedCommand, BoundedError, BoundedOutput, run_bounded};
 use corral_process::spawn::{ProviderSpawn, TokioSpawner};
+use corral_sandbox::driver_cache::DriverCache;
 
 /// The supervised process runner. One `Engine` can run many sessions at once; runs share
 /// nothing but the spawner and the configuration.

@@ -67,18 +67,9 @@ pub struct SessionMeta {
     pub attempt: u32,
 }
 
-/// The copy beside a record file (`.NAME.next`) that [`write_record_file`] writes first when it
-/// writes the file in place, so that a write cut short (or a reader racing it) always finds one
-/// whole version: the file's old one, or the new one in the copy, which keeps it until the next
-/// write. Corral makes it before a sandbox starts and binds it read-only there with the file, so
-/// the agent cannot plant one; it is removed when the run's last sandbox is gone.
-pub fn record_copy(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.next"))
-}
+/// The copy beside a record file that [`write_record_file`] writes first (see
+/// [`corral_ports::run_dir::record_copy`]).
+pub use corral_ports::run_dir::record_copy;
 
 /// Serialises the in-place writes: two of them at once to one file would mix.
 static IN_PLACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -223,7 +214,7 @@ pub fn repair_run_dir(output_dir: &Path, signals_file: &Path) -> Vec<Tampered> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let raw = output_dir.join(crate::streams::RAW_STREAMS_DIR);
     let mut candidates = vec![signals_file.to_path_buf()];
-    candidates.extend(crate::sandbox::record_paths(output_dir));
+    candidates.extend(corral_sandbox::policy::record_paths(output_dir));
     let mut removed = Vec::new();
     for path in candidates {
         let Ok(meta) = fs::symlink_metadata(&path) else {

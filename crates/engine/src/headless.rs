@@ -22,13 +22,13 @@ use crate::gate::{self, Hold, ProviderAccount};
 use crate::launch::{Launch, OpenEgress, Spawned, launch, spawn};
 use crate::log::Record;
 use crate::run::{Finished, RunScope};
-use crate::sandbox::SandboxPlan;
 use crate::streams::{Follower, OutputCapture};
 use crate::verdict::{Progress, Step, Verdict, step};
 use crate::version::{VersionProbe, probe_version, version_env};
 use crate::version_cache::{self, BinaryStamp};
 use corral_process::host::{HOST_CWD, host_program};
 use corral_process::spawn::{ChildOutputs, StdinMode};
+use corral_sandbox::policy::SandboxPlan;
 
 /// What a resumed attempt is told after a rate limit interrupted the session: the task is
 /// already in the conversation, so the full prompt is not sent again.
@@ -788,10 +788,10 @@ mod tests {
         fn diagnose(&self, _: &AttemptEvidence<'_>) -> Diagnosis {
             Diagnosis::default()
         }
-        fn egress(&self, _: &crate::adapter::ChildEnv<'_>) -> crate::egress::EgressNeeds {
-            crate::egress::EgressNeeds {
+        fn egress(&self, _: &crate::adapter::ChildEnv<'_>) -> corral_sandbox::egress::EgressNeeds {
+            corral_sandbox::egress::EgressNeeds {
                 endpoints: Vec::new(),
-                proxy: crate::egress::ProxyHonour::Environment,
+                proxy: corral_sandbox::egress::ProxyHonour::Environment,
             }
         }
         fn capabilities(&self) -> corral_ports::Capabilities {
@@ -843,10 +843,10 @@ mod tests {
                 ("PATH".into(), "/bin".into()),
                 ("SECRET_TOKEN".into(), "x".into()),
             ]),
-            sandbox: crate::sandbox::SandboxConfig {
-                backend: crate::sandbox::BackendChoice::Native,
+            sandbox: corral_sandbox::policy::SandboxConfig {
+                backend: corral_sandbox::policy::BackendChoice::Native,
                 allow_degraded_native: true,
-                ..crate::sandbox::SandboxConfig::default()
+                ..corral_sandbox::policy::SandboxConfig::default()
             },
             ..EngineConfig::default()
         };

@@ -11,16 +11,16 @@ use corral_ports::{Guarantee, ProviderError, SandboxBackend, SessionId, Unenforc
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::adapter::{ChildEnv, CommandSpec};
-use crate::egress::{AllowList, EgressGate, EgressNote, EgressProxy};
-use crate::inside::{InsideProbe, REPORT_TIMEOUT, Targets};
 use crate::log::Record;
 use crate::run::RunScope;
-use crate::sandbox::{NetworkPolicy, SandboxPlan};
-use crate::write_watch::{PendingWatch, Watch};
 use corral_process::argv::{ArgvPlatform, WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes};
 use corral_process::env::{EnvPolicy, ResolvedEnv};
 use corral_process::process_group::RUN_TOKEN_VAR;
 use corral_process::spawn::{SpawnRequest, SpawnedChild, StdinMode};
+use corral_sandbox::egress::{AllowList, EgressGate, EgressNote, EgressProxy};
+use corral_sandbox::inside::{InsideProbe, REPORT_TIMEOUT, Targets};
+use corral_sandbox::policy::{NetworkPolicy, SandboxPlan};
+use corral_sandbox::write_watch::{PendingWatch, Watch};
 
 /// A CLI ready to start.
 #[derive(Debug)]
@@ -112,7 +112,7 @@ pub(crate) fn launch(
     let seccomp = match plan.backend {
         SandboxBackend::Native => None,
         SandboxBackend::Bubblewrap => Some(
-            crate::seccomp::program_fd()
+            corral_sandbox::seccomp::program_fd()
                 .map_err(|e| scope.io_error(&scope.session.output_dir, &e))?,
         ),
     };
@@ -188,8 +188,8 @@ fn private_tmpdir(
     scope: &RunScope<'_>,
     env_os: &mut Vec<(OsString, OsString)>,
 ) -> Result<PathBuf, ProviderError> {
-    let tmp = crate::sandbox::private_tmp(&scope.session.output_dir);
-    crate::sandbox::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
+    let tmp = corral_sandbox::policy::private_tmp(&scope.session.output_dir);
+    corral_sandbox::policy::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
     env_os.retain(|(k, _)| k != "TMPDIR");
     env_os.push(("TMPDIR".into(), tmp.clone().into_os_string()));
     Ok(tmp)
@@ -221,7 +221,7 @@ fn native_watch(
     }
     let mut git_dirs = Vec::new();
     for tree in trees {
-        for git_dir in crate::sandbox::git_paths(tree) {
+        for git_dir in corral_sandbox::policy::git_paths(tree) {
             protected.extend(
                 ["config", "hooks", "info", "commondir"]
                     .iter()
@@ -243,7 +243,7 @@ fn wrap_in_bubblewrap(
     read_only_links: &[PathBuf],
     env: &ResolvedEnv,
     env_os: &mut Vec<(OsString, OsString)>,
-    egress: Option<(&EgressGate, crate::egress::ProxyHonour)>,
+    egress: Option<(&EgressGate, corral_sandbox::egress::ProxyHonour)>,
 ) -> Result<(PathBuf, Vec<OsString>, Option<InsideProbe>), ProviderError> {
     let config = scope.config();
     let session = &scope.session;
@@ -254,23 +254,23 @@ fn wrap_in_bubblewrap(
             .map(|(_, v)| v.as_str())
     };
     let home = var("HOME").map(PathBuf::from);
-    let account_home = crate::sandbox::account_home();
+    let account_home = corral_sandbox::policy::account_home();
     let state = scope.adapter.state_paths(&ChildEnv::new(&env.vars));
-    crate::sandbox::prepare_state(&state);
+    corral_sandbox::policy::prepare_state(&state);
     // Read-only inside what is writable: each writable tree's `.git` and the CLI's own
     // configuration.
     let mut protected = scope.adapter.protected_paths(&ChildEnv::new(&env.vars));
     if session.permissions.edit_files {
-        protected.extend(crate::sandbox::git_paths(&session.cwd));
+        protected.extend(corral_sandbox::policy::git_paths(&session.cwd));
     }
     for root in &session.extra_roots {
-        protected.extend(crate::sandbox::git_paths(root));
+        protected.extend(corral_sandbox::policy::git_paths(root));
     }
     protected.extend(read_only_links.iter().cloned());
     // Held until the sandbox has bound these paths (the probe's report): no other run
     // removes a placeholder of them meanwhile.
-    let binding = crate::sandbox::lock_for_binding(&protected);
-    let mut made = crate::sandbox::prepare_protected(&protected);
+    let binding = corral_sandbox::policy::lock_for_binding(&protected);
+    let mut made = corral_sandbox::policy::prepare_protected(&protected);
     // The stream files are made after the spawn, in `raw/`: made now, it can be bound.
     if matches!(config.capture, crate::streams::OutputCapture::Files) {
         let raw = session.output_dir.join(crate::streams::RAW_STREAMS_DIR);
@@ -287,10 +287,10 @@ fn wrap_in_bubblewrap(
     // the files it rewrites in place (a rename over a bind mount point would detach it in the
     // sandbox, see `files::write_record_file`). Untouched placeholders go with the sandbox.
     // `signals.json`, its temporary files and `tmp/` stay writable.
-    let record = crate::sandbox::record_paths(&session.output_dir);
+    let record = corral_sandbox::policy::record_paths(&session.output_dir);
     let raw = session.output_dir.join(crate::streams::RAW_STREAMS_DIR);
     let missing: Vec<PathBuf> = record.iter().filter(|p| **p != raw).cloned().collect();
-    made.extend(crate::sandbox::prepare_protected(&missing));
+    made.extend(corral_sandbox::policy::prepare_protected(&missing));
     protected.extend(
         record
             .into_iter()
@@ -300,16 +300,16 @@ fn wrap_in_bubblewrap(
     let tmp = private_tmpdir(scope, env_os)?;
     let mut args = match egress {
         Some((gate, honour)) => {
-            crate::egress::confine_env(env_os, honour, &tmp)
+            corral_sandbox::egress::confine_env(env_os, honour, &tmp)
                 .map_err(|e| scope.io_error(&tmp, &e))?;
             gate.bwrap_args()
         }
         None => Vec::new(),
     };
-    args.extend(crate::sandbox::bwrap_args(
+    args.extend(corral_sandbox::policy::bwrap_args(
         &config.sandbox,
         &session.permissions,
-        &crate::sandbox::Paths {
+        &corral_sandbox::policy::Paths {
             cwd: &session.cwd,
             output_dir: &session.output_dir,
             extra_roots: &session.extra_roots,
@@ -338,8 +338,8 @@ fn wrap_in_bubblewrap(
         writable,
         read_only_cwd: (!session.permissions.edit_files).then_some(session.cwd.as_path()),
         hidden_home: match config.sandbox.home {
-            crate::sandbox::HomePolicy::Isolated => home.as_deref(),
-            crate::sandbox::HomePolicy::Host => None,
+            corral_sandbox::policy::HomePolicy::Isolated => home.as_deref(),
+            corral_sandbox::policy::HomePolicy::Host => None,
         },
     })
     .map_err(|e| scope.io_error(&session.output_dir, &e))?;
@@ -561,7 +561,7 @@ async fn open_egress(
     let rules = allow.rules().to_vec();
     match gate.open(allow, tx).await {
         Ok(proxy) => {
-            let address = crate::egress::proxy_address();
+            let address = corral_sandbox::egress::proxy_address();
             scope.log.record(
                 attempt,
                 &Record::EgressOpened {

@@ -24,29 +24,22 @@ mod classify;
 mod commands;
 mod config;
 mod descriptor;
-mod driver_cache;
-mod egress;
 mod endpoints;
 mod engine;
 mod files;
 mod framing;
 mod gate;
-mod git_check;
 mod headless;
-mod inside;
 mod interactive;
 mod launch;
 mod log;
 mod run;
-mod sandbox;
-mod seccomp;
 mod streams;
 mod tail;
 mod text;
 mod verdict;
 mod version;
 mod version_cache;
-mod write_watch;
 
 pub use adapter::{
     AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, Diagnosis, Liveness,
@@ -63,14 +56,17 @@ pub use corral_process::{
     WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes, group_alive, host_program,
     kill_child_groups, process_env, run_bounded, signal_group,
 };
+pub use corral_sandbox::{
+    AllowList, AllowRule, BackendChoice, BadRule, Change, ChangeKind, EGRESS_UNSET_VARS,
+    EgressError, EgressGate, EgressNeeds, EgressNote, EgressProxy, GitCheckError, GitProgram,
+    GitSnapshot, HomePolicy, NetworkPolicy, PROXY_ADDRESS_VAR, PROXY_PORT, ProxyHonour, Refusal,
+    SandboxConfig, SandboxPaths, SandboxPlan, bubblewrap_usable, bwrap_args, git_snapshot,
+    hide_host_unix_sockets, namespace_args, plan_sandbox, proxy_address, proxy_env,
+    requested_guarantees, sandbox_uid, strays, write_node_preload,
+};
 pub use descriptor::{
     BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,
     SettingError, SupervisedAi,
-};
-pub use egress::{
-    AllowList, AllowRule, BadRule, EgressError, EgressGate, EgressNeeds, EgressNote, EgressProxy,
-    PROXY_ADDRESS_VAR, PROXY_PORT, ProxyHonour, UNSET_VARS as EGRESS_UNSET_VARS,
-    hide_host_unix_sockets, namespace_args, proxy_address, proxy_env, write_node_preload,
 };
 pub use endpoints::{ConfiguredEndpoint, ProviderEndpoints, allow_hint};
 pub use engine::{Engine, SupervisedProvider};
@@ -80,19 +76,11 @@ pub use files::{
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
 pub use gate::{AccountHold, ProviderAccount, RATE_LIMIT_DIR, user_rate_limit_dir};
-pub use git_check::{
-    Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, git_snapshot, strays,
-};
 pub use headless::CONTINUATION_PROMPT;
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{
     ExecutionLog, KillReason, RESERVE_PREFIX, RunEnd, create_reserve, release_reserve,
     write_tampering_removed, write_task_finished,
-};
-pub use sandbox::{
-    BackendChoice, HomePolicy, NetworkPolicy, Paths as SandboxPaths, Refusal, SandboxConfig,
-    SandboxPlan, bubblewrap_usable, bwrap_args, plan as plan_sandbox,
-    requested as requested_guarantees, sandbox_uid,
 };
 pub use streams::{OutputCapture, RAW_STREAMS_DIR, RawStreamRetention, StreamFiles};
 pub use text::shorten;

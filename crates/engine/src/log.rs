@@ -140,7 +140,7 @@ pub enum Record<'a> {
         /// The proxy's address inside the sandbox.
         proxy: &'a str,
         /// The allow-list: the provider's endpoints, then the user's rules.
-        allow: &'a [crate::egress::AllowRule],
+        allow: &'a [corral_sandbox::egress::AllowRule],
         /// The sandbox's network namespace (inode).
         netns: Option<u64>,
         /// From spawn to the released CLI, in microseconds.
@@ -371,9 +371,9 @@ pub fn write_tampering_removed(
 
 impl<'a> Record<'a> {
     /// The record of something the egress proxy did.
-    pub fn egress(note: &'a crate::egress::EgressNote) -> Self {
+    pub fn egress(note: &'a corral_sandbox::egress::EgressNote) -> Self {
         match note {
-            crate::egress::EgressNote::Refused {
+            corral_sandbox::egress::EgressNote::Refused {
                 method,
                 target,
                 reason,
@@ -382,7 +382,7 @@ impl<'a> Record<'a> {
                 target,
                 reason,
             },
-            crate::egress::EgressNote::Failed { target, error } => {
+            corral_sandbox::egress::EgressNote::Failed { target, error } => {
                 Record::EgressFailed { target, error }
             }
         }

@@ -19,9 +19,9 @@ use corral_ports::{
 use crate::adapter::CliAdapter;
 use crate::config::EngineConfig;
 use crate::engine::Engine;
-use crate::git_check::{GitProgram, GitSnapshot, strays};
 use crate::log::{ExecutionLog, Record};
-use crate::sandbox::SandboxPlan;
+use corral_sandbox::git_check::{GitProgram, GitSnapshot, strays};
+use corral_sandbox::policy::SandboxPlan;
 
 /// How long one git-cleanliness step may take.
 const GIT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,7 +71,7 @@ pub(crate) struct RunScope<'a> {
     git_missing: String,
     /// The protected paths' placeholders made for this run's sandboxes, removed at the end
     /// when untouched (see `sandbox::remove_placeholders`).
-    placeholders: std::sync::Mutex<Vec<crate::sandbox::Placeholder>>,
+    placeholders: std::sync::Mutex<Vec<corral_sandbox::policy::Placeholder>>,
     finished: Option<Finished>,
     /// What the native backend's write watch saw over the run's attempts.
     watched: Watched,
@@ -155,7 +155,7 @@ impl<'a> RunScope<'a> {
     }
 
     /// Notes placeholders made for an attempt's sandbox.
-    pub fn placeholders_made(&self, made: Vec<crate::sandbox::Placeholder>) {
+    pub fn placeholders_made(&self, made: Vec<corral_sandbox::policy::Placeholder>) {
         if let Ok(mut all) = self.placeholders.lock() {
             all.extend(made);
         }
@@ -166,7 +166,7 @@ impl<'a> RunScope<'a> {
     pub fn watch_ended(
         &mut self,
         attempt: u32,
-        watch: Option<Result<crate::write_watch::Watch, String>>,
+        watch: Option<Result<corral_sandbox::write_watch::Watch, String>>,
     ) {
         let Some(watch) = watch else {
             return;
@@ -322,10 +322,10 @@ impl<'a> RunScope<'a> {
 
     /// Chooses the backend and what it enforces, or refuses; records the attestation.
     pub fn plan_sandbox(&mut self) -> Result<SandboxPlan, ProviderError> {
-        let planned = crate::sandbox::plan(
+        let planned = corral_sandbox::policy::plan(
             &self.config().sandbox,
             &self.session.permissions,
-            crate::sandbox::bubblewrap_usable,
+            corral_sandbox::policy::bubblewrap_usable,
         );
         let plan = match planned {
             Ok(plan) => plan,
@@ -356,8 +356,12 @@ impl<'a> RunScope<'a> {
             .into_iter()
             .find(|(k, _)| k == "HOME")
             .map(|(_, v)| PathBuf::from(v));
-        let confined =
-            crate::sandbox::confine_trees(&self.config().sandbox, plan, &trees, home.as_deref());
+        let confined = corral_sandbox::policy::confine_trees(
+            &self.config().sandbox,
+            plan,
+            &trees,
+            home.as_deref(),
+        );
         let mut plan = match confined {
             Ok(plan) => plan,
             Err(refusal) => {
@@ -381,7 +385,7 @@ impl<'a> RunScope<'a> {
             if self.session.permissions.edit_files {
                 roots.push(&self.session.cwd);
             }
-            plan.read_only_links = crate::sandbox::multi_link_files(&roots);
+            plan.read_only_links = corral_sandbox::policy::multi_link_files(&roots);
             plan.attestation.read_only_links = plan
                 .read_only_links
                 .iter()
@@ -439,10 +443,10 @@ impl<'a> RunScope<'a> {
             .lock()
             .map(|mut p| std::mem::take(&mut *p))
             .unwrap_or_default();
-        crate::sandbox::remove_placeholders(&placeholders);
+        corral_sandbox::policy::remove_placeholders(&placeholders);
         // The copies of the record files written in place while a sandbox had them bound:
         // with no sandbox left, the next writes are renames again.
-        for copy in crate::sandbox::record_copies(&self.session.output_dir) {
+        for copy in corral_sandbox::policy::record_copies(&self.session.output_dir) {
             if fs::symlink_metadata(&copy).is_ok_and(|m| m.is_file()) {
                 let _ = fs::remove_file(&copy);
             }
@@ -577,7 +581,9 @@ impl<'a> RunScope<'a> {
 
     fn write_finished(&mut self, finished: &Finished) {
         // The run's private TMPDIR goes with the run.
-        let _ = fs::remove_dir_all(crate::sandbox::private_tmp(&self.session.output_dir));
+        let _ = fs::remove_dir_all(corral_sandbox::policy::private_tmp(
+            &self.session.output_dir,
+        ));
         let end = crate::log::RunEnd {
             outcome: finished.outcome,
             attempts: finished.attempts,

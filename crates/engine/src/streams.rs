@@ -35,7 +35,7 @@ use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
 /// The folder of the run directory that holds the raw streams.
-pub const RAW_STREAMS_DIR: &str = "raw";
+pub use corral_ports::run_dir::RAW_STREAMS_DIR;
 
 /// How often the files are checked for growth where inotify cannot be used.
 const POLL_EVERY: Duration = Duration::from_millis(20);

@@ -15,3 +15,20 @@ pub const SESSION_META_FILE: &str = "session.json";
 pub const EVENTS_FILE: &str = "events.jsonl";
 /// The caller's record of the run: outcome, session, usage, attestation.
 pub const RUN_FILE: &str = "run.json";
+
+/// The raw stream files of each attempt (`raw/attempt-N.stdout`, `.stderr`), written by the
+/// engine.
+pub const RAW_STREAMS_DIR: &str = "raw";
+
+/// The copy beside a record file (`.NAME.next`) that the engine writes first when it writes the
+/// file in place, so that a write cut short (or a reader racing it) always finds one whole
+/// version: the file's old one, or the new one in the copy, which keeps it until the next
+/// write. Corral makes it before a sandbox starts and binds it read-only there with the file, so
+/// the agent cannot plant one; it is removed when the run's last sandbox is gone.
+pub fn record_copy(path: &std::path::Path) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.next"))
+}

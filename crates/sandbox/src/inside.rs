@@ -81,14 +81,14 @@ const NAMESPACES: [&str; 5] = ["user", "mnt", "pid", "ipc", "net"];
 const OUTSIDE_CANDIDATES: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
 
 /// How long the probe may take to report (bubblewrap's start included, on a loaded machine).
-pub(crate) const REPORT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const REPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest report read.
 const REPORT_LIMIT: usize = 64 * 1024;
 
 /// What a sandboxed attempt's probe needs to know to place its targets.
 #[derive(Debug)]
-pub(crate) struct Targets<'a> {
+pub struct Targets<'a> {
     /// Every path the CLI may write (work tree when writable, run directory, extra roots, the
     /// CLI's state).
     pub writable: Vec<&'a Path>,
@@ -100,7 +100,7 @@ pub(crate) struct Targets<'a> {
 
 /// One attempt's probe, from before the spawn to the supervisor's word.
 #[derive(Debug)]
-pub(crate) struct InsideProbe {
+pub struct InsideProbe {
     report_read: Option<OwnedFd>,
     report_write: Option<OwnedFd>,
     go_read: Option<OwnedFd>,
@@ -114,7 +114,7 @@ pub(crate) struct InsideProbe {
     started: Instant,
     /// The locks that keep other runs from removing a placeholder this sandbox binds, until
     /// it reported (see `sandbox::BindingLocks`).
-    binding: Option<crate::sandbox::BindingLocks>,
+    binding: Option<crate::policy::BindingLocks>,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -128,7 +128,7 @@ fn unique_name(prefix: &str) -> String {
 impl InsideProbe {
     /// The pipes, and the targets: a fresh directory outside the writable paths, a file name in
     /// a read-only working directory, an entry of a hidden home.
-    pub(crate) fn prepare(targets: &Targets<'_>) -> io::Result<Self> {
+    pub fn prepare(targets: &Targets<'_>) -> io::Result<Self> {
         let (report_read, report_write) = pipe()?;
         let (go_read, go_write) = pipe()?;
         let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -177,7 +177,7 @@ impl InsideProbe {
     }
 
     /// The descriptors bubblewrap (and so the probe) must inherit.
-    pub(crate) fn child_fds(&self) -> Vec<RawFd> {
+    pub fn child_fds(&self) -> Vec<RawFd> {
         [&self.report_write, &self.go_read]
             .into_iter()
             .flatten()
@@ -186,7 +186,7 @@ impl InsideProbe {
     }
 
     /// The probe's argv, to go after bubblewrap's `--` and before the CLI's.
-    pub(crate) fn argv(&self) -> Vec<OsString> {
+    pub fn argv(&self) -> Vec<OsString> {
         let fd_path = |fd: &Option<OwnedFd>| {
             OsString::from(format!(
                 "/proc/self/fd/{}",
@@ -223,23 +223,23 @@ impl InsideProbe {
     /// report pipe from ever ending.
     /// Keeps `locks` until [`InsideProbe::bound`] (or until the probe is dropped, the
     /// sandbox never started).
-    pub(crate) fn hold_until_report(&mut self, locks: crate::sandbox::BindingLocks) {
+    pub fn hold_until_report(&mut self, locks: crate::policy::BindingLocks) {
         self.binding = Some(locks);
     }
 
     /// The sandbox reported, or ended: whatever it was to bind, it has bound by now.
-    pub(crate) fn bound(&mut self) {
+    pub fn bound(&mut self) {
         self.binding = None;
     }
 
-    pub(crate) fn spawned(&mut self) {
+    pub fn spawned(&mut self) {
         self.report_write = None;
         self.go_read = None;
     }
 
     /// Reads the report until its `end` line, the end of the pipe (the sandbox ended before the
     /// probe reported) or the size limit. Cancel-safe: what was read is kept for the next call.
-    pub(crate) async fn read_report(&mut self) -> Result<String, String> {
+    pub async fn read_report(&mut self) -> Result<String, String> {
         if self.report.is_none() {
             let fd = self
                 .report_read
@@ -268,7 +268,7 @@ impl InsideProbe {
 
     /// What the report and the host say: the check, and each of `requested` that it did not
     /// confirm. The write targets are looked at on the host and removed.
-    pub(crate) fn judge(
+    pub fn judge(
         &self,
         report: Result<String, String>,
         requested: &[Guarantee],
@@ -342,7 +342,7 @@ impl InsideProbe {
     }
 
     /// Lets the probe execute the CLI.
-    pub(crate) fn release(mut self) -> io::Result<()> {
+    pub fn release(mut self) -> io::Result<()> {
         match self.go_write.take() {
             Some(fd) => std::fs::File::from(fd).write_all(b"go\n"),
             None => Ok(()),

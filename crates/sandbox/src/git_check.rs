@@ -104,7 +104,7 @@ const FILTER_PROGRAM_KEYS: &[&str] = &["clean", "smudge", "process"];
 
 /// `git config` arguments that list the keys of the filter and merge drivers the repository
 /// defines (listing runs nothing); [`driver_overrides`] reads the answer.
-pub(crate) const DRIVER_LISTING: &[&str] = &[
+pub const DRIVER_LISTING: &[&str] = &[
     "config",
     "--null",
     "--name-only",
@@ -115,7 +115,7 @@ pub(crate) const DRIVER_LISTING: &[&str] = &[
 /// From the keys [`DRIVER_LISTING`] printed: the overrides that empty every driver found, which
 /// git takes as "no driver" (a filter passes content through, a merge falls back to its own
 /// text merge).
-pub(crate) fn driver_overrides(listing: &[u8]) -> Vec<(String, String)> {
+pub fn driver_overrides(listing: &[u8]) -> Vec<(String, String)> {
     let mut drivers: Vec<(&'static str, String)> = nul_fields(listing)
         .filter_map(|key| {
             let key = String::from_utf8_lossy(key);
@@ -150,7 +150,7 @@ pub(crate) fn driver_overrides(listing: &[u8]) -> Vec<(String, String)> {
 /// `base` (the variables git may have, `PATH` and `HOME`), then [`NEUTRAL_ENV`], then
 /// [`NEUTRAL_CONFIG`] and `extra` as `GIT_CONFIG_*` variables, which outrank every config file.
 /// A name set twice keeps its last value.
-pub(crate) fn neutral_env(
+pub fn neutral_env(
     base: Vec<(OsString, OsString)>,
     extra: &[(String, String)],
 ) -> Vec<(OsString, OsString)> {
@@ -448,7 +448,7 @@ impl GitProgram {
         GitProgram {
             program: program.into(),
             spawner,
-            env: crate::version::version_env(ambient),
+            env: corral_process::host_env(ambient),
         }
     }
 

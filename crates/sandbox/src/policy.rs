@@ -45,30 +45,8 @@ impl BackendChoice {
     }
 }
 
-/// Network access.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum NetworkPolicy {
-    /// Only the provider's model endpoints and the user's allow-list, through Corral's proxy
-    /// (see `egress`); nothing on the host itself.
-    #[default]
-    Allowlist,
-    /// The host's network, unconfined.
-    Host,
-    /// No network at all (a fresh network namespace with only its own loopback).
-    None,
-}
-
-impl NetworkPolicy {
-    /// The kebab-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NetworkPolicy::Allowlist => "allowlist",
-            NetworkPolicy::Host => "host",
-            NetworkPolicy::None => "none",
-        }
-    }
-}
+/// Network access (defined with the egress rules).
+pub use crate::egress::NetworkPolicy;
 
 /// The user's home directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -478,8 +456,8 @@ pub fn confine_trees(
 /// Corral's own record of a run in its run directory, which the agent must not delete or forge:
 /// the execution log, the caller's `run.json`, the prompt as sent, the session files and the raw
 /// stream files; and, for each file Corral rewrites while the CLI runs (`run.json` and the
-/// session files), the copy it writes first ([`crate::files::record_copy`]), whose presence
-/// makes [`crate::files::write_record_file`] write in place.
+/// session files), the copy it writes first ([`corral_ports::run_dir::record_copy`]), whose
+/// presence makes the engine write the file in place.
 pub fn record_paths(output_dir: &Path) -> Vec<PathBuf> {
     use corral_ports::run_dir::{
         EVENTS_FILE, PROMPT_FILE, RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE,
@@ -490,7 +468,7 @@ pub fn record_paths(output_dir: &Path) -> Vec<PathBuf> {
         PROMPT_FILE,
         SESSION_ID_FILE,
         SESSION_META_FILE,
-        crate::streams::RAW_STREAMS_DIR,
+        corral_ports::run_dir::RAW_STREAMS_DIR,
     ]
     .iter()
     .map(|name| output_dir.join(name))
@@ -500,12 +478,12 @@ pub fn record_paths(output_dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The copies beside the record files Corral rewrites while the CLI runs (`run.json` and the
-/// session files): see [`crate::files::record_copy`].
+/// session files): see [`corral_ports::run_dir::record_copy`].
 pub fn record_copies(output_dir: &Path) -> Vec<PathBuf> {
     use corral_ports::run_dir::{RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE};
     [RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE]
         .iter()
-        .map(|name| crate::files::record_copy(&output_dir.join(name)))
+        .map(|name| corral_ports::run_dir::record_copy(&output_dir.join(name)))
         .collect()
 }
 

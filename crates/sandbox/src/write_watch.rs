@@ -293,7 +293,7 @@ struct WatchChild {
 
 /// A watch set up for one spawn, until the child handed over its listener.
 #[derive(Debug)]
-pub(crate) struct PendingWatch {
+pub struct PendingWatch {
     parent: OwnedFd,
     child: OwnedFd,
     program: Arc<Vec<Instruction>>,
@@ -587,14 +587,14 @@ unsafe fn install_in_child(watch: &WatchChild) {
 
 /// A running watch; [`Watch::finish`] ends it and says what it saw.
 #[derive(Debug)]
-pub(crate) struct Watch {
+pub struct Watch {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Seen>>,
 }
 
 /// What a watch saw.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Seen {
+pub struct Seen {
     /// The calls it stopped.
     pub calls: u64,
     /// The writes outside the allowed paths, as `corral run` lists stray writes

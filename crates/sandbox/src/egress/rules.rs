@@ -44,7 +44,7 @@ fn normalize_host(host: &str) -> String {
 }
 
 /// Splits `host:port` (with `[v6]:port`) into its parts; the port is required.
-pub(crate) fn split_authority(text: &str) -> Option<(String, u16)> {
+pub fn split_authority(text: &str) -> Option<(String, u16)> {
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
         let (v6, after) = rest.split_once(']')?;
         (v6, after.strip_prefix(':')?)
@@ -164,7 +164,7 @@ impl AllowRule {
     /// Whether the rule names the host itself: a loopback or unspecified address, or
     /// `localhost`. Only such a rule may connect to the host; a name that merely resolves there
     /// is refused (see [`AllowList::decide`]).
-    pub(crate) fn names_the_host(&self) -> bool {
+    pub fn names_the_host(&self) -> bool {
         match &self.host {
             HostPattern::Exact(h) => {
                 h == "localhost"
@@ -206,7 +206,7 @@ pub struct AllowList {
 
 /// What the proxy decided for one connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Decision<'a> {
+pub enum Decision<'a> {
     /// Allowed by this rule.
     Allowed(&'a AllowRule),
     /// Not on the list.
@@ -242,12 +242,37 @@ impl AllowList {
     }
 
     /// Looks `host:port` up (the host as the client wrote it).
-    pub(crate) fn decide(&self, host: &str, port: u16) -> Decision<'_> {
+    pub fn decide(&self, host: &str, port: u16) -> Decision<'_> {
         let host = normalize_host(host);
         self.rules
             .iter()
             .find(|r| r.allows(&host, port))
             .map_or(Decision::NotListed, Decision::Allowed)
+    }
+}
+
+/// Network access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkPolicy {
+    /// Only the provider's model endpoints and the user's allow-list, through Corral's proxy
+    /// (see `egress`); nothing on the host itself.
+    #[default]
+    Allowlist,
+    /// The host's network, unconfined.
+    Host,
+    /// No network at all (a fresh network namespace with only its own loopback).
+    None,
+}
+
+impl NetworkPolicy {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkPolicy::Allowlist => "allowlist",
+            NetworkPolicy::Host => "host",
+            NetworkPolicy::None => "none",
+        }
     }
 }
 

@@ -32,9 +32,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc::UnboundedSender;
 
 pub use proxy::EgressNote;
-pub use rules::{AllowList, AllowRule, BadRule, EgressNeeds, ProxyHonour};
-
-use crate::sandbox::NetworkPolicy;
+pub use rules::{AllowList, AllowRule, BadRule, EgressNeeds, NetworkPolicy, ProxyHonour};
 
 /// The proxy's port on the sandbox's own loopback (any port is free in a fresh namespace).
 pub const PROXY_PORT: u16 = 3128;

@@ -36,7 +36,7 @@ const MOST_ENTRIES: usize = 64;
 
 /// `git rev-parse` arguments whose answer names the files a listing depends on, one per line:
 /// the top of the work tree, the git directory and the common directory.
-pub(crate) const LAYOUT_QUERY: &[&str] = &[
+pub const LAYOUT_QUERY: &[&str] = &[
     "rev-parse",
     "--path-format=absolute",
     "--show-toplevel",
@@ -46,7 +46,7 @@ pub(crate) const LAYOUT_QUERY: &[&str] = &[
 
 /// `git config` arguments that list the keys of the filter and merge drivers (as
 /// [`crate::git_check::DRIVER_LISTING`]) and of the includes, which [`includes_any`] looks for.
-pub(crate) const DRIVER_AND_INCLUDE_LISTING: &[&str] = &[
+pub const DRIVER_AND_INCLUDE_LISTING: &[&str] = &[
     "config",
     "--null",
     "--name-only",
@@ -56,7 +56,7 @@ pub(crate) const DRIVER_AND_INCLUDE_LISTING: &[&str] = &[
 
 /// Where a repository's configuration comes from, as [`LAYOUT_QUERY`] answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Layout {
+pub struct Layout {
     top: PathBuf,
     git_dir: PathBuf,
     common_dir: PathBuf,
@@ -64,7 +64,7 @@ pub(crate) struct Layout {
 
 impl Layout {
     /// The layout from [`LAYOUT_QUERY`]'s output; `None` unless it is three absolute paths.
-    pub(crate) fn parse(out: &str) -> Option<Layout> {
+    pub fn parse(out: &str) -> Option<Layout> {
         let mut lines = out.lines();
         let mut next = || lines.next().map(PathBuf::from).filter(|p| p.is_absolute());
         let layout = Layout {
@@ -142,7 +142,7 @@ fn stamps(files: &[PathBuf]) -> Option<Vec<Stamp>> {
 }
 
 /// Whether the keys a listing printed (NUL-separated) include another file.
-pub(crate) fn includes_any(listing: &[u8]) -> bool {
+pub fn includes_any(listing: &[u8]) -> bool {
     listing
         .split(|b| *b == 0)
         .any(|key| key.starts_with(b"include.") || key.starts_with(b"includeif."))
@@ -150,14 +150,14 @@ pub(crate) fn includes_any(listing: &[u8]) -> bool {
 
 /// The files a listing was taken from and their stamps at the time.
 #[derive(Debug, Clone)]
-pub(crate) struct Taken {
+pub struct Taken {
     files: Vec<PathBuf>,
     stamps: Vec<Stamp>,
 }
 
 impl Taken {
     /// Stamps the files `layout` names for `cwd`; `None` when they cannot all be stamped.
-    pub(crate) fn now(layout: &Layout, cwd: &Path) -> Option<Taken> {
+    pub fn now(layout: &Layout, cwd: &Path) -> Option<Taken> {
         let files = layout.files(cwd)?;
         let stamps = stamps(&files)?;
         Some(Taken { files, stamps })
@@ -184,18 +184,14 @@ struct Kept {
 
 /// The listings kept by one engine (see the module documentation).
 #[derive(Debug, Default)]
-pub(crate) struct DriverCache {
+pub struct DriverCache {
     kept: Mutex<HashMap<Key, Kept>>,
 }
 
 impl DriverCache {
     /// The overrides kept for git in `cwd` with `env`, when every file they came from is
     /// unchanged; a kept listing whose files changed is dropped.
-    pub(crate) fn get(
-        &self,
-        cwd: &Path,
-        env: &[(OsString, OsString)],
-    ) -> Option<Vec<(String, String)>> {
+    pub fn get(&self, cwd: &Path, env: &[(OsString, OsString)]) -> Option<Vec<(String, String)>> {
         let key = (cwd.to_path_buf(), env.to_vec());
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = kept.get(&key)?;
@@ -210,7 +206,7 @@ impl DriverCache {
     /// Keeps `overrides`, listed between `before` and `after` (each layout asked of git, then
     /// the files stamped), when nothing moved in between and the configuration includes no
     /// other file (`listing` holds its keys).
-    pub(crate) fn keep(
+    pub fn keep(
         &self,
         cwd: &Path,
         env: &[(OsString, OsString)],

@@ -54,7 +54,7 @@ pub enum EgressNote {
 }
 
 /// Serves `listener` until the returned future is dropped (which also ends every tunnel).
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     allow: Arc<AllowList>,
     notes: UnboundedSender<EgressNote>,

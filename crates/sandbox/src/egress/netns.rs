@@ -33,7 +33,7 @@ const STEPS: [&str; 7] = [
 ];
 
 /// The inode of a namespace file.
-pub(crate) fn namespace_inode(path: &str) -> io::Result<u64> {
+pub fn namespace_inode(path: &str) -> io::Result<u64> {
     Ok(std::fs::metadata(path)?.ino())
 }
 
@@ -46,11 +46,7 @@ fn other(what: String) -> io::Error {
 /// bubblewrap reported it). The wildcard address is bound because the sandbox's loopback may
 /// not be up yet; once it is, `127.0.0.1:port` reaches the socket, and nothing else can, since
 /// the namespace has no other interface.
-pub(crate) fn listen_in_netns_of(
-    pid: u32,
-    expected_net: Option<u64>,
-    port: u16,
-) -> io::Result<OwnedFd> {
+pub fn listen_in_netns_of(pid: u32, expected_net: Option<u64>, port: u16) -> io::Result<OwnedFd> {
     let net = File::open(format!("/proc/{pid}/ns/net"))?;
     let net_inode = net.metadata()?.ino();
     if net_inode == namespace_inode("/proc/self/ns/net")? {

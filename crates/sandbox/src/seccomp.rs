@@ -20,17 +20,17 @@ use std::os::fd::OwnedFd;
 /// hands a slice of them to `seccomp(2)` as they are).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
-pub(crate) struct Instruction {
+pub struct Instruction {
     pub code: u16,
     pub jt: u8,
     pub jf: u8,
     pub k: u32,
 }
 
-pub(crate) const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-pub(crate) const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-pub(crate) const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-pub(crate) const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+pub const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+pub const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+pub const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+pub const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 
 const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
@@ -40,12 +40,12 @@ const NR_OFFSET: u32 = 0;
 const ARCH_OFFSET: u32 = 4;
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) const AUDIT_ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
+pub const AUDIT_ARCH: u32 = 0xc000_003e; // AUDIT_ARCH_X86_64
 #[cfg(target_arch = "aarch64")]
-pub(crate) const AUDIT_ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
+pub const AUDIT_ARCH: u32 = 0xc000_00b7; // AUDIT_ARCH_AARCH64
 
 /// The x32 ABI's bit in a system-call number on x86-64: such numbers are refused whole.
-pub(crate) const X32_BIT: u32 = 0x4000_0000;
+pub const X32_BIT: u32 = 0x4000_0000;
 
 /// Refused with `EPERM`.
 const REFUSED: &[libc::c_long] = &[
@@ -66,7 +66,7 @@ fn nr(n: libc::c_long) -> u32 {
 }
 
 /// A statement: an instruction that jumps nowhere.
-pub(crate) fn stmt(code: u16, k: u32) -> Instruction {
+pub fn stmt(code: u16, k: u32) -> Instruction {
     Instruction {
         code,
         jt: 0,
@@ -76,14 +76,14 @@ pub(crate) fn stmt(code: u16, k: u32) -> Instruction {
 }
 
 /// `SECCOMP_RET_ERRNO` with `EPERM`.
-pub(crate) fn ret_eperm() -> u32 {
+pub fn ret_eperm() -> u32 {
     RET_ERRNO | u32::try_from(libc::EPERM).unwrap_or(1)
 }
 
 /// The start every Corral filter shares: any other architecture's calls (a 32-bit binary's
 /// `int 0x80`, the x32 ABI) get `EPERM` whole, so the numbers that follow cannot be bypassed;
 /// then the call's number is loaded for the comparisons.
-pub(crate) fn arch_header() -> Vec<Instruction> {
+pub fn arch_header() -> Vec<Instruction> {
     let mut out = vec![
         stmt(LD_W_ABS, ARCH_OFFSET),
         // Our architecture: skip the refusal that follows.
@@ -141,7 +141,7 @@ fn instructions() -> Vec<Instruction> {
 
 /// The program in the kernel's binary layout (`struct sock_filter`, native byte order), as
 /// bubblewrap reads it from its `--seccomp` descriptor.
-pub(crate) fn program() -> Vec<u8> {
+pub fn program() -> Vec<u8> {
     instructions()
         .iter()
         .flat_map(|i| {
@@ -157,7 +157,7 @@ pub(crate) fn program() -> Vec<u8> {
 
 /// A close-on-exec pipe whose read end holds [`program`] and then ends (bubblewrap reads to end
 /// of file): the descriptor to pass as `--seccomp`.
-pub(crate) fn program_fd() -> io::Result<OwnedFd> {
+pub fn program_fd() -> io::Result<OwnedFd> {
     let (read, write) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
     // A few hundred bytes: far below a pipe's capacity, so this cannot block.
