@@ -187,6 +187,8 @@ pub const LAYERS: &[Layer] = &[
                 any("async-trait"),
                 any("libc"),
                 any("nix"),
+                // Safe system calls where nix has no wrapper enabled (ADR 0010).
+                any("rustix"),
                 any("serde"),
                 any("thiserror"),
                 any("tokio"),
@@ -213,6 +215,8 @@ pub const LAYERS: &[Layer] = &[
                 any("libc"),
                 any("memchr"),
                 any("nix"),
+                // Safe system calls where nix has no wrapper enabled (ADR 0011).
+                any("rustix"),
                 any("serde"),
                 any("serde_json"),
                 any("thiserror"),

@@ -149,37 +149,21 @@ pub trait ProviderSpawn: Send + Sync + fmt::Debug {
 }
 
 /// A sealed in-memory file holding `text`, read from its start: the child's stdin for
-/// [`StdinMode::Prompt`]. Close-on-exec here; the child gets it as its descriptor 0.
+/// [`StdinMode::Prompt`]. Close-on-exec here; the child gets it as its descriptor 0. Safe system
+/// calls through rustix.
 #[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
 fn prompt_file(text: &str) -> io::Result<std::fs::File> {
+    use rustix::fs::{MemfdFlags, SealFlags, fcntl_add_seals, memfd_create};
     use std::io::{Seek, Write};
-    use std::os::fd::FromRawFd;
-    // SAFETY: memfd_create with a NUL-terminated name; the descriptor it returns is ours alone
-    // and goes straight into a File, which owns it from then on.
-    let file = unsafe {
-        let fd = libc::memfd_create(
-            c"corral-prompt".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        );
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        std::fs::File::from_raw_fd(fd)
-    };
-    let mut file = file;
+    let mut file = std::fs::File::from(memfd_create(
+        c"corral-prompt",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?);
     file.write_all(text.as_bytes())?;
-    // SAFETY: fcntl on a descriptor the File owns.
-    let sealed = unsafe {
-        libc::fcntl(
-            std::os::fd::AsRawFd::as_raw_fd(&file),
-            libc::F_ADD_SEALS,
-            libc::F_SEAL_SEAL | libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK,
-        )
-    };
-    if sealed < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    fcntl_add_seals(
+        &file,
+        SealFlags::SEAL | SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK,
+    )?;
     file.rewind()?;
     Ok(file)
 }

@@ -32,7 +32,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -463,48 +463,29 @@ fn sync_wake_up(listener: &OwnedFd) {
     }
 }
 
-/// The listener the child sent, or the `errno` it sent instead.
-#[allow(unsafe_code)]
+/// The listener the child sent, or the `errno` it sent instead (safe system calls through
+/// rustix: the listener arrives as an `OwnedFd`, close-on-exec).
 fn receive_listener(socket: &OwnedFd) -> Result<OwnedFd, String> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
     let mut payload = [0u8; 4];
-    let mut control = [0u8; 64];
-    let mut iov = libc::iovec {
-        iov_base: payload.as_mut_ptr().cast(),
-        iov_len: payload.len(),
-    };
-    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = control.len() as _;
-    // SAFETY: recvmsg with buffers owned above; MSG_CMSG_CLOEXEC keeps the listener from every
-    // other child.
-    let got = unsafe {
-        libc::recvmsg(
-            socket.as_raw_fd(),
-            &mut msg,
-            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
-        )
-    };
-    if got < 0 {
-        return Err(format!(
-            "the child sent no listener ({})",
-            io::Error::last_os_error()
-        ));
-    }
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = recvmsg(
+        socket,
+        &mut [io::IoSliceMut::new(&mut payload)],
+        &mut control,
+        RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+    )
+    .map_err(|e| format!("the child sent no listener ({})", io::Error::from(e)))?
+    .bytes;
     if got == 0 {
         return Err("the child sent no listener".to_string());
     }
-    // SAFETY: the control buffer was filled by recvmsg; CMSG_FIRSTHDR/CMSG_DATA stay inside it.
-    unsafe {
-        let header = libc::CMSG_FIRSTHDR(&msg);
-        if !header.is_null()
-            && (*header).cmsg_level == libc::SOL_SOCKET
-            && (*header).cmsg_type == libc::SCM_RIGHTS
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(mut fds) = message
+            && let Some(listener) = fds.next()
         {
-            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<RawFd>());
-            return Ok(OwnedFd::from_raw_fd(fd));
+            return Ok(listener);
         }
     }
     let errno = i32::from_ne_bytes(payload);

@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
@@ -88,23 +88,9 @@ fn owning_user_namespace(net: &File) -> io::Result<OwnedFd> {
 }
 
 /// A datagram socket pair, close-on-exec.
-#[allow(unsafe_code)]
 fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` has room for the two descriptors socketpair writes.
-    let rc = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    let (parent, child) = std::os::unix::net::UnixDatagram::pair()?;
+    Ok((OwnedFd::from(parent), OwnedFd::from(child)))
 }
 
 /// Room for one control message carrying one descriptor, aligned for `cmsghdr`.
@@ -131,7 +117,7 @@ fn spawn_helper(user: Option<RawFd>, net: RawFd, port: u16) -> io::Result<OwnedF
     // prepared above and ends in `_exit`; it never returns into Rust code of the parent.
     let child = unsafe { corral_process::fork_helper(|| helper(user, net, out, &addr))? };
     drop(child_end);
-    let result = receive(parent_end.as_raw_fd());
+    let result = receive(parent_end.as_fd());
     if result.is_err() {
         child.kill();
     }
@@ -210,54 +196,34 @@ unsafe fn helper(user: Option<RawFd>, net: RawFd, out: RawFd, addr: &libc::socka
     }
 }
 
-/// Waits (bounded) for the helper's report and takes the socket out of it.
-#[allow(unsafe_code)]
-fn receive(fd: RawFd) -> io::Result<OwnedFd> {
-    let mut poll = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let deadline_ms = HELPER_DEADLINE.as_millis() as libc::c_int;
-    // SAFETY: one valid pollfd.
-    let ready = unsafe { libc::poll(&raw mut poll, 1, deadline_ms) };
-    if ready < 0 {
-        return Err(io::Error::last_os_error());
-    }
+/// Waits (bounded) for the helper's report and takes the socket out of it (safe system calls
+/// through rustix: the descriptor arrives as an `OwnedFd`).
+fn receive(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    let deadline = Timespec::try_from(HELPER_DEADLINE).map_err(|e| other(e.to_string()))?;
+    let ready = poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&deadline))?;
     if ready == 0 {
         return Err(other(format!(
             "the namespace helper did not answer within {HELPER_DEADLINE:?}"
         )));
     }
     let mut report: Report = [0; 5];
-    let mut iov = libc::iovec {
-        iov_base: report.as_mut_ptr().cast(),
-        iov_len: report.len(),
-    };
-    let mut control = ControlBuffer([0; 64]);
-    // SAFETY: all-zero is a valid msghdr; the pointers set below outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &raw mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.0.as_mut_ptr().cast();
-    msg.msg_controllen = control.0.len() as _;
-    // SAFETY: `msg` describes buffers of this frame.
-    let got = unsafe { libc::recvmsg(fd, &raw mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if got < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel filled `msg`; CMSG_FIRSTHDR checks the length it wrote.
-    let cmsg = unsafe { libc::CMSG_FIRSTHDR(&raw const msg) };
-    // SAFETY: a non-null header lies inside `control`.
-    if !cmsg.is_null()
-        && unsafe {
-            (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = recvmsg(
+        fd,
+        &mut [io::IoSliceMut::new(&mut report)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?
+    .bytes;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(mut fds) = message
+            && let Some(socket) = fds.next()
+        {
+            return Ok(socket);
         }
-    {
-        // SAFETY: an SCM_RIGHTS message carries at least one descriptor, now ours.
-        let raw = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) };
-        // SAFETY: received with MSG_CMSG_CLOEXEC; nobody else owns it.
-        return Ok(unsafe { OwnedFd::from_raw_fd(raw) });
     }
     if got == 0 {
         return Err(other(
