@@ -8,16 +8,11 @@
 //! time is up or the caller cancels, and a run token that finds the processes that left the
 //! group. What differs is where it runs:
 //!
-//! * [`Confinement::Sandboxed`]: in the sandbox the agent gets, planned by the same code
-//!   (`sandbox::plan` with the run's permissions, the working directory writable): under
-//!   bubblewrap the rest of the file system read-only, the working tree's `.git` and
-//!   multi-linked files read-only, the user's other credentials hidden, the seccomp filter, a
-//!   private `TMPDIR`, and the network as the settings say, except that the allow-list opens
-//!   nothing for a command (it names the provider's model endpoints, which a check has no
-//!   business reaching): a check gets no network under `allowlist` or `none`. Where no sandbox
-//!   is usable it refuses, unless the user consented to the native backend, exactly as a run
-//!   does. The environment is the policy's: the core set and the user's allow-list (no
-//!   secret-looking name), with the spec's variables on top.
+//! * [`Confinement::Sandboxed`]: in the sandbox the agent gets, confined by the sandbox crate
+//!   ([`corral_sandbox::command`]: the same plan, refusal and bubblewrap arguments, the working
+//!   directory writable, no network under `allowlist` or `none`). The environment is the
+//!   policy's: the core set and the user's allow-list (no secret-looking name), with the spec's
+//!   variables on top.
 //! * [`Confinement::HostGit`]: `git` on the host with the repository's power to run programs
 //!   taken away, by the same configuration the git-cleanliness check uses (`git_check.rs`:
 //!   [`corral_sandbox::git_check::NEUTRAL_CONFIG`], the filter and merge drivers emptied), plus no
@@ -28,14 +23,14 @@
 //!   neutralising ones.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use corral_ports::{
-    CommandEnd, CommandError, CommandOutput, CommandRunner, CommandSpec, CommandStream,
-    Confinement, Permissions, SandboxBackend,
+    CommandEnd, CommandError, CommandOutput, CommandRunner, CommandSpec, CommandStream, Confinement,
 };
+use corral_sandbox::{CommandLine, WrapError};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
@@ -78,26 +73,14 @@ impl CommandRunner for Engine {
     }
 }
 
-/// A sandboxed command: planned as a run is, then wrapped or run natively with consent.
+/// A sandboxed command: confined by the sandbox as a run is (`corral_sandbox::command`), then
+/// supervised; the sandbox's leftovers go once it ended.
 async fn sandboxed(
     engine: &Engine,
     spec: &CommandSpec,
     cancel: &CancellationToken,
 ) -> Result<CommandOutput, CommandError> {
     let config = engine.config();
-    let permissions = Permissions {
-        edit_files: true,
-        ..Permissions::default()
-    };
-    let plan = corral_sandbox::policy::plan(
-        &config.sandbox,
-        &permissions,
-        corral_sandbox::policy::bubblewrap_usable,
-    )
-    .map_err(|refusal| CommandError::Refused {
-        program: spec.program.clone(),
-        reason: format!("{}; {}", refusal.reason, refusal.hint),
-    })?;
     let env = EnvPolicy {
         inherit: config.env_inherit,
         profile: EnvProfile::new(PROFILE, &[]),
@@ -105,80 +88,32 @@ async fn sandboxed(
         set: spec.env.clone(),
     }
     .resolve(config.ambient());
-    let mut env_os: Vec<(OsString, OsString)> =
-        env.vars.iter().map(|(k, v)| (k.into(), v.into())).collect();
-    match plan.backend {
-        SandboxBackend::Native => {
-            let request = request(spec, spec.program.clone().into(), args(spec), env_os);
-            supervise(engine, spec, request, cancel).await
-        }
-        SandboxBackend::Bubblewrap => {
-            let var = |name: &str| {
-                env.vars
-                    .iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.as_str())
-            };
-            let program =
-                corral_process::resolve_program(Path::new(&spec.program), var("PATH"), &spec.cwd)
-                    .ok_or_else(|| CommandError::Spawn {
-                    program: spec.program.clone(),
-                    reason: "not found on the command's PATH".to_string(),
-                })?;
-            let home = var("HOME").map(PathBuf::from);
-            let account_home = corral_sandbox::policy::account_home();
-            let tmp = PrivateTmp::create().map_err(|e| io_error(spec, &e))?;
-            env_os.retain(|(k, _)| k != "TMPDIR");
-            env_os.push(("TMPDIR".into(), tmp.path.clone().into_os_string()));
-            // As for an agent: the work tree's repository and any file with another name
-            // elsewhere stay read-only inside the writable tree.
-            let mut protected = corral_sandbox::policy::git_paths(&spec.cwd);
-            protected.extend(corral_sandbox::policy::multi_link_files(&[spec
-                .cwd
-                .as_path()]));
-            let placeholders = corral_sandbox::policy::prepare_protected(&protected);
-            // Corral's record in the tree: only what exists can be bound (nothing to protect
-            // otherwise), and never made here, so no placeholder is left in the user's tree.
-            protected.extend(
-                spec.read_only
-                    .iter()
-                    .filter(|p| p.starts_with(&spec.cwd) && p.is_dir())
-                    .cloned(),
-            );
-            let seccomp = corral_sandbox::seccomp::program_fd().map_err(|e| io_error(spec, &e))?;
-            let mut wrapped: Vec<OsString> = {
-                use std::os::fd::AsRawFd;
-                vec!["--seccomp".into(), seccomp.as_raw_fd().to_string().into()]
-            };
-            wrapped.extend(corral_sandbox::policy::bwrap_args(
-                &config.sandbox,
-                &permissions,
-                &corral_sandbox::policy::Paths {
-                    cwd: &spec.cwd,
-                    output_dir: &tmp.path,
-                    extra_roots: &[],
-                    state: &[],
-                    protected: &protected,
-                    home: home.as_deref(),
-                    account_home: account_home.as_deref(),
-                },
-            ));
-            wrapped.push(program.into_os_string());
-            wrapped.extend(args(spec));
-            let mut request = request(spec, config.sandbox.bwrap.clone(), wrapped, env_os);
-            {
-                use std::os::fd::AsRawFd;
-                request.inherit_fds.push(seccomp.as_raw_fd());
-            }
-            let out = supervise(engine, spec, request, cancel).await;
-            // bubblewrap read the program at its start; the descriptor and the directory go
-            // only now, after it ended.
-            drop(seccomp);
-            drop(tmp);
-            corral_sandbox::policy::remove_placeholders(&placeholders);
-            out
-        }
-    }
+    let wrapped = corral_sandbox::wrap_command(
+        &config.sandbox,
+        CommandLine {
+            program: &spec.program,
+            args: &spec.args,
+            env: &env.vars,
+            cwd: &spec.cwd,
+            read_only: &spec.read_only,
+        },
+    )
+    .map_err(|e| match e {
+        WrapError::Refused(reason) => CommandError::Refused {
+            program: spec.program.clone(),
+            reason,
+        },
+        WrapError::NotFound => CommandError::Spawn {
+            program: spec.program.clone(),
+            reason: e.to_string(),
+        },
+        WrapError::Io(io) => io_error(spec, &io),
+    })?;
+    let mut request = request(spec, wrapped.program, wrapped.args, wrapped.env);
+    request.inherit_fds = wrapped.inherit_fds;
+    let out = supervise(engine, spec, request, cancel).await;
+    drop(wrapped.sandbox);
+    out
 }
 
 /// Corral's own git on the host, neutralised (see the module documentation).
@@ -496,28 +431,5 @@ fn io_error(spec: &CommandSpec, e: &std::io::Error) -> CommandError {
     CommandError::Io {
         program: spec.program.clone(),
         reason: e.to_string(),
-    }
-}
-
-/// A sandboxed command's private temporary directory (0700), removed when dropped.
-struct PrivateTmp {
-    path: PathBuf,
-}
-
-impl PrivateTmp {
-    fn create() -> std::io::Result<Self> {
-        let path = std::env::temp_dir().join(format!(
-            "corral-command-{}-{:016x}",
-            std::process::id(),
-            fastrand::u64(..)
-        ));
-        corral_sandbox::policy::create_private_dir(&path)?;
-        Ok(PrivateTmp { path })
-    }
-}
-
-impl Drop for PrivateTmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
     }
 }

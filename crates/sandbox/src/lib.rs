@@ -12,6 +12,7 @@
 //! programs only through `corral-process`, and depends on no other crate of the workspace but
 //! that and `corral-ports`.
 
+pub mod command;
 pub mod driver_cache;
 pub mod egress;
 pub mod git_check;
@@ -20,6 +21,7 @@ pub mod policy;
 pub mod seccomp;
 pub mod write_watch;
 
+pub use command::{CommandLine, CommandSandbox, WrapError, WrappedCommand, wrap_command};
 pub use egress::{
     AllowList, AllowRule, BadRule, EgressError, EgressGate, EgressNeeds, EgressNote, EgressProxy,
     PROXY_ADDRESS_VAR, PROXY_PORT, ProxyHonour, UNSET_VARS as EGRESS_UNSET_VARS,
