@@ -461,6 +461,24 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        dir: "engine-decides-per-backend",
+        violation: "a SandboxBackend match arm in the engine, outside corral-sandbox",
+        plant: Plant::Code {
+            file: "crates/engine/src/headless.rs",
+            text: "\n/// Planted by `cargo xtask self-check`: a decision per backend outside the sandbox.\n\
+                   pub fn planted_backend(b: corral_ports::SandboxBackend) -> bool {\n    \
+                   matches!(b, corral_ports::SandboxBackend::Native)\n}\n",
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::Tidy,
+            &[
+                "crates/engine/src/headless.rs:",
+                "`SandboxBackend::Native` outside crates/sandbox",
+            ],
+        )],
+    },
+    Case {
         dir: "xtask-runs-cargo-offline",
         violation: "cargo's offline flag in xtask",
         plant: Plant::Code {

@@ -7,6 +7,9 @@
 //! - Processes are created (`Command::new(`, `fork(`) only under `crates/process`,
 //!   `crates/test-support` and `xtask`, and in the engine's tests and benchmark, which play the
 //!   program embedding the engine; clippy's `disallowed-methods` is the other half of this rule.
+//! - Only the sandbox decides per backend: `SandboxBackend::Native` and `SandboxBackend::Bubblewrap`
+//!   appear in product code only under `crates/sandbox` and `crates/ports` (ADR 0011), and in the
+//!   two engine files not yet moved behind the sandbox's face ([`BACKEND_MATCH_NOT_YET`]).
 //!
 //! - Nothing under `xtask/` nor `.ci/run` runs cargo offline: the registry cache of a fresh
 //!   machine lacks crates an offline `cargo metadata` needs (the Windows-only ones, on Linux), so
@@ -41,6 +44,16 @@ const PROCESS_CREATION: &[&str] = &[
     "libc::fork(",
     "unistd::fork(",
 ];
+
+/// A decision per sandbox backend, in any spelling of a pattern or a comparison.
+const BACKEND_DECISION: &[&str] = &["SandboxBackend::Native", "SandboxBackend::Bubblewrap"];
+
+/// Where a decision per backend belongs: the sandbox, and the ports that name the backends.
+const MAY_DECIDE_PER_BACKEND: &[&str] = &["crates/sandbox/", "crates/ports/"];
+
+/// Engine files that still decide per backend, until the sandbox's face takes their decisions
+/// (issue 30): this list only shrinks.
+const BACKEND_MATCH_NOT_YET: &[&str] = &["crates/engine/src/launch.rs", "crates/engine/src/run.rs"];
 
 /// Cargo's offline flag, spelled in two pieces so this file does not hold it.
 const OFFLINE_FLAG: &str = concat!("--", "offline");
@@ -139,6 +152,15 @@ fn check_file(rel: &str, text: &str, found: &mut Vec<String>) {
         .iter()
         .any(|prefix| rel.starts_with(prefix));
     let must_run_online = MUST_RUN_ONLINE.iter().any(|prefix| rel.starts_with(prefix));
+    let product_source = in_crates
+        && rel.contains("/src/")
+        && !rel.starts_with("crates/test-support/")
+        && !rel.contains("/src/bin/");
+    let may_decide_per_backend = !product_source
+        || MAY_DECIDE_PER_BACKEND
+            .iter()
+            .any(|prefix| rel.starts_with(prefix))
+        || BACKEND_MATCH_NOT_YET.contains(&rel);
     for (index, line) in text.lines().enumerate() {
         let line_no = index + 1;
         if must_run_online && line.contains(OFFLINE_FLAG) {
@@ -158,6 +180,16 @@ fn check_file(rel: &str, text: &str, found: &mut Vec<String>) {
                     ));
                 }
             }
+        }
+        if !may_decide_per_backend
+            && let Some(needle) = BACKEND_DECISION
+                .iter()
+                .find(|needle| line.contains(*needle))
+        {
+            found.push(format!(
+                "{rel}:{line_no}: `{needle}` outside crates/sandbox: only the sandbox decides per \
+                 backend (ADR 0011)"
+            ));
         }
         if !may_create_processes
             && let Some(needle) = PROCESS_CREATION
@@ -299,6 +331,21 @@ mod tests {
             .len(),
             1
         );
+        // A decision per backend outside the sandbox (ADR 0011); tests may name backends.
+        let arm = "//! T.\nmatch b { SandboxBackend::Native => 1, _ => 2 };\n";
+        assert_eq!(
+            violations("crates/engine/src/headless.rs", arm),
+            [
+                "crates/engine/src/headless.rs:2: `SandboxBackend::Native` outside crates/sandbox: only the sandbox decides per backend (ADR 0011)"
+            ]
+        );
+        for allowed in [
+            "crates/sandbox/src/command.rs",
+            "crates/engine/tests/it/sandbox.rs",
+            "crates/engine/src/launch.rs",
+        ] {
+            assert_eq!(violations(allowed, arm), Vec::<String>::new(), "{allowed}");
+        }
         // The engine's product code and a fork are caught too (ADR 0010).
         assert_eq!(
             violations("crates/engine/src/sandbox.rs", text).len(),
