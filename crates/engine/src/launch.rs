@@ -4,7 +4,6 @@
 //! spawn is recorded in the execution log whether it starts or not.
 
 use std::ffi::OsString;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use corral_ports::{Guarantee, ProviderError, SandboxBackend, SessionId, Unenforced};
@@ -18,9 +17,10 @@ use corral_process::env::{EnvPolicy, ResolvedEnv};
 use corral_process::process_group::RUN_TOKEN_VAR;
 use corral_process::spawn::{SpawnRequest, SpawnedChild, StdinMode};
 use corral_sandbox::egress::{AllowList, EgressGate, EgressNote, EgressProxy};
-use corral_sandbox::inside::{InsideProbe, REPORT_TIMEOUT, Targets};
+use corral_sandbox::inside::{InsideProbe, REPORT_TIMEOUT};
 use corral_sandbox::policy::{NetworkPolicy, SandboxPlan};
 use corral_sandbox::write_watch::{PendingWatch, Watch};
+use corral_sandbox::{CliLine, WrapCliError};
 
 /// A CLI ready to start.
 #[derive(Debug)]
@@ -234,9 +234,9 @@ fn native_watch(
         .map_err(|e| scope.io_error(&session.output_dir, &e))
 }
 
-/// bubblewrap's program and arguments around the CLI's: the CLI's state paths prepared, the
-/// run's private `TMPDIR` created and set, the CLI resolved on the child's `PATH`, the probe
-/// that checks the sandbox from inside put before it.
+/// bubblewrap's program and arguments around the CLI's, as the sandbox crate wraps them
+/// (`corral_sandbox::cli`), with the adapter's state and protected paths; the placeholders made
+/// are the run's to remove.
 fn wrap_in_bubblewrap(
     scope: &RunScope<'_>,
     spec: &CommandSpec,
@@ -247,108 +247,40 @@ fn wrap_in_bubblewrap(
 ) -> Result<(PathBuf, Vec<OsString>, Option<InsideProbe>), ProviderError> {
     let config = scope.config();
     let session = &scope.session;
-    let var = |name: &str| {
-        env.vars
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let home = var("HOME").map(PathBuf::from);
-    let account_home = corral_sandbox::policy::account_home();
-    let state = scope.adapter.state_paths(&ChildEnv::new(&env.vars));
-    corral_sandbox::policy::prepare_state(&state);
-    // Read-only inside what is writable: each writable tree's `.git` and the CLI's own
-    // configuration.
-    let mut protected = scope.adapter.protected_paths(&ChildEnv::new(&env.vars));
-    if session.permissions.edit_files {
-        protected.extend(corral_sandbox::policy::git_paths(&session.cwd));
-    }
-    for root in &session.extra_roots {
-        protected.extend(corral_sandbox::policy::git_paths(root));
-    }
-    protected.extend(read_only_links.iter().cloned());
-    // Held until the sandbox has bound these paths (the probe's report): no other run
-    // removes a placeholder of them meanwhile.
-    let binding = corral_sandbox::policy::lock_for_binding(&protected);
-    let mut made = corral_sandbox::policy::prepare_protected(&protected);
-    // The stream files are made after the spawn, in `raw/`: made now, it can be bound.
-    if matches!(config.capture, crate::streams::OutputCapture::Files) {
-        let raw = session.output_dir.join(crate::streams::RAW_STREAMS_DIR);
-        if let Err(e) = fs::create_dir(&raw)
-            && e.kind() != std::io::ErrorKind::AlreadyExists
-        {
-            return Err(scope.io_error(&raw, &e));
-        }
-    }
-    // Corral's own record in the run directory, read-only to the agent (a bind mount point
-    // can be neither unlinked nor renamed either). What does not exist yet is made now, as a
-    // placeholder, so that the agent cannot create it first and it is bound too: the session
-    // files, written once the id is known, and the copies whose presence makes Corral write
-    // the files it rewrites in place (a rename over a bind mount point would detach it in the
-    // sandbox, see `files::write_record_file`). Untouched placeholders go with the sandbox.
-    // `signals.json`, its temporary files and `tmp/` stay writable.
-    let record = corral_sandbox::policy::record_paths(&session.output_dir);
-    let raw = session.output_dir.join(crate::streams::RAW_STREAMS_DIR);
-    let missing: Vec<PathBuf> = record.iter().filter(|p| **p != raw).cloned().collect();
-    made.extend(corral_sandbox::policy::prepare_protected(&missing));
-    protected.extend(
-        record
-            .into_iter()
-            .filter(|p| fs::symlink_metadata(p).is_ok()),
-    );
-    scope.placeholders_made(made);
-    let tmp = private_tmpdir(scope, env_os)?;
-    let mut args = match egress {
-        Some((gate, honour)) => {
-            corral_sandbox::egress::confine_env(env_os, honour, &tmp)
-                .map_err(|e| scope.io_error(&tmp, &e))?;
-            gate.bwrap_args()
-        }
-        None => Vec::new(),
-    };
-    args.extend(corral_sandbox::policy::bwrap_args(
-        &config.sandbox,
-        &session.permissions,
-        &corral_sandbox::policy::Paths {
+    let child_env = ChildEnv::new(&env.vars);
+    let state = scope.adapter.state_paths(&child_env);
+    let wrapped = corral_sandbox::wrap_cli(
+        CliLine {
+            config: &config.sandbox,
+            permissions: &session.permissions,
             cwd: &session.cwd,
             output_dir: &session.output_dir,
             extra_roots: &session.extra_roots,
             state: &state,
-            protected: &protected,
-            home: home.as_deref(),
-            account_home: account_home.as_deref(),
+            protected: scope.adapter.protected_paths(&child_env),
+            read_only_links,
+            raw_stream_files: matches!(config.capture, crate::streams::OutputCapture::Files),
+            program: &spec.program,
+            args: &spec.args,
+            env: &env.vars,
         },
-    ));
-    // Inside the sandbox bubblewrap would report a missing CLI as its own failure; resolve it
-    // here so the error says what it is.
-    let resolved = corral_process::resolve_program(&spec.program, var("PATH"), &session.cwd)
-        .ok_or_else(|| ProviderError::CliNotFound {
+        env_os,
+        egress,
+        |made| scope.placeholders_made(made),
+    )
+    .map_err(|e| match e {
+        WrapCliError::NotFound => ProviderError::CliNotFound {
             provider: scope.provider,
             program: spec.program.display().to_string(),
-            reason: "not found on the child's PATH".to_string(),
-        })?;
-    let mut writable: Vec<&Path> = Vec::new();
-    if session.permissions.edit_files {
-        writable.push(&session.cwd);
-    }
-    writable.push(&session.output_dir);
-    writable.extend(session.extra_roots.iter().map(PathBuf::as_path));
-    writable.extend(state.iter().map(PathBuf::as_path));
-    let probe = InsideProbe::prepare(&Targets {
-        writable,
-        read_only_cwd: (!session.permissions.edit_files).then_some(session.cwd.as_path()),
-        hidden_home: match config.sandbox.home {
-            corral_sandbox::policy::HomePolicy::Isolated => home.as_deref(),
-            corral_sandbox::policy::HomePolicy::Host => None,
+            reason: e.to_string(),
         },
-    })
-    .map_err(|e| scope.io_error(&session.output_dir, &e))?;
-    let mut probe = probe;
-    probe.hold_until_report(binding);
-    args.extend(probe.argv());
-    args.push(resolved.into_os_string());
-    args.extend(spec.args.iter().cloned());
-    Ok((config.sandbox.bwrap.clone(), args, Some(probe)))
+        WrapCliError::Io { path, source } => scope.io_error(&path, &source),
+    })?;
+    Ok((
+        config.sandbox.bwrap.clone(),
+        wrapped.args,
+        Some(wrapped.probe),
+    ))
 }
 
 /// Starts a launched CLI and records the spawn (or why it failed) in the log, flushed.

@@ -12,6 +12,7 @@
 //! programs only through `corral-process`, and depends on no other crate of the workspace but
 //! that and `corral-ports`.
 
+pub mod cli;
 pub mod command;
 pub mod driver_cache;
 pub mod egress;
@@ -21,6 +22,7 @@ pub mod policy;
 pub mod seccomp;
 pub mod write_watch;
 
+pub use cli::{CliLine, WrapCliError, WrappedCli, wrap_cli};
 pub use command::{CommandLine, CommandSandbox, WrapError, WrappedCommand, wrap_command};
 pub use egress::{
     AllowList, AllowRule, BadRule, EgressError, EgressGate, EgressNeeds, EgressNote, EgressProxy,

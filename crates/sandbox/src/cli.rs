@@ -1,0 +1,185 @@
+//! An AI coding CLI's command line wrapped in bubblewrap for one attempt of a run: the CLI's
+//! state paths prepared, what must stay read-only inside the writable trees (each tree's `.git`,
+//! the CLI's own configuration, files with another name elsewhere, Corral's record in the run
+//! directory) locked and given placeholders, the run's private `TMPDIR`, the egress gate's and
+//! bubblewrap's arguments, the CLI resolved on the child's `PATH`, and the probe that checks the
+//! sandbox from inside put before it.
+//!
+//! The engine gives plain values (the adapter's answers included) and gets the arguments back,
+//! with the probe to hand the spawned child; it never assembles a sandbox itself.
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use corral_ports::Permissions;
+
+use crate::egress::{EgressGate, ProxyHonour};
+use crate::inside::{InsideProbe, Targets};
+use crate::policy::{self, HomePolicy, Paths, Placeholder, SandboxConfig};
+
+/// One attempt's CLI and the run it belongs to, in plain values.
+#[derive(Debug)]
+pub struct CliLine<'a> {
+    /// The sandbox settings.
+    pub config: &'a SandboxConfig,
+    /// What the run may do.
+    pub permissions: &'a Permissions,
+    /// The working directory.
+    pub cwd: &'a Path,
+    /// The run directory.
+    pub output_dir: &'a Path,
+    /// Further trees the run may write.
+    pub extra_roots: &'a [PathBuf],
+    /// The CLI's own state paths (its adapter's answer), writable.
+    pub state: &'a [PathBuf],
+    /// The CLI's own configuration (its adapter's answer), read-only inside what is writable.
+    pub protected: Vec<PathBuf>,
+    /// Files with another name elsewhere, read-only (the plan's).
+    pub read_only_links: &'a [PathBuf],
+    /// Whether the raw stream files are made in the run directory's `raw/` after the spawn.
+    pub raw_stream_files: bool,
+    /// The CLI, as its adapter names it.
+    pub program: &'a Path,
+    /// Its arguments.
+    pub args: &'a [OsString],
+    /// The environment the policy resolved.
+    pub env: &'a [(String, String)],
+}
+
+/// Why a CLI's command line could not be wrapped.
+#[derive(Debug, thiserror::Error)]
+pub enum WrapCliError {
+    /// The CLI is not on the child's `PATH`. Not retryable as configured.
+    #[error("not found on the child's PATH")]
+    NotFound,
+    /// Preparing the sandbox failed at `path`. Retryable: a transient condition of the host.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// Where.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+}
+
+/// bubblewrap's arguments around the CLI's, and the probe that checks the sandbox from inside.
+#[derive(Debug)]
+pub struct WrappedCli {
+    /// bubblewrap's arguments, the probe's and the CLI's included.
+    pub args: Vec<OsString>,
+    /// The probe, holding the binding locks until its report.
+    pub probe: InsideProbe,
+}
+
+/// Wraps `line` for bubblewrap; `env` (the child's, as sent) gets the private `TMPDIR` and, with
+/// `egress`, the proxy's variables. The placeholders made are handed to `placeholders_made` as
+/// soon as they exist, so that the run removes them whatever happens next.
+pub fn wrap_cli(
+    line: CliLine<'_>,
+    env: &mut Vec<(OsString, OsString)>,
+    egress: Option<(&EgressGate, ProxyHonour)>,
+    placeholders_made: impl FnOnce(Vec<Placeholder>),
+) -> Result<WrappedCli, WrapCliError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| WrapCliError::Io { path, source }
+    };
+    let var = |name: &str| {
+        line.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let home = var("HOME").map(PathBuf::from);
+    let account_home = policy::account_home();
+    policy::prepare_state(line.state);
+    // Read-only inside what is writable: each writable tree's `.git` and the CLI's own
+    // configuration.
+    let mut protected = line.protected;
+    if line.permissions.edit_files {
+        protected.extend(policy::git_paths(line.cwd));
+    }
+    for root in line.extra_roots {
+        protected.extend(policy::git_paths(root));
+    }
+    protected.extend(line.read_only_links.iter().cloned());
+    // Held until the sandbox has bound these paths (the probe's report): no other run
+    // removes a placeholder of them meanwhile.
+    let binding = policy::lock_for_binding(&protected);
+    let mut made = policy::prepare_protected(&protected);
+    // The stream files are made after the spawn, in `raw/`: made now, it can be bound.
+    let raw = line.output_dir.join(corral_ports::run_dir::RAW_STREAMS_DIR);
+    if line.raw_stream_files
+        && let Err(e) = fs::create_dir(&raw)
+        && e.kind() != std::io::ErrorKind::AlreadyExists
+    {
+        placeholders_made(made);
+        return Err(io(&raw)(e));
+    }
+    // Corral's own record in the run directory, read-only to the agent (a bind mount point
+    // can be neither unlinked nor renamed either). What does not exist yet is made now, as a
+    // placeholder, so that the agent cannot create it first and it is bound too: the session
+    // files, written once the id is known, and the copies whose presence makes Corral write
+    // the files it rewrites in place (a rename over a bind mount point would detach it in the
+    // sandbox). Untouched placeholders go with the sandbox. `signals.json`, its temporary
+    // files and `tmp/` stay writable.
+    let record = policy::record_paths(line.output_dir);
+    let missing: Vec<PathBuf> = record.iter().filter(|p| **p != raw).cloned().collect();
+    made.extend(policy::prepare_protected(&missing));
+    protected.extend(
+        record
+            .into_iter()
+            .filter(|p| fs::symlink_metadata(p).is_ok()),
+    );
+    placeholders_made(made);
+    let tmp = policy::private_tmp(line.output_dir);
+    policy::create_private_dir(&tmp).map_err(io(&tmp))?;
+    env.retain(|(k, _)| k != "TMPDIR");
+    env.push(("TMPDIR".into(), tmp.clone().into_os_string()));
+    let mut args = match egress {
+        Some((gate, honour)) => {
+            crate::egress::confine_env(env, honour, &tmp).map_err(io(&tmp))?;
+            gate.bwrap_args()
+        }
+        None => Vec::new(),
+    };
+    args.extend(policy::bwrap_args(
+        line.config,
+        line.permissions,
+        &Paths {
+            cwd: line.cwd,
+            output_dir: line.output_dir,
+            extra_roots: line.extra_roots,
+            state: line.state,
+            protected: &protected,
+            home: home.as_deref(),
+            account_home: account_home.as_deref(),
+        },
+    ));
+    // Inside the sandbox bubblewrap would report a missing CLI as its own failure; resolve it
+    // here so the error says what it is.
+    let resolved = corral_process::resolve_program(line.program, var("PATH"), line.cwd)
+        .ok_or(WrapCliError::NotFound)?;
+    let mut writable: Vec<&Path> = Vec::new();
+    if line.permissions.edit_files {
+        writable.push(line.cwd);
+    }
+    writable.push(line.output_dir);
+    writable.extend(line.extra_roots.iter().map(PathBuf::as_path));
+    writable.extend(line.state.iter().map(PathBuf::as_path));
+    let mut probe = InsideProbe::prepare(&Targets {
+        writable,
+        read_only_cwd: (!line.permissions.edit_files).then_some(line.cwd),
+        hidden_home: match line.config.home {
+            HomePolicy::Isolated => home.as_deref(),
+            HomePolicy::Host => None,
+        },
+    })
+    .map_err(io(line.output_dir))?;
+    probe.hold_until_report(binding);
+    args.extend(probe.argv());
+    args.push(resolved.into_os_string());
+    args.extend(line.args.iter().cloned());
+    Ok(WrappedCli { args, probe })
+}
