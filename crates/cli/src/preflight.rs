@@ -128,7 +128,16 @@ pub(crate) async fn check_roles(
 ) -> Report {
     let mut report = Report::default();
     for (names, role) in fold(roles) {
-        check_role(&mut report, &names, &role, settings, work_tree, records, cancel).await;
+        check_role(
+            &mut report,
+            &names,
+            &role,
+            settings,
+            work_tree,
+            records,
+            cancel,
+        )
+        .await;
     }
     report
 }
@@ -320,6 +329,12 @@ fn judge(report: &mut Report, names: &str, role: &RoleCheck, version: &str, answ
             ProviderError::Cancelled { .. } => {
                 report.problem(format!("{who}: the preflight was cancelled"), None);
             }
+            ProviderError::EgressRefused { target, hint, .. } => report.problem(
+                format!(
+                    "{who} ({model}): Corral's network allow-list does not include {target}, which the CLI needs"
+                ),
+                Some(hint.clone()),
+            ),
             ProviderError::CliNotFound { .. }
             | ProviderError::SpawnFailed { .. }
             | ProviderError::ArgvTooLong { .. }
@@ -371,9 +386,7 @@ pub(crate) async fn check_sprint_commands(
     settings: &Settings,
     root: &Path,
 ) {
-    for warning in
-        crate::sprint_init::commit_and_command_warnings(file, settings, root).await
-    {
+    for warning in crate::sprint_init::commit_and_command_warnings(file, settings, root).await {
         report.problem(warning, None);
     }
 }
