@@ -1,10 +1,11 @@
 //! Launching a CLI, the same way for headless attempts and interactive handoffs: the adapter's
 //! command becomes a spawn request (the environment policy applied to the engine's environment
-//! setting, the run token added, the sandbox wrapped around it, the argv budget checked), and the
-//! spawn is recorded in the execution log whether it starts or not.
+//! setting, the run token added, the sandbox's confinement around it (`corral_sandbox::cli`),
+//! the argv budget checked), and the spawn is recorded in the execution log whether it starts or
+//! not.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use corral_ports::{Guarantee, ProviderError, SandboxBackend, SessionId, Unenforced};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -18,7 +19,7 @@ use corral_process::process_group::RUN_TOKEN_VAR;
 use corral_process::spawn::{SpawnRequest, SpawnedChild, StdinMode};
 use corral_sandbox::egress::{AllowList, EgressGate, EgressNote, EgressProxy};
 use corral_sandbox::inside::{InsideProbe, REPORT_TIMEOUT};
-use corral_sandbox::policy::{NetworkPolicy, SandboxPlan};
+use corral_sandbox::policy::SandboxPlan;
 use corral_sandbox::write_watch::{PendingWatch, Watch};
 use corral_sandbox::{CliLine, WrapCliError};
 
@@ -91,64 +92,38 @@ pub(crate) fn launch(
     let env = policy.resolve(config.ambient());
     let mut env_os: Vec<(OsString, OsString)> =
         env.vars.iter().map(|(k, v)| (k.into(), v.into())).collect();
-    // Egress confined to the allow-list: bubblewrap holds the CLI until the supervisor has
-    // opened the proxy inside the sandbox's network namespace (see `egress`).
-    let egress = match (plan.backend, config.sandbox.network) {
-        (SandboxBackend::Bubblewrap, NetworkPolicy::Allowlist) => {
-            let gate =
-                EgressGate::new().map_err(|e| scope.io_error(&scope.session.output_dir, &e))?;
-            let needs = scope.adapter.egress(&ChildEnv::new(&env.vars));
-            let allow = AllowList::new(
-                needs
-                    .endpoints
-                    .iter()
-                    .chain(&config.sandbox.network_allow)
-                    .cloned(),
-            );
-            Some((gate, allow, needs.proxy))
-        }
-        (SandboxBackend::Bubblewrap | SandboxBackend::Native, _) => None,
-    };
-    let seccomp = match plan.backend {
-        SandboxBackend::Native => None,
-        SandboxBackend::Bubblewrap => Some(
-            corral_sandbox::seccomp::program_fd()
-                .map_err(|e| scope.io_error(&scope.session.output_dir, &e))?,
-        ),
-    };
-    let watch = match plan.backend {
-        SandboxBackend::Native if config.sandbox.watch_native_writes => {
-            Some(native_watch(scope, &env, &mut env_os)?)
-        }
-        SandboxBackend::Native | SandboxBackend::Bubblewrap => None,
-    };
-    let (program, mut args, probe) = match plan.backend {
-        SandboxBackend::Native => (spec.program.clone(), spec.args.clone(), None),
-        SandboxBackend::Bubblewrap => wrap_in_bubblewrap(
-            scope,
-            spec,
-            &plan.read_only_links,
-            &env,
-            &mut env_os,
-            egress.as_ref().map(|(gate, _, honour)| (gate, *honour)),
-        )?,
-    };
-    let mut inherit_fds = egress
-        .as_ref()
-        .map(|(gate, _, _)| gate.child_fds())
-        .unwrap_or_default();
-    inherit_fds.extend(probe.iter().flat_map(InsideProbe::child_fds));
-    if let Some(fd) = &seccomp {
-        use std::os::fd::AsRawFd;
-        inherit_fds.push(fd.as_raw_fd());
-        args.splice(
-            0..0,
-            [
-                OsString::from("--seccomp"),
-                fd.as_raw_fd().to_string().into(),
-            ],
-        );
-    }
+    let session = &scope.session;
+    let child_env = ChildEnv::new(&env.vars);
+    let state = scope.adapter.state_paths(&child_env);
+    let confined = corral_sandbox::confine_cli(
+        plan.backend,
+        CliLine {
+            config: &config.sandbox,
+            permissions: &session.permissions,
+            cwd: &session.cwd,
+            output_dir: &session.output_dir,
+            extra_roots: &session.extra_roots,
+            state: &state,
+            protected: scope.adapter.protected_paths(&child_env),
+            read_only_links: &plan.read_only_links,
+            raw_stream_files: matches!(config.capture, crate::streams::OutputCapture::Files),
+            program: &spec.program,
+            args: &spec.args,
+            env: &env.vars,
+        },
+        || scope.adapter.egress(&child_env),
+        &mut env_os,
+        |made| scope.placeholders_made(made),
+    )
+    .map_err(|e| match e {
+        WrapCliError::NotFound => ProviderError::CliNotFound {
+            provider: scope.provider,
+            program: spec.program.display().to_string(),
+            reason: e.to_string(),
+        },
+        WrapCliError::Io { path, source } => scope.io_error(&path, &source),
+    })?;
+    let (program, args) = (confined.program, confined.args);
     let argv_bytes = check_argv(
         program.as_os_str(),
         args.iter().map(|a| a.as_os_str()),
@@ -169,118 +144,17 @@ pub(crate) fn launch(
             cwd: scope.session.cwd.clone(),
             stdin,
             parent_death_signal: config.parent_death_signal,
-            inherit_fds,
+            inherit_fds: confined.inherit_fds,
             output: corral_process::spawn::ChildOutputs::Pipes,
-            pre_exec: watch.as_ref().map(PendingWatch::hook).into_iter().collect(),
+            pre_exec: confined.pre_exec,
         },
         env,
         argv_bytes,
-        egress: egress.map(|(gate, allow, _)| (gate, allow)),
-        seccomp,
-        probe,
-        watch,
+        egress: confined.egress,
+        seccomp: confined.seccomp,
+        probe: confined.probe,
+        watch: confined.watch,
     })
-}
-
-/// The run's private `TMPDIR` (see `sandbox::private_tmp`), created and set in the CLI's
-/// environment, for both backends; removed with the run.
-fn private_tmpdir(
-    scope: &RunScope<'_>,
-    env_os: &mut Vec<(OsString, OsString)>,
-) -> Result<PathBuf, ProviderError> {
-    let tmp = corral_sandbox::policy::private_tmp(&scope.session.output_dir);
-    corral_sandbox::policy::create_private_dir(&tmp).map_err(|e| scope.io_error(&tmp, &e))?;
-    env_os.retain(|(k, _)| k != "TMPDIR");
-    env_os.push(("TMPDIR".into(), tmp.clone().into_os_string()));
-    Ok(tmp)
-}
-
-/// The native backend's write watch: the paths the CLI may write (the run directory, the
-/// working directory when it may edit, the extra roots, the CLI's own state, and the run's
-/// private `TMPDIR`, which the CLI gets here as it does in a sandbox, so that what honours
-/// `TMPDIR` stays out of the shared `/tmp`).
-fn native_watch(
-    scope: &RunScope<'_>,
-    env: &ResolvedEnv,
-    env_os: &mut Vec<(OsString, OsString)>,
-) -> Result<PendingWatch, ProviderError> {
-    let session = &scope.session;
-    private_tmpdir(scope, env_os)?;
-    let mut allowed = vec![session.output_dir.clone()];
-    if session.permissions.edit_files {
-        allowed.push(session.cwd.clone());
-    }
-    allowed.extend(session.extra_roots.iter().cloned());
-    let child_env = ChildEnv::new(&env.vars);
-    let state = scope.adapter.state_paths(&child_env);
-    // What the sandbox binds read-only inside the writable paths stays named when written.
-    let mut protected = scope.adapter.protected_paths(&child_env);
-    let mut trees: Vec<&Path> = session.extra_roots.iter().map(PathBuf::as_path).collect();
-    if session.permissions.edit_files {
-        trees.push(&session.cwd);
-    }
-    let mut git_dirs = Vec::new();
-    for tree in trees {
-        for git_dir in corral_sandbox::policy::git_paths(tree) {
-            protected.extend(
-                ["config", "hooks", "info", "commondir"]
-                    .iter()
-                    .map(|name| git_dir.join(name)),
-            );
-            git_dirs.push(git_dir);
-        }
-    }
-    PendingWatch::new(allowed, state, protected, git_dirs)
-        .map_err(|e| scope.io_error(&session.output_dir, &e))
-}
-
-/// bubblewrap's program and arguments around the CLI's, as the sandbox crate wraps them
-/// (`corral_sandbox::cli`), with the adapter's state and protected paths; the placeholders made
-/// are the run's to remove.
-fn wrap_in_bubblewrap(
-    scope: &RunScope<'_>,
-    spec: &CommandSpec,
-    read_only_links: &[PathBuf],
-    env: &ResolvedEnv,
-    env_os: &mut Vec<(OsString, OsString)>,
-    egress: Option<(&EgressGate, corral_sandbox::egress::ProxyHonour)>,
-) -> Result<(PathBuf, Vec<OsString>, Option<InsideProbe>), ProviderError> {
-    let config = scope.config();
-    let session = &scope.session;
-    let child_env = ChildEnv::new(&env.vars);
-    let state = scope.adapter.state_paths(&child_env);
-    let wrapped = corral_sandbox::wrap_cli(
-        CliLine {
-            config: &config.sandbox,
-            permissions: &session.permissions,
-            cwd: &session.cwd,
-            output_dir: &session.output_dir,
-            extra_roots: &session.extra_roots,
-            state: &state,
-            protected: scope.adapter.protected_paths(&child_env),
-            read_only_links,
-            raw_stream_files: matches!(config.capture, crate::streams::OutputCapture::Files),
-            program: &spec.program,
-            args: &spec.args,
-            env: &env.vars,
-        },
-        env_os,
-        egress,
-        |made| scope.placeholders_made(made),
-    )
-    .map_err(|e| match e {
-        WrapCliError::NotFound => ProviderError::CliNotFound {
-            provider: scope.provider,
-            program: spec.program.display().to_string(),
-            reason: e.to_string(),
-        },
-        WrapCliError::Io { path, source } => scope.io_error(&path, &source),
-    })?;
-    Ok((
-        config.sandbox.bwrap.clone(),
-        wrapped.args,
-        Some(wrapped.probe),
-    ))
 }
 
 /// Starts a launched CLI and records the spawn (or why it failed) in the log, flushed.

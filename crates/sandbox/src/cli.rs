@@ -5,18 +5,26 @@
 //! bubblewrap's arguments, the CLI resolved on the child's `PATH`, and the probe that checks the
 //! sandbox from inside put before it.
 //!
-//! The engine gives plain values (the adapter's answers included) and gets the arguments back,
-//! with the probe to hand the spawned child; it never assembles a sandbox itself.
+//! [`confine_cli`] decides per backend what one attempt's spawn gets: under bubblewrap the
+//! egress gate (with the network confined to the allow-list), the seccomp program and the
+//! wrapping above; under the native backend the write watch (unless the user turned it off).
+//! The engine gives plain values (the adapter's answers included) and gets back what to spawn,
+//! with the gate, the probe and the watch to serve the spawned child; it never assembles a
+//! sandbox itself.
 
 use std::ffi::OsString;
 use std::fs;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use corral_ports::Permissions;
+use corral_ports::{Permissions, SandboxBackend};
+use corral_process::PreExecHook;
 
-use crate::egress::{EgressGate, ProxyHonour};
+use crate::egress::{AllowList, EgressGate, EgressNeeds, NetworkPolicy, ProxyHonour};
 use crate::inside::{InsideProbe, Targets};
 use crate::policy::{self, HomePolicy, Paths, Placeholder, SandboxConfig};
+use crate::write_watch::PendingWatch;
 
 /// One attempt's CLI and the run it belongs to, in plain values.
 #[derive(Debug)]
@@ -133,10 +141,7 @@ pub fn wrap_cli(
             .filter(|p| fs::symlink_metadata(p).is_ok()),
     );
     placeholders_made(made);
-    let tmp = policy::private_tmp(line.output_dir);
-    policy::create_private_dir(&tmp).map_err(io(&tmp))?;
-    env.retain(|(k, _)| k != "TMPDIR");
-    env.push(("TMPDIR".into(), tmp.clone().into_os_string()));
+    let tmp = private_tmpdir(line.output_dir, env)?;
     let mut args = match egress {
         Some((gate, honour)) => {
             crate::egress::confine_env(env, honour, &tmp).map_err(io(&tmp))?;
@@ -182,4 +187,161 @@ pub fn wrap_cli(
     args.push(resolved.into_os_string());
     args.extend(line.args.iter().cloned());
     Ok(WrappedCli { args, probe })
+}
+
+/// The run's private `TMPDIR` (`policy::private_tmp`), created and set in the CLI's environment,
+/// for both backends; removed with the run.
+fn private_tmpdir(
+    output_dir: &Path,
+    env: &mut Vec<(OsString, OsString)>,
+) -> Result<PathBuf, WrapCliError> {
+    let tmp = policy::private_tmp(output_dir);
+    policy::create_private_dir(&tmp).map_err(|source| WrapCliError::Io {
+        path: tmp.clone(),
+        source,
+    })?;
+    env.retain(|(k, _)| k != "TMPDIR");
+    env.push(("TMPDIR".into(), tmp.clone().into_os_string()));
+    Ok(tmp)
+}
+
+/// What the sandbox adds to one attempt's spawn, and what serves the child once it started.
+#[derive(Debug)]
+pub struct ConfinedCli {
+    /// The program to start: bubblewrap, or the CLI itself under the native backend.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Descriptors the child keeps (the gate's and the probe's pipes, the seccomp program).
+    pub inherit_fds: Vec<RawFd>,
+    /// What the child runs last before exec (the native write watch).
+    pub pre_exec: Vec<Arc<dyn PreExecHook>>,
+    /// With egress confined to the allow-list: the gate that holds the sandbox until its way
+    /// out is open, and the allow-list the proxy enforces.
+    pub egress: Option<(EgressGate, AllowList)>,
+    /// Under bubblewrap: the seccomp program's descriptor, kept open until the spawn returned.
+    pub seccomp: Option<OwnedFd>,
+    /// Under bubblewrap: the probe that checks the sandbox from inside before the CLI runs.
+    pub probe: Option<InsideProbe>,
+    /// Under the native backend: the write watch, until the child handed over its listener.
+    pub watch: Option<PendingWatch>,
+}
+
+/// Confines one attempt's CLI under `backend` (see the module documentation). `egress_needs` is
+/// asked only when the network is confined to the allow-list.
+pub fn confine_cli(
+    backend: SandboxBackend,
+    line: CliLine<'_>,
+    egress_needs: impl FnOnce() -> EgressNeeds,
+    env: &mut Vec<(OsString, OsString)>,
+    placeholders_made: impl FnOnce(Vec<Placeholder>),
+) -> Result<ConfinedCli, WrapCliError> {
+    let io = |source| WrapCliError::Io {
+        path: line.output_dir.to_path_buf(),
+        source,
+    };
+    match backend {
+        SandboxBackend::Native => {
+            let watch = if line.config.watch_native_writes {
+                Some(native_watch(&line, env)?)
+            } else {
+                None
+            };
+            Ok(ConfinedCli {
+                program: line.program.to_path_buf(),
+                args: line.args.to_vec(),
+                inherit_fds: Vec::new(),
+                pre_exec: watch.iter().map(PendingWatch::hook).collect(),
+                egress: None,
+                seccomp: None,
+                probe: None,
+                watch,
+            })
+        }
+        SandboxBackend::Bubblewrap => {
+            // Egress confined to the allow-list: bubblewrap holds the CLI until the supervisor
+            // has opened the proxy inside the sandbox's network namespace (see `egress`).
+            let egress = match line.config.network {
+                NetworkPolicy::Allowlist => {
+                    let gate = EgressGate::new().map_err(io)?;
+                    let needs = egress_needs();
+                    let allow = AllowList::new(
+                        needs
+                            .endpoints
+                            .iter()
+                            .chain(&line.config.network_allow)
+                            .cloned(),
+                    );
+                    Some((gate, allow, needs.proxy))
+                }
+                NetworkPolicy::Host | NetworkPolicy::None => None,
+            };
+            let seccomp = crate::seccomp::program_fd().map_err(io)?;
+            let bwrap = line.config.bwrap.clone();
+            let wrapped = wrap_cli(
+                line,
+                env,
+                egress.as_ref().map(|(gate, _, honour)| (gate, *honour)),
+                placeholders_made,
+            )?;
+            let mut inherit_fds = egress
+                .as_ref()
+                .map(|(gate, _, _)| gate.child_fds())
+                .unwrap_or_default();
+            inherit_fds.extend(wrapped.probe.child_fds());
+            inherit_fds.push(seccomp.as_raw_fd());
+            let mut args: Vec<OsString> =
+                vec!["--seccomp".into(), seccomp.as_raw_fd().to_string().into()];
+            args.extend(wrapped.args);
+            Ok(ConfinedCli {
+                program: bwrap,
+                args,
+                inherit_fds,
+                pre_exec: Vec::new(),
+                egress: egress.map(|(gate, allow, _)| (gate, allow)),
+                seccomp: Some(seccomp),
+                probe: Some(wrapped.probe),
+                watch: None,
+            })
+        }
+    }
+}
+
+/// The native backend's write watch: the paths the CLI may write (the run directory, the
+/// working directory when it may edit, the extra roots, the CLI's own state, and the run's
+/// private `TMPDIR`, which the CLI gets here as it does in a sandbox, so that what honours
+/// `TMPDIR` stays out of the shared `/tmp`).
+fn native_watch(
+    line: &CliLine<'_>,
+    env: &mut Vec<(OsString, OsString)>,
+) -> Result<PendingWatch, WrapCliError> {
+    private_tmpdir(line.output_dir, env)?;
+    let mut allowed = vec![line.output_dir.to_path_buf()];
+    if line.permissions.edit_files {
+        allowed.push(line.cwd.to_path_buf());
+    }
+    allowed.extend(line.extra_roots.iter().cloned());
+    // What the sandbox binds read-only inside the writable paths stays named when written.
+    let mut protected = line.protected.clone();
+    let mut trees: Vec<&Path> = line.extra_roots.iter().map(PathBuf::as_path).collect();
+    if line.permissions.edit_files {
+        trees.push(line.cwd);
+    }
+    let mut git_dirs = Vec::new();
+    for tree in trees {
+        for git_dir in policy::git_paths(tree) {
+            protected.extend(
+                ["config", "hooks", "info", "commondir"]
+                    .iter()
+                    .map(|name| git_dir.join(name)),
+            );
+            git_dirs.push(git_dir);
+        }
+    }
+    PendingWatch::new(allowed, line.state.to_vec(), protected, git_dirs).map_err(|source| {
+        WrapCliError::Io {
+            path: line.output_dir.to_path_buf(),
+            source,
+        }
+    })
 }

@@ -22,7 +22,7 @@ pub mod policy;
 pub mod seccomp;
 pub mod write_watch;
 
-pub use cli::{CliLine, WrapCliError, WrappedCli, wrap_cli};
+pub use cli::{CliLine, ConfinedCli, WrapCliError, WrappedCli, confine_cli, wrap_cli};
 pub use command::{CommandLine, CommandSandbox, WrapError, WrappedCommand, wrap_command};
 pub use egress::{
     AllowList, AllowRule, BadRule, EgressError, EgressGate, EgressNeeds, EgressNote, EgressProxy,
