@@ -8,6 +8,8 @@
 //! An endpoint named only in the CLI's own configuration does not widen the allow-list: that
 //! file sits in the CLI's state directory, which the agent can write (see docs/security.md).
 
+use std::path::Path;
+
 use crate::adapter::{ChildEnv, CliAdapter};
 use crate::config::EngineConfig;
 use crate::egress::{AllowList, AllowRule, EgressNote};
@@ -24,6 +26,33 @@ pub struct ConfiguredEndpoint {
     pub source: String,
     /// Whether a run with these settings talks to it (the selected provider of several).
     pub in_use: bool,
+}
+
+impl ConfiguredEndpoint {
+    /// The endpoint of `url` (an `http(s)://` URL) named by `source`; `None` for anything else.
+    pub fn from_url(url: &str, source: String, in_use: bool) -> Option<Self> {
+        Some(ConfiguredEndpoint {
+            endpoint: AllowRule::from_url(url)?,
+            source,
+            in_use,
+        })
+    }
+
+    /// `file` as people know it: under `~/` when it lies in the child's `$HOME`.
+    pub fn shown_path(env: &ChildEnv<'_>, file: &std::path::Path) -> String {
+        match env
+            .home()
+            .and_then(|home| file.strip_prefix(home).ok().map(Path::to_path_buf))
+        {
+            Some(rest) => format!("~/{}", rest.display()),
+            None => file.display().to_string(),
+        }
+    }
+
+    /// The JSON file `file`, when it exists and parses.
+    pub fn read_json(file: &std::path::Path) -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
+    }
 }
 
 /// The endpoints of one provider with one engine configuration.
