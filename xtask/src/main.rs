@@ -44,8 +44,9 @@ subcommands:
                 docs/adding-a-provider.md lists; it builds and passes its skeleton test
   bench         run the engine benchmark in release mode against a raw tokio baseline
                 and print the table (also target/bench-report.md); --quick for a short run
-  install-clis [claude|codex|opencode|grok|copilot|all]
-                install the pinned AI coding CLIs with npm into .cache/clis (default: claude);
+  install-clis [NAME|all]
+                install the pinned AI coding CLIs with npm into .cache/clis (default: claude;
+                the names are those of crates/test-support/src/pinned_clis.rs);
                 already installed ones are left alone
   prerequisites [ci|demo] [--plan]
                 check what `ci` (default) or `demo` needs, installing what is missing where
