@@ -145,6 +145,28 @@ impl EgressRefusals {
         }
     }
 
+    /// The refusal that explains a failed attempt, when one does: a target whose refusal the
+    /// CLI echoed (the proxy's 403 body, `corral: egress to <target> refused`, in its output),
+    /// else the first target when the CLI's own failure was an HTTP 403 (`saw_403`, the
+    /// proxy's answer). A refusal the failure does not point at (a background plugin install,
+    /// telemetry) explains nothing: the attempt keeps its own class.
+    pub fn cause(&self, output: &[&str], saw_403: bool) -> Option<(String, String)> {
+        let echoed = self.0.iter().position(|(target, _)| {
+            let body = format!("egress to {target} refused");
+            output.iter().any(|text| text.contains(&body))
+        });
+        match echoed {
+            Some(at) => {
+                let mut ordered = self.clone();
+                let named = ordered.0.remove(at);
+                ordered.0.insert(0, named);
+                ordered.first()
+            }
+            None if saw_403 => self.first(),
+            None => None,
+        }
+    }
+
     /// The first refused target and why, with the other targets named.
     pub fn first(&self) -> Option<(String, String)> {
         let ((target, reason), rest) = self.0.split_first()?;
@@ -190,6 +212,33 @@ mod tests {
         assert_eq!(
             detail,
             "Corral's egress proxy refused it (not on the allow-list), and also telemetry.example:443"
+        );
+    }
+
+    #[test]
+    fn only_a_refusal_the_failure_points_at_is_its_cause() {
+        let mut r = EgressRefusals::default();
+        r.note(&refused("registry.npmjs.org:443"));
+        r.note(&refused("llm.corp.example:8443"));
+        assert_eq!(r.cause(&["APIError: 400 bad request"], false), None);
+        let (target, detail) = r
+            .cause(
+                &[
+                    "",
+                    "403 Forbidden: corral: egress to llm.corp.example:8443 refused: it is not",
+                ],
+                false,
+            )
+            .unwrap();
+        assert_eq!(target, "llm.corp.example:8443");
+        assert!(
+            detail.ends_with("and also registry.npmjs.org:443"),
+            "{detail}"
+        );
+        let (target, _) = r.cause(&[""], true).unwrap();
+        assert_eq!(
+            target, "registry.npmjs.org:443",
+            "a 403 without the body: the first"
         );
     }
 

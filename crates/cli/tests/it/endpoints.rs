@@ -2,13 +2,14 @@
 //! model API: an endpoint named only in Codex's own `config.toml` is refused before anything
 //! starts, naming the `sandbox.network_allow` entry that allows it; one that reaches Corral's
 //! egress proxy anyway is reported as the proxy's refusal, never as Codex's "could not
-//! authenticate (HTTP 403)"; and `corral doctor` says the same before any run.
+//! authenticate (HTTP 403)"; and `corral doctor` says the same before any run. The same holds for
+//! the real OpenCode with its provider in `~/.config/opencode/opencode.json`.
 
 use std::os::unix::fs::PermissionsExt;
 
 use corral_test_support::fake_api::{Scenario, Step};
 
-use crate::providers::{CODEX, World};
+use crate::providers::{CODEX, OPENCODE, World};
 use crate::support::{Env, kinds, log, only_run_dir, transcript};
 
 /// The world's Codex, whose `config.toml` points the provider `fake` at the API, without the
@@ -96,6 +97,47 @@ fn a_refusal_by_the_egress_proxy_is_not_reported_as_codexs_authentication_failur
             .any(|r| r["target"] == other.as_str()),
         "{log:#?}"
     );
+}
+
+#[test]
+fn an_opencode_provider_in_its_config_file_is_refused_before_the_spawn_then_allowed() {
+    let mut world = World::new(&OPENCODE, |_| Scenario::script([Step::text("hello")]));
+    // The provider `fake` moves from the environment (which widens the allow-list) to
+    // OpenCode's own config file (which does not).
+    world.set_var("OPENCODE_CONFIG_CONTENT", None);
+    let config = serde_json::json!({
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"fake": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "fakeapi",
+            "options": {"baseURL": world.api.url_v1(), "apiKey": "sk-test"},
+            "models": {"fake-model": {"name": "fake-model"}},
+        }},
+    });
+    world.env.write(
+        "home/.config/opencode/opencode.json",
+        &serde_json::to_string_pretty(&config).unwrap(),
+    );
+    let target = world.api.addr().to_string();
+    let out = world.corral_run().arg("say hello").output().unwrap();
+    let text = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    for needed in [
+        format!("Corral's network allow-list does not include {target}"),
+        "~/.config/opencode/opencode.json provider.fake.options.baseURL names it".to_string(),
+        format!("--allow-net {target}"),
+    ] {
+        assert!(text.contains(&needed), "missing {needed:?} in {text}");
+    }
+    assert!(world.api.requests().is_empty(), "nothing reached the API");
+    let out = world
+        .corral_run()
+        .args(["--allow-net", &target, "say hello"])
+        .output()
+        .unwrap();
+    let text = transcript(&world.env, &out);
+    assert!(!text.contains("allow-list does not include"), "{text}");
+    assert!(!world.api.requests().is_empty(), "{text}");
 }
 
 #[test]
