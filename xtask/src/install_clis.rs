@@ -1,4 +1,4 @@
-//! `cargo xtask install-clis [claude|codex|opencode|grok|copilot|gemini|all]` (default `claude`): installs
+//! `cargo xtask install-clis [NAME|all]` (default `claude`; a NAME of the pinned table): installs
 //! the pinned real AI coding CLIs with npm into `<root>/.cache/clis`, where corral-test-support's
 //! `require_cli` finds them.
 //!
@@ -81,7 +81,11 @@ mod tests {
         assert_eq!(selection(&args(&["grok"])).unwrap(), ["grok"]);
         assert_eq!(
             selection(&args(&["all"])).unwrap(),
-            ["claude", "codex", "opencode", "grok", "copilot", "gemini"]
+            crate::pinned_clis::PINNED_CLIS
+                .iter()
+                .map(|(bin, _, _)| *bin)
+                .collect::<Vec<_>>(),
+            "every pinned CLI, in the table's order"
         );
         assert!(selection(&args(&["vim"])).is_err());
         assert!(selection(&args(&["claude", "codex"])).is_err());

@@ -2,7 +2,7 @@
 //!
 //! `cargo xtask` is Corral's automation: the CI gates (`ci`), the crate layering check (`layers`),
 //! the source tidiness check (`tidy`) and the proof that each gate rejects what it should
-//! (`self-check`), the engine benchmark (`bench`), the installation of the pinned real AI coding
+//! (`self-check`), the scaffold of a new provider (`new-provider`), the engine benchmark (`bench`), the installation of the pinned real AI coding
 //! CLIs (`install-clis`) and of every other prerequisite (`prerequisites`), and the demo (`demo`). This file only parses the command line; each subcommand lives in its module.
 //! The layering and tidy checks also run as `#[test]`s, so `cargo test` and `cargo nextest run`
 //! enforce them without any extra CI step.
@@ -15,6 +15,7 @@ mod ci;
 mod demo;
 mod install_clis;
 mod layers;
+mod new_provider;
 // The pinned CLI table and npm recipe, shared with corral-test-support (which xtask may not depend
 // on) by compiling the same file into both crates: one table, no drift.
 #[path = "../../crates/test-support/src/pinned_clis.rs"]
@@ -40,10 +41,14 @@ subcommands:
   self-check [CASE...]
                 prove that each gate rejects a planted violation, in a scratch copy; with
                 CASE names (scratch directory names), only the cases that start with one
+  new-provider NAME
+                scaffold crates/providers/NAME (corral-NAME) and the one line in each place
+                docs/adding-a-provider.md lists; it builds and passes its skeleton test
   bench         run the engine benchmark in release mode against a raw tokio baseline
                 and print the table (also target/bench-report.md); --quick for a short run
-  install-clis [claude|codex|opencode|grok|copilot|all]
-                install the pinned AI coding CLIs with npm into .cache/clis (default: claude);
+  install-clis [NAME|all]
+                install the pinned AI coding CLIs with npm into .cache/clis (default: claude;
+                the names are those of crates/test-support/src/pinned_clis.rs);
                 already installed ones are left alone
   prerequisites [ci|demo] [--plan]
                 check what `ci` (default) or `demo` needs, installing what is missing where
@@ -74,7 +79,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
     }
     if !matches!(
         subcommand.as_str(),
-        "install-clis" | "prerequisites" | "self-check"
+        "install-clis" | "prerequisites" | "self-check" | "new-provider"
     ) && let Some(extra) = rest.first()
     {
         bail!("unexpected argument `{extra}` after `{subcommand}`\n\n{USAGE}");
@@ -84,6 +89,7 @@ fn run(args: &[String]) -> anyhow::Result<()> {
         "layers" => layers::run(&root),
         "tidy" => tidy::run(&root),
         "self-check" => self_check::run(&root, rest),
+        "new-provider" => new_provider::run(&root, rest),
         "install-clis" => install_clis::run(&root, rest),
         "prerequisites" => prereq::run(&root, rest),
         "help" | "--help" | "-h" => {

@@ -597,7 +597,7 @@ const CASES: &[Case] = &[
 
 /// The steps of `docs/adding-a-provider.md`, as planted for the test-only provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SixthStep {
+pub(crate) enum SixthStep {
     /// 1: the crate (from `xtask/sixth-provider/`).
     Crate,
     /// 2: the `ProviderId` variant, its place in `ALL`, its name.
@@ -620,11 +620,11 @@ enum SixthStep {
 
 /// One edit of the sixth provider: `(step, file, find, replace)`. An empty `find` creates `file`
 /// with `replace`; otherwise the one occurrence of `find` becomes `replace`.
-type SixthEdit = (SixthStep, &'static str, &'static str, &'static str);
+pub(crate) type SixthEdit = (SixthStep, &'static str, &'static str, &'static str);
 
 const GROK_DENY: &str = "  { crate = \"corral-grok\", wrappers = [\"corral-compose\"], reason = \"providers are siblings; only the composition root wires them\" },\n";
 
-const SIXTH_EDITS: &[SixthEdit] = &[
+pub(crate) const SIXTH_EDITS: &[SixthEdit] = &[
     (
         SixthStep::Crate,
         "crates/providers/sixth/Cargo.toml",
@@ -873,14 +873,14 @@ fn check_outcome(result: anyhow::Result<Vec<String>>) -> (bool, String) {
 /// unit by package, not by path, so a scratch build into the workspace's directory would leave
 /// the planted code (a sixth `ProviderId`, the scratch's `target/debug/xtask`) where the next
 /// workspace build takes it as fresh.
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), PathBuf::from)
         .join("xtask-self-check-target")
 }
 
 /// A fresh copy of the workspace at `scratch`.
-fn prepare(root: &Path, scratch: &Path) -> anyhow::Result<()> {
+pub(crate) fn prepare(root: &Path, scratch: &Path) -> anyhow::Result<()> {
     if scratch.exists() {
         std::fs::remove_dir_all(scratch)
             .with_context(|| format!("could not remove {}", scratch.display()))?;
@@ -947,7 +947,7 @@ fn plant(scratch: &Path, plant: &Plant) -> anyhow::Result<()> {
 }
 
 /// Creates `path` with `replace` (an empty `find`), or replaces the one `find` in it.
-fn edit(path: &Path, find: &str, replace: &str) -> anyhow::Result<()> {
+pub(crate) fn edit(path: &Path, find: &str, replace: &str) -> anyhow::Result<()> {
     if find.is_empty() {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)

@@ -1,5 +1,5 @@
-//! `corral doctor`: is each provider's CLI installed, tested, and given a credential, and is
-//! the configured model available?
+//! `corral doctor`: is each provider's CLI installed, tested, and given a credential, can the
+//! allow-list reach what its configuration names, and is the configured model available?
 //!
 //! The provider `corral run` would use (`--provider`, else `run.provider`) is asked the
 //! preflight's cheap request (the `preflight` module: one one-word answer through the CLI, in a
@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use corral_compose::BackendChoice;
 use corral_compose::{
-    CliVersion, HOST_CWD, HostProgramError, cli_version, engine_config, host_program, model_probe,
-    provider_facts,
+    CliVersion, HOST_CWD, HostProgramError, ProviderEndpoints, allow_hint, cli_version,
+    engine_config, host_program, model_probe, provider, provider_facts,
 };
 use corral_ports::{ModelAvailability, ProviderId};
 
@@ -239,6 +239,17 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
                 outln!("  · ~/{dir} is {mb:.1} MiB{hint}");
             }
         }
+        match provider(id, &settings, engine_config(&settings)) {
+            Ok(built) => {
+                if !report_endpoints(&built.endpoints(), &settings) {
+                    all_ok = false;
+                }
+            }
+            Err(e) => {
+                outln!("  ✗ {e}");
+                all_ok = false;
+            }
+        }
         if let Some(model) = &settings.providers.get(id).model
             && !report_model(id, &settings, model).await
         {
@@ -254,6 +265,46 @@ pub async fn doctor(args: DoctorArgs) -> anyhow::Result<Exit> {
     } else {
         Exit::Unavailable
     })
+}
+
+/// The endpoints a run would need, before any run: the provider's own (always allowed), and
+/// each one its CLI's configuration names, on the allow-list or with the entry that puts it
+/// there. False when one the run uses is not on it: the run would refuse to start.
+fn report_endpoints(endpoints: &ProviderEndpoints, settings: &corral_compose::Settings) -> bool {
+    if !endpoints.confined {
+        outln!(
+            "  · network: sandbox.network = \"{}\", no allow-list to check",
+            settings.sandbox.network.as_str()
+        );
+        return true;
+    }
+    let declared: Vec<String> = endpoints.declared.iter().map(ToString::to_string).collect();
+    outln!("  · network: the allow-list opens {}", declared.join(", "));
+    let mut ok = true;
+    for configured in &endpoints.configured {
+        let target = configured.endpoint.to_string();
+        let listed = endpoints.allow.permits(&configured.endpoint);
+        match (listed, configured.in_use) {
+            (true, _) => outln!(
+                "  ✓ {} names {target}, on the allow-list",
+                configured.source
+            ),
+            (false, true) => {
+                outln!(
+                    "  ✗ {} names {target}, which a run uses and the allow-list does not open (a run refuses to start); {}",
+                    configured.source,
+                    allow_hint(&target)
+                );
+                ok = false;
+            }
+            (false, false) => outln!(
+                "  · {} names {target}, not on the allow-list (this provider is not the one selected; to use it, {})",
+                configured.source,
+                allow_hint(&target)
+            ),
+        }
+    }
+    ok
 }
 
 /// What the sandbox `corral run` would use needs: bubblewrap, unless the settings choose the

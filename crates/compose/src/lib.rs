@@ -42,8 +42,8 @@ pub use corral_contract::{Contract, SignalsError, render_contract_section};
 /// `corral sprint status`; tests plant one where the user's state directory would be).
 pub use corral_engine::{
     AccountHold, BackendChoice, EngineConfig, HOST_CWD, HostProgramError, ProviderAccount,
-    bubblewrap_usable, host_program, kill_child_groups, record_copy, user_rate_limit_dir,
-    write_record_file,
+    ProviderEndpoints, allow_hint, bubblewrap_usable, host_program, kill_child_groups, record_copy,
+    user_rate_limit_dir, write_record_file,
 };
 pub use executor::{local_executor, task_executor};
 pub use factory::{

@@ -82,8 +82,9 @@ pub struct ClassifyInput<'a> {
     pub signals_present: bool,
     /// Whether the attempt resumed a session.
     pub resumed: bool,
-    /// The first connection Corral's egress proxy refused during the attempt (`host:port`) and
-    /// what it said, when it refused one.
+    /// The connection Corral's egress proxy refused during the attempt that its failure points
+    /// at (`host:port`, and what the proxy said): one whose 403 body the CLI echoed, or any when
+    /// the CLI's failure was an HTTP 403. `None` when none explains it.
     pub egress_refused: Option<&'a (String, String)>,
     /// Whether the CLI always ends a completed run with its terminal event
     /// ([`corral_ports::Capabilities::always_terminal_event`]): then exit code 0 without one is

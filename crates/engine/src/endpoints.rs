@@ -8,6 +8,8 @@
 //! An endpoint named only in the CLI's own configuration does not widen the allow-list: that
 //! file sits in the CLI's state directory, which the agent can write (see docs/security.md).
 
+use std::path::Path;
+
 use crate::adapter::{ChildEnv, CliAdapter};
 use crate::config::EngineConfig;
 use corral_process::env::EnvPolicy;
@@ -24,6 +26,33 @@ pub struct ConfiguredEndpoint {
     pub source: String,
     /// Whether a run with these settings talks to it (the selected provider of several).
     pub in_use: bool,
+}
+
+impl ConfiguredEndpoint {
+    /// The endpoint of `url` (an `http(s)://` URL) named by `source`; `None` for anything else.
+    pub fn from_url(url: &str, source: String, in_use: bool) -> Option<Self> {
+        Some(ConfiguredEndpoint {
+            endpoint: AllowRule::from_url(url)?,
+            source,
+            in_use,
+        })
+    }
+
+    /// `file` as people know it: under `~/` when it lies in the child's `$HOME`.
+    pub fn shown_path(env: &ChildEnv<'_>, file: &std::path::Path) -> String {
+        match env
+            .home()
+            .and_then(|home| file.strip_prefix(home).ok().map(Path::to_path_buf))
+        {
+            Some(rest) => format!("~/{}", rest.display()),
+            None => file.display().to_string(),
+        }
+    }
+
+    /// The JSON file `file`, when it exists and parses.
+    pub fn read_json(file: &std::path::Path) -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
+    }
 }
 
 /// The endpoints of one provider with one engine configuration.
@@ -116,6 +145,28 @@ impl EgressRefusals {
         }
     }
 
+    /// The refusal that explains a failed attempt, when one does: a target whose refusal the
+    /// CLI echoed (the proxy's 403 body, `corral: egress to <target> refused`, in its output),
+    /// else the first target when the CLI's own failure was an HTTP 403 (`saw_403`, the
+    /// proxy's answer). A refusal the failure does not point at (a background plugin install,
+    /// telemetry) explains nothing: the attempt keeps its own class.
+    pub fn cause(&self, output: &[&str], saw_403: bool) -> Option<(String, String)> {
+        let echoed = self.0.iter().position(|(target, _)| {
+            let body = format!("egress to {target} refused");
+            output.iter().any(|text| text.contains(&body))
+        });
+        match echoed {
+            Some(at) => {
+                let mut ordered = self.clone();
+                let named = ordered.0.remove(at);
+                ordered.0.insert(0, named);
+                ordered.first()
+            }
+            None if saw_403 => self.first(),
+            None => None,
+        }
+    }
+
     /// The first refused target and why, with the other targets named.
     pub fn first(&self) -> Option<(String, String)> {
         let ((target, reason), rest) = self.0.split_first()?;
@@ -161,6 +212,33 @@ mod tests {
         assert_eq!(
             detail,
             "Corral's egress proxy refused it (not on the allow-list), and also telemetry.example:443"
+        );
+    }
+
+    #[test]
+    fn only_a_refusal_the_failure_points_at_is_its_cause() {
+        let mut r = EgressRefusals::default();
+        r.note(&refused("registry.npmjs.org:443"));
+        r.note(&refused("llm.corp.example:8443"));
+        assert_eq!(r.cause(&["APIError: 400 bad request"], false), None);
+        let (target, detail) = r
+            .cause(
+                &[
+                    "",
+                    "403 Forbidden: corral: egress to llm.corp.example:8443 refused: it is not",
+                ],
+                false,
+            )
+            .unwrap();
+        assert_eq!(target, "llm.corp.example:8443");
+        assert!(
+            detail.ends_with("and also registry.npmjs.org:443"),
+            "{detail}"
+        );
+        let (target, _) = r.cause(&[""], true).unwrap();
+        assert_eq!(
+            target, "registry.npmjs.org:443",
+            "a 403 without the body: the first"
         );
     }
 

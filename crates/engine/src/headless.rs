@@ -534,7 +534,25 @@ fn judge(
         rate_limits: &result.rate_limits,
     });
     let terminal_expected = scope.adapter.capabilities().always_terminal_event;
-    let egress_refused = result.egress_refused.first();
+    // Corral's proxy answers a refusal with a 403 whose body names the target: a failure that
+    // echoes it, or reads as an HTTP 403, is the proxy's doing, not the account's.
+    let terminal_text = result
+        .terminal
+        .as_ref()
+        .and_then(|t| t.text.as_deref())
+        .unwrap_or_default();
+    let saw_403 = result
+        .terminal
+        .as_ref()
+        .is_some_and(|t| t.api_status == Some(403))
+        || diagnosis
+            .refused
+            .as_deref()
+            .is_some_and(|m| m.contains("403"));
+    let egress_refused = result.egress_refused.cause(
+        &[&result.stderr_tail, &result.stdout_tail, terminal_text],
+        saw_403,
+    );
     let class = classify(&ClassifyInput {
         killed_by: result.killed_by,
         terminal: result.terminal.as_ref(),

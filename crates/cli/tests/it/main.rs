@@ -23,6 +23,7 @@ mod claude_contract;
 mod commands;
 mod conformance;
 mod daily;
+mod endpoints;
 mod hostile;
 mod knobs;
 mod live_view;

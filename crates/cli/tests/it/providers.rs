@@ -130,7 +130,7 @@ pub const INVALID_SIGNALS: &str = r#"{"schemaVersion":1,"signals":[{"type":"note
 
 impl Cli {
     /// `CORRAL_PROVIDERS__<ID>__<KEY>`.
-    fn setting(&self, key: &str) -> String {
+    pub fn setting(&self, key: &str) -> String {
         format!(
             "CORRAL_PROVIDERS__{}__{key}",
             self.id.as_str().to_ascii_uppercase()
@@ -307,6 +307,14 @@ impl World {
     /// The variables this world adds to `PATH` and `HOME`.
     pub fn vars(&self) -> &[(String, String)] {
         &self.vars
+    }
+
+    /// Sets `name` (over the world's own value), or removes it with `None`.
+    pub fn set_var(&mut self, name: &str, value: Option<&str>) {
+        self.vars.retain(|(k, _)| k != name);
+        if let Some(value) = value {
+            self.vars.push((name.to_string(), value.to_string()));
+        }
     }
 
     /// `corral run --provider <id>` in the project, with a clean environment, this world's

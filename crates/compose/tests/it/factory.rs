@@ -199,3 +199,75 @@ fn the_install_command_names_the_pinned_version_inside_the_tested_range() {
         "npm install -g '@anthropic-ai/claude-code@>=2.2.0 <2.3.0'"
     );
 }
+
+/// Issue 34: every provider whose CLI's own configuration can name an endpoint reads it before
+/// the first spawn, marks whether a run uses it, and does not let it widen the allow-list.
+#[test]
+fn each_provider_names_the_endpoints_of_its_clis_own_configuration() {
+    let home = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let path = home.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        ".claude/settings.json",
+        r#"{"env": {"ANTHROPIC_BASE_URL": "https://claude-gw.corp.example/v1"}}"#,
+    );
+    write(
+        ".codex/config.toml",
+        "model_provider = \"corp\"\n[model_providers.corp]\nbase_url = \"https://codex-gw.corp.example:8443/v1\"\n",
+    );
+    write(
+        ".config/opencode/opencode.json",
+        r#"{"model": "corp/m", "provider": {"corp": {"options": {"baseURL": "http://oc-gw.corp.example:8080/v1"}}}}"#,
+    );
+    write(
+        ".grok/user-settings.json",
+        r#"{"baseURL": "https://grok-gw.corp.example/v1"}"#,
+    );
+    write(
+        ".gemini/.env",
+        "export GOOGLE_GEMINI_BASE_URL=\"https://gemini-gw.corp.example\"\n",
+    );
+    let mut settings = Settings::default();
+    settings.sandbox.network_allow = vec!["grok-gw.corp.example:443".into()];
+    let mut config = engine_config(&settings);
+    config.ambient_env = Some(vec![
+        ("HOME".to_string(), home.path().display().to_string()),
+        ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+    ]);
+    let mut seen = Vec::new();
+    for id in ProviderId::ALL {
+        let provider = corral_compose::provider(id, &settings, config.clone()).unwrap();
+        let endpoints = provider.endpoints();
+        assert!(endpoints.confined, "the default network is the allow-list");
+        for c in &endpoints.configured {
+            let listed = endpoints.allow.permits(&c.endpoint);
+            seen.push(format!(
+                "{id}: {} names {} (in use: {}, on the allow-list: {listed})",
+                c.source, c.endpoint, c.in_use
+            ));
+        }
+        let refused = endpoints.refused_in_use().map(|c| c.endpoint.to_string());
+        let want = match id {
+            ProviderId::Claude => Some("claude-gw.corp.example:443"),
+            ProviderId::Codex => Some("codex-gw.corp.example:8443"),
+            ProviderId::Opencode => Some("oc-gw.corp.example:8080"),
+            ProviderId::Gemini => Some("gemini-gw.corp.example:443"),
+            // On the allow-list; Copilot's configuration names none.
+            ProviderId::Grok | ProviderId::Copilot => None,
+        };
+        assert_eq!(refused.as_deref(), want, "{id}");
+    }
+    assert_eq!(
+        seen,
+        [
+            "claude: ~/.claude/settings.json env.ANTHROPIC_BASE_URL names claude-gw.corp.example:443 (in use: true, on the allow-list: false)",
+            "codex: ~/.codex/config.toml [model_providers.corp] base_url names codex-gw.corp.example:8443 (in use: true, on the allow-list: false)",
+            "opencode: ~/.config/opencode/opencode.json provider.corp.options.baseURL names oc-gw.corp.example:8080 (in use: true, on the allow-list: false)",
+            "grok: ~/.grok/user-settings.json baseURL names grok-gw.corp.example:443 (in use: true, on the allow-list: true)",
+            "gemini: ~/.gemini/.env GOOGLE_GEMINI_BASE_URL names gemini-gw.corp.example:443 (in use: true, on the allow-list: false)",
+        ]
+    );
+}

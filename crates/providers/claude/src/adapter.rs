@@ -338,6 +338,38 @@ impl CliAdapter for ClaudeAdapter {
         }
     }
 
+    /// `env.ANTHROPIC_BASE_URL` of `$CLAUDE_CONFIG_DIR/settings.json` (`~/.claude`), which
+    /// Claude Code applies to itself: in use.
+    fn configured_endpoints(
+        &self,
+        env: &corral_engine::ChildEnv<'_>,
+    ) -> Vec<corral_engine::ConfiguredEndpoint> {
+        use corral_engine::ConfiguredEndpoint;
+        let Some(file) = env
+            .dir_or_home("CLAUDE_CONFIG_DIR", ".claude")
+            .map(|dir| dir.join("settings.json"))
+        else {
+            return Vec::new();
+        };
+        let Some(settings) = ConfiguredEndpoint::read_json(&file) else {
+            return Vec::new();
+        };
+        settings["env"]["ANTHROPIC_BASE_URL"]
+            .as_str()
+            .and_then(|url| {
+                ConfiguredEndpoint::from_url(
+                    url,
+                    format!(
+                        "{} env.ANTHROPIC_BASE_URL",
+                        ConfiguredEndpoint::shown_path(env, &file)
+                    ),
+                    true,
+                )
+            })
+            .into_iter()
+            .collect()
+    }
+
     fn env_profile(&self) -> EnvProfile {
         EnvProfile::new("claude", ENV_PROFILE)
     }

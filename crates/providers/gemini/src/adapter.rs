@@ -218,6 +218,23 @@ fn invalid(reason: String) -> ProviderError {
 
 /// `~/.gemini`, or `$GEMINI_CLI_HOME/.gemini`: Gemini reads `GEMINI_CLI_HOME` in place of the
 /// home directory.
+/// `NAME=value` (optionally `export `, quoted) in a `.env` text: the last assignment.
+fn dotenv_value(text: &str, name: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let line = line.strip_prefix("export ").unwrap_or(line);
+            let (key, value) = line.split_once('=')?;
+            (key.trim() == name).then(|| {
+                value
+                    .trim()
+                    .trim_matches(|c| c == '"' || c == '\'')
+                    .to_string()
+            })
+        })
+        .next_back()
+}
+
 fn gemini_dir(env: &ChildEnv<'_>) -> Option<std::path::PathBuf> {
     match env.get("GEMINI_CLI_HOME").filter(|h| !h.is_empty()) {
         Some(home) => Some(std::path::PathBuf::from(home).join(".gemini")),
@@ -296,6 +313,36 @@ impl CliAdapter for GeminiAdapter {
             ],
             proxy: ProxyHonour::NodeFetchPreload,
         }
+    }
+
+    /// `GOOGLE_GEMINI_BASE_URL` in the `.env` files Gemini loads from the home (`~/.gemini/.env`,
+    /// else `~/.env`; a variable already set wins, so it is in use only when the child's
+    /// environment sets none). A project's own `.env` is not read here (the agent can write it).
+    fn configured_endpoints(&self, env: &ChildEnv<'_>) -> Vec<corral_engine::ConfiguredEndpoint> {
+        let files = [
+            gemini_dir(env).map(|dir| dir.join(".env")),
+            env.home().map(|h| h.join(".env")),
+        ];
+        let Some((file, text)) = files
+            .into_iter()
+            .flatten()
+            .find_map(|f| std::fs::read_to_string(&f).ok().map(|text| (f, text)))
+        else {
+            return Vec::new();
+        };
+        dotenv_value(&text, "GOOGLE_GEMINI_BASE_URL")
+            .and_then(|url| {
+                corral_engine::ConfiguredEndpoint::from_url(
+                    &url,
+                    format!(
+                        "{} GOOGLE_GEMINI_BASE_URL",
+                        corral_engine::ConfiguredEndpoint::shown_path(env, &file)
+                    ),
+                    env.get("GOOGLE_GEMINI_BASE_URL").is_none(),
+                )
+            })
+            .into_iter()
+            .collect()
     }
 
     fn env_profile(&self) -> EnvProfile {

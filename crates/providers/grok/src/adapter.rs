@@ -260,6 +260,32 @@ impl CliAdapter for GrokAdapter {
         }
     }
 
+    /// `baseURL` of `~/.grok/user-settings.json`, in use unless `GROK_BASE_URL` (which Grok
+    /// reads first) is set.
+    fn configured_endpoints(
+        &self,
+        env: &corral_engine::ChildEnv<'_>,
+    ) -> Vec<corral_engine::ConfiguredEndpoint> {
+        use corral_engine::ConfiguredEndpoint;
+        let Some(file) = env.home().map(|h| h.join(".grok/user-settings.json")) else {
+            return Vec::new();
+        };
+        let Some(settings) = ConfiguredEndpoint::read_json(&file) else {
+            return Vec::new();
+        };
+        settings["baseURL"]
+            .as_str()
+            .and_then(|url| {
+                ConfiguredEndpoint::from_url(
+                    url,
+                    format!("{} baseURL", ConfiguredEndpoint::shown_path(env, &file)),
+                    env.get("GROK_BASE_URL").is_none(),
+                )
+            })
+            .into_iter()
+            .collect()
+    }
+
     fn env_profile(&self) -> EnvProfile {
         EnvProfile::new("grok", ENV_PROFILE)
     }
