@@ -340,8 +340,10 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
 }
 
 mod branch;
+mod coordinator;
 mod disk;
 mod driver;
+mod fold;
 mod learnings;
 mod protect;
 mod review;
@@ -352,8 +354,9 @@ mod wave;
 
 pub(crate) use protect::glob_matches;
 
+pub use coordinator::JOB_LOG_FILE;
+pub use fold::{ALREADY_ON_BRANCH, FOLD_CHECK_FILE, SENT_HOME_PATCH_FILE};
 pub use protect::PROTECTED_FILE;
-pub use wave::{ALREADY_ON_BRANCH, FOLD_CHECK_FILE, JOB_LOG_FILE, SENT_HOME_PATCH_FILE};
 
 fn progress_mut(state: &mut SprintState, i: usize) -> Option<&mut TaskProgress> {
     state.tasks.get_mut(i).and_then(|t| t.progress.as_mut())
