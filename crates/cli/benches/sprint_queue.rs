@@ -4,8 +4,8 @@
 //! One sprint of eight one-round tasks in two groups: `t01`–`t04` each append their id to
 //! `group-a.txt`, `t05`–`t08` to `group-b.txt` (the task prompt names the file; the stand-in for
 //! Claude Code works 2 s, appends, writes `signals.json`). Tasks of a group change the same lines,
-//! so two of them started from the same head conflict at the fold. Three sides, each in a fresh
-//! copy of the same repository, rotated round by round:
+//! so two of them started from the same head conflict at the fold. Four sides, each in a fresh
+//! copy of a repository, rotated round by round:
 //!
 //! - `--jobs 1`: one task after another in the project; no fold at all.
 //! - `--jobs 4` without `touches`: today's queue as a file that declares nothing gets it. Four
@@ -13,7 +13,11 @@
 //!   home for one more round at the tip (after that, what their sent-home change touched keeps
 //!   them apart).
 //! - `--jobs 4` with `touches = ["group-a.txt"]` (or `b`): a group's tasks are held back behind
-//!   each other, two run at once (one per group), none conflicts.
+//!   each other, none conflicts. With the groups one after the other in the file (`t01`–`t04`,
+//!   then `t05`–`t08`), the first task of `b` runs beside `a`'s, but the next one is held until
+//!   it is folded, which is after all of `a` (folds go in run order).
+//! - `--jobs 4` with `touches`, the groups interleaved in the file (odd tasks `a`, even `b`):
+//!   one task of each group runs at a time, and each folds right after the one before it.
 //!
 //! There is no switch that turns the queue off (the check after each fold always runs), so the
 //! "without" side is the sprint with its `touches` removed, and `--jobs 1` the floor without
@@ -79,9 +83,15 @@ enum Side {
     Serial,
     NoTouches,
     Touches,
+    Interleaved,
 }
 
-const SIDES: [Side; 3] = [Side::Serial, Side::NoTouches, Side::Touches];
+const SIDES: [Side; 4] = [
+    Side::Serial,
+    Side::NoTouches,
+    Side::Touches,
+    Side::Interleaved,
+];
 
 impl Side {
     fn name(self) -> &'static str {
@@ -89,6 +99,7 @@ impl Side {
             Side::Serial => "`--jobs 1`",
             Side::NoTouches => "`--jobs N`, no `touches`",
             Side::Touches => "`--jobs N`, `touches` per group",
+            Side::Interleaved => "`--jobs N`, `touches`, groups interleaved",
         }
     }
 
@@ -97,19 +108,41 @@ impl Side {
             Side::Serial => "serial",
             Side::NoTouches => "no-touches",
             Side::Touches => "touches",
+            Side::Interleaved => "interleaved",
         }
+    }
+
+    /// The template it copies: its sprint file.
+    fn template(self) -> &'static str {
+        match self {
+            Side::Serial | Side::NoTouches => "template-plain",
+            Side::Touches => "template-touches",
+            Side::Interleaved => "template-interleaved",
+        }
+    }
+
+    /// Whether the file's groups alternate task by task.
+    fn interleaved(self) -> bool {
+        self == Side::Interleaved
     }
 }
 
-/// The group file of the `n`th task (1-based).
-fn group_file(n: usize, group: usize) -> String {
-    let letter = if (n - 1) / group == 0 { 'a' } else { 'b' };
+/// The group file of the `n`th task (1-based): the first `group` tasks are `a`'s, or, when
+/// `interleaved`, the odd ones.
+fn group_file(n: usize, group: usize, interleaved: bool) -> String {
+    let first = if interleaved {
+        n % 2 == 1
+    } else {
+        (n - 1) / group == 0
+    };
+    let letter = if first { 'a' } else { 'b' };
     format!("group-{letter}.txt")
 }
 
 /// The sprint: `tasks` one-round tasks in groups of `group`, evaluator off, each naming its
 /// group's file, with `touches` or not.
-fn sprint_file(tasks: usize, group: usize, touches: bool) -> String {
+fn sprint_file(tasks: usize, group: usize, side: Side) -> String {
+    let touches = matches!(side, Side::Touches | Side::Interleaved);
     let mut out = format!(
         "[sprint]\nname = \"bench\"\ncheck = \"{CHECK}\"\ncheck_timeout_ms = 30000\n\
          max_rounds = 1\nmax_attempts = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n\
@@ -117,7 +150,7 @@ fn sprint_file(tasks: usize, group: usize, touches: bool) -> String {
     );
     for n in 1..=tasks {
         let id = task_id(n);
-        let file = group_file(n, group);
+        let file = group_file(n, group, side.interleaved());
         write!(
             out,
             "\n[[tasks]]\nid = \"{id}\"\ntitle = \"Task {id}\"\n\
@@ -150,15 +183,15 @@ impl Place {
         let stand_in = root.join("claude");
         std::fs::write(&stand_in, STAND_IN.replace("WORK_S", &WORK_S.to_string())).unwrap();
         std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
-        for touches in [false, true] {
-            let template = root.join(format!("template-{touches}"));
+        for side in [Side::NoTouches, Side::Touches, Side::Interleaved] {
+            let template = root.join(side.template());
             std::fs::create_dir_all(&template).unwrap();
             std::fs::write(template.join(".gitignore"), ".corral/\n").unwrap();
             std::fs::write(template.join("group-a.txt"), "group a\n").unwrap();
             std::fs::write(template.join("group-b.txt"), "group b\n").unwrap();
             std::fs::write(
                 template.join("corral-sprint.toml"),
-                sprint_file(tasks, group, touches),
+                sprint_file(tasks, group, side),
             )
             .unwrap();
             for args in [
@@ -185,9 +218,7 @@ impl Place {
     fn project(&self, side: Side) -> PathBuf {
         let project = self.root.join(side.dir());
         let _ = std::fs::remove_dir_all(&project);
-        let template = self
-            .root
-            .join(format!("template-{}", side == Side::Touches));
+        let template = self.root.join(side.template());
         let status = corral_test_support::command(Path::new("cp"))
             .arg("-a")
             .arg(&template)
@@ -298,7 +329,7 @@ fn run(corral: &Path, place: &Place, side: Side, jobs: usize) -> Run {
             side.name()
         );
         if times == 1 {
-            let file = group_file(n, place.group);
+            let file = group_file(n, place.group, side.interleaved());
             let text = git(&project, &["show", &format!("corral/bench:{file}")]);
             assert!(
                 text.lines().any(|l| l == id),
@@ -325,9 +356,9 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".to_string())
 }
 
-/// `n` rotated rounds of the three sides: each side's runs, in [`SIDES`] order.
-fn rounds(corral: &Path, place: &Place, jobs: usize, n: usize) -> [Vec<Run>; 3] {
-    let mut runs: [Vec<Run>; 3] = Default::default();
+/// `n` rotated rounds of the four sides: each side's runs, in [`SIDES`] order.
+fn rounds(corral: &Path, place: &Place, jobs: usize, n: usize) -> [Vec<Run>; 4] {
+    let mut runs: [Vec<Run>; 4] = Default::default();
     for round in 0..n {
         for k in rotation(round, SIDES.len()) {
             let side = SIDES[k];
@@ -348,7 +379,7 @@ fn rounds(corral: &Path, place: &Place, jobs: usize, n: usize) -> [Vec<Run>; 3] 
     runs
 }
 
-fn report(runs: &[Vec<Run>; 3], load_before: &str, load_after: &str) -> String {
+fn report(runs: &[Vec<Run>; 4], load_before: &str, load_after: &str) -> String {
     let serial = median(&runs[0].iter().map(|r| r.wall).collect::<Vec<_>>());
     let mut table = format!(
         "| {TASKS} tasks in 2 groups of {GROUP} (a group's tasks append to one file), agent works \
@@ -416,7 +447,7 @@ fn main() -> ExitCode {
     // Warm-up, not counted: Corral's version cache, the page cache.
     run(&corral, &place, Side::Touches, JOBS);
     let load_before = load_average();
-    eprintln!("sprint_queue: {n} rotated rounds of three sides, {TASKS} tasks, --jobs {JOBS}");
+    eprintln!("sprint_queue: {n} rotated rounds of four sides, {TASKS} tasks, --jobs {JOBS}");
     let runs = rounds(&corral, &place, JOBS, n);
     let table = report(&runs, &load_before, &load_average());
     println!("{table}");

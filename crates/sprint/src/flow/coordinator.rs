@@ -1,0 +1,202 @@
+//! The coordinator as a parallel run's executors see it ([`TaskHost`], [`TaskRecorder`]): the
+//! one state of the sprint, whose one writer it is, the project's git taken in turns, and the
+//! `--jobs` slots a task's rounds run in.
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+use async_trait::async_trait;
+use corral_ports::CommandRunner;
+
+use super::{Flow, SprintError};
+use crate::error::ExecutorError;
+use crate::executor::{TaskHandback, TaskHost, TaskJob, TaskRecorder};
+use crate::git::Git;
+use crate::layout::SprintLayout;
+use crate::names::TaskId;
+use crate::slots::Slots;
+use crate::state::{SprintState, TaskState, TaskStatus, write_state};
+
+/// What a remote task's job printed, in the task's directory.
+pub const JOB_LOG_FILE: &str = "job.log";
+
+/// The coordinator as its executors see it: the one state (its one writer) and the flow.
+pub(super) struct Coordinator<'c, 'r, 'a> {
+    pub(super) flow: &'c Flow<'r, 'a>,
+    pub(super) shared: Mutex<SprintState>,
+    /// The executors' git runs one command at a time: two `git worktree add` at once race on
+    /// `.git/worktrees/` (one reads the other's half-made entry), as two fetches would.
+    pub(super) git_turn: Slots,
+    /// The `--jobs` slots a task's rounds run in.
+    pub(super) round_slots: Slots,
+}
+
+impl Coordinator<'_, '_, '_> {
+    /// Git in `cwd` with the sprint's identity, allowed to reach `remote` when one is named.
+    fn git_in(&self, cwd: &Path, remote: Option<&str>) -> Git<'_> {
+        let mut env = self.flow.run.options.git_env.clone();
+        if let Some(remote) = remote {
+            env.push((
+                "GIT_ALLOW_PROTOCOL".to_string(),
+                crate::executor::git_transport(remote).to_string(),
+            ));
+        }
+        Git {
+            runner: self.flow.run.commands,
+            cwd: cwd.to_path_buf(),
+            cancel: &self.flow.run.cancel,
+            env,
+            known: crate::git::Known::default(),
+        }
+    }
+
+    /// `git args` through [`Coordinator::git_in`], in the run's git turn.
+    async fn git_in_turn(
+        &self,
+        cwd: &Path,
+        remote: Option<&str>,
+        args: &[&str],
+    ) -> Result<String, ExecutorError> {
+        let _turn = self.git_turn.take().await;
+        Ok(self
+            .git_in(cwd, remote)
+            .run(args)
+            .await
+            .map_err(SprintError::from)?)
+    }
+
+    pub(super) fn snapshot(&self) -> SprintState {
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(super) fn replace(&self, state: SprintState) {
+        *self.shared.lock().unwrap_or_else(PoisonError::into_inner) = state;
+    }
+
+    /// Takes task `i`'s handback into the state: its final entry, the head to fold.
+    pub(super) fn hand_back(&self, i: usize, handback: TaskHandback) -> Result<(), SprintError> {
+        let mut whole = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = whole.tasks.get_mut(i) {
+            let branch = entry.task_branch.take();
+            *entry = handback.state;
+            entry.task_branch = entry.task_branch.take().or(branch);
+            if entry.status == TaskStatus::Done && handback.head.is_some() {
+                entry.commit = handback.head;
+            }
+        }
+        whole.updated_at = self.flow.now();
+        write_state(&self.flow.layout.state_file(), &whole)?;
+        Ok(())
+    }
+}
+
+impl TaskRecorder for Coordinator<'_, '_, '_> {
+    fn record(&self, task: &TaskState) -> Result<(), SprintError> {
+        // Held only while the file is written: no task's save overlaps another's.
+        let mut whole = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = whole.tasks.iter_mut().find(|t| t.id == task.id) {
+            entry.clone_from(task);
+        }
+        whole.updated_at = self.flow.now();
+        write_state(&self.flow.layout.state_file(), &whole)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TaskHost for Coordinator<'_, '_, '_> {
+    fn project_root(&self) -> &Path {
+        self.flow.run.project_root
+    }
+
+    fn layout(&self) -> &SprintLayout {
+        &self.flow.layout
+    }
+
+    fn commands(&self) -> &dyn CommandRunner {
+        self.flow.run.commands
+    }
+
+    fn round_slots(&self) -> &Slots {
+        &self.round_slots
+    }
+
+    async fn git(&self, cwd: &Path, args: &[&str]) -> Result<String, ExecutorError> {
+        self.git_in_turn(cwd, None, args).await
+    }
+
+    async fn git_remote(
+        &self,
+        cwd: &Path,
+        args: &[&str],
+        remote: &str,
+    ) -> Result<String, ExecutorError> {
+        self.git_in_turn(cwd, Some(remote), args).await
+    }
+
+    async fn git_push(
+        &self,
+        cwd: &Path,
+        remote: &str,
+        refspecs: &[&str],
+    ) -> Result<(), ExecutorError> {
+        let mut args = vec!["push", "--quiet", "--force", remote];
+        args.extend_from_slice(refspecs);
+        self.git_in(cwd, Some(remote))
+            .run(&args)
+            .await
+            .map_err(SprintError::from)?;
+        Ok(())
+    }
+
+    async fn git_extract(
+        &self,
+        repo: &Path,
+        tree_ish: &str,
+        path: &str,
+        into: &Path,
+    ) -> Result<(), ExecutorError> {
+        // Reads the repository's objects and writes only below `into`: no turn needed.
+        Ok(crate::git::extract_tree(
+            self.flow.run.commands,
+            repo,
+            &self.flow.run.options.git_env,
+            &self.flow.run.cancel,
+            tree_ish,
+            path,
+            into,
+        )
+        .await
+        .map_err(SprintError::from)?)
+    }
+
+    async fn run_setup(&self, work_tree: &Path) -> Result<(), ExecutorError> {
+        Ok(self.flow.setup_in(work_tree).await?)
+    }
+
+    fn record_progress(&self, task: &TaskState) -> Result<(), ExecutorError> {
+        Ok(self.record(task)?)
+    }
+
+    fn job_log(&self, task: &TaskId, line: &str) {
+        let path = self.flow.layout.task_dir(task).join(JOB_LOG_FILE);
+        // Best effort, as a log is: through the record's handle, never through a link.
+        if let (Some(rel), Ok(record)) = (
+            self.flow.layout.below_root(&path),
+            self.flow.layout.record(),
+        ) {
+            let _ = record.append(rel, format!("{line}\n").as_bytes());
+        }
+    }
+
+    async fn work_task(
+        &self,
+        job: &TaskJob,
+        work_tree: &Path,
+    ) -> Result<TaskHandback, ExecutorError> {
+        Ok(super::work_task(self.flow.run, job, work_tree, self).await?)
+    }
+}
