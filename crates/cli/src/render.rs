@@ -418,7 +418,7 @@ impl RunObserver for Renderer {
 
     fn backoff(&self, attempt: u32, wait: Duration, reason: &str) {
         self.json(&serde_json::json!({
-            "type": "backoff", "attempt": attempt, "wait_ms": wait.as_millis() as u64, "reason": reason
+            "type": "backoff", "attempt": attempt, "waitMs": wait.as_millis() as u64, "reason": reason
         }));
         self.line(&format!(
             "waiting {} before retrying ({reason})",
@@ -437,7 +437,7 @@ impl RunObserver for Renderer {
         self.json(&serde_json::json!({
             "type": "account_wait", "attempt": attempt, "provider": provider.as_str(),
             "until": humantime::format_rfc3339_millis(until).to_string(),
-            "wait_ms": wait.as_millis() as u64,
+            "waitMs": wait.as_millis() as u64,
         }));
         self.line(&format!(
             "waiting for {provider} until {clock} UTC (another run found the account rate-limited)"

@@ -1,6 +1,6 @@
 //! The execution log, `events.jsonl`: one JSON object per line for every happening of a run.
 //!
-//! Every line carries `t` (wall time, RFC 3339 with microseconds), `mono_ms` (monotonic offset
+//! Every line carries `t` (wall time, RFC 3339 with microseconds), `monoMs` (monotonic offset
 //! from the run's start), `attempt` and `kind`. The log is streamed to disk through a buffer that
 //! is flushed at least every 50 ms while the run goes on and at every attempt's end, so a
 //! follower (`tail -f`, `corral runs follow`) sees it live and a crash loses at most that much.
@@ -26,7 +26,7 @@ fn is_zero(n: &u64) -> bool {
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
 /// Why the supervisor ended a process group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KillReason {
     /// The caller cancelled.
@@ -42,8 +42,12 @@ pub enum KillReason {
 }
 
 /// One record's body. The `kind` field names the variant.
-#[derive(Debug, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(
+    rename_all_fields = "camelCase",
+    tag = "kind",
+    rename_all = "snake_case"
+)]
 pub enum Record<'a> {
     /// The run begins.
     RunStarted {
@@ -309,7 +313,8 @@ pub enum Record<'a> {
 }
 
 /// How a run (or one provider run of a task) ended.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct RunEnd<'a> {
     /// The outcome.
     pub outcome: Outcome,
@@ -533,7 +538,7 @@ impl ExecutionLog {
         let mono_us = self.start.elapsed().as_micros();
         let _ = write!(
             line,
-            ",\"mono_ms\":{}.{:03},\"attempt\":{attempt},",
+            ",\"monoMs\":{}.{:03},\"attempt\":{attempt},",
             mono_us / 1000,
             mono_us % 1000
         );
@@ -623,7 +628,7 @@ impl ExecutionLog {
         let mono_us = self.start.elapsed().as_micros();
         let _ = writeln!(
             line,
-            ",\"mono_ms\":{}.{:03},\"attempt\":0,\"kind\":\"log_gap\",\"records_lost\":{dropped}}}",
+            ",\"monoMs\":{}.{:03},\"attempt\":0,\"kind\":\"log_gap\",\"recordsLost\":{dropped}}}",
             mono_us / 1000,
             mono_us % 1000
         );
@@ -733,7 +738,7 @@ mod tests {
             assert_eq!(got["attempt"], 3);
             let t = got["t"].as_str().unwrap();
             assert!(humantime::parse_rfc3339(t).is_ok(), "{t}");
-            assert!(got["mono_ms"].as_f64().is_some());
+            assert!(got["monoMs"].as_f64().is_some());
         }
         log.record(
             1,
