@@ -90,8 +90,8 @@ pub use headless::CONTINUATION_PROMPT;
 pub use host::{HOST_CWD, HostProgramError, host_program};
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{
-    ExecutionLog, KillReason, RESERVE_PREFIX, RunEnd, create_reserve, release_reserve,
-    write_tampering_removed, write_task_finished,
+    ExecutionLog, KillReason, LogLine, RESERVE_PREFIX, RunEnd, create_reserve,
+    execution_log_schema, release_reserve, write_tampering_removed, write_task_finished,
 };
 pub use process_group::{RUN_TOKEN_VAR, group_alive, kill_child_groups, signal_group};
 pub use sandbox::{

@@ -305,11 +305,39 @@ pub enum Record<'a> {
         /// What it was (`a FIFO`, `a symbolic link`, …).
         was: &'a str,
     },
+    /// Records dropped while the log could not be written (a full disk); the log writes it
+    /// itself (`note_gap`) once it can write again.
+    LogGap {
+        /// How many records were lost.
+        records_lost: u64,
+    },
     /// The run is over: the log's last line, once per run.
     RunFinished(RunEnd<'a>),
     /// One provider run of a task run is over (a corrective retry may follow); the task's owner
     /// writes the `run_finished` (see [`corral_ports::AiSession::task`]).
     ProviderRunFinished(RunEnd<'a>),
+}
+
+/// One line of `events.jsonl` as its JSON Schema describes it: the stamp every line opens with,
+/// then the record's own fields. Only the schema uses it: the log writes the stamp itself, and
+/// a test checks real logs against the schema.
+#[derive(Debug, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LogLine<'a> {
+    /// Wall time, RFC 3339 with microseconds.
+    pub t: String,
+    /// Milliseconds since the run started, on the monotonic clock, to the microsecond.
+    pub mono_ms: f64,
+    /// The attempt the record belongs to (0 before the first and for the run's own records).
+    pub attempt: u32,
+    /// The record, its `kind` naming which.
+    #[serde(flatten)]
+    pub record: Record<'a>,
+}
+
+/// The JSON Schema of one line of `events.jsonl` (`docs/schema/events.schema.json`).
+pub fn execution_log_schema() -> schemars::Schema {
+    schemars::schema_for!(LogLine<'static>)
 }
 
 /// How a run (or one provider run of a task) ended.
