@@ -335,9 +335,13 @@ pub struct LogLine<'a> {
     pub record: Record<'a>,
 }
 
-/// The JSON Schema of one line of `events.jsonl` (`docs/schema/events.schema.json`).
+/// The JSON Schema of one line of `events.jsonl` (`docs/schema/events.schema.json`): what the
+/// log writes (a field left out when empty is optional).
 pub fn execution_log_schema() -> schemars::Schema {
-    schemars::schema_for!(LogLine<'static>)
+    schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<LogLine<'static>>()
 }
 
 /// How a run (or one provider run of a task) ended.
