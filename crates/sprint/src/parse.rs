@@ -18,8 +18,8 @@ use crate::file::{
 };
 use crate::names::{SprintName, TaskId};
 
-const TOP_KEYS: &[&str] = &["sprint", "roles", "gates", "tasks"];
-const SPRINT_KEYS: &[&str] = &[
+pub(crate) const TOP_KEYS: &[&str] = &["sprint", "roles", "gates", "tasks"];
+pub(crate) const SPRINT_KEYS: &[&str] = &[
     "name",
     "branch",
     "check",
@@ -29,11 +29,11 @@ const SPRINT_KEYS: &[&str] = &[
     "max_attempts",
     "protected",
 ];
-const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
-const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
-const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
-const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
-const TASK_KEYS: &[&str] = &[
+pub(crate) const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
+pub(crate) const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
+pub(crate) const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
+pub(crate) const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
+pub(crate) const TASK_KEYS: &[&str] = &[
     "id",
     "title",
     "prompt",
