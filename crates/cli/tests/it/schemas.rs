@@ -201,3 +201,65 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     found
 }
+
+/// A TOML document as the JSON value an editor's schema check sees.
+fn toml_to_json(item: &toml_edit::Item) -> Value {
+    match item {
+        toml_edit::Item::None => Value::Null,
+        toml_edit::Item::Value(v) => toml_value(v),
+        toml_edit::Item::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.to_string(), toml_to_json(v)))
+                .collect(),
+        ),
+        toml_edit::Item::ArrayOfTables(a) => Value::Array(
+            a.iter()
+                .map(|t| toml_to_json(&toml_edit::Item::Table(t.clone())))
+                .collect(),
+        ),
+    }
+}
+
+fn toml_value(v: &toml_edit::Value) -> Value {
+    match v {
+        toml_edit::Value::String(s) => Value::from(s.value().as_str()),
+        toml_edit::Value::Integer(i) => Value::from(*i.value()),
+        toml_edit::Value::Float(f) => Value::from(*f.value()),
+        toml_edit::Value::Boolean(b) => Value::from(*b.value()),
+        toml_edit::Value::Datetime(d) => Value::from(d.value().to_string()),
+        toml_edit::Value::Array(a) => Value::Array(a.iter().map(toml_value).collect()),
+        toml_edit::Value::InlineTable(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.to_string(), toml_value(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn sprint_file_json(text: &str) -> Value {
+    let doc: toml_edit::ImDocument<&str> = toml_edit::ImDocument::parse(text).unwrap();
+    toml_to_json(&toml_edit::Item::Table(doc.as_table().clone()))
+}
+
+#[test]
+fn the_sprint_file_init_writes_matches_its_schema_and_a_typo_does_not() {
+    let env = Env::new();
+    let out = env.corral().args(["sprint", "init"]).output().unwrap();
+    assert!(out.status.success(), "{}", transcript(&env, &out));
+    let text = std::fs::read_to_string(env.project().join("corral-sprint.toml")).unwrap();
+    let schema = Schema::load("corral-sprint.schema.json");
+    schema.check("the example of sprint init", &sprint_file_json(&text));
+    let with_durations =
+        text.replacen("check_timeout_ms = 900000", "check_timeout_ms = \"15m\"", 1);
+    assert_ne!(with_durations, text, "the example sets check_timeout_ms");
+    schema.check("a duration as text", &sprint_file_json(&with_durations));
+
+    let typo = text.replacen("[sprint]\n", "[sprint]\nmax_round = 3\n", 1);
+    assert!(
+        schema
+            .schemas
+            .validate(&sprint_file_json(&typo), schema.index)
+            .is_err(),
+        "max_round (for max_rounds) must not validate"
+    );
+}
