@@ -142,6 +142,8 @@ pub const LAYERS: &[Layer] = &[
             internal: &[dev("corral-test-support")],
             external: Externals::Only(&[
                 any("async-trait"),
+                // The derive that describes its records in `docs/schema/` (ADR 0012).
+                any("schemars"),
                 any("serde"),
                 any("serde_json"),
                 any("thiserror"),
@@ -217,6 +219,8 @@ pub const LAYERS: &[Layer] = &[
                 any("nix"),
                 // Safe system calls where nix has no wrapper enabled (ADR 0011).
                 any("rustix"),
+                // An allow-list entry in the settings' JSON Schema, as its text (ADR 0012).
+                any("schemars"),
                 any("serde"),
                 any("serde_json"),
                 any("thiserror"),
@@ -312,6 +316,9 @@ pub const LAYERS: &[Layer] = &[
                 // Durations written as text in the sprint file (`check_timeout_ms = "15m"`), read as
                 // the settings read them.
                 any("humantime"),
+                // The derive that describes `sprint.json` and its events in `docs/schema/`
+                // (ADR 0012).
+                any("schemars"),
                 any("serde"),
                 any("serde_json"),
                 // The protected files' fingerprints (content and mode) before each round.

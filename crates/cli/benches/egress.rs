@@ -163,7 +163,7 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
             )
         });
     assert_eq!(summary["outcome"], "succeeded", "{side:?}: {summary}");
-    let dir = PathBuf::from(summary["run_dir"].as_str().unwrap());
+    let dir = PathBuf::from(summary["runDir"].as_str().unwrap());
     let log: Vec<Value> = std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
         .lines()
@@ -178,18 +178,18 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
     let checked = first(&|v| v["kind"] == "sandbox_checked");
     let setup_ms = opened
         .as_ref()
-        .and_then(|v| v["setup_us"].as_f64())
+        .and_then(|v| v["setupUs"].as_f64())
         .map(|us| us / 1000.0);
     let open_ms = opened
         .as_ref()
-        .and_then(|v| Some((v["setup_us"].as_f64()? - v["reported_us"].as_f64()?) / 1000.0));
+        .and_then(|v| Some((v["setupUs"].as_f64()? - v["reportedUs"].as_f64()?) / 1000.0));
     assert_eq!(
         setup_ms.is_some(),
         side == Side::Allowlist,
         "the proxy runs on the allow-list side only"
     );
     let exec_ms =
-        checked.map(|c| c["mono_ms"].as_f64().unwrap() - spawn["mono_ms"].as_f64().unwrap());
+        checked.map(|c| c["monoMs"].as_f64().unwrap() - spawn["monoMs"].as_f64().unwrap());
     assert_eq!(
         exec_ms.is_some(),
         side != Side::Native,
@@ -207,7 +207,7 @@ fn run_once(corral: &Path, claude: &Path, side: Side, reply: Step) -> Sample {
         * 1000.0
         + request.at_ms as f64;
     Sample {
-        start_ms: init["mono_ms"].as_f64().unwrap() - spawn["mono_ms"].as_f64().unwrap(),
+        start_ms: init["monoMs"].as_f64().unwrap() - spawn["monoMs"].as_f64().unwrap(),
         setup_ms,
         open_ms,
         exec_ms,

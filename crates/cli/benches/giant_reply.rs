@@ -94,7 +94,7 @@ fn run_once(corral: &Path, claude: &Path, capture: &str, bytes: usize) -> (f64, 
         .filter(|l| l.contains("\"type\":\"summary\""))
         .find_map(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("no summary ({capture}, {status}): {stderr}"));
-    let dir = PathBuf::from(summary["run_dir"].as_str().unwrap());
+    let dir = PathBuf::from(summary["runDir"].as_str().unwrap());
     let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let terminal = log
         .lines()

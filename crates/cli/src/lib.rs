@@ -15,6 +15,7 @@ mod chat;
 mod config_cmd;
 mod doctor;
 mod exit;
+mod json_lines;
 mod preflight;
 mod private_dir;
 mod providers;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use corral_ports::{AgentEvent, ProviderId, RunObserver, SessionId, Usage};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::json_lines::RunLine;
 use crate::term;
 
 /// How a run is shown.
@@ -268,17 +269,7 @@ impl Renderer {
     }
 }
 
-/// One `--json` event line, `{"attempt":…,"event":…,"type":"event"}`, serialised from the event
-/// itself (the top-level keys in the order `serde_json::json!` sorted them before).
-#[derive(serde::Serialize)]
-struct EventLine<'a> {
-    attempt: u32,
-    event: &'a AgentEvent,
-    #[serde(rename = "type")]
-    kind: &'static str,
-}
-
-/// Writes the [`EventLine`] of a `text` or `thinking` event, the bytes serde would write for it,
+/// Writes the [`RunLine::Event`] of a `text` or `thinking` event, the bytes serde would write for it,
 /// with the text copied as it is when it holds nothing to escape: the flood of a long answer
 /// is such events, and serde's escaping scan of every byte was a visible part of its cost.
 fn write_text_event_line(
@@ -290,17 +281,17 @@ fn write_text_event_line(
     use std::io::Write;
     write!(
         buf,
-        "{{\"attempt\":{attempt},\"event\":{{\"event\":\"{name}\",\"text\":"
+        "{{\"type\":\"event\",\"attempt\":{attempt},\"event\":{{\"event\":\"{name}\",\"text\":"
     )
     .map_err(serde_json::Error::io)?;
     term::push_inert_json_str(buf, text)?;
-    buf.extend_from_slice(b"},\"type\":\"event\"}");
+    buf.extend_from_slice(b"}}");
     Ok(())
 }
 
 impl RunObserver for Renderer {
     fn attempt_started(&self, attempt: u32, resume: Option<&SessionId>) {
-        self.json(&serde_json::json!({"type": "attempt", "attempt": attempt, "resume": resume}));
+        self.json(&RunLine::Attempt { attempt, resume });
         if attempt > 1 || resume.is_some() {
             let how = resume.map_or("cold".to_string(), |id| format!("resuming {id}"));
             self.line(&format!("attempt {attempt}: {how}"));
@@ -327,11 +318,9 @@ impl RunObserver for Renderer {
                 | AgentEvent::TerminalResult { .. }
                 | AgentEvent::LineShortened { .. }
                 | AgentEvent::OversizedLine { .. }
-                | AgentEvent::Unparsed { .. } => term::json_line_soon(&EventLine {
-                    attempt,
-                    event,
-                    kind: "event",
-                }),
+                | AgentEvent::Unparsed { .. } => {
+                    term::json_line_soon(&RunLine::Event { attempt, event })
+                }
             };
         }
         match event {
@@ -417,9 +406,11 @@ impl RunObserver for Renderer {
     }
 
     fn backoff(&self, attempt: u32, wait: Duration, reason: &str) {
-        self.json(&serde_json::json!({
-            "type": "backoff", "attempt": attempt, "wait_ms": wait.as_millis() as u64, "reason": reason
-        }));
+        self.json(&RunLine::Backoff {
+            attempt,
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            reason,
+        });
         self.line(&format!(
             "waiting {} before retrying ({reason})",
             humantime::format_duration(Duration::from_secs(wait.as_secs()))
@@ -434,11 +425,12 @@ impl RunObserver for Renderer {
     fn account_wait(&self, attempt: u32, provider: ProviderId, until: SystemTime) {
         let wait = until.duration_since(SystemTime::now()).unwrap_or_default();
         let clock = clock_utc(until);
-        self.json(&serde_json::json!({
-            "type": "account_wait", "attempt": attempt, "provider": provider.as_str(),
-            "until": humantime::format_rfc3339_millis(until).to_string(),
-            "wait_ms": wait.as_millis() as u64,
-        }));
+        self.json(&RunLine::AccountWait {
+            attempt,
+            provider,
+            until: humantime::format_rfc3339_millis(until).to_string(),
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        });
         self.line(&format!(
             "waiting for {provider} until {clock} UTC (another run found the account rate-limited)"
         ));
@@ -476,10 +468,9 @@ mod tests {
             ] {
                 let mut fast = Vec::new();
                 write_text_event_line(&mut fast, 7, name, text).unwrap();
-                let slow = term::json(&EventLine {
+                let slow = term::json(&RunLine::Event {
                     attempt: 7,
                     event: &event,
-                    kind: "event",
                 })
                 .unwrap();
                 assert_eq!(String::from_utf8(fast).unwrap(), slow);

@@ -21,6 +21,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::args::RunArgs;
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
+use crate::json_lines::{RunLine, RunSummary};
 use crate::render::{Renderer, Style};
 use crate::term::{errln, outln};
 
@@ -656,26 +657,34 @@ fn print_summary(
     };
     let record_error = record_error.map(|e| format!("cannot write run.json: {e}"));
     if renderer.style() == Style::Json {
-        renderer.json(&serde_json::json!({
-            "type": "summary",
-            "outcome": record.outcome,
-            "exit_code": exit.code(),
-            "session_id": record.session_id,
-            "run_dir": run_dir,
-            "signals_valid": record.signals_valid,
-            "signal_kinds": record.signal_kinds,
-            "usage": record.usage,
-            "cost_usd": record.usage.cost_usd,
-            "attempts": record.attempts,
-            "error": record.error,
-            "result": record.result,
-            "resume_command": crate::runs::resume_hint(record),
-            "cold_fallback_from": record.cold_fallback_from,
-            "stray_writes": if not_checked.is_some() { None } else { Some(strays) },
-            "stray_check": if not_checked.is_some() { "not-checked" } else { "checked" },
-            "stray_check_why": not_checked,
-            "record_error": record_error,
-        }));
+        let stray_check = if not_checked.is_some() {
+            corral_ports::StrayCheck::NotChecked
+        } else {
+            corral_ports::StrayCheck::Checked
+        };
+        renderer.json(&RunLine::Summary(Box::new(RunSummary {
+            outcome: &record.outcome,
+            exit_code: exit.code(),
+            session_id: record.session_id.as_deref(),
+            run_dir,
+            signals_valid: record.signals_valid,
+            signal_kinds: &record.signal_kinds,
+            usage: &record.usage,
+            cost_usd: record.usage.cost_usd,
+            attempts: record.attempts,
+            error: record.error.as_deref(),
+            result: record.result.as_deref(),
+            resume_command: crate::runs::resume_hint(record),
+            cold_fallback_from: record.cold_fallback_from.as_deref(),
+            stray_writes: if not_checked.is_some() {
+                None
+            } else {
+                Some(strays)
+            },
+            stray_check,
+            stray_check_why: not_checked,
+            record_error,
+        })));
         return;
     }
     // The answer alone on stdout, as `claude -p` and `codex exec` print it, so that

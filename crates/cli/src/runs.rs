@@ -154,12 +154,12 @@ fn list(root: &Path, json: bool, all: bool) -> anyhow::Result<Exit> {
                     if record.supervisor_gone()
                         && let Some(map) = value.as_object_mut()
                     {
-                        map.insert("supervisor_gone".into(), true.into());
+                        map.insert("supervisorGone".into(), true.into());
                     }
                     value
                 }
                 Err(e) => serde_json::json!({
-                    "run_id": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    "runId": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
                     "unreadable": format!("{e:#}"),
                 }),
             };
@@ -285,7 +285,7 @@ fn show(dir: &Path, json: bool) -> anyhow::Result<Exit> {
         if record.supervisor_gone()
             && let Some(map) = value.as_object_mut()
         {
-            map.insert("supervisor_gone".into(), true.into());
+            map.insert("supervisorGone".into(), true.into());
         }
         outln!("{}", crate::term::json_pretty(&value)?);
         return Ok(Exit::Success);
@@ -355,13 +355,20 @@ fn describe(line: &str) -> String {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
         return line.to_string();
     };
+    // A log written before the keys were camelCase spells them in snake_case.
+    let key = |camel: &str, snake: &str| {
+        v.get(camel)
+            .or_else(|| v.get(snake))
+            .cloned()
+            .unwrap_or_default()
+    };
     let kind = v["kind"].as_str().unwrap_or("?");
-    let at = v["mono_ms"].as_f64().unwrap_or(0.0) / 1000.0;
+    let at = key("monoMs", "mono_ms").as_f64().unwrap_or(0.0) / 1000.0;
     let attempt = v["attempt"].as_u64().unwrap_or(0);
     let detail = match kind {
         "agent" => {
             let event = v["event"].as_str().unwrap_or("?");
-            let text = ["text", "name", "session_id", "line"]
+            let text = ["text", "name", "sessionId", "session_id", "line"]
                 .iter()
                 .find_map(|k| v[*k].as_str())
                 .unwrap_or("")
@@ -386,7 +393,7 @@ fn describe(line: &str) -> String {
         ),
         "backoff" => format!(
             "{} ms ({})",
-            v["wait_ms"],
+            key("waitMs", "wait_ms"),
             v["reason"].as_str().unwrap_or("")
         ),
         "stderr" => v["line"].as_str().unwrap_or("").chars().take(100).collect(),

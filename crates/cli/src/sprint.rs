@@ -250,9 +250,9 @@ fn status(name: Option<&str>, json: bool) -> anyhow::Result<Exit> {
 
 /// `corral sprint status --json`: `sprint.json` as written, its tokens and cost rolled up, and
 /// the holds on the accounts its roles use.
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct StatusJson<'a> {
+pub(crate) struct StatusJson<'a> {
     #[serde(flatten)]
     state: &'a SprintState,
     roll_up: corral_sprint::UsageRollUp,
@@ -261,9 +261,9 @@ struct StatusJson<'a> {
 
 /// A provider account that the sprint's roles use and that the rate-limit gate holds beyond
 /// now: its next spawn waits until `until`.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct AccountHoldStatus {
+pub(crate) struct AccountHoldStatus {
     provider: ProviderId,
     /// The roles the provider plays (`generator`, `evaluator`).
     roles: Vec<&'static str>,

@@ -22,12 +22,14 @@ use serde::{Deserialize, Serialize};
 const RECORD_MAX_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The process that supervises a run: enough to tell later whether it still lives.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Supervisor {
     /// Its pid.
     pub pid: u32,
     /// Its start time in clock ticks since boot (`/proc/<pid>/stat` field 22): a later process
     /// with the same pid has another.
+    #[serde(alias = "start_ticks")]
     pub start_ticks: Option<u64>,
 }
 
@@ -63,9 +65,11 @@ impl Supervisor {
 }
 
 /// The record of one run, written at its start and rewritten at its end.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct RunRecord {
     /// The run id (the directory's name).
+    #[serde(alias = "run_id")]
     pub run_id: String,
     /// The provider.
     pub provider: ProviderId,
@@ -74,28 +78,37 @@ pub struct RunRecord {
     /// The agent's working directory.
     pub cwd: PathBuf,
     /// When the run started (RFC 3339).
+    #[serde(alias = "started_at")]
     pub started_at: String,
     /// When it ended, once it has.
+    #[serde(alias = "finished_at")]
     pub finished_at: Option<String>,
     /// `running`, or the outcome.
     pub outcome: String,
     /// corral's exit code, once known.
+    #[serde(alias = "exit_code")]
     pub exit_code: Option<u8>,
     /// The last session id.
+    #[serde(alias = "session_id")]
     pub session_id: Option<String>,
     /// Whether signals.json validated; `None` when not checked.
+    #[serde(alias = "signals_valid")]
     pub signals_valid: Option<bool>,
     /// Why it did not, if it did not.
+    #[serde(alias = "signals_error")]
     pub signals_error: Option<String>,
     /// The signal kinds found.
+    #[serde(alias = "signal_kinds")]
     pub signal_kinds: Vec<String>,
     /// Starts of the CLI, over all provider runs (corrective retries included).
     pub attempts: u32,
     /// Provider runs: 1 plus the corrective retries.
+    #[serde(alias = "provider_runs")]
     pub provider_runs: u32,
     /// Usage over all attempts.
     pub usage: Usage,
     /// Wall time in ms.
+    #[serde(alias = "duration_ms")]
     pub duration_ms: Option<u64>,
     /// The error, if the run failed.
     pub error: Option<String>,
@@ -103,10 +116,12 @@ pub struct RunRecord {
     #[serde(default)]
     pub result: Option<String>,
     /// The command that resumes this run's session.
+    #[serde(alias = "resume_command")]
     pub resume_command: Option<String>,
     /// The session the run was asked to resume, when that session was not found and the task
     /// ran once cold, in a new session instead (`session_id` then names the new one).
     #[serde(default)]
+    #[serde(alias = "cold_fallback_from")]
     pub cold_fallback_from: Option<String>,
     /// What the sandbox enforced.
     #[serde(default)]

@@ -49,9 +49,11 @@ fn host_error(error: corral_hostfs::HostFsError) -> io::Error {
 /// working directory it was made in, a crash resume must ask for the model the session was
 /// made with (a resumed conversation on another model is not the same agent), and the CLI
 /// version explains a later refusal.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct SessionMeta {
     /// The session id.
+    #[serde(alias = "session_id")]
     pub session_id: SessionId,
     /// The provider that made it.
     pub provider: String,
@@ -62,6 +64,7 @@ pub struct SessionMeta {
     /// The working directory to resume from.
     pub cwd: PathBuf,
     /// The CLI version, when it was checked.
+    #[serde(alias = "cli_version")]
     pub cli_version: Option<String>,
     /// The attempt that reported it.
     pub attempt: u32,

@@ -97,12 +97,15 @@ impl AccountKey {
 
 /// What an account file holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Hold {
     /// Spawns on the account wait until this instant (milliseconds since the epoch).
+    #[serde(alias = "until_epoch_ms")]
     pub until_epoch_ms: u64,
     /// Where `until` came from (a [`crate::WaitBasis`] in words).
     pub basis: String,
     /// The run that recorded it (`<run id>-<attempt>`).
+    #[serde(alias = "set_by")]
     pub set_by: String,
 }
 

@@ -79,8 +79,8 @@ pub use gate::{AccountHold, ProviderAccount, RATE_LIMIT_DIR, user_rate_limit_dir
 pub use headless::CONTINUATION_PROMPT;
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{
-    ExecutionLog, KillReason, RESERVE_PREFIX, RunEnd, create_reserve, release_reserve,
-    write_tampering_removed, write_task_finished,
+    ExecutionLog, KillReason, LogLine, RESERVE_PREFIX, RunEnd, create_reserve,
+    execution_log_schema, release_reserve, write_tampering_removed, write_task_finished,
 };
 pub use streams::{OutputCapture, RAW_STREAMS_DIR, RawStreamRetention, StreamFiles};
 pub use text::shorten;

@@ -1,6 +1,6 @@
 //! The execution log, `events.jsonl`: one JSON object per line for every happening of a run.
 //!
-//! Every line carries `t` (wall time, RFC 3339 with microseconds), `mono_ms` (monotonic offset
+//! Every line carries `t` (wall time, RFC 3339 with microseconds), `monoMs` (monotonic offset
 //! from the run's start), `attempt` and `kind`. The log is streamed to disk through a buffer that
 //! is flushed at least every 50 ms while the run goes on and at every attempt's end, so a
 //! follower (`tail -f`, `corral runs follow`) sees it live and a crash loses at most that much.
@@ -26,7 +26,7 @@ fn is_zero(n: &u64) -> bool {
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
 /// Why the supervisor ended a process group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KillReason {
     /// The caller cancelled.
@@ -42,8 +42,12 @@ pub enum KillReason {
 }
 
 /// One record's body. The `kind` field names the variant.
-#[derive(Debug, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(
+    rename_all_fields = "camelCase",
+    tag = "kind",
+    rename_all = "snake_case"
+)]
 pub enum Record<'a> {
     /// The run begins.
     RunStarted {
@@ -301,6 +305,12 @@ pub enum Record<'a> {
         /// What it was (`a FIFO`, `a symbolic link`, …).
         was: &'a str,
     },
+    /// Records dropped while the log could not be written (a full disk); the log writes it
+    /// itself (`note_gap`) once it can write again.
+    LogGap {
+        /// How many records were lost.
+        records_lost: u64,
+    },
     /// The run is over: the log's last line, once per run.
     RunFinished(RunEnd<'a>),
     /// One provider run of a task run is over (a corrective retry may follow); the task's owner
@@ -308,8 +318,35 @@ pub enum Record<'a> {
     ProviderRunFinished(RunEnd<'a>),
 }
 
+/// One line of `events.jsonl` as its JSON Schema describes it: the stamp every line opens with,
+/// then the record's own fields. Only the schema uses it: the log writes the stamp itself, and
+/// a test checks real logs against the schema.
+#[derive(Debug, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LogLine<'a> {
+    /// Wall time, RFC 3339 with microseconds.
+    pub t: String,
+    /// Milliseconds since the run started, on the monotonic clock, to the microsecond.
+    pub mono_ms: f64,
+    /// The attempt the record belongs to (0 before the first and for the run's own records).
+    pub attempt: u32,
+    /// The record, its `kind` naming which.
+    #[serde(flatten)]
+    pub record: Record<'a>,
+}
+
+/// The JSON Schema of one line of `events.jsonl` (`docs/schema/events.schema.json`): what the
+/// log writes (a field left out when empty is optional).
+pub fn execution_log_schema() -> schemars::Schema {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<LogLine<'static>>()
+}
+
 /// How a run (or one provider run of a task) ended.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct RunEnd<'a> {
     /// The outcome.
     pub outcome: Outcome,
@@ -533,7 +570,7 @@ impl ExecutionLog {
         let mono_us = self.start.elapsed().as_micros();
         let _ = write!(
             line,
-            ",\"mono_ms\":{}.{:03},\"attempt\":{attempt},",
+            ",\"monoMs\":{}.{:03},\"attempt\":{attempt},",
             mono_us / 1000,
             mono_us % 1000
         );
@@ -623,7 +660,7 @@ impl ExecutionLog {
         let mono_us = self.start.elapsed().as_micros();
         let _ = writeln!(
             line,
-            ",\"mono_ms\":{}.{:03},\"attempt\":0,\"kind\":\"log_gap\",\"records_lost\":{dropped}}}",
+            ",\"monoMs\":{}.{:03},\"attempt\":0,\"kind\":\"log_gap\",\"recordsLost\":{dropped}}}",
             mono_us / 1000,
             mono_us % 1000
         );
@@ -733,7 +770,7 @@ mod tests {
             assert_eq!(got["attempt"], 3);
             let t = got["t"].as_str().unwrap();
             assert!(humantime::parse_rfc3339(t).is_ok(), "{t}");
-            assert!(got["mono_ms"].as_f64().is_some());
+            assert!(got["monoMs"].as_f64().is_some());
         }
         log.record(
             1,

@@ -61,7 +61,9 @@ pub enum OutputCapture {
 }
 
 /// What becomes of the raw stream files when a run ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum RawStreamRetention {
     /// Compressed with gzip (`raw/<n>.stdout.gz`), the uncompressed file removed.
@@ -518,7 +520,8 @@ fn file_name(path: &Path) -> String {
 }
 
 /// What the retention did with one file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Retained {
     /// The file as the attempt wrote it.
     pub file: PathBuf,

@@ -73,12 +73,15 @@ struct CacheFile {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Entry {
     size: u64,
     /// As a string: JSON numbers lose nanoseconds in most readers.
+    #[serde(alias = "mtime_ns")]
     mtime_ns: String,
     version: String,
     /// When it was written (seconds since the epoch), to drop the oldest.
+    #[serde(alias = "written_s")]
     written_s: u64,
 }
 

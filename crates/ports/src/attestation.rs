@@ -6,7 +6,19 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A guarantee an execution policy can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Guarantee {
     /// The CLI can write only to the working directory (when writable), the run directory, the
@@ -66,7 +78,7 @@ impl fmt::Display for Guarantee {
 }
 
 /// The backend that ran the CLI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxBackend {
     /// A plain child process: no filesystem or network guarantee is enforced.
@@ -92,7 +104,7 @@ impl fmt::Display for SandboxBackend {
 }
 
 /// A guarantee that was asked for and not enforced, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Unenforced {
     /// The guarantee.
     pub guarantee: Guarantee,
@@ -101,17 +113,21 @@ pub struct Unenforced {
 }
 
 /// What a run's sandbox promised and kept, recorded in `run.json` and the execution log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Attestation {
     /// The backend asked for (`auto`, `native`, `bubblewrap`).
+    #[serde(alias = "requested_backend")]
     pub requested_backend: String,
     /// The backend that ran.
+    #[serde(alias = "actual_backend")]
     pub actual_backend: SandboxBackend,
     /// Guarantees the policy asked for.
     pub requested: Vec<Guarantee>,
     /// Guarantees the backend enforced.
     pub enforced: Vec<Guarantee>,
     /// Guarantees asked for and not enforced, each with the reason.
+    #[serde(alias = "not_enforced")]
     pub not_enforced: Vec<Unenforced>,
     /// Why running with unenforced guarantees was allowed, when it was.
     pub consent: Option<String>,
@@ -119,28 +135,35 @@ pub struct Attestation {
     /// Empty both when the check found nothing and when it did not run: [`Attestation::stray_check`]
     /// says which.
     #[serde(default)]
+    #[serde(alias = "stray_writes")]
     pub stray_writes: Vec<String>,
     /// Whether the git-cleanliness check ran after the run; a record without it (an older one)
     /// reads as not checked, never as clean.
     #[serde(default)]
+    #[serde(alias = "stray_check")]
     pub stray_check: StrayCheck,
     /// Why the check did not run (not a git work tree, git unavailable, the check failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "stray_check_why")]
     pub stray_check_why: Option<String>,
     /// Regular files in the writable trees that had more than one link at the start, bound
     /// read-only: a write through one would land in every other name of the file, wherever
     /// that is (outside the sandbox too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "read_only_links")]
     pub read_only_links: Vec<String>,
     /// What the check inside the sandbox saw when the CLI was about to start (the first
     /// attempt's, or the first that did not hold); `None` when no check ran (the native
     /// backend). A guarantee this check did not confirm is never in `enforced`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "checked_inside")]
     pub checked_inside: Option<InsideCheck>,
 }
 
 /// Whether the git-cleanliness check (the stray writes) ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum StrayCheck {
     /// It ran: `stray_writes` is everything it found, empty when the tree was clean.
@@ -161,7 +184,7 @@ impl StrayCheck {
 }
 
 /// Whether a namespace seen inside the sandbox is the supervisor's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NamespaceSeen {
     /// A namespace of the sandbox's own (its inode differs from the supervisor's).
@@ -171,7 +194,7 @@ pub enum NamespaceSeen {
 }
 
 /// A write the check inside the sandbox tried where the CLI must not write, and where it went.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WriteProbe {
     /// The file it tried to create.
     pub path: String,
@@ -182,7 +205,8 @@ pub struct WriteProbe {
 /// What a probe run by the engine inside the sandbox, before the CLI, saw of it: its own
 /// capability sets and flags, its namespaces against the supervisor's, and where a write
 /// outside the writable paths went. Checked on the host afterwards where it can be (the write).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct InsideCheck {
     /// `CapInh`, `CapPrm`, `CapEff`, `CapBnd`, `CapAmb`, `NoNewPrivs` and `Seccomp` as
     /// `/proc/self/status` gave them inside.
@@ -195,14 +219,18 @@ pub struct InsideCheck {
     /// A file created outside every writable path (in a fresh directory of the host's
     /// `/tmp`), when such a place exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "write_outside")]
     pub write_outside: Option<WriteProbe>,
     /// A file created in the working directory, when it must be read-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "write_work_tree")]
     pub write_work_tree: Option<WriteProbe>,
     /// With the home hidden: an entry of the host's home directory, and whether it was visible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "home_entry_visible")]
     pub home_entry_visible: Option<(String, bool)>,
     /// Microseconds from the spawn to the probe's report.
+    #[serde(alias = "elapsed_us")]
     pub elapsed_us: u64,
     /// Why the probe reported nothing, when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]

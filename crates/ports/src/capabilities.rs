@@ -59,6 +59,7 @@ pub enum Gate {
 
 /// One provider's row in the capability table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Capabilities {
     /// How the prompt is delivered.
     pub prompt: PromptChannel,

@@ -11,22 +11,28 @@ use crate::usage::Usage;
 /// What was gathered before a run failed, so that nothing is lost: the session to resume, the
 /// usage that was paid for, and where the full record lies.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RunEvidence {
     /// The last session id seen (already persisted to `session-id.txt`).
+    #[serde(alias = "session_id")]
     pub session_id: Option<SessionId>,
     /// Usage summed over every attempt.
     pub usage: Usage,
     /// How many times the CLI was started.
     pub attempts: u32,
     /// Wall time from the first spawn to the end.
+    #[serde(alias = "duration_ms")]
     pub duration_ms: u64,
     /// The last exit code, if the CLI exited rather than being killed.
+    #[serde(alias = "exit_code")]
     pub exit_code: Option<i32>,
     /// The signal that ended the CLI, if one did.
     pub signal: Option<i32>,
     /// The last 16 KiB of the CLI's stderr, decoded lossily.
+    #[serde(alias = "stderr_tail")]
     pub stderr_tail: String,
     /// The execution log (`events.jsonl`), if one was written.
+    #[serde(alias = "log_path")]
     pub log_path: Option<PathBuf>,
     /// What the sandbox enforced for this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

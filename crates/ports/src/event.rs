@@ -6,13 +6,16 @@ use crate::session::SessionId;
 use crate::usage::Usage;
 
 /// What a rate-limit report said.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct RateLimitInfo {
     /// When the limit resets, in seconds since the Unix epoch, if the CLI said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "resets_at_epoch_s")]
     pub resets_at_epoch_s: Option<u64>,
     /// A retry-after hint in milliseconds, if the CLI gave one instead of a reset time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "retry_after_ms")]
     pub retry_after_ms: Option<u64>,
     /// Whether the CLI gave up on this request (rejected), rather than only warning.
     pub rejected: bool,
@@ -21,7 +24,7 @@ pub struct RateLimitInfo {
 }
 
 /// One string of an over-long line that was cut so the line could still be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ShortenedString {
     /// Where the string sits in the line's JSON, as keys and indices:
     /// `message.content[0].input.content`.
@@ -33,12 +36,17 @@ pub struct ShortenedString {
 }
 
 /// One thing an agent did or reported, in the vocabulary shared by all providers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(
+    rename_all_fields = "camelCase",
+    tag = "event",
+    rename_all = "snake_case"
+)]
 pub enum AgentEvent {
     /// The CLI announced its session id.
     SessionStarted {
         /// The id, validated.
+        #[serde(alias = "session_id")]
         session_id: SessionId,
         /// The model the CLI says it uses, if it said.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,6 +76,7 @@ pub enum AgentEvent {
         /// The id of the call this answers.
         id: String,
         /// Whether the tool reported an error (a denied permission, a failed command).
+        #[serde(alias = "is_error")]
         is_error: bool,
         /// The result text, shortened by the provider where it is large.
         content: String,
@@ -91,6 +100,7 @@ pub enum AgentEvent {
         max: Option<u32>,
         /// How long it will wait, if it said.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(alias = "delay_ms")]
         delay_ms: Option<u64>,
         /// The HTTP status that caused the retry, if known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,12 +109,14 @@ pub enum AgentEvent {
     /// The CLI's own end-of-run event (`result`, `turn.completed`, …).
     TerminalResult {
         /// Whether the CLI reports the run as failed.
+        #[serde(alias = "is_error")]
         is_error: bool,
         /// The final text or error message.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text: Option<String>,
         /// An HTTP status behind a failure, if the CLI reported one (Claude `api_error_status`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(alias = "api_status")]
         api_status: Option<u16>,
         /// The run's usage as the terminal event reports it.
         #[serde(default, skip_serializing_if = "Option::is_none")]

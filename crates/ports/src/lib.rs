@@ -10,8 +10,9 @@
 //! process itself.
 //!
 //! It knows nothing about processes, `tokio::process`, argv, settings files, figment, or any one
-//! provider's flags and stream format. Its only dependencies are serde, thiserror, async-trait and
-//! tokio-util's cancellation token (a synchronisation primitive, not a runtime).
+//! provider's flags and stream format. Its only dependencies are serde, thiserror, async-trait,
+//! tokio-util's cancellation token (a synchronisation primitive, not a runtime) and schemars's
+//! derive, which describes its records in the JSON Schemas of `docs/schema/` (ADR 0012).
 
 mod attestation;
 mod capabilities;

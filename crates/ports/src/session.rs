@@ -12,7 +12,19 @@ use crate::usage::Usage;
 
 /// Which AI coding CLI a provider drives. Matching on it must stay exhaustive: adding a provider
 /// makes every `match` in the workspace point at the places that need a decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProviderId {
     /// Anthropic's Claude Code (`claude`).
@@ -72,6 +84,23 @@ pub const SESSION_ID_MAX_LEN: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SessionId(String);
+
+/// In a JSON Schema a session id is a string of the rule's characters (the rule itself is
+/// [`SessionId::parse`]'s).
+impl schemars::JsonSchema for SessionId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SessionId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": SESSION_ID_MAX_LEN,
+            "pattern": "^[A-Za-z0-9_:][A-Za-z0-9._:-]*$",
+        })
+    }
+}
 
 /// Why a text is not a session id.
 ///
@@ -203,7 +232,7 @@ impl fmt::Display for SessionId {
 }
 
 /// How hard the model should think, where the CLI can be told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Effort {
     /// Quick answers.
@@ -228,12 +257,16 @@ impl Effort {
 /// What the agent may do. Providers map this onto their own flags and declare the gates they
 /// cannot enforce; this struct states intent, not a guarantee.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Permissions {
     /// Create and edit files under the working directory and the extra roots.
+    #[serde(alias = "edit_files")]
     pub edit_files: bool,
     /// Run shell commands.
+    #[serde(alias = "run_shell")]
     pub run_shell: bool,
     /// Use web search and fetch tools.
+    #[serde(alias = "web_access")]
     pub web_access: bool,
 }
 
@@ -305,7 +338,7 @@ pub struct TaskRun {
 }
 
 /// How a run ended. One value per distinct thing a caller may want to act on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// The CLI reported success (its terminal event, or exit 0 where it has none).
@@ -365,18 +398,24 @@ impl fmt::Display for Outcome {
 
 /// What a successful (or recovered) run hands back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ProviderOutput {
     /// [`Outcome::Succeeded`] or [`Outcome::Recovered`].
     pub outcome: Outcome,
     /// Where `signals.json` was expected.
+    #[serde(alias = "signals_file")]
     pub signals_file: PathBuf,
     /// Whether the file existed when the run ended. Validation is the contract's job.
+    #[serde(alias = "signals_present")]
     pub signals_present: bool,
     /// The session the run ended in, persisted to `session-id.txt` as soon as it was seen.
+    #[serde(alias = "session_id")]
     pub session_id: Option<SessionId>,
     /// The last attempt's exit code, if it exited rather than being killed by a signal.
+    #[serde(alias = "exit_code")]
     pub exit_code: Option<i32>,
     /// True when the CLI exited non-zero (or crashed) but left `signals.json`.
+    #[serde(alias = "recovered_from_exit")]
     pub recovered_from_exit: bool,
     /// Tokens and cost summed over every attempt.
     pub usage: Usage,
@@ -386,6 +425,7 @@ pub struct ProviderOutput {
     #[serde(with = "duration_ms")]
     pub duration: Duration,
     /// The final text the agent reported, if any.
+    #[serde(alias = "final_text")]
     pub final_text: Option<String>,
     /// What the sandbox enforced for this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

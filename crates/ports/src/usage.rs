@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 
 /// Tokens and cost of one report or of a whole run. Every part is optional because no CLI reports
 /// all of them: Grok reports no cost, only Copilot counts premium requests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Usage {
     /// Input (prompt) tokens, cache reads and writes excluded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -14,18 +15,22 @@ pub struct Usage {
     pub output: Option<u64>,
     /// Tokens read from the prompt cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "cache_read")]
     pub cache_read: Option<u64>,
     /// Tokens written to the prompt cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "cache_write")]
     pub cache_write: Option<u64>,
     /// Reasoning tokens, where reported separately.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<u64>,
     /// Cost in US dollars as the CLI reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "cost_usd")]
     pub cost_usd: Option<f64>,
     /// Premium requests consumed (Copilot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "premium_requests")]
     pub premium_requests: Option<f64>,
 }
 

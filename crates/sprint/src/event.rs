@@ -11,7 +11,7 @@ use crate::names::TaskId;
 use crate::state::{Attribution, RoleUsage, Step, TaskStatus, UsageRollUp};
 
 /// One step of a sprint. Serialised with an `event` tag in kebab-case, fields in camelCase.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum SprintEvent {
     /// The sprint (re)started.
@@ -219,7 +219,7 @@ pub enum SprintEvent {
 }
 
 /// How a sprint run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SprintEnd {
     /// Every task is done.
@@ -250,7 +250,7 @@ impl SprintEnd {
 }
 
 /// One task in the summary.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskSummary {
     /// The task.
@@ -274,7 +274,7 @@ pub struct TaskSummary {
 }
 
 /// The end of a sprint run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SprintSummary {
     /// How it ended.

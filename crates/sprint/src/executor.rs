@@ -195,7 +195,7 @@ pub const RECORD_OWNER_FILE: &str = "worker.json";
 /// task's progress (by the coordinator) only when it names the same: a sprint of the same name
 /// and task id run earlier (another repository, another prompt) leaves a record at the same
 /// ref, and a clone on a node at a path anyone could have made first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecordOwner {
     /// The sprint run's id: the same across a lost job's resubmissions and a continued run.

@@ -48,7 +48,7 @@ pub const TASK_STATE_FILE: &str = "task.json";
 pub const ROLE_META_FILE: &str = "role-meta.json";
 
 /// The two parts an agent plays in a round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// Changes the tree to do the task.
@@ -186,7 +186,7 @@ pub fn recorded_sprints(project_root: &Path) -> std::io::Result<Vec<SprintName>>
 }
 
 /// `role-meta.json`: who ran a spawn, written before it starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RoleMeta {
     /// The role played.

@@ -21,6 +21,7 @@ mod event;
 mod example;
 mod executor;
 mod file;
+mod file_schema;
 mod flow;
 mod git;
 mod inert;
@@ -48,6 +49,7 @@ pub use file::{
     Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
     TouchOverlap, limits, load,
 };
+pub use file_schema::sprint_file_schema;
 pub use flow::{
     ALREADY_ON_BRANCH, BLOCKED_PATCH_FILE, CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, DirtyTree,
     FOLD_CHECK_FILE, JOB_LOG_FILE, PRE_VERIFY_FILE, PROTECTED_FILE, REGRESSED_PATCH_FILE,

@@ -66,6 +66,17 @@ macro_rules! name_type {
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
+        /// In a JSON Schema the name is a string; its rule is [`check_name`]'s.
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                String::json_schema(generator)
+            }
+        }
+
         impl $name {
             /// Validates `s` (see [`check_name`]).
             pub fn new(s: impl Into<String>) -> Result<Self, NameError> {

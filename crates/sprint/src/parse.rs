@@ -15,8 +15,8 @@ use crate::diagnostic::{Diagnostic, Rule, did_you_mean, line_col};
 use crate::file::{Gate, RoleSettings, SprintFile, SprintFileError, SprintSection, Task, limits};
 use crate::names::{SprintName, TaskId};
 
-const TOP_KEYS: &[&str] = &["sprint", "roles", "gates", "tasks"];
-const SPRINT_KEYS: &[&str] = &[
+pub(crate) const TOP_KEYS: &[&str] = &["sprint", "roles", "gates", "tasks"];
+pub(crate) const SPRINT_KEYS: &[&str] = &[
     "name",
     "branch",
     "check",
@@ -26,10 +26,11 @@ const SPRINT_KEYS: &[&str] = &[
     "max_attempts",
     "protected",
 ];
-const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
-const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
-const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
-const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
+pub(crate) const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
+pub(crate) const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
+pub(crate) const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
+pub(crate) const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
+pub(crate) use tasks::TASK_KEYS;
 /// Validates the sprint file `path` whose text is `src`; briefs are read relative to its
 /// directory.
 pub(crate) fn parse(path: &Path, src: &str) -> Result<SprintFile, SprintFileError> {

@@ -18,7 +18,7 @@ pub const STATE_SCHEMA_VERSION: u32 = 1;
 const STATE_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// A sprint's state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SprintState {
     /// [`STATE_SCHEMA_VERSION`] when written.
@@ -41,7 +41,7 @@ pub struct SprintState {
 }
 
 /// What a sprint run does once, kept so that a rerun does not do it again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunProgress {
     /// The id of the run: the `Corral-Run:` trailer of its commits, kept across reruns.
@@ -51,7 +51,7 @@ pub struct RunProgress {
 }
 
 /// One task's state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskState {
     /// The task's id.
@@ -104,7 +104,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// Usage per role.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RoleUsage {
     /// The generator's spawns.
@@ -129,7 +129,7 @@ impl RoleUsage {
 }
 
 /// Tokens and cost rolled up: in total, per role and per provider.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageRollUp {
     /// Every spawn's usage.
@@ -174,7 +174,7 @@ impl SprintState {
 }
 
 /// How the check after a round compares with the check before the task (pre / post).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Attribution {
     /// Passed before, passes after.
@@ -215,7 +215,7 @@ impl Attribution {
 }
 
 /// The next step of a running task's round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Step {
     /// The check and the gates on the tree before the task.
@@ -244,7 +244,7 @@ impl Step {
 }
 
 /// Where a running task is: enough for a sprint killed at any moment to go on from there.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskProgress {
     /// The commit the task started from: the base of its diff, where a reset goes, and the
@@ -275,7 +275,7 @@ pub struct TaskProgress {
 }
 
 /// Where a task stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TaskStatus {
     /// Not started.
@@ -381,7 +381,7 @@ pub enum StateError {
 }
 
 /// A spawn Corral started in a directory it made anew (see [`TaskProgress::spawned`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SpawnMark {
     /// Its round.

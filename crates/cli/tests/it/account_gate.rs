@@ -90,7 +90,7 @@ fn runs_on_one_account_wait_for_the_reset_another_run_was_told() {
         "{backoff}"
     );
     let backoff_at = humantime::parse_rfc3339(backoff["t"].as_str().unwrap()).unwrap();
-    let until_ms = epoch_ms(backoff_at) + backoff["wait_ms"].as_u64().unwrap();
+    let until_ms = epoch_ms(backoff_at) + backoff["waitMs"].as_u64().unwrap();
     assert!(until_ms >= reset_epoch_s * 1000, "{backoff}");
     let requests = world.api.model_requests();
     let steps: Vec<&str> = requests.iter().filter_map(|r| r.step.as_deref()).collect();
@@ -119,7 +119,7 @@ fn runs_on_one_account_wait_for_the_reset_another_run_was_told() {
         assert_eq!(waits.len(), 1, "{}: {log:#?}", dir.display());
         assert_eq!(waits[0]["provider"], "claude");
         assert!(
-            waits[0]["until_epoch_ms"]
+            waits[0]["untilEpochMs"]
                 .as_u64()
                 .is_some_and(|u| u + slack_ms >= until_ms),
             "{}",

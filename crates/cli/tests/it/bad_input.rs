@@ -142,7 +142,7 @@ fn a_missing_cli_is_exit_8_on_stderr_with_the_install_command_and_left_out_of_ru
     let record: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
     assert_eq!(record["outcome"], "spawn-failed");
-    assert_eq!(record["exit_code"], 8);
+    assert_eq!(record["exitCode"], 8);
     assert!(exists(&run.join("prompt.md")));
     let id = run.file_name().unwrap().to_string_lossy().into_owned();
 

@@ -28,14 +28,14 @@ fn a_text_reply_ends_with_outcome_session_usage_and_cost() {
     );
     let s = summary(&out.stdout);
     assert_eq!(s["outcome"], "succeeded");
-    assert_eq!(s["exit_code"], 0);
+    assert_eq!(s["exitCode"], 0);
     assert_eq!(s["usage"]["input"], 12);
     assert_eq!(s["usage"]["output"], 7);
-    assert!(s["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{s}");
+    assert!(s["costUsd"].as_f64().is_some_and(|c| c > 0.0), "{s}");
     let dir = run_dir(&s);
     let meta: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("session.json")).unwrap()).unwrap();
-    assert_eq!(meta["cli_version"], "2.1.197");
+    assert_eq!(meta["cliVersion"], "2.1.197");
     let log = log(&dir);
     assert_eq!(kinds(&log, "spawn").len(), 1);
     assert_eq!(kinds(&log, "run_finished")[0]["outcome"], "succeeded");
@@ -74,15 +74,15 @@ fn invalid_signals_get_a_corrective_retry_on_the_resumed_session() {
         transcript(&world.env, &out)
     );
     let s = summary(&out.stdout);
-    assert_eq!(s["signals_valid"], true);
-    assert_eq!(record(&run_dir(&s))["provider_runs"], 2);
+    assert_eq!(s["signalsValid"], true);
+    assert_eq!(record(&run_dir(&s))["providerRuns"], 2);
     let spawns: Vec<Value> = kinds(&log(&run_dir(&s)), "spawn")
         .into_iter()
         .cloned()
         .collect();
     assert_eq!(spawns.len(), 2);
     assert_eq!(
-        spawns[1]["resume"], s["session_id"],
+        spawns[1]["resume"], s["sessionId"],
         "the correction resumes the same session"
     );
     assert_eq!(
@@ -95,7 +95,7 @@ fn invalid_signals_get_a_corrective_retry_on_the_resumed_session() {
     assert_eq!(finished.len(), 1, "one run_finished: {log:#?}");
     assert_eq!(finished[0]["attempts"], 2);
     assert_eq!(kinds(&log, "provider_run_finished").len(), 2);
-    let clock: Vec<f64> = log.iter().filter_map(|v| v["mono_ms"].as_f64()).collect();
+    let clock: Vec<f64> = log.iter().filter_map(|v| v["monoMs"].as_f64()).collect();
     assert!(clock.windows(2).all(|w| w[0] <= w[1]), "{clock:?}");
     let requests = world.api.model_requests();
     let correction = &requests[2];
@@ -146,9 +146,9 @@ fn a_fifo_left_as_signals_json_is_removed_before_the_corrective_retry() {
         started.elapsed()
     );
     let s = summary(&out.stdout);
-    assert_eq!(s["signals_valid"], true, "{s}");
+    assert_eq!(s["signalsValid"], true, "{s}");
     let dir = run_dir(&s);
-    assert_eq!(record(&dir)["provider_runs"], 2);
+    assert_eq!(record(&dir)["providerRuns"], 2);
     let log = log(&dir);
     let removed = kinds(&log, "tampering_removed");
     assert_eq!(removed.len(), 1, "{log:#?}");
@@ -190,7 +190,7 @@ fn rate_limited_twice_then_resumed_with_the_same_session() {
     let log = log(&run_dir(&s));
     assert_eq!(kinds(&log, "backoff").len(), 2);
     let spawns = kinds(&log, "spawn");
-    let session = s["session_id"].as_str().unwrap();
+    let session = s["sessionId"].as_str().unwrap();
     assert_eq!(spawns[0]["resume"], Value::Null);
     assert_eq!(spawns[1]["resume"], session);
     assert_eq!(spawns[2]["resume"], session);
@@ -235,7 +235,7 @@ fn bubblewrap_stops_a_write_outside_the_working_directory() {
     );
     let dir = run_dir(&summary(&out.stdout));
     let attestation = record(&dir)["attestation"].clone();
-    assert_eq!(attestation["actual_backend"], "bubblewrap", "{attestation}");
+    assert_eq!(attestation["actualBackend"], "bubblewrap", "{attestation}");
     assert!(
         attestation["enforced"]
             .as_array()
@@ -243,14 +243,14 @@ fn bubblewrap_stops_a_write_outside_the_working_directory() {
             .contains(&"writes-confined".into()),
         "{attestation}"
     );
-    assert_eq!(attestation["not_enforced"], serde_json::json!([]));
+    assert_eq!(attestation["notEnforced"], serde_json::json!([]));
     let results: Vec<Value> = kinds(&log(&dir), "agent")
         .into_iter()
         .filter(|v| v["event"] == "tool_result")
         .cloned()
         .collect();
     assert!(
-        results.iter().any(|r| r["is_error"] == true),
+        results.iter().any(|r| r["isError"] == true),
         "the Write reported its failure: {results:#?}"
     );
 }

@@ -197,7 +197,7 @@ conformance!(
         assert_eq!(status.code(), Some(130), "{said}");
         assert!(stderr.contains("outcome   cancelled"), "{said}");
 
-        let session = record(&dir)["session_id"].as_str().map(str::to_string);
+        let session = record(&dir)["sessionId"].as_str().map(str::to_string);
         eprintln!("  session id at the cancel: {session:?}");
         if cli.session_id_before_model_call() {
             assert!(session.is_some(), "{said}");
@@ -266,7 +266,7 @@ conformance!(
         assert_eq!(s["outcome"], "succeeded", "{s}");
         let dir = run_dir(&s);
         if cli.has_session_id() {
-            let id = s["session_id"]
+            let id = s["sessionId"]
                 .as_str()
                 .unwrap_or_else(|| panic!("no session id: {s}"));
             assert_eq!(
@@ -276,16 +276,16 @@ conformance!(
             let meta: Value =
                 serde_json::from_str(&std::fs::read_to_string(dir.join("session.json")).unwrap())
                     .unwrap();
-            assert_eq!(meta["session_id"], id, "{meta}");
+            assert_eq!(meta["sessionId"], id, "{meta}");
             assert_eq!(meta["provider"], cli.id.as_str(), "{meta}");
             assert_eq!(meta["cwd"], world.project().display().to_string(), "{meta}");
-            assert_eq!(record(&dir)["session_id"], id);
+            assert_eq!(record(&dir)["sessionId"], id);
             if cli.caps().session_id == SessionIdTiming::MintedUpFront {
                 let args = spawns(&dir)[0]["args"].to_string();
                 assert!(args.contains(id), "the minted id is passed: {args}");
             }
         } else {
-            assert!(s["session_id"].is_null(), "{s}");
+            assert!(s["sessionId"].is_null(), "{s}");
             assert!(!dir.join("session-id.txt").exists());
             assert!(!dir.join("session.json").exists());
         }
@@ -313,7 +313,7 @@ conformance!(resume_is_spelled_right_or_refused, |cli: &'static Cli| {
         transcript(&world.env, &first)
     );
     let s1 = summary(&first.stdout);
-    let id = s1["session_id"]
+    let id = s1["sessionId"]
         .as_str()
         .unwrap_or_else(|| panic!("no session id to resume: {s1}"))
         .to_string();
@@ -367,12 +367,12 @@ conformance!(
         );
         let s = summary(&out.stdout);
         assert_eq!(s["outcome"], "succeeded", "{s}");
-        assert_ne!(s["session_id"], gone.as_str(), "{s}");
+        assert_ne!(s["sessionId"], gone.as_str(), "{s}");
         let dir = run_dir(&s);
         let log = log(&dir);
         let cold = kinds(&log, "cold_retry");
         assert_eq!(cold.len(), 1, "{log:#?}");
-        assert_eq!(cold[0]["stale_session"], gone.as_str());
+        assert_eq!(cold[0]["staleSession"], gone.as_str());
         let spawned = spawns(&dir);
         let resumed: Vec<&Value> = spawned.iter().map(|s| &s["resume"]).collect();
         assert_eq!(resumed, [&Value::from(gone.as_str()), &Value::Null]);
@@ -440,9 +440,9 @@ conformance!(
         );
         let s = summary(&out.stdout);
         assert_eq!(s["outcome"], "succeeded", "{s}");
-        assert_eq!(s["signals_valid"], true, "{s}");
+        assert_eq!(s["signalsValid"], true, "{s}");
         assert_eq!(
-            s["signal_kinds"],
+            s["signalKinds"],
             serde_json::json!(["note", "task-complete"])
         );
         let dir = run_dir(&s);
@@ -454,8 +454,8 @@ conformance!(
             serde_json::from_str::<Value>(VALID_SIGNALS).unwrap()
         );
         let record = record(&dir);
-        assert_eq!(record["signals_valid"], true);
-        assert_eq!(record["provider_runs"], 1, "no corrective run was needed");
+        assert_eq!(record["signalsValid"], true);
+        assert_eq!(record["providerRuns"], 1, "no corrective run was needed");
         // It got there through the default sandbox's allow-list proxy: the only way out of its
         // network namespace to the fake API on the host's loopback.
         let log = log(&dir);
@@ -508,7 +508,7 @@ conformance!(
             transcript(&world.env, &out)
         );
         let s = summary(&out.stdout);
-        assert_eq!(s["signals_valid"], true, "{s}");
+        assert_eq!(s["signalsValid"], true, "{s}");
         assert_eq!(s["attempts"], 2, "{s}");
         let dir = run_dir(&s);
         let log = log(&dir);
@@ -518,7 +518,7 @@ conformance!(
         let captured = kinds(&log, "session_persisted")
             .iter()
             .find(|r| r["attempt"] == 1)
-            .map(|r| r["session_id"].clone())
+            .map(|r| r["sessionId"].clone())
             .unwrap_or(Value::Null);
         if cli.session_id_before_model_call() {
             assert!(captured.is_string(), "{log:#?}");
@@ -537,7 +537,7 @@ conformance!(
             spawned[1]["resume"], captured,
             "the second attempt resumes what the first captured, else runs cold"
         );
-        assert_eq!(backoff[0]["next_resume"], captured);
+        assert_eq!(backoff[0]["nextResume"], captured);
     }
 );
 

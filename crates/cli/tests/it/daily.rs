@@ -212,7 +212,7 @@ fn runs_show_prints_a_summary_or_the_record_as_json() {
         .output()
         .unwrap();
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(value["run_id"], id.as_str());
+    assert_eq!(value["runId"], id.as_str());
     let human = env.corral().args(["runs", "show", &id]).output().unwrap();
     // Without an id, the latest run (as `gh run view`).
     let latest = env.corral().args(["runs", "show"]).output().unwrap();
@@ -227,7 +227,7 @@ fn runs_show_prints_a_summary_or_the_record_as_json() {
     let list = env.corral().args(["runs", "list"]).output().unwrap();
     let text = String::from_utf8_lossy(&list.stdout);
     let row = text.lines().find(|l| l.starts_with(&id)).unwrap();
-    let started = record(&dir)["started_at"].as_str().unwrap().to_string();
+    let started = record(&dir)["startedAt"].as_str().unwrap().to_string();
     let started = format!("{} {}", &started[5..10], &started[11..16]);
     assert!(
         text.starts_with("run ")

@@ -139,9 +139,9 @@ fn agent_text_reaches_no_terminal_raw() {
     let forged = env.project().join(".corral/runs/0-forged");
     std::fs::create_dir_all(&forged).unwrap();
     let mut record = crate::support::record(&dir);
-    record["run_id"] = json!(format!("0-forged{ESCAPES}"));
+    record["runId"] = json!(format!("0-forged{ESCAPES}"));
     record["outcome"] = json!(format!("succeeded{ESCAPES}"));
-    record["session_id"] = json!(ESCAPES);
+    record["sessionId"] = json!(ESCAPES);
     std::fs::write(forged.join("run.json"), record.to_string()).unwrap();
     std::fs::write(dir.join(format!("name{ESCAPES}")), "x").unwrap();
 
@@ -230,7 +230,7 @@ fn negative_and_absurd_costs_are_not_counted() {
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
         let summary = summary(&out.stdout);
-        assert_eq!(summary["cost_usd"], serde_json::Value::Null, "{cost}");
+        assert_eq!(summary["costUsd"], serde_json::Value::Null, "{cost}");
         assert_eq!(
             summary["usage"],
             json!({"input": 10, "output": 5}),
@@ -311,7 +311,7 @@ fn stray_writes_are_named_in_the_summary() {
         assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
         if json {
             assert_eq!(
-                summary(&out.stdout)["stray_writes"],
+                summary(&out.stdout)["strayWrites"],
                 json!([format!(
                     "added {}",
                     env.project().join("stray.txt").display()
@@ -477,7 +477,7 @@ sleep 1; touch README"#
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
     let summary = summary(&out.stdout);
-    assert_eq!(summary["stray_check"], "checked", "{summary}");
+    assert_eq!(summary["strayCheck"], "checked", "{summary}");
     assert!(
         std::fs::read_to_string(project.join(".git/config"))
             .unwrap()

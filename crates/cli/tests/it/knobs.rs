@@ -271,20 +271,20 @@ fn the_native_write_watch_names_writes_outside_and_only_the_user_turns_it_off() 
     ];
     expected.sort();
     assert_eq!(
-        watched["stray_writes"],
+        watched["strayWrites"],
         serde_json::json!(expected),
         "{watched}"
     );
-    assert_eq!(watched["stray_check"], "checked");
+    assert_eq!(watched["strayCheck"], "checked");
 
     let _ = std::fs::remove_file(home.join("stray.txt"));
     let unwatched = run(&[("CORRAL_SANDBOX__WATCH_NATIVE_WRITES", "false")]);
     assert_eq!(
-        unwatched["stray_writes"],
+        unwatched["strayWrites"],
         serde_json::Value::Null,
         "{unwatched}"
     );
-    assert_eq!(unwatched["stray_check"], "not-checked");
+    assert_eq!(unwatched["strayCheck"], "not-checked");
 
     env.write(
         "project/corral.toml",

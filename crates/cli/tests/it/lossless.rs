@@ -88,14 +88,14 @@ fn assert_terminal_kept(cli: &Cli, dir: &Path, s: &Value) -> Value {
         "one terminal event: {:?}",
         kinds_seen(&log)
     );
-    assert_eq!(terminal[0]["is_error"], false, "{}", terminal[0]);
+    assert_eq!(terminal[0]["isError"], false, "{}", terminal[0]);
     let rec = record(dir);
     assert_eq!(rec["outcome"], "succeeded", "{}", short(&rec));
     if cli.has_session_id() {
-        let id = rec["session_id"]
+        let id = rec["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no session in run.json: {}", short(&rec)));
-        assert_eq!(s["session_id"], id);
+        assert_eq!(s["sessionId"], id);
         assert_eq!(
             std::fs::read_to_string(dir.join("session-id.txt")).unwrap(),
             format!("{id}\n")
@@ -134,7 +134,7 @@ fn assert_claude_usage(rec: &Value, turns: u64) {
     assert_eq!(usage["input"], USAGE_INPUT_TOKENS * turns, "{usage}");
     assert_eq!(usage["output"], USAGE_OUTPUT_TOKENS * turns, "{usage}");
     assert!(
-        usage["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
+        usage["costUsd"].as_f64().is_some_and(|c| c > 0.0),
         "{usage}"
     );
 }

@@ -32,6 +32,7 @@ mod probes;
 mod ray;
 mod resume;
 mod sandbox_holds;
+mod schemas;
 mod sprint;
 mod sprint_cases;
 mod sprint_work;

@@ -565,7 +565,7 @@ fn assert_attested(dir: &Path) {
     let record = record(dir);
     assert_eq!(record["outcome"], "succeeded", "{record}");
     let attestation = &record["attestation"];
-    assert_eq!(attestation["actual_backend"], "bubblewrap", "{attestation}");
+    assert_eq!(attestation["actualBackend"], "bubblewrap", "{attestation}");
     for guarantee in ["writes-confined", "tree-contained", "egress-confined"] {
         assert!(
             attestation["enforced"]
@@ -701,7 +701,7 @@ fn run_suite(who: As, backend: Backend) -> Vec<Outcome> {
 /// through a symlink or `/proc/self/root`), through a second name of a file, and the control
 /// files the sandbox binds read-only inside it (the CLI's and git's).
 fn assert_watched(env: &Env, outside: &Path, nonce: &str, summary: &serde_json::Value) {
-    let strays: Vec<&str> = summary["stray_writes"]
+    let strays: Vec<&str> = summary["strayWrites"]
         .as_array()
         .unwrap_or_else(|| panic!("no stray_writes: {summary}"))
         .iter()
@@ -951,13 +951,13 @@ fn as_root_claude_codes_own_bash_tool_holds_no_capability_and_cannot_remount() {
     assert_ne!(status("touch"), "0", "the write outside worked: {probe}");
     assert!(!outside.exists(), "the write outside landed on the host");
     let attestation = &record(&run_dir(&summary(&out.stdout)))["attestation"];
-    assert_eq!(attestation["actual_backend"], "bubblewrap", "{attestation}");
+    assert_eq!(attestation["actualBackend"], "bubblewrap", "{attestation}");
     let enforced = attestation["enforced"].as_array().unwrap();
     assert!(
         enforced.contains(&"writes-confined".into()),
         "{attestation}"
     );
-    let unenforced = attestation["not_enforced"].to_string();
+    let unenforced = attestation["notEnforced"].to_string();
     assert!(
         !unenforced.contains("writes-confined"),
         "writes-confined both enforced and not: {attestation}"

@@ -60,8 +60,8 @@ fn a_gone_session_runs_cold_once_and_says_so_everywhere() {
     );
     let dir = only_run_dir(&env.project()).unwrap();
     let record = record(&dir);
-    assert_eq!(record["cold_fallback_from"], GONE, "{record}");
-    assert_eq!(record["session_id"], FAKE_SESSION, "{record}");
+    assert_eq!(record["coldFallbackFrom"], GONE, "{record}");
+    assert_eq!(record["sessionId"], FAKE_SESSION, "{record}");
     let log = log(&dir);
     let spawns = kinds(&log, "spawn");
     assert_eq!(strings(&spawns, "resume"), [Value::from(GONE), Value::Null]);
@@ -76,7 +76,7 @@ fn a_gone_session_runs_cold_once_and_says_so_everywhere() {
         .args(["run", "--json", "--no-contract", "--resume", GONE]);
     let out = native(&mut cmd).arg("hi").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
-    assert_eq!(summary(&out.stdout)["cold_fallback_from"], GONE);
+    assert_eq!(summary(&out.stdout)["coldFallbackFrom"], GONE);
 }
 
 #[test]
@@ -93,7 +93,7 @@ fn no_cold_fallback_ends_a_gone_session_as_stale() {
     assert_eq!(out.status.code(), Some(6), "{text}");
     let s = summary(&out.stdout);
     assert_eq!(s["outcome"], "stale-session", "{s}");
-    assert_eq!(s["cold_fallback_from"], Value::Null, "{s}");
+    assert_eq!(s["coldFallbackFrom"], Value::Null, "{s}");
     assert!(
         s["error"]
             .as_str()
@@ -143,7 +143,7 @@ fn a_corrective_retry_keeps_one_attempt_counter_one_clock_and_one_run_finished()
     );
     let dir = only_run_dir(&env.project()).unwrap();
     let record = record(&dir);
-    assert_eq!(record["provider_runs"], 2, "{record}");
+    assert_eq!(record["providerRuns"], 2, "{record}");
     assert_eq!(record["attempts"], 2, "{record}");
     let log = log(&dir);
     let spawns = kinds(&log, "spawn");
@@ -157,7 +157,7 @@ fn a_corrective_retry_keeps_one_attempt_counter_one_clock_and_one_run_finished()
         attempts.windows(2).all(|w| w[0] <= w[1]),
         "attempt numbers never go backwards: {attempts:?}"
     );
-    let clock: Vec<f64> = log.iter().filter_map(|v| v["mono_ms"].as_f64()).collect();
+    let clock: Vec<f64> = log.iter().filter_map(|v| v["monoMs"].as_f64()).collect();
     assert!(
         clock.windows(2).all(|w| w[0] <= w[1]),
         "mono_ms never restarts: {clock:?}"

@@ -112,7 +112,7 @@ fn the_agent_holds_no_capability_cannot_remount_and_writes_nothing_outside() {
     }
     // The attestation says what held.
     let attestation = &record(&dir)["attestation"];
-    assert_eq!(attestation["actual_backend"], "bubblewrap", "{attestation}");
+    assert_eq!(attestation["actualBackend"], "bubblewrap", "{attestation}");
     assert!(
         attestation["enforced"]
             .as_array()
@@ -239,7 +239,7 @@ fn a_hard_link_into_the_work_tree_is_read_only_and_named() {
     assert!(!env.project().join("new-link.txt").exists());
     let attestation = &record(&dir)["attestation"];
     assert_eq!(
-        attestation["read_only_links"],
+        attestation["readOnlyLinks"],
         serde_json::json!([linked.display().to_string()]),
         "{attestation}"
     );
@@ -343,7 +343,7 @@ fn the_sandbox_is_checked_from_inside_and_an_impostor_bubblewrap_attests_nothing
     let env = Env::new();
     let dir = run_agent(&env, "true");
     let attestation = &record(&dir)["attestation"];
-    let seen = &attestation["checked_inside"];
+    let seen = &attestation["checkedInside"];
     for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
         assert_eq!(seen["status"][set], "0000000000000000", "{set}: {seen}");
     }
@@ -352,8 +352,8 @@ fn the_sandbox_is_checked_from_inside_and_an_impostor_bubblewrap_attests_nothing
     for ns in ["user", "mnt", "pid", "ipc", "net"] {
         assert_eq!(seen["namespaces"][ns], "own", "{ns}: {seen}");
     }
-    assert_eq!(seen["write_outside"]["landed"], false, "{seen}");
-    let outside = seen["write_outside"]["path"].as_str().unwrap();
+    assert_eq!(seen["writeOutside"]["landed"], false, "{seen}");
+    let outside = seen["writeOutside"]["path"].as_str().unwrap();
     assert!(
         !Path::new(outside).parent().unwrap().exists(),
         "the probe's directory outside is left behind: {outside}"
@@ -410,7 +410,7 @@ fn the_sandbox_is_checked_from_inside_and_an_impostor_bubblewrap_attests_nothing
     let checked = kinds(&records, "sandbox_checked");
     assert_eq!(checked.len(), 1, "{text}");
     assert_eq!(checked[0]["seen"]["namespaces"]["user"], "supervisors");
-    assert_eq!(checked[0]["seen"]["write_outside"]["landed"], true);
+    assert_eq!(checked[0]["seen"]["writeOutside"]["landed"], true);
     let recorded = &record(&dir)["attestation"];
     assert!(
         recorded.is_null()
@@ -432,7 +432,7 @@ fn the_sandbox_is_checked_from_inside_and_an_impostor_bubblewrap_attests_nothing
         serde_json::json!([]),
         "{attestation}"
     );
-    let unenforced: Vec<&str> = attestation["not_enforced"]
+    let unenforced: Vec<&str> = attestation["notEnforced"]
         .as_array()
         .unwrap()
         .iter()
@@ -443,7 +443,7 @@ fn the_sandbox_is_checked_from_inside_and_an_impostor_bubblewrap_attests_nothing
     }
     assert_eq!(attestation["consent"], "allow_degraded_native");
     assert_eq!(
-        attestation["checked_inside"]["namespaces"]["mnt"],
+        attestation["checkedInside"]["namespaces"]["mnt"],
         "supervisors"
     );
 }
@@ -474,20 +474,16 @@ fn outside_a_git_repository_the_stray_check_reads_not_checked() {
     };
     let out = run(true);
     let summary = summary(&out.stdout);
-    assert_eq!(summary["stray_check"], "not-checked", "{summary}");
-    assert_eq!(
-        summary["stray_writes"],
-        serde_json::Value::Null,
-        "{summary}"
-    );
+    assert_eq!(summary["strayCheck"], "not-checked", "{summary}");
+    assert_eq!(summary["strayWrites"], serde_json::Value::Null, "{summary}");
     assert!(
-        summary["stray_check_why"]
+        summary["strayCheckWhy"]
             .as_str()
             .is_some_and(|w| w.contains("not in a git work tree")),
         "{summary}"
     );
     let attestation = &record(&run_dir(&summary))["attestation"];
-    assert_eq!(attestation["stray_check"], "not-checked", "{attestation}");
+    assert_eq!(attestation["strayCheck"], "not-checked", "{attestation}");
     let plain = env.clean(&run(false).stderr);
     assert!(
         plain.contains("strays    not checked: the working directory is not in a git work tree"),
@@ -500,10 +496,10 @@ fn outside_a_git_repository_the_stray_check_reads_not_checked() {
     git(&env.project(), &["add", "-A"]);
     git(&env.project(), &["commit", "-q", "-m", "init"]);
     let summary = crate::support::summary(&run(true).stdout);
-    assert_eq!(summary["stray_check"], "checked", "{summary}");
-    assert_eq!(summary["stray_writes"], serde_json::json!([]), "{summary}");
+    assert_eq!(summary["strayCheck"], "checked", "{summary}");
+    assert_eq!(summary["strayWrites"], serde_json::json!([]), "{summary}");
     assert_eq!(
-        record(&run_dir(&summary))["attestation"]["stray_check"],
+        record(&run_dir(&summary))["attestation"]["strayCheck"],
         "checked"
     );
 }
@@ -568,7 +564,7 @@ fn a_work_tree_that_is_the_whole_filesystem_or_holds_the_home_is_refused() {
             .contains(&"writes-confined".into()),
         "{attestation}"
     );
-    let unenforced = &attestation["not_enforced"][0];
+    let unenforced = &attestation["notEnforced"][0];
     assert_eq!(unenforced["guarantee"], "writes-confined", "{attestation}");
     assert!(
         unenforced["why"].as_str().unwrap().contains("too wide"),
@@ -751,10 +747,10 @@ fn the_agent_cannot_forge_the_record_after_corral_rewrote_it() {
     );
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("session.json")).unwrap()).unwrap();
-    assert_eq!(meta["session_id"], FAKE_SESSION, "{meta}");
+    assert_eq!(meta["sessionId"], FAKE_SESSION, "{meta}");
     let run = record(&dir);
     assert_eq!(run["outcome"], "succeeded", "{run}");
-    assert_eq!(run["session_id"], FAKE_SESSION, "{run}");
+    assert_eq!(run["sessionId"], FAKE_SESSION, "{run}");
     for name in ["run.json", "session-id.txt", "session.json"] {
         assert!(!exists(&dir.join(format!("{name}.away"))), "{name} renamed");
     }

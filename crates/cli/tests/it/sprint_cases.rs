@@ -916,7 +916,7 @@ fn a_native_generator_writing_outside_its_work_tree_is_named_with_each_path() {
     expected.sort();
     let run = sprint_dir(&world).join("implement/t1/rounds/1/generator/run.json");
     let record: Value = serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
-    let mut listed: Vec<String> = record["attestation"]["stray_writes"]
+    let mut listed: Vec<String> = record["attestation"]["strayWrites"]
         .as_array()
         .unwrap_or_else(|| panic!("no stray_writes in {record}"))
         .iter()

@@ -93,7 +93,7 @@ pub fn summary(stdout: &[u8]) -> Value {
 
 /// The run directory a summary names.
 pub fn run_dir(summary: &Value) -> PathBuf {
-    PathBuf::from(summary["run_dir"].as_str().unwrap())
+    PathBuf::from(summary["runDir"].as_str().unwrap())
 }
 
 /// The only run directory under the project's `.corral/runs`, once it exists.

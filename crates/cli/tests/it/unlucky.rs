@@ -53,7 +53,7 @@ fn wait_for_session(env: &Env) -> std::path::PathBuf {
         found = only_run_dir(&env.project()).filter(|d| {
             std::fs::read(d.join("run.json")).is_ok_and(|b| {
                 serde_json::from_slice::<serde_json::Value>(&b)
-                    .is_ok_and(|r| r["session_id"] == FAKE_SESSION)
+                    .is_ok_and(|r| r["sessionId"] == FAKE_SESSION)
             })
         });
         found.is_some()
@@ -110,8 +110,8 @@ fn sigterm_and_sighup_end_a_run_like_ctrl_c_with_its_record_and_summary() {
         assert_eq!(out.status.code(), Some(130), "{signal}: {stdout}");
         let record = record(&dir);
         assert_eq!(record["outcome"], "cancelled", "{signal}: {record}");
-        assert_eq!(record["session_id"], FAKE_SESSION);
-        assert!(record["finished_at"].is_string());
+        assert_eq!(record["sessionId"], FAKE_SESSION);
+        assert!(record["finishedAt"].is_string());
         assert!(
             stdout.contains(&format!("session   {FAKE_SESSION}"))
                 && stdout.contains("resume    corral resume "),
@@ -159,7 +159,7 @@ fn a_second_signal_stops_corral_at_once_and_kills_the_whole_process_group() {
     );
     let record = record(&dir);
     assert_eq!(record["outcome"], "cancelled", "{record}");
-    assert_eq!(record["session_id"], FAKE_SESSION);
+    assert_eq!(record["sessionId"], FAKE_SESSION);
     assert!(
         record["error"]
             .as_str()
@@ -179,7 +179,7 @@ fn a_killed_corral_leaves_the_session_id_and_shows_as_supervisor_gone() {
     corral_test_support::send_signal(child.id(), Signal::SIGKILL);
     child.wait().unwrap();
     let record = record(&dir);
-    assert_eq!(record["session_id"], FAKE_SESSION);
+    assert_eq!(record["sessionId"], FAKE_SESSION);
     assert_eq!(record["outcome"], "running");
     let list = env.corral().args(["runs", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&list.stdout);
@@ -345,7 +345,7 @@ fn runs_list_names_unreadable_and_dead_runs() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), 3, "{lines:?}");
-    assert_eq!(lines[2]["supervisor_gone"], true);
+    assert_eq!(lines[2]["supervisorGone"], true);
     assert!(lines[0]["unreadable"].is_string() && lines[1]["unreadable"].is_string());
 }
 
@@ -515,7 +515,7 @@ fn a_full_disk_keeps_the_session_id_whole_log_lines_and_the_summary() {
     assert!(log.contains("\"kind\":\"run_finished\""), "{log}");
     let record = record(&dir);
     assert_eq!(record["outcome"], "succeeded");
-    assert_eq!(record["session_id"], FAKE_SESSION);
+    assert_eq!(record["sessionId"], FAKE_SESSION);
 }
 
 #[test]
@@ -551,7 +551,7 @@ fn a_removed_run_directory_is_recreated_with_its_record() {
     let dir = only_run_dir(&env.project()).unwrap();
     let record = record(&dir);
     assert_eq!(record["outcome"], "succeeded", "{record}");
-    assert_eq!(record["session_id"], FAKE_SESSION);
+    assert_eq!(record["sessionId"], FAKE_SESSION);
     assert_eq!(
         std::fs::read_to_string(dir.join("session-id.txt")).unwrap(),
         format!("{FAKE_SESSION}\n")

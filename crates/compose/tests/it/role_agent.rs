@@ -178,15 +178,12 @@ async fn a_spawn_with_valid_signals_leaves_the_record_corral_run_leaves() {
     let session = std::fs::read_to_string(dir.join("session-id.txt")).unwrap();
     assert_eq!(session.trim(), SESSION);
     let record = scratch.record();
-    assert_eq!(record["run_id"], "sprint-run-1", "{record}");
+    assert_eq!(record["runId"], "sprint-run-1", "{record}");
     assert_eq!(record["outcome"], "succeeded", "{record}");
-    assert!(
-        record["finished_at"].is_string(),
-        "run.json ended: {record}"
-    );
-    assert_eq!(record["session_id"], SESSION, "{record}");
-    assert_eq!(record["signals_valid"], true, "{record}");
-    assert_eq!(record["provider_runs"], 1, "{record}");
+    assert!(record["finishedAt"].is_string(), "run.json ended: {record}");
+    assert_eq!(record["sessionId"], SESSION, "{record}");
+    assert_eq!(record["signalsValid"], true, "{record}");
+    assert_eq!(record["providerRuns"], 1, "{record}");
     let log = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     assert!(log.contains("run_finished"), "{log}");
 
@@ -229,8 +226,8 @@ async fn invalid_signals_are_corrected_on_the_session_then_reported_invalid() {
         assert!(!prompt.starts_with("do the task"), "{prompt}");
     }
     let record = scratch.record();
-    assert_eq!(record["signals_valid"], false, "{record}");
-    assert_eq!(record["provider_runs"], 3, "{record}");
+    assert_eq!(record["signalsValid"], false, "{record}");
+    assert_eq!(record["providerRuns"], 3, "{record}");
 }
 
 #[tokio::test]
@@ -326,7 +323,7 @@ printf '%s' '{GOOD_SIGNALS}' > "$SIGNALS""#
     );
     let argv = std::fs::read_to_string(scratch.spawn_dir().join("argv-1.txt")).unwrap();
     assert!(!argv.contains("--resume"), "{argv}");
-    assert_eq!(scratch.record()["cold_fallback_from"], GONE);
+    assert_eq!(scratch.record()["coldFallbackFrom"], GONE);
 }
 
 #[test]
@@ -399,7 +396,7 @@ async fn a_native_spawn_s_write_outside_the_work_tree_is_in_its_report() {
     );
     let record = scratch.record();
     assert_eq!(
-        record["attestation"]["stray_writes"],
+        record["attestation"]["strayWrites"],
         serde_json::json!(report.stray_writes),
         "{record}"
     );

@@ -22,7 +22,7 @@ async fn hang_after_init_is_ended_by_the_idle_watchdog() {
     let log = s.assert_log_complete("idle-timeout");
     let kill = records(&log, "kill_started");
     assert_eq!(kill[0]["reason"], "idle_timeout");
-    assert_eq!(kill[0]["limit_ms"], 1500);
+    assert_eq!(kill[0]["limitMs"], 1500);
     s.assert_tree_gone();
 }
 
@@ -322,7 +322,7 @@ async fn a_100_mb_stderr_flood_is_drained_and_bounded_in_the_log() {
     assert_eq!(out.outcome, Outcome::Succeeded);
     let log = s.assert_log_complete("succeeded");
     let truncated = records(&log, "stderr_truncated");
-    assert_eq!(truncated[0]["total_bytes"], 104_857_600);
+    assert_eq!(truncated[0]["totalBytes"], 104_857_600);
     let size = std::fs::metadata(s.run_dir().join("events.jsonl"))
         .unwrap()
         .len();
@@ -522,7 +522,7 @@ async fn environment_values_and_the_prompt_are_never_logged() {
     assert_eq!(out.outcome, Outcome::Succeeded);
     let log = s.assert_log_complete("succeeded");
     let spawn = records(&log, "spawn")[0];
-    let names: Vec<&str> = spawn["env_names"]
+    let names: Vec<&str> = spawn["envNames"]
         .as_array()
         .unwrap()
         .iter()
@@ -538,7 +538,7 @@ async fn environment_values_and_the_prompt_are_never_logged() {
         !names.contains(&"OTHER_API_KEY") && !names.contains(&"CLAUDECODE"),
         "{names:?}"
     );
-    assert_eq!(spawn["env_withheld"], serde_json::json!(["OTHER_API_KEY"]));
+    assert_eq!(spawn["envWithheld"], serde_json::json!(["OTHER_API_KEY"]));
     let text = std::fs::read_to_string(s.run_dir().join("events.jsonl")).unwrap();
     assert!(!text.contains("value-must-not-appear") && !text.contains("do the thing"));
 }

@@ -180,7 +180,7 @@ async fn an_interactive_run_is_planned_attested_and_logged_like_a_headless_one()
         assert!(kinds.contains(&kind), "no {kind} in {kinds:?}");
     }
     let attestation = &records(&log, "attestation")[0];
-    assert_eq!(attestation["actual_backend"], "native", "{attestation}");
+    assert_eq!(attestation["actualBackend"], "native", "{attestation}");
     assert_eq!(records(&log, "spawn")[0]["stdin"], "terminal");
 }
 

@@ -68,7 +68,7 @@ async fn the_minimum_idle_of_a_cli_overrides_a_shorter_setting() {
         other => panic!("expected IdleTimeout, got {other}"),
     }
     let log = s.log();
-    assert_eq!(records(&log, "kill_started")[0]["limit_ms"], 1500);
+    assert_eq!(records(&log, "kill_started")[0]["limitMs"], 1500);
 }
 
 #[tokio::test]

@@ -63,7 +63,7 @@ async fn rate_limited_twice_then_success_resumes_the_captured_session() {
     let log = s.assert_log_complete("succeeded");
     let backoffs = records(&log, "backoff");
     assert_eq!(backoffs.len(), 2);
-    assert_eq!(backoffs[0]["next_resume"], "rl-session");
+    assert_eq!(backoffs[0]["nextResume"], "rl-session");
     assert_eq!(backoffs[1]["retry"], 2);
     let classes: Vec<_> = records(&log, "classified")
         .iter()
@@ -144,7 +144,7 @@ async fn a_known_reset_time_is_waited_for_instead_of_backing_off() {
     let log = s.log();
     let backoff = records(&log, "backoff")[0];
     assert_eq!(backoff["reason"], "until the reported reset time");
-    assert!(backoff["wait_ms"].as_u64().unwrap() <= 2000, "{backoff}");
+    assert!(backoff["waitMs"].as_u64().unwrap() <= 2000, "{backoff}");
 }
 
 #[tokio::test]
@@ -176,7 +176,7 @@ async fn a_stale_session_falls_back_to_one_cold_run_without_using_a_retry() {
     assert_eq!(resumed_id(&calls[1]), None, "the fallback runs cold");
     let log = s.assert_log_complete("succeeded");
     assert_eq!(
-        records(&log, "cold_retry")[0]["stale_session"],
+        records(&log, "cold_retry")[0]["staleSession"],
         "gone-session"
     );
     assert_eq!(s.session_file().as_deref(), Some("fresh-1\n"));
@@ -225,7 +225,7 @@ async fn the_cold_start_after_a_stale_session_is_sent_the_cold_prompt() {
     let meta: Value =
         serde_json::from_str(&std::fs::read_to_string(s.run_dir().join("session.json")).unwrap())
             .unwrap();
-    assert_eq!(meta["session_id"], "fresh-1");
+    assert_eq!(meta["sessionId"], "fresh-1");
     assert_eq!(meta["model"], "model-7");
     assert_eq!(
         stdin_bytes(&argv),
@@ -378,7 +378,7 @@ async fn an_untested_cli_version_is_refused_unless_overridden() {
     let meta: Value =
         serde_json::from_str(&std::fs::read_to_string(s.run_dir().join("session.json")).unwrap())
             .unwrap();
-    assert_eq!(meta["cli_version"], "3.0.1");
+    assert_eq!(meta["cliVersion"], "3.0.1");
     assert_eq!(meta["cwd"], s.path("work").to_str().unwrap());
 }
 
@@ -480,14 +480,14 @@ async fn runs_in_one_process_wait_for_the_hold_another_run_recorded() {
     let first_log = first.assert_log_complete("succeeded");
     let hold = records(&first_log, "rate_limit_hold");
     assert_eq!(hold.len(), 1, "{first_log:#?}");
-    let until = hold[0]["until_epoch_ms"].as_u64().unwrap();
+    let until = hold[0]["untilEpochMs"].as_u64().unwrap();
     assert_eq!(hold[0]["basis"], "exponential backoff");
 
     let second_log = second.assert_log_complete("succeeded");
     let waits = records(&second_log, "rate_limit_wait");
     assert_eq!(waits.len(), 1, "{second_log:#?}");
-    assert_eq!(waits[0]["until_epoch_ms"], until);
-    assert!(waits[0]["set_by"].as_str().unwrap().ends_with("-1"));
+    assert_eq!(waits[0]["untilEpochMs"], until);
+    assert!(waits[0]["setBy"].as_str().unwrap().ends_with("-1"));
     let spawns = records(&second_log, "spawn");
     assert_eq!(spawns.len(), 1);
     assert!(

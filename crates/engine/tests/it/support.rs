@@ -187,7 +187,7 @@ impl Scratch {
             .map(|(i, line)| {
                 let v: Value = serde_json::from_str(line)
                     .unwrap_or_else(|e| panic!("log line {} is not JSON ({e}): {line}", i + 1));
-                for key in ["t", "mono_ms", "attempt", "kind"] {
+                for key in ["t", "monoMs", "attempt", "kind"] {
                     assert!(
                         v.get(key).is_some(),
                         "log line {} lacks {key}: {line}",
@@ -224,14 +224,14 @@ impl Scratch {
             .iter()
             .rev()
             .filter(|v| v["kind"] == "agent" && v["event"] == "session_started")
-            .find_map(|v| v["session_id"].as_str());
+            .find_map(|v| v["sessionId"].as_str());
         if let Some(id) = announced {
             assert_eq!(
                 self.session_file(),
                 Some(format!("{id}\n")),
                 "session-id.txt"
             );
-            assert_eq!(last["session_id"], id, "run_finished names the session");
+            assert_eq!(last["sessionId"], id, "run_finished names the session");
         }
         log
     }

@@ -122,6 +122,17 @@ impl serde::Serialize for AllowRule {
     }
 }
 
+/// A rule is written as its text, `host:port` (see [`fmt::Display`]).
+impl schemars::JsonSchema for AllowRule {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AllowRule".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        String::json_schema(generator)
+    }
+}
+
 impl AllowRule {
     /// The endpoint an `http://` or `https://` URL points at (its port, or 80 / 443), e.g. a
     /// CLI's base-URL variable. `None` for anything else.

@@ -14,7 +14,7 @@ use crate::names::TaskId;
 
 use super::{Cx, Entry, Span, gate_path_problem, join, kind};
 
-const TASK_KEYS: &[&str] = &[
+pub(crate) const TASK_KEYS: &[&str] = &[
     "id",
     "title",
     "prompt",

@@ -146,3 +146,32 @@ fn no_state_another_version_and_garbage_are_told_apart() {
     std::fs::create_dir(&path).unwrap();
     assert!(matches!(read_state(&path), Err(StateError::Unreadable(_))));
 }
+
+/// A `sprint.json` written before the ports' usage was camelCase (ADR 0012): the sprint's own
+/// keys were camelCase already, the usage inside them snake_case.
+#[test]
+fn a_state_with_the_old_snake_case_usage_still_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sprint.json");
+    std::fs::write(
+        &path,
+        r#"{"schemaVersion":1,"name":"example","branch":"corral/example",
+  "sprintFile":"corral-sprint.toml","startedAt":"2026-12-02T10:00:00.000Z",
+  "updatedAt":"2026-12-02T10:00:00.000Z",
+  "tasks":[{"id":"parse-config","title":"Parse","status":"done","round":1,"attempt":1,
+    "commit":"abc123","reason":null,
+    "usage":{"generator":{"input":10,"cache_read":4,"cost_usd":0.5},"evaluator":{}},
+    "usageByProvider":{"claude":{"input":10,"cache_write":2,"premium_requests":1.0}}}]}"#,
+    )
+    .unwrap();
+    let state = read_state(&path).unwrap();
+    let task = &state.tasks[0];
+    assert_eq!(task.usage.generator.cache_read, Some(4));
+    assert_eq!(task.usage.generator.cost_usd, Some(0.5));
+    let claude = &task.usage_by_provider[&corral_ports::ProviderId::Claude];
+    assert_eq!(claude.cache_write, Some(2));
+    assert_eq!(claude.premium_requests, Some(1.0));
+    let again = serde_json::to_string(&state).unwrap();
+    assert!(again.contains("\"cacheRead\":4"), "{again}");
+    assert!(!again.contains("cache_read"), "{again}");
+}
