@@ -18,6 +18,7 @@ use clap_complete::engine::CompletionCandidate;
 
 use crate::args::RunsCommand;
 use crate::config_cmd::load_settings;
+use crate::display;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, one_line, outln};
 
@@ -181,47 +182,47 @@ fn list(root: &Path, json: bool, all: bool) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Success);
     }
-    outln!(
-        "{:<34} {:<18} {:>4} {:<11} {:>8} {:>8}  prompt",
-        "run",
-        "outcome",
-        "exit",
-        "started",
-        "duration",
-        "cost"
-    );
+    // On a terminal the prompt gets the width the other columns leave; else a fixed share.
+    let fit = display::terminal_width();
+    let prompt_columns = if fit.is_some() {
+        PROMPT_PEEK_BYTES as usize
+    } else {
+        PROMPT_COLUMN
+    };
+    let mut rows = Vec::new();
     for (dir, record) in runs {
         let r = match record {
             Ok(r) => r,
             Err(e) => {
                 let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-                outln!(
-                    "{:<34} {:<18} {:>4} {:<11} {:>8} {:>8}  -",
+                rows.push(vec![
                     one_line(name.as_deref().unwrap_or("?")),
-                    "unreadable",
-                    "-",
-                    "-",
-                    "-",
-                    "-"
-                );
+                    "unreadable".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                ]);
                 errln!("warning: {}", one_line(&format!("{e:#}")));
                 continue;
             }
         };
-        let duration = r
-            .duration_ms
-            .map_or("-".to_string(), |ms| format!("{:.1}s", ms as f64 / 1000.0));
-        let exit = r.exit_code.map_or("-".to_string(), |c| c.to_string());
-        outln!(
-            "{:<34} {:<18} {:>4} {:<11} {:>8} {:>8}  {}",
+        rows.push(vec![
             one_line(&r.run_id),
             one_line(&state(&r)),
-            exit,
-            one_line(&short_time(&r.started_at)),
-            duration,
+            r.exit_code.map_or("-".to_string(), |c| c.to_string()),
+            one_line(&display::recorded_time(&r.started_at)),
+            r.duration_ms.map_or("-".to_string(), display::duration_ms),
             cost(&r),
-            one_line(&prompt_line(&dir, PROMPT_COLUMN))
-        );
+            one_line(&prompt_line(&dir, prompt_columns)),
+        ]);
+    }
+    let header = [
+        "run", "outcome", "exit", "started", "duration", "cost", "prompt",
+    ];
+    for line in display::table(Some(&header), &[2, 4, 5], rows, fit) {
+        outln!("{line}");
     }
     if let Some(note) = &left_out_note {
         outln!("({note})");
@@ -229,18 +230,10 @@ fn list(root: &Path, json: bool, all: bool) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// How much of the prompt's first line `runs list` shows.
+/// How much of the prompt's first line `runs list` shows when no width is known.
 const PROMPT_COLUMN: usize = 40;
 /// How much of `prompt.md` is read for its first line.
 const PROMPT_PEEK_BYTES: u64 = 4096;
-
-/// `2026-12-01T10:04:05.123Z` as `12-01 10:04` (UTC, as recorded).
-fn short_time(rfc3339: &str) -> String {
-    match (rfc3339.get(5..10), rfc3339.get(11..16)) {
-        (Some(day), Some(time)) => format!("{day} {time}"),
-        _ => rfc3339.to_string(),
-    }
-}
 
 fn cost(record: &RunRecord) -> String {
     record
@@ -249,7 +242,7 @@ fn cost(record: &RunRecord) -> String {
         .map_or("-".to_string(), |c| format!("${c:.4}"))
 }
 
-/// The first line of the run's prompt, cut to `max` characters; `-` when there is none.
+/// The first line of the run's prompt, cut to `max` columns; `-` when there is none.
 fn prompt_line(dir: &Path, max: usize) -> String {
     let Ok(bytes) = read_head(&dir.join(PROMPT_FILE), PROMPT_PEEK_BYTES) else {
         return "-".to_string();
@@ -260,12 +253,7 @@ fn prompt_line(dir: &Path, max: usize) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("-");
-    if line.chars().count() > max {
-        let cut: String = line.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    } else {
-        line.to_string()
-    }
+    display::cut(line, max)
 }
 
 /// The first `max` bytes of a regular file, read without blocking.
@@ -299,13 +287,13 @@ fn show(dir: &Path, json: bool) -> anyhow::Result<Exit> {
         .unwrap_or_default();
     field("provider", &format!("{}{model}", record.provider));
     field("cwd", &record.cwd.display().to_string());
-    field("started", &record.started_at);
+    field("started", &display::recorded_time(&record.started_at));
     let exit = record
         .exit_code
         .map_or(String::new(), |c| format!(" (exit {c})"));
     field("outcome", &format!("{}{exit}", state(&record)));
     if let Some(ms) = record.duration_ms {
-        field("duration", &format!("{:.1}s", ms as f64 / 1000.0));
+        field("duration", &display::duration_ms(ms));
     }
     field("session", record.session_id.as_deref().unwrap_or("-"));
     field("cost", &cost(&record));

@@ -228,7 +228,8 @@ fn runs_show_prints_a_summary_or_the_record_as_json() {
     let text = String::from_utf8_lossy(&list.stdout);
     let row = text.lines().find(|l| l.starts_with(&id)).unwrap();
     let started = record(&dir)["started_at"].as_str().unwrap().to_string();
-    let started = format!("{} {}", &started[5..10], &started[11..16]);
+    // Shown in the local zone (UTC here: the tests set TZ) with its name and the year.
+    let started = format!("{} {} UTC", &started[..10], &started[11..19]);
     assert!(
         text.starts_with("run ")
             && text.lines().next().unwrap().contains("started")
