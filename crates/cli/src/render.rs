@@ -104,6 +104,9 @@ pub struct Renderer {
     provider: String,
     started: Instant,
     state: Mutex<State>,
+    /// For `runs follow`: the log's time of the lines being shown, which their plain prefix
+    /// shows instead of the time since this renderer started.
+    replayed: Mutex<Option<Duration>>,
     /// The live view's status line (`Style::Live` only). indicatif cuts it to the terminal's
     /// width and clears every row it drew, so a narrow terminal never keeps a stale row.
     status: Option<ProgressBar>,
@@ -253,6 +256,17 @@ pub(crate) fn tokens(n: Option<u64>) -> String {
 impl Renderer {
     /// A renderer for one run.
     pub fn new(style: Style, provider: &str) -> Arc<Self> {
+        Renderer::started_at(style, provider, Instant::now())
+    }
+
+    /// A renderer for a run that started `so_far` ago, shown from its log (`runs follow`):
+    /// its elapsed time counts from the run's start.
+    pub fn following(style: Style, provider: &str, so_far: Duration) -> Arc<Self> {
+        let now = Instant::now();
+        Renderer::started_at(style, provider, now.checked_sub(so_far).unwrap_or(now))
+    }
+
+    fn started_at(style: Style, provider: &str, started: Instant) -> Arc<Self> {
         let status = if style == Style::Live {
             status_line()
         } else {
@@ -267,10 +281,18 @@ impl Renderer {
         Arc::new(Renderer {
             style,
             provider: provider.to_string(),
-            started: Instant::now(),
+            started,
             state: Mutex::new(State::default()),
+            replayed: Mutex::new(None),
             status,
         })
+    }
+
+    /// The time in the run of the lines shown next (`runs follow`: the log's `mono_ms`).
+    pub fn replay_at(&self, at: Duration) {
+        if let Ok(mut replayed) = self.replayed.lock() {
+            *replayed = Some(at);
+        }
     }
 
     /// The style.
@@ -301,10 +323,13 @@ impl Renderer {
         match self.style {
             Style::Json | Style::Quiet => {}
             Style::Plain => {
-                term::err_soon(format_args!(
-                    "[{:>8}] {text}",
-                    display::duration(self.started.elapsed())
-                ));
+                let at = self
+                    .replayed
+                    .lock()
+                    .ok()
+                    .and_then(|at| *at)
+                    .unwrap_or_else(|| self.started.elapsed());
+                term::err_soon(format_args!("[{:>8}] {text}", display::duration(at)));
             }
             Style::Live => {
                 if let Some(status) = &self.status {

@@ -9,10 +9,12 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use corral_compose::{RunRecord, read_record};
 use corral_ports::run_dir::{EVENTS_FILE, PROMPT_FILE};
+use corral_ports::{AgentEvent, ProviderId, RunObserver, SessionId};
 
 use clap_complete::engine::CompletionCandidate;
 
@@ -20,6 +22,7 @@ use crate::args::RunsCommand;
 use crate::config_cmd::load_settings;
 use crate::display;
 use crate::exit::{Exit, usage};
+use crate::render::{Renderer, Style, short};
 use crate::term::{errln, one_line, outln};
 
 fn runs_root(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -127,8 +130,8 @@ pub async fn runs(cmd: RunsCommand) -> anyhow::Result<Exit> {
         RunsCommand::Show { id, dir, json } => {
             show(&find_run_or_latest(&runs_root(dir)?, id.as_deref())?, json)
         }
-        RunsCommand::Follow { id, dir } => {
-            follow(&find_run_or_latest(&runs_root(dir)?, id.as_deref())?).await
+        RunsCommand::Follow { id, dir, json } => {
+            follow(&find_run_or_latest(&runs_root(dir)?, id.as_deref())?, json).await
         }
     }
 }
@@ -338,52 +341,140 @@ fn show(dir: &Path, json: bool) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// One log line, shortened for a person.
-fn describe(line: &str) -> String {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-        return line.to_string();
-    };
-    let kind = v["kind"].as_str().unwrap_or("?");
-    let at = v["mono_ms"].as_f64().unwrap_or(0.0) / 1000.0;
-    let attempt = v["attempt"].as_u64().unwrap_or(0);
-    let detail = match kind {
-        "agent" => {
-            let event = v["event"].as_str().unwrap_or("?");
-            let text = ["text", "name", "session_id", "line"]
-                .iter()
-                .find_map(|k| v[*k].as_str())
-                .unwrap_or("")
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(100)
-                .collect::<String>();
-            format!("{event} {text}")
+/// How `runs follow` shows the log: as `corral run` shows a run (its renderer, live on a
+/// terminal, plain lines on stderr otherwise), or the raw events as JSON lines (`--json`).
+enum Follower {
+    Json,
+    View(Arc<Renderer>),
+}
+
+impl Follower {
+    fn new(json: bool, record: &RunRecord) -> Self {
+        if json {
+            return Follower::Json;
         }
-        "spawn" => format!(
-            "{} (pid {})",
-            v["program"].as_str().unwrap_or("?"),
-            v["pid"]
-        ),
-        "exit" => format!("code {} signal {}", v["code"], v["signal"]),
-        "classified" => format!(
-            "{}: {}",
-            v["class"].as_str().unwrap_or("?"),
-            v["detail"].as_str().unwrap_or("")
-        ),
-        "backoff" => format!(
-            "{} ms ({})",
-            v["wait_ms"],
-            v["reason"].as_str().unwrap_or("")
-        ),
-        "stderr" => v["line"].as_str().unwrap_or("").chars().take(100).collect(),
-        "run_finished" | "provider_run_finished" => {
-            v["outcome"].as_str().unwrap_or("?").to_string()
+        let style = Style::choose(false, false);
+        // The elapsed time counts from the run's start, not from the follow's.
+        let so_far = jiff::Timestamp::now()
+            .duration_since(
+                record
+                    .started_at
+                    .parse::<jiff::Timestamp>()
+                    .unwrap_or_else(|_| jiff::Timestamp::now()),
+            )
+            .try_into()
+            .unwrap_or_default();
+        Follower::View(Renderer::following(style, record.provider.as_str(), so_far))
+    }
+
+    /// Shows one line of the log.
+    fn log_line(&self, line: &str) {
+        match self {
+            Follower::Json => match serde_json::from_str::<serde_json::Value>(line) {
+                // Re-written inert: the log holds what the agent wrote.
+                Ok(value) => {
+                    if let Ok(text) = crate::term::json(&value) {
+                        crate::term::out_soon(format_args!("{text}"));
+                    }
+                }
+                Err(_) => errln!("(a log line that is not JSON was skipped)"),
+            },
+            Follower::View(view) => show_log_line(view, line),
         }
-        _ => String::new(),
+    }
+
+    /// A line about the follow itself (a skipped line).
+    fn note(&self, text: &str) {
+        match self {
+            Follower::Json => errln!("{text}"),
+            Follower::View(view) => view.line(text),
+        }
+    }
+
+    /// How the run ended: on stdout, after the view is cleared; on stderr with `--json`, so
+    /// that stdout stays JSON lines.
+    fn end(&self, lines: &[String]) {
+        match self {
+            Follower::Json => {
+                crate::term::flush();
+                for line in lines {
+                    errln!("{line}");
+                }
+            }
+            Follower::View(view) => {
+                view.finish();
+                for line in lines {
+                    outln!("{line}");
+                }
+            }
+        }
+    }
+}
+
+/// Hands one log line to the renderer, as the run's own observer handed the event to it: the
+/// agent's events, each attempt's start, backoffs, waits for another run's hold, a cold
+/// fallback. The supervisor's own records (spawn details, exits, signals) are left to `--json`,
+/// as `corral run` leaves them to the log.
+fn show_log_line(view: &Renderer, line: &str) {
+    use serde_json::Value;
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        view.line(&format!(
+            "(a log line that is not JSON: {})",
+            short(line, 80)
+        ));
+        return;
     };
-    format!("[{at:>8.1}s #{attempt}] {kind} {detail}")
+    let attempt = v["attempt"]
+        .as_u64()
+        .and_then(|a| u32::try_from(a).ok())
+        .unwrap_or(0);
+    if let Some(at) = v["mono_ms"]
+        .as_f64()
+        .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
+    {
+        view.replay_at(at);
+    }
+    let text = |key: &str| v[key].as_str().unwrap_or("").to_string();
+    match v["kind"].as_str().unwrap_or("") {
+        "agent" => match serde_json::from_value::<AgentEvent>(v.clone()) {
+            Ok(event) => view.event(attempt, &event),
+            Err(_) => view.line(&format!(
+                "(an agent event not understood: {})",
+                short(line, 80)
+            )),
+        },
+        "spawn" => {
+            let resume = v["resume"].as_str().and_then(|s| SessionId::parse(s).ok());
+            view.attempt_started(attempt, resume.as_ref());
+        }
+        "spawn_failed" => view.line(&format!(
+            "cannot start {}: {}",
+            text("program"),
+            text("error")
+        )),
+        "backoff" => view.backoff(
+            attempt,
+            Duration::from_millis(v["wait_ms"].as_u64().unwrap_or(0)),
+            &text("reason"),
+        ),
+        "rate_limit_wait" => {
+            if let (Ok(provider), Some(ms)) = (
+                serde_json::from_value::<ProviderId>(v["provider"].clone()),
+                v["until_epoch_ms"].as_u64(),
+            ) {
+                view.account_wait(attempt, provider, UNIX_EPOCH + Duration::from_millis(ms));
+            }
+        }
+        "cold_retry" => view.line(&format!(
+            "session {} not found: running the task cold, in a new session",
+            text("stale_session")
+        )),
+        "kill_started" => view.line(&format!(
+            "ending the CLI ({})",
+            text("reason").replace('_', " ")
+        )),
+        _ => {}
+    }
 }
 
 /// The longest log line `runs follow` keeps while waiting for its end; a longer one is skipped.
@@ -430,6 +521,7 @@ fn print_new_lines(
     offset: &mut u64,
     partial: &mut Vec<u8>,
     last_kind: &mut Option<String>,
+    follower: &Follower,
 ) -> anyhow::Result<()> {
     let Some(mut file) = open_log(path)? else {
         return Ok(());
@@ -458,9 +550,12 @@ fn print_new_lines(
                 *last_kind = serde_json::from_str::<serde_json::Value>(&line)
                     .ok()
                     .and_then(|v| v["kind"].as_str().map(str::to_owned));
-                crate::term::out_soon(format_args!("{}", one_line(&describe(&line))));
+                follower.log_line(&line);
             } else {
-                outln!("(a log line of {} bytes was skipped)", partial.len());
+                follower.note(&format!(
+                    "(a log line of {} bytes was skipped)",
+                    partial.len()
+                ));
             }
             partial.clear();
             rest = &rest[end + 1..];
@@ -475,27 +570,55 @@ fn memchr_newline(bytes: &[u8]) -> Option<usize> {
     bytes.iter().position(|&b| b == b'\n')
 }
 
-async fn follow(dir: &Path) -> anyhow::Result<Exit> {
+async fn follow(dir: &Path, json: bool) -> anyhow::Result<Exit> {
     let path = dir.join(EVENTS_FILE);
+    let follower = Follower::new(json, &read_record(dir)?);
+    let ticker = match &follower {
+        Follower::View(view) => view.spawn_ticker(),
+        Follower::Json => None,
+    };
+    let ended = follow_log(dir, &path, &follower).await;
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    match ended {
+        Ok((exit, lines)) => {
+            follower.end(&lines);
+            Ok(exit)
+        }
+        Err(e) => {
+            follower.end(&[]);
+            Err(e)
+        }
+    }
+}
+
+/// Follows the log until the run ends: its exit code, and the lines that say how it ended.
+async fn follow_log(
+    dir: &Path,
+    path: &Path,
+    follower: &Follower,
+) -> anyhow::Result<(Exit, Vec<String>)> {
     let mut offset = 0u64;
     let mut partial = Vec::new();
     let mut gone_since: Option<Instant> = None;
     let mut last_kind: Option<String> = None;
     loop {
-        print_new_lines(&path, &mut offset, &mut partial, &mut last_kind)?;
+        print_new_lines(path, &mut offset, &mut partial, &mut last_kind, follower)?;
         let record = read_record(dir)?;
         if record.finished_at.is_some() && partial.is_empty() {
-            outln!(
+            let line = format!(
                 "run {} finished: {} (exit {})",
                 one_line(&record.run_id),
                 one_line(&record.outcome),
                 record.exit_code.map_or("-".to_string(), |c| c.to_string())
             );
             // Like `gh run watch --exit-status`: the followed run's own exit code.
-            return Ok(record
+            let exit = record
                 .exit_code
                 .and_then(Exit::from_code)
-                .unwrap_or(Exit::Crashed));
+                .unwrap_or(Exit::Crashed);
+            return Ok((exit, vec![line]));
         }
         // A record from before supervisors were recorded: a log that ends the run is the end.
         let legacy_end =
@@ -503,22 +626,22 @@ async fn follow(dir: &Path) -> anyhow::Result<Exit> {
         if record.supervisor_gone() || legacy_end {
             let since = *gone_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= FOLLOW_GONE_GRACE {
-                print_new_lines(&path, &mut offset, &mut partial, &mut last_kind)?;
-                match record.supervisor {
-                    Some(s) => outln!(
+                print_new_lines(path, &mut offset, &mut partial, &mut last_kind, follower)?;
+                let mut lines = vec![match record.supervisor {
+                    Some(s) => format!(
                         "run {} ended without finishing its record: its supervisor (pid {}) is gone",
                         one_line(&record.run_id),
                         s.pid
                     ),
-                    None => outln!(
+                    None => format!(
                         "run {} ended without finishing its record (its log ends the run)",
                         one_line(&record.run_id)
                     ),
-                }
+                }];
                 if let Some(id) = &record.session_id {
-                    outln!("session {}", one_line(id));
+                    lines.push(format!("session {}", one_line(id)));
                 }
-                return Ok(Exit::Crashed);
+                return Ok((Exit::Crashed, lines));
             }
         } else {
             gone_since = None;
