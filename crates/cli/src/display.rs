@@ -139,31 +139,31 @@ pub(crate) fn cut_front(path: &str, max: usize) -> String {
     format!("{ELLIPSIS}{tail}")
 }
 
+/// The fewest columns the last column of a fitted table is cut to: below that, the line is
+/// let overflow rather than leave the column unreadable.
+const LAST_COLUMN_MIN: usize = 16;
+
 /// Rows in columns, as every list Corral prints them: two spaces between columns, the columns
 /// in `right` aligned right, each column as wide as its widest cell by display width (comfy-table
 /// measures as unicode-width does). Given a width (`fit`), the last column gets what the others
-/// leave and is cut to one line with `…`. Lines come without trailing blanks.
+/// leave (at least [`LAST_COLUMN_MIN`]) and its cells are cut with `…`. Lines come without
+/// trailing blanks.
 pub(crate) fn table(
     header: Option<&[&str]>,
     right: &[usize],
-    rows: Vec<Vec<String>>,
+    mut rows: Vec<Vec<String>>,
     fit: Option<usize>,
 ) -> Vec<String> {
-    use comfy_table::{
-        CellAlignment, ColumnConstraint, ContentArrangement, Row, Table, presets::NOTHING,
-    };
+    use comfy_table::{CellAlignment, Table, presets::NOTHING};
+    if let Some(fit) = fit {
+        fit_last_column(header, &mut rows, fit);
+    }
     let mut table = Table::new();
     table.load_style(NOTHING);
     if let Some(header) = header {
         table.set_header(header.to_vec());
     }
-    for cells in rows {
-        let mut row = Row::from(cells);
-        if fit.is_some() {
-            row.max_height(1);
-        }
-        table.add_row(row);
-    }
+    table.add_rows(rows);
     let count = table.column_count();
     for at in 0..count {
         let last = at + 1 == count;
@@ -172,16 +172,31 @@ pub(crate) fn table(
             if right.contains(&at) {
                 column.set_cell_alignment(CellAlignment::Right);
             }
-            if fit.is_some() && !last {
-                column.set_constraint(ColumnConstraint::ContentWidth);
-            }
         }
     }
-    if let Some(width) = fit {
-        table.set_content_arrangement(ContentArrangement::Dynamic);
-        table.set_width(u16::try_from(width).unwrap_or(u16::MAX));
-    }
     table.lines().map(|l| l.trim_end().to_string()).collect()
+}
+
+/// Cuts the last cell of each row to the columns the others leave of `fit`.
+fn fit_last_column(header: Option<&[&str]>, rows: &mut [Vec<String>], fit: usize) {
+    let count = rows.iter().map(Vec::len).max().unwrap_or(0);
+    if count == 0 {
+        return;
+    }
+    let column_width = |at: usize| {
+        let cells = rows.iter().filter_map(|r| r.get(at)).map(|c| width(c));
+        let head = header.and_then(|h| h.get(at)).map_or(0, |h| width(h));
+        cells.chain(std::iter::once(head)).max().unwrap_or(0)
+    };
+    let others: usize = (0..count - 1).map(|at| column_width(at) + 2).sum();
+    let room = fit.saturating_sub(others).max(LAST_COLUMN_MIN);
+    for row in rows.iter_mut() {
+        if row.len() == count
+            && let Some(last) = row.last_mut()
+        {
+            *last = cut(last, room);
+        }
+    }
 }
 
 /// The width of the terminal on stderr (where the status line and the event lines go), else
@@ -240,11 +255,18 @@ mod tests {
                 format!("ok      333  {}", "x".repeat(50)),
             ]
         );
-        let fitted = table(None, &[1], rows, Some(30));
+        let fitted = table(None, &[1], rows.clone(), Some(30));
         for line in &fitted {
             assert!(width(line) <= 30, "{line}");
         }
         assert!(fitted[2].ends_with('…'), "{fitted:?}");
+        // Too narrow for the rest: the last column keeps a readable start, and the line runs on.
+        let narrow = table(Some(&["name", "n", "text"]), &[1], rows, Some(10));
+        assert_eq!(narrow[0], "name      n  text");
+        assert_eq!(
+            narrow[3],
+            format!("ok      333  {}…", "x".repeat(LAST_COLUMN_MIN - 1))
+        );
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Live rendering of a run: a status line on a terminal, plain lines otherwise, or JSON lines.
 //! Every piece of agent text is shown on one line with its control characters made visible
 //! (see `term`): only the status line's own redraw sequences reach the terminal as such. The
-//! status line is indicatif's: it is cut to the terminal's width (the activity, last, goes
-//! first), and every row it drew is cleared on a redraw, so a narrow or resized terminal keeps
-//! no stale rows.
+//! status line is indicatif's, and every row it drew is cleared on a redraw, so a narrow or
+//! resized terminal keeps no stale rows. The status line and the event lines are fitted to the
+//! terminal's width in display columns (`display`): the activity, last, gets what the rest
+//! leaves, and a tool call's path is cut at its start so that the file name stays. `runs
+//! follow` shows a run's log through the same renderer.
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};

@@ -330,13 +330,19 @@ fn show(dir: &Path, json: bool) -> anyhow::Result<Exit> {
     outln!("files");
     let mut files: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
     files.sort_by_key(|e| e.file_name());
-    for entry in files {
-        // lstat: a link is shown as what it is, never followed.
-        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        outln!(
-            "  {:<24} {len:>10} bytes",
-            one_line(&entry.file_name().to_string_lossy())
-        );
+    let rows = files
+        .iter()
+        .map(|entry| {
+            // lstat: a link is shown as what it is, never followed.
+            let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            vec![
+                one_line(&entry.file_name().to_string_lossy()),
+                format!("{len} bytes"),
+            ]
+        })
+        .collect();
+    for line in display::table(None, &[1], rows, None) {
+        outln!("  {line}");
     }
     Ok(Exit::Success)
 }
