@@ -205,11 +205,15 @@ pub enum RunsCommand {
         #[arg(long = "runs-dir", visible_alias = "dir", value_name = "DIR")]
         dir: Option<PathBuf>,
     },
-    /// Print a run's events as they happen until it finishes (default: the latest run).
+    /// Show a run as it happens until it finishes, as `corral run` shows it (default: the
+    /// latest run). Exits with the followed run's exit code.
     Follow {
         /// The run id (or a unique prefix); without it, the latest run.
         #[arg(add = ArgValueCompleter::new(crate::runs::complete_run_id))]
         id: Option<String>,
+        /// The execution log's raw events instead, one JSON object per line on stdout.
+        #[arg(long)]
+        json: bool,
         /// Where runs live (default: as for `runs list`).
         #[arg(long = "runs-dir", visible_alias = "dir", value_name = "DIR")]
         dir: Option<PathBuf>,

@@ -13,6 +13,7 @@
 mod args;
 mod chat;
 mod config_cmd;
+mod display;
 mod doctor;
 mod exit;
 mod json_lines;

@@ -23,9 +23,10 @@ fn row(
     label: &str,
     cell: impl Fn(&Capabilities) -> String,
     caps: &[(ProviderId, Capabilities)],
-) -> String {
-    let cells: Vec<String> = caps.iter().map(|(_, c)| cell(c)).collect();
-    format!("| {label} | {} |", cells.join(" | "))
+) -> Vec<String> {
+    std::iter::once(label.to_string())
+        .chain(caps.iter().map(|(_, c)| cell(c)))
+        .collect()
 }
 
 /// The table and the named over-grants, as Markdown.
@@ -35,10 +36,10 @@ pub fn render() -> String {
         .map(|&id| (id, capabilities(id)))
         .collect();
     let mut out = String::new();
-    let names: Vec<&str> = caps.iter().map(|(id, _)| id.as_str()).collect();
-    out.push_str(&format!("| | {} |\n", names.join(" | ")));
-    out.push_str(&format!("|---|{}\n", "---|".repeat(caps.len())));
-    let lines = [
+    let header: Vec<&str> = std::iter::once("")
+        .chain(caps.iter().map(|(id, _)| id.as_str()))
+        .collect();
+    let rows = [
         row(
             "prompt",
             |c| {
@@ -120,8 +121,13 @@ pub fn render() -> String {
             &caps,
         ),
     ];
-    for line in lines {
-        out.push_str(&line);
+    // A Markdown table aligned by display width (comfy-table), readable as text too.
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::ASCII_MARKDOWN);
+    table.set_header(header);
+    table.add_rows(rows);
+    for line in table.lines() {
+        out.push_str(line.trim_end());
         out.push('\n');
     }
     out.push_str("\nOver-grants, as each adapter names them:\n\n");

@@ -1,9 +1,11 @@
 //! Live rendering of a run: a status line on a terminal, plain lines otherwise, or JSON lines.
 //! Every piece of agent text is shown on one line with its control characters made visible
 //! (see `term`): only the status line's own redraw sequences reach the terminal as such. The
-//! status line is indicatif's: it is cut to the terminal's width (the activity, last, goes
-//! first), and every row it drew is cleared on a redraw, so a narrow or resized terminal keeps
-//! no stale rows.
+//! status line is indicatif's, and every row it drew is cleared on a redraw, so a narrow or
+//! resized terminal keeps no stale rows. The status line and the event lines are fitted to the
+//! terminal's width in display columns (`display`): the activity, last, gets what the rest
+//! leaves, and a tool call's path is cut at its start so that the file name stays. `runs
+//! follow` shows a run's log through the same renderer.
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
@@ -13,7 +15,7 @@ use corral_ports::{AgentEvent, ProviderId, RunObserver, SessionId, Usage};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::json_lines::RunLine;
-use crate::term;
+use crate::{display, term};
 
 /// How a run is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,33 +48,56 @@ impl Style {
 #[derive(Debug, Default)]
 struct State {
     tool_calls: u32,
-    activity: String,
+    activity: Activity,
     usage: Usage,
     /// While backing off: when the next attempt starts and why, for the countdown.
     waiting: Option<(Instant, String)>,
 }
 
+/// How wide the status line's activity is when the terminal's width is not known.
+const ACTIVITY_COLUMNS: usize = 70;
+
 /// The status line: provider, elapsed, tool calls, tokens, cost, then what the agent does (or
-/// the backoff's countdown), last because it is what a narrow terminal cuts.
-fn status_text(provider: &str, elapsed: &str, state: &State, now: Instant) -> String {
+/// the backoff's countdown), last because it is what a narrow terminal cuts. Given the
+/// terminal's width, the activity gets what is left of it, a tool call's path cut at the front
+/// so that its file name stays.
+fn status_text(
+    provider: &str,
+    elapsed: Duration,
+    state: &State,
+    now: Instant,
+    columns: Option<usize>,
+) -> String {
     let cost = state
         .usage
         .cost_usd
         .map(|c| format!("  ${c:.4}"))
         .unwrap_or_default();
-    let activity = match &state.waiting {
-        Some((until, reason)) => {
-            let left = until.saturating_duration_since(now).as_secs();
-            format!("waiting {left}s ({})", short(reason, 40))
-        }
-        None => short(&state.activity, 70),
-    };
-    format!(
-        "▶ {provider}  {elapsed}  tools {}  in {} out {}{cost}  {activity}",
+    let head = format!(
+        "▶ {provider}  {}  tools {}  in {} out {}{cost}  ",
+        display::duration(elapsed),
         state.tool_calls,
         tokens(state.usage.input),
         tokens(state.usage.output),
-    )
+    );
+    let room = columns.map_or(ACTIVITY_COLUMNS, |w| {
+        w.saturating_sub(display::width(&term::one_line(&head)) + 1)
+    });
+    let activity = match &state.waiting {
+        Some((until, reason)) => {
+            let left = until.saturating_duration_since(now);
+            short(
+                &format!(
+                    "waiting {} ({})",
+                    display::duration(Duration::from_secs(left.as_secs())),
+                    short(reason, 40)
+                ),
+                room,
+            )
+        }
+        None => state.activity.within(room),
+    };
+    format!("{head}{activity}")
 }
 
 /// Renders a run as it happens.
@@ -82,6 +107,9 @@ pub struct Renderer {
     provider: String,
     started: Instant,
     state: Mutex<State>,
+    /// For `runs follow`: the log's time of the lines being shown, which their plain prefix
+    /// shows instead of the time since this renderer started.
+    replayed: Mutex<Option<Duration>>,
     /// The live view's status line (`Style::Live` only). indicatif cuts it to the terminal's
     /// width and clears every row it drew, so a narrow terminal never keeps a stale row.
     status: Option<ProgressBar>,
@@ -91,6 +119,9 @@ pub struct Renderer {
 /// the activity is, which matters least).
 const STATUS_TEMPLATE: &str = "{wide_msg}";
 
+/// The plain style's time prefix, `[  16.8s] `, in columns.
+const PLAIN_PREFIX_COLUMNS: usize = 11;
+
 /// A status line on stderr, or `None` when indicatif cannot make one.
 fn status_line() -> Option<ProgressBar> {
     let style = ProgressStyle::with_template(STATUS_TEMPLATE).ok()?;
@@ -99,59 +130,121 @@ fn status_line() -> Option<ProgressBar> {
     Some(bar)
 }
 
+/// The first line of `text` that is not blank, in at most `max` columns.
 pub(crate) fn short(text: &str, max: usize) -> String {
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    // Counts no further than `max + 1` characters: a flood's kilobyte lines are cut early.
-    if line.char_indices().nth(max).is_some() {
-        let cut = line
-            .char_indices()
-            .nth(max.saturating_sub(1))
-            .map_or(line.len(), |(at, _)| at);
-        format!("{}…", &line[..cut])
-    } else {
-        line.to_string()
+    display::cut(line, max)
+}
+
+/// What an agent is doing, for a status line: words, or a tool call whose path is cut at the
+/// front so that the file name stays however narrow the terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Activity {
+    /// `thinking`, `writing`, `waiting 42s (rate limited)`.
+    Words(String),
+    /// A tool call: its name and what it works on.
+    Tool(ToolCall),
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity::Words(String::new())
     }
 }
 
-/// `path` in at most `max` characters, cut at the front so that the file name stays: a long
-/// path's end says which file, its start rarely does.
-fn short_path(path: &str, max: usize) -> String {
-    let path = path.trim();
-    let count = path.chars().count();
-    if count <= max {
-        return path.to_string();
+impl From<&str> for Activity {
+    fn from(words: &str) -> Self {
+        Activity::Words(words.to_string())
     }
-    let tail: String = path.chars().skip(count - max.saturating_sub(1)).collect();
-    // Start the kept part at a directory boundary when there is one, so no name is half shown.
-    let tail = match tail.find('/') {
-        Some(at) if at + 1 < tail.len() => tail[at..].to_string(),
-        _ => tail,
-    };
-    format!("…{tail}")
 }
 
+impl From<String> for Activity {
+    fn from(words: String) -> Self {
+        Activity::Words(words)
+    }
+}
+
+impl Activity {
+    /// The activity in at most `max` columns.
+    pub(crate) fn within(&self, max: usize) -> String {
+        match self {
+            Activity::Words(words) => short(words, max),
+            Activity::Tool(call) => call.within(max),
+        }
+    }
+}
+
+/// A tool call as shown: `Edit …/src/render.rs`, `Bash cargo test`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ToolCall {
+    name: String,
+    detail: Detail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Detail {
+    None,
+    /// A file: cut at the front.
+    Path(String),
+    /// A command, pattern or address: cut at the end.
+    Words(String),
+}
+
+/// How wide a tool call's detail is where nothing narrower is asked for.
+const TOOL_DETAIL_COLUMNS: usize = 60;
+
+impl ToolCall {
+    /// The call named `name` with `input` (the keys each CLI's tools use for what they work on).
+    pub(crate) fn new(name: &str, input: &serde_json::Value) -> Self {
+        let text = |key: &str| input.get(key).and_then(|v| v.as_str());
+        let detail = ["file_path", "path"]
+            .iter()
+            .find_map(|k| text(k))
+            .map(|p| Detail::Path(term::one_line(p.trim())))
+            .or_else(|| {
+                ["command", "pattern", "url", "description"]
+                    .iter()
+                    .find_map(|k| text(k))
+                    .map(|s| Detail::Words(s.to_string()))
+            })
+            .unwrap_or(Detail::None);
+        ToolCall {
+            name: term::one_line(name),
+            detail,
+        }
+    }
+
+    /// The call in at most `max` columns: the name, then as much of the detail as fits.
+    pub(crate) fn within(&self, max: usize) -> String {
+        let room = max.saturating_sub(display::width(&self.name) + 1);
+        let detail = match &self.detail {
+            Detail::None => String::new(),
+            Detail::Path(path) => {
+                // Too narrow for the name and the file's: the file's alone, it says more.
+                let file = path.rsplit('/').next().unwrap_or(path);
+                if room < display::width(file) + 2 && max >= display::width(file) + 2 {
+                    return display::cut_front(path, max);
+                }
+                display::cut_front(path, room)
+            }
+            Detail::Words(words) => short(words, room),
+        };
+        if detail.is_empty() {
+            display::cut(&self.name, max)
+        } else {
+            format!("{} {detail}", self.name)
+        }
+    }
+}
+
+/// A tool call as one line of the usual width.
 pub(crate) fn tool_summary(name: &str, input: &serde_json::Value) -> String {
-    let text = |key: &str| input.get(key).and_then(|v| v.as_str());
-    let detail = ["file_path", "path"]
-        .iter()
-        .find_map(|k| text(k))
-        .map(|p| short_path(p, 60))
-        .or_else(|| {
-            ["command", "pattern", "url", "description"]
-                .iter()
-                .find_map(|k| text(k))
-                .map(|s| short(s, 60))
-        })
-        .unwrap_or_default();
-    if detail.is_empty() {
-        name.to_string()
-    } else {
-        format!("{name} {detail}")
-    }
+    let call = ToolCall::new(name, input);
+    call.within(display::width(&call.name) + 1 + TOOL_DETAIL_COLUMNS)
 }
 
 pub(crate) fn tokens(n: Option<u64>) -> String {
@@ -166,6 +259,17 @@ pub(crate) fn tokens(n: Option<u64>) -> String {
 impl Renderer {
     /// A renderer for one run.
     pub fn new(style: Style, provider: &str) -> Arc<Self> {
+        Renderer::started_at(style, provider, Instant::now())
+    }
+
+    /// A renderer for a run that started `so_far` ago, shown from its log (`runs follow`):
+    /// its elapsed time counts from the run's start.
+    pub fn following(style: Style, provider: &str, so_far: Duration) -> Arc<Self> {
+        let now = Instant::now();
+        Renderer::started_at(style, provider, now.checked_sub(so_far).unwrap_or(now))
+    }
+
+    fn started_at(style: Style, provider: &str, started: Instant) -> Arc<Self> {
         let status = if style == Style::Live {
             status_line()
         } else {
@@ -180,10 +284,18 @@ impl Renderer {
         Arc::new(Renderer {
             style,
             provider: provider.to_string(),
-            started: Instant::now(),
+            started,
             state: Mutex::new(State::default()),
+            replayed: Mutex::new(None),
             status,
         })
+    }
+
+    /// The time in the run of the lines shown next (`runs follow`: the log's `mono_ms`).
+    pub fn replay_at(&self, at: Duration) {
+        if let Ok(mut replayed) = self.replayed.lock() {
+            *replayed = Some(at);
+        }
     }
 
     /// The style.
@@ -191,9 +303,14 @@ impl Renderer {
         self.style
     }
 
-    fn elapsed(&self) -> String {
-        let s = self.started.elapsed().as_secs();
-        format!("{:02}:{:02}", s / 60, s % 60)
+    /// How wide an event line may be: the terminal's width (less the plain style's time
+    /// prefix), or `None` when nothing says.
+    fn line_columns(&self) -> Option<usize> {
+        let columns = display::terminal_width()?;
+        match self.style {
+            Style::Plain => Some(columns.saturating_sub(PLAIN_PREFIX_COLUMNS)),
+            Style::Live | Style::Json | Style::Quiet => Some(columns),
+        }
     }
 
     /// Prints a line about the run (above the status line on a terminal). The text may hold
@@ -202,14 +319,20 @@ impl Renderer {
         if matches!(self.style, Style::Json | Style::Quiet) {
             return;
         }
-        let text = term::one_line(text);
+        let mut text = term::one_line(text);
+        if let Some(columns) = self.line_columns() {
+            text = display::cut(&text, columns);
+        }
         match self.style {
             Style::Json | Style::Quiet => {}
             Style::Plain => {
-                term::err_soon(format_args!(
-                    "[{:>7.1}s] {text}",
-                    self.started.elapsed().as_secs_f64()
-                ));
+                let at = self
+                    .replayed
+                    .lock()
+                    .ok()
+                    .and_then(|at| *at)
+                    .unwrap_or_else(|| self.started.elapsed());
+                term::err_soon(format_args!("[{:>8}] {text}", display::duration(at)));
             }
             Style::Live => {
                 if let Some(status) = &self.status {
@@ -237,7 +360,13 @@ impl Renderer {
         let Ok(state) = self.state.lock() else {
             return;
         };
-        let text = status_text(&self.provider, &self.elapsed(), &state, Instant::now());
+        let text = status_text(
+            &self.provider,
+            self.started.elapsed(),
+            &state,
+            Instant::now(),
+            display::terminal_width(),
+        );
         status.set_message(term::one_line(&text));
     }
 
@@ -261,9 +390,9 @@ impl Renderer {
         }))
     }
 
-    fn set_activity(&self, activity: String) {
+    fn set_activity(&self, activity: impl Into<Activity>) {
         if let Ok(mut state) = self.state.lock() {
-            state.activity = activity;
+            state.activity = activity.into();
             state.waiting = None;
         }
     }
@@ -296,7 +425,7 @@ impl RunObserver for Renderer {
             let how = resume.map_or("cold".to_string(), |id| format!("resuming {id}"));
             self.line(&format!("attempt {attempt}: {how}"));
         }
-        self.set_activity("starting".into());
+        self.set_activity("starting");
     }
 
     fn event(&self, attempt: u32, event: &AgentEvent) {
@@ -330,21 +459,26 @@ impl RunObserver for Renderer {
                     .map(|m| format!(" ({m})"))
                     .unwrap_or_default();
                 self.line(&format!("session {session_id}{model}"));
-                self.set_activity("thinking".into());
+                self.set_activity("thinking");
             }
             AgentEvent::Text { text } => {
                 if !matches!(self.style, Style::Json | Style::Quiet) {
-                    self.line(&format!("  {}", short(text, 100)));
+                    let room = self.line_columns().map_or(100, |w| w.saturating_sub(2));
+                    self.line(&format!("  {}", short(text, room)));
                 }
-                self.set_activity("writing".into());
+                self.set_activity("writing");
             }
-            AgentEvent::Thinking { .. } => self.set_activity("thinking".into()),
+            AgentEvent::Thinking { .. } => self.set_activity("thinking"),
             AgentEvent::ToolUse { name, input, .. } => {
-                let summary = tool_summary(name, input);
+                let call = ToolCall::new(name, input);
+                let summary = match self.line_columns() {
+                    Some(columns) => call.within(columns.saturating_sub(2)),
+                    None => tool_summary(name, input),
+                };
                 self.line(&format!("→ {summary}"));
                 if let Ok(mut state) = self.state.lock() {
                     state.tool_calls += 1;
-                    state.activity = summary;
+                    state.activity = Activity::Tool(call);
                 }
             }
             AgentEvent::ToolResult {
@@ -387,7 +521,7 @@ impl RunObserver for Renderer {
                     .map(|t| format!(": {}", short(t, 90)))
                     .unwrap_or_default();
                 self.line(&format!("result: {verdict}{text}"));
-                self.set_activity(verdict.into());
+                self.set_activity(verdict);
             }
             AgentEvent::LineShortened { len, kept, strings } => {
                 let cut = strings.len();
@@ -413,7 +547,7 @@ impl RunObserver for Renderer {
         });
         self.line(&format!(
             "waiting {} before retrying ({reason})",
-            humantime::format_duration(Duration::from_secs(wait.as_secs()))
+            display::duration(Duration::from_secs(wait.as_secs()))
         ));
         if let Ok(mut state) = self.state.lock() {
             state.waiting = Some((Instant::now() + wait, reason.to_string()));
@@ -424,7 +558,7 @@ impl RunObserver for Renderer {
     /// Another run found the account rate-limited: the next spawn waits until `until`.
     fn account_wait(&self, attempt: u32, provider: ProviderId, until: SystemTime) {
         let wait = until.duration_since(SystemTime::now()).unwrap_or_default();
-        let clock = clock_utc(until);
+        let clock = display::system_time(until);
         self.json(&RunLine::AccountWait {
             attempt,
             provider,
@@ -432,7 +566,7 @@ impl RunObserver for Renderer {
             wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
         });
         self.line(&format!(
-            "waiting for {provider} until {clock} UTC (another run found the account rate-limited)"
+            "waiting for {provider} until {clock} (another run found the account rate-limited)"
         ));
         if let Ok(mut state) = self.state.lock() {
             state.waiting = Some((
@@ -442,12 +576,6 @@ impl RunObserver for Renderer {
         }
         self.redraw();
     }
-}
-
-/// `HH:MM:SS` of `t` in UTC, for the wait lines.
-pub(crate) fn clock_utc(t: SystemTime) -> String {
-    let text = humantime::format_rfc3339_seconds(t).to_string();
-    text.get(11..19).unwrap_or(&text).to_string()
 }
 
 #[cfg(test)]
@@ -479,17 +607,62 @@ mod tests {
     }
 
     #[test]
-    fn a_long_path_keeps_its_file_name() {
-        let path =
-            "/home/someone/projects/corral/crates/cli/src/deeply/nested/module/render_status.rs";
-        let shown = short_path(path, 40);
-        assert!(shown.chars().count() <= 40, "{shown}");
-        assert!(shown.starts_with("…/"), "{shown}");
-        assert!(shown.ends_with("/render_status.rs"), "{shown}");
-        assert_eq!(short_path("src/main.rs", 40), "src/main.rs");
+    fn a_tool_call_keeps_its_file_name_at_any_width() {
+        let path = "/home/someone/projects/コラル/crates/cli/src/deeply/nested/render_status.rs";
+        let call = ToolCall::new("Edit", &serde_json::json!({"file_path": path}));
+        for columns in [30, 40, 60, 200] {
+            let shown = call.within(columns);
+            assert!(display::width(&shown) <= columns, "{columns}: {shown}");
+            assert!(shown.starts_with("Edit "), "{shown}");
+            assert!(shown.ends_with("/render_status.rs"), "{shown}");
+        }
+        assert_eq!(call.within(200), format!("Edit {path}"));
+        let bash = ToolCall::new(
+            "Bash",
+            &serde_json::json!({"command": "echo 日本語のテキスト"}),
+        );
+        assert_eq!(bash.within(16), "Bash echo 日本…");
         assert_eq!(
             tool_summary("Edit", &serde_json::json!({"file_path": path})),
-            format!("Edit {}", short_path(path, 60))
+            format!("Edit {}", display::cut_front(path, 60))
+        );
+    }
+
+    /// At 80 columns, the status line's activity is what is left of the width, and a tool
+    /// call's file name stays in it.
+    #[test]
+    fn the_status_line_fits_the_terminal_and_keeps_the_file_name() {
+        let now = Instant::now();
+        let path = "/home/someone/projects/corral/crates/cli/src/deeply/nested/render_status.rs";
+        let state = State {
+            tool_calls: 12,
+            activity: Activity::Tool(ToolCall::new(
+                "Edit",
+                &serde_json::json!({"file_path": path}),
+            )),
+            usage: Usage {
+                input: Some(123_456),
+                output: Some(7_890),
+                cost_usd: Some(1.2345),
+                ..Usage::default()
+            },
+            waiting: None,
+        };
+        for columns in [80, 100, 120] {
+            let text = status_text(
+                "claude",
+                Duration::from_secs(75),
+                &state,
+                now,
+                Some(columns),
+            );
+            assert!(display::width(&text) < columns, "{columns}: {text}");
+            assert!(text.ends_with("/render_status.rs"), "{columns}: {text}");
+        }
+        let wide = status_text("claude", Duration::from_secs(75), &state, now, Some(200));
+        assert_eq!(
+            wide,
+            format!("▶ claude  1m 15s  tools 12  in 123.5k out 7.9k  $1.2345  Edit {path}")
         );
     }
 
@@ -502,14 +675,15 @@ mod tests {
             waiting: Some((now + Duration::from_secs(42), "rate limited".into())),
             ..State::default()
         };
-        let text = status_text("claude", "01:05", &state, now);
+        let secs = Duration::from_secs;
+        let text = status_text("claude", secs(65), &state, now, None);
         assert!(text.ends_with("waiting 42s (rate limited)"), "{text}");
-        let later = status_text("claude", "01:15", &state, now + Duration::from_secs(10));
+        let later = status_text("claude", secs(75), &state, now + secs(10), None);
         assert!(later.ends_with("waiting 32s (rate limited)"), "{later}");
         let done = State {
             waiting: None,
             ..state
         };
-        assert!(status_text("claude", "01:50", &done, now).ends_with("  thinking"));
+        assert!(status_text("claude", secs(110), &done, now, None).ends_with("  thinking"));
     }
 }

@@ -9,16 +9,20 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use corral_compose::{RunRecord, read_record};
 use corral_ports::run_dir::{EVENTS_FILE, PROMPT_FILE};
+use corral_ports::{AgentEvent, ProviderId, RunObserver, SessionId};
 
 use clap_complete::engine::CompletionCandidate;
 
 use crate::args::RunsCommand;
 use crate::config_cmd::load_settings;
+use crate::display;
 use crate::exit::{Exit, usage};
+use crate::render::{Renderer, Style, short};
 use crate::term::{errln, one_line, outln};
 
 fn runs_root(dir: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -126,8 +130,8 @@ pub async fn runs(cmd: RunsCommand) -> anyhow::Result<Exit> {
         RunsCommand::Show { id, dir, json } => {
             show(&find_run_or_latest(&runs_root(dir)?, id.as_deref())?, json)
         }
-        RunsCommand::Follow { id, dir } => {
-            follow(&find_run_or_latest(&runs_root(dir)?, id.as_deref())?).await
+        RunsCommand::Follow { id, dir, json } => {
+            follow(&find_run_or_latest(&runs_root(dir)?, id.as_deref())?, json).await
         }
     }
 }
@@ -181,47 +185,47 @@ fn list(root: &Path, json: bool, all: bool) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Success);
     }
-    outln!(
-        "{:<34} {:<18} {:>4} {:<11} {:>8} {:>8}  prompt",
-        "run",
-        "outcome",
-        "exit",
-        "started",
-        "duration",
-        "cost"
-    );
+    // On a terminal the prompt gets the width the other columns leave; else a fixed share.
+    let fit = display::terminal_width();
+    let prompt_columns = if fit.is_some() {
+        PROMPT_PEEK_BYTES as usize
+    } else {
+        PROMPT_COLUMN
+    };
+    let mut rows = Vec::new();
     for (dir, record) in runs {
         let r = match record {
             Ok(r) => r,
             Err(e) => {
                 let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-                outln!(
-                    "{:<34} {:<18} {:>4} {:<11} {:>8} {:>8}  -",
+                rows.push(vec![
                     one_line(name.as_deref().unwrap_or("?")),
-                    "unreadable",
-                    "-",
-                    "-",
-                    "-",
-                    "-"
-                );
+                    "unreadable".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                ]);
                 errln!("warning: {}", one_line(&format!("{e:#}")));
                 continue;
             }
         };
-        let duration = r
-            .duration_ms
-            .map_or("-".to_string(), |ms| format!("{:.1}s", ms as f64 / 1000.0));
-        let exit = r.exit_code.map_or("-".to_string(), |c| c.to_string());
-        outln!(
-            "{:<34} {:<18} {:>4} {:<11} {:>8} {:>8}  {}",
+        rows.push(vec![
             one_line(&r.run_id),
             one_line(&state(&r)),
-            exit,
-            one_line(&short_time(&r.started_at)),
-            duration,
+            r.exit_code.map_or("-".to_string(), |c| c.to_string()),
+            one_line(&display::recorded_time(&r.started_at)),
+            r.duration_ms.map_or("-".to_string(), display::duration_ms),
             cost(&r),
-            one_line(&prompt_line(&dir, PROMPT_COLUMN))
-        );
+            one_line(&prompt_line(&dir, prompt_columns)),
+        ]);
+    }
+    let header = [
+        "run", "outcome", "exit", "started", "duration", "cost", "prompt",
+    ];
+    for line in display::table(Some(&header), &[2, 4, 5], rows, fit) {
+        outln!("{line}");
     }
     if let Some(note) = &left_out_note {
         outln!("({note})");
@@ -229,18 +233,10 @@ fn list(root: &Path, json: bool, all: bool) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
-/// How much of the prompt's first line `runs list` shows.
+/// How much of the prompt's first line `runs list` shows when no width is known.
 const PROMPT_COLUMN: usize = 40;
 /// How much of `prompt.md` is read for its first line.
 const PROMPT_PEEK_BYTES: u64 = 4096;
-
-/// `2026-12-01T10:04:05.123Z` as `12-01 10:04` (UTC, as recorded).
-fn short_time(rfc3339: &str) -> String {
-    match (rfc3339.get(5..10), rfc3339.get(11..16)) {
-        (Some(day), Some(time)) => format!("{day} {time}"),
-        _ => rfc3339.to_string(),
-    }
-}
 
 fn cost(record: &RunRecord) -> String {
     record
@@ -249,7 +245,7 @@ fn cost(record: &RunRecord) -> String {
         .map_or("-".to_string(), |c| format!("${c:.4}"))
 }
 
-/// The first line of the run's prompt, cut to `max` characters; `-` when there is none.
+/// The first line of the run's prompt, cut to `max` columns; `-` when there is none.
 fn prompt_line(dir: &Path, max: usize) -> String {
     let Ok(bytes) = read_head(&dir.join(PROMPT_FILE), PROMPT_PEEK_BYTES) else {
         return "-".to_string();
@@ -260,12 +256,7 @@ fn prompt_line(dir: &Path, max: usize) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("-");
-    if line.chars().count() > max {
-        let cut: String = line.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    } else {
-        line.to_string()
-    }
+    display::cut(line, max)
 }
 
 /// The first `max` bytes of a regular file, read without blocking.
@@ -299,13 +290,13 @@ fn show(dir: &Path, json: bool) -> anyhow::Result<Exit> {
         .unwrap_or_default();
     field("provider", &format!("{}{model}", record.provider));
     field("cwd", &record.cwd.display().to_string());
-    field("started", &record.started_at);
+    field("started", &display::recorded_time(&record.started_at));
     let exit = record
         .exit_code
         .map_or(String::new(), |c| format!(" (exit {c})"));
     field("outcome", &format!("{}{exit}", state(&record)));
     if let Some(ms) = record.duration_ms {
-        field("duration", &format!("{:.1}s", ms as f64 / 1000.0));
+        field("duration", &display::duration_ms(ms));
     }
     field("session", record.session_id.as_deref().unwrap_or("-"));
     field("cost", &cost(&record));
@@ -339,70 +330,164 @@ fn show(dir: &Path, json: bool) -> anyhow::Result<Exit> {
     outln!("files");
     let mut files: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
     files.sort_by_key(|e| e.file_name());
-    for entry in files {
-        // lstat: a link is shown as what it is, never followed.
-        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        outln!(
-            "  {:<24} {len:>10} bytes",
-            one_line(&entry.file_name().to_string_lossy())
-        );
+    let rows = files
+        .iter()
+        .map(|entry| {
+            // lstat: a link is shown as what it is, never followed.
+            let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            vec![
+                one_line(&entry.file_name().to_string_lossy()),
+                format!("{len} bytes"),
+            ]
+        })
+        .collect();
+    for line in display::table(None, &[1], rows, None) {
+        outln!("  {line}");
     }
     Ok(Exit::Success)
 }
 
-/// One log line, shortened for a person.
-fn describe(line: &str) -> String {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-        return line.to_string();
+/// How `runs follow` shows the log: as `corral run` shows a run (its renderer, live on a
+/// terminal, plain lines on stderr otherwise), or the raw events as JSON lines (`--json`).
+enum Follower {
+    Json,
+    View(Arc<Renderer>),
+}
+
+impl Follower {
+    fn new(json: bool, record: &RunRecord) -> Self {
+        if json {
+            return Follower::Json;
+        }
+        let style = Style::choose(false, false);
+        // The elapsed time counts from the run's start, not from the follow's.
+        let so_far = jiff::Timestamp::now()
+            .duration_since(
+                record
+                    .started_at
+                    .parse::<jiff::Timestamp>()
+                    .unwrap_or_else(|_| jiff::Timestamp::now()),
+            )
+            .try_into()
+            .unwrap_or_default();
+        Follower::View(Renderer::following(style, record.provider.as_str(), so_far))
+    }
+
+    /// Shows one line of the log.
+    fn log_line(&self, line: &str) {
+        match self {
+            Follower::Json => match serde_json::from_str::<serde_json::Value>(line) {
+                // Re-written inert: the log holds what the agent wrote.
+                Ok(value) => {
+                    if let Ok(text) = crate::term::json(&value) {
+                        crate::term::out_soon(format_args!("{text}"));
+                    }
+                }
+                Err(_) => errln!("(a log line that is not JSON was skipped)"),
+            },
+            Follower::View(view) => show_log_line(view, line),
+        }
+    }
+
+    /// A line about the follow itself (a skipped line).
+    fn note(&self, text: &str) {
+        match self {
+            Follower::Json => errln!("{text}"),
+            Follower::View(view) => view.line(text),
+        }
+    }
+
+    /// How the run ended: on stdout, after the view is cleared; on stderr with `--json`, so
+    /// that stdout stays JSON lines.
+    fn end(&self, lines: &[String]) {
+        match self {
+            Follower::Json => {
+                crate::term::flush();
+                for line in lines {
+                    errln!("{line}");
+                }
+            }
+            Follower::View(view) => {
+                view.finish();
+                for line in lines {
+                    outln!("{line}");
+                }
+            }
+        }
+    }
+}
+
+/// Hands one log line to the renderer, as the run's own observer handed the event to it: the
+/// agent's events, each attempt's start, backoffs, waits for another run's hold, a cold
+/// fallback. The supervisor's own records (spawn details, exits, signals) are left to `--json`,
+/// as `corral run` leaves them to the log.
+fn show_log_line(view: &Renderer, line: &str) {
+    use serde_json::Value;
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        view.line(&format!(
+            "(a log line that is not JSON: {})",
+            short(line, 80)
+        ));
+        return;
     };
     // A log written before the keys were camelCase spells them in snake_case.
     let key = |camel: &str, snake: &str| {
         v.get(camel)
             .or_else(|| v.get(snake))
             .cloned()
-            .unwrap_or_default()
+            .unwrap_or(Value::Null)
     };
-    let kind = v["kind"].as_str().unwrap_or("?");
-    let at = key("monoMs", "mono_ms").as_f64().unwrap_or(0.0) / 1000.0;
-    let attempt = v["attempt"].as_u64().unwrap_or(0);
-    let detail = match kind {
-        "agent" => {
-            let event = v["event"].as_str().unwrap_or("?");
-            let text = ["text", "name", "sessionId", "session_id", "line"]
-                .iter()
-                .find_map(|k| v[*k].as_str())
-                .unwrap_or("")
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(100)
-                .collect::<String>();
-            format!("{event} {text}")
+    let attempt = v["attempt"]
+        .as_u64()
+        .and_then(|a| u32::try_from(a).ok())
+        .unwrap_or(0);
+    if let Some(at) = key("monoMs", "mono_ms")
+        .as_f64()
+        .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
+    {
+        view.replay_at(at);
+    }
+    let text = |key: &str| v[key].as_str().unwrap_or("").to_string();
+    match v["kind"].as_str().unwrap_or("") {
+        "agent" => match serde_json::from_value::<AgentEvent>(v.clone()) {
+            Ok(event) => view.event(attempt, &event),
+            Err(_) => view.line(&format!(
+                "(an agent event not understood: {})",
+                short(line, 80)
+            )),
+        },
+        "spawn" => {
+            let resume = v["resume"].as_str().and_then(|s| SessionId::parse(s).ok());
+            view.attempt_started(attempt, resume.as_ref());
         }
-        "spawn" => format!(
-            "{} (pid {})",
-            v["program"].as_str().unwrap_or("?"),
-            v["pid"]
+        "spawn_failed" => view.line(&format!(
+            "cannot start {}: {}",
+            text("program"),
+            text("error")
+        )),
+        "backoff" => view.backoff(
+            attempt,
+            Duration::from_millis(key("waitMs", "wait_ms").as_u64().unwrap_or(0)),
+            &text("reason"),
         ),
-        "exit" => format!("code {} signal {}", v["code"], v["signal"]),
-        "classified" => format!(
-            "{}: {}",
-            v["class"].as_str().unwrap_or("?"),
-            v["detail"].as_str().unwrap_or("")
-        ),
-        "backoff" => format!(
-            "{} ms ({})",
-            key("waitMs", "wait_ms"),
-            v["reason"].as_str().unwrap_or("")
-        ),
-        "stderr" => v["line"].as_str().unwrap_or("").chars().take(100).collect(),
-        "run_finished" | "provider_run_finished" => {
-            v["outcome"].as_str().unwrap_or("?").to_string()
+        "rate_limit_wait" => {
+            if let (Ok(provider), Some(ms)) = (
+                serde_json::from_value::<ProviderId>(v["provider"].clone()),
+                key("untilEpochMs", "until_epoch_ms").as_u64(),
+            ) {
+                view.account_wait(attempt, provider, UNIX_EPOCH + Duration::from_millis(ms));
+            }
         }
-        _ => String::new(),
-    };
-    format!("[{at:>8.1}s #{attempt}] {kind} {detail}")
+        "cold_retry" => view.line(&format!(
+            "session {} not found: running the task cold, in a new session",
+            key("staleSession", "stale_session").as_str().unwrap_or("")
+        )),
+        "kill_started" => view.line(&format!(
+            "ending the CLI ({})",
+            text("reason").replace('_', " ")
+        )),
+        _ => {}
+    }
 }
 
 /// The longest log line `runs follow` keeps while waiting for its end; a longer one is skipped.
@@ -449,6 +534,7 @@ fn print_new_lines(
     offset: &mut u64,
     partial: &mut Vec<u8>,
     last_kind: &mut Option<String>,
+    follower: &Follower,
 ) -> anyhow::Result<()> {
     let Some(mut file) = open_log(path)? else {
         return Ok(());
@@ -477,9 +563,12 @@ fn print_new_lines(
                 *last_kind = serde_json::from_str::<serde_json::Value>(&line)
                     .ok()
                     .and_then(|v| v["kind"].as_str().map(str::to_owned));
-                crate::term::out_soon(format_args!("{}", one_line(&describe(&line))));
+                follower.log_line(&line);
             } else {
-                outln!("(a log line of {} bytes was skipped)", partial.len());
+                follower.note(&format!(
+                    "(a log line of {} bytes was skipped)",
+                    partial.len()
+                ));
             }
             partial.clear();
             rest = &rest[end + 1..];
@@ -494,27 +583,55 @@ fn memchr_newline(bytes: &[u8]) -> Option<usize> {
     bytes.iter().position(|&b| b == b'\n')
 }
 
-async fn follow(dir: &Path) -> anyhow::Result<Exit> {
+async fn follow(dir: &Path, json: bool) -> anyhow::Result<Exit> {
     let path = dir.join(EVENTS_FILE);
+    let follower = Follower::new(json, &read_record(dir)?);
+    let ticker = match &follower {
+        Follower::View(view) => view.spawn_ticker(),
+        Follower::Json => None,
+    };
+    let ended = follow_log(dir, &path, &follower).await;
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    match ended {
+        Ok((exit, lines)) => {
+            follower.end(&lines);
+            Ok(exit)
+        }
+        Err(e) => {
+            follower.end(&[]);
+            Err(e)
+        }
+    }
+}
+
+/// Follows the log until the run ends: its exit code, and the lines that say how it ended.
+async fn follow_log(
+    dir: &Path,
+    path: &Path,
+    follower: &Follower,
+) -> anyhow::Result<(Exit, Vec<String>)> {
     let mut offset = 0u64;
     let mut partial = Vec::new();
     let mut gone_since: Option<Instant> = None;
     let mut last_kind: Option<String> = None;
     loop {
-        print_new_lines(&path, &mut offset, &mut partial, &mut last_kind)?;
+        print_new_lines(path, &mut offset, &mut partial, &mut last_kind, follower)?;
         let record = read_record(dir)?;
         if record.finished_at.is_some() && partial.is_empty() {
-            outln!(
+            let line = format!(
                 "run {} finished: {} (exit {})",
                 one_line(&record.run_id),
                 one_line(&record.outcome),
                 record.exit_code.map_or("-".to_string(), |c| c.to_string())
             );
             // Like `gh run watch --exit-status`: the followed run's own exit code.
-            return Ok(record
+            let exit = record
                 .exit_code
                 .and_then(Exit::from_code)
-                .unwrap_or(Exit::Crashed));
+                .unwrap_or(Exit::Crashed);
+            return Ok((exit, vec![line]));
         }
         // A record from before supervisors were recorded: a log that ends the run is the end.
         let legacy_end =
@@ -522,22 +639,22 @@ async fn follow(dir: &Path) -> anyhow::Result<Exit> {
         if record.supervisor_gone() || legacy_end {
             let since = *gone_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= FOLLOW_GONE_GRACE {
-                print_new_lines(&path, &mut offset, &mut partial, &mut last_kind)?;
-                match record.supervisor {
-                    Some(s) => outln!(
+                print_new_lines(path, &mut offset, &mut partial, &mut last_kind, follower)?;
+                let mut lines = vec![match record.supervisor {
+                    Some(s) => format!(
                         "run {} ended without finishing its record: its supervisor (pid {}) is gone",
                         one_line(&record.run_id),
                         s.pid
                     ),
-                    None => outln!(
+                    None => format!(
                         "run {} ended without finishing its record (its log ends the run)",
                         one_line(&record.run_id)
                     ),
-                }
+                }];
                 if let Some(id) = &record.session_id {
-                    outln!("session {}", one_line(id));
+                    lines.push(format!("session {}", one_line(id)));
                 }
-                return Ok(Exit::Crashed);
+                return Ok((Exit::Crashed, lines));
             }
         } else {
             gone_since = None;

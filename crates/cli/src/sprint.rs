@@ -20,6 +20,7 @@ use corral_sprint::{
 };
 
 use crate::args::SprintCommand;
+use crate::display;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, one_line, outln};
 
@@ -195,20 +196,25 @@ fn print_summary(file: &SprintFile) {
     );
     outln!("tasks in the order they run:");
     let order = file.run_order();
-    let width = order.iter().map(|t| t.id.as_str().len()).max().unwrap_or(0);
-    for (i, task) in order.iter().enumerate() {
-        let after = if task.depends_on.is_empty() {
-            String::new()
-        } else {
-            let ids: Vec<&str> = task.depends_on.iter().map(|d| d.as_str()).collect();
-            format!("  (after {})", ids.join(", "))
-        };
-        outln!(
-            "  {:>2}. {:<width$}  {}{after}",
-            i + 1,
-            task.id.as_str(),
-            one_line(&task.title)
-        );
+    let rows = order
+        .iter()
+        .enumerate()
+        .map(|(i, task)| {
+            let after = if task.depends_on.is_empty() {
+                String::new()
+            } else {
+                let ids: Vec<&str> = task.depends_on.iter().map(|d| d.as_str()).collect();
+                format!("  (after {})", ids.join(", "))
+            };
+            vec![
+                format!("{}.", i + 1),
+                task.id.as_str().to_string(),
+                format!("{}{after}", one_line(&task.title)),
+            ]
+        })
+        .collect();
+    for line in display::table(None, &[0], rows, indented_width()) {
+        outln!("  {line}");
     }
 }
 
@@ -280,7 +286,7 @@ pub(crate) struct AccountHoldStatus {
 
 impl AccountHoldStatus {
     fn line(&self) -> String {
-        let until = self.until.replacen('T', " ", 1).replace('Z', " UTC");
+        let until = display::recorded_time(&self.until);
         let waiting = match self.waiting_tasks.as_slice() {
             [] => String::new(),
             [one] => format!("; {one} waits for it"),
@@ -419,15 +425,10 @@ fn print_state(state: &SprintState) {
     );
     outln!(
         "started {}, updated {}",
-        one_line(&state.started_at),
-        one_line(&state.updated_at)
+        one_line(&display::recorded_time(&state.started_at)),
+        one_line(&display::recorded_time(&state.updated_at))
     );
-    let width = state
-        .tasks
-        .iter()
-        .map(|t| t.id.as_str().len())
-        .max()
-        .unwrap_or(0);
+    let mut rows = Vec::new();
     for task in &state.tasks {
         let mut details = Vec::new();
         if task.round > 0 {
@@ -451,12 +452,14 @@ fn print_state(state: &SprintState) {
         } else {
             format!("  ({})", details.join(", "))
         };
-        outln!(
-            "  {:<7}  {:<width$}  {}{details}",
-            task.status.as_str(),
-            task.id.as_str(),
-            one_line(&task.title)
-        );
+        rows.push(vec![
+            task.status.as_str().to_string(),
+            task.id.as_str().to_string(),
+            format!("{}{details}", one_line(&task.title)),
+        ]);
+    }
+    for line in display::table(None, &[], rows, indented_width()) {
+        outln!("  {line}");
     }
     let all = state.usage();
     if all.total != corral_ports::Usage::default() {
@@ -479,4 +482,9 @@ fn print_state(state: &SprintState) {
             parts.join("; ")
         );
     }
+}
+
+/// The terminal's width less the two columns a table's rows are indented by.
+fn indented_width() -> Option<usize> {
+    display::terminal_width().map(|w| w.saturating_sub(2))
 }

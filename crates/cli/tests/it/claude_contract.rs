@@ -290,15 +290,27 @@ fn runs_follow_tails_a_run_in_flight_until_it_ends() {
         .file_name();
     let id = id.to_string_lossy().into_owned();
     let follow = spawn(&["runs", "follow", &id[..12]]);
-    // Let the follower catch up with the log so far, then end the run.
+    let raw = spawn(&["runs", "follow", "--json", &id[..12]]);
+    // Let the followers catch up with the log so far, then end the run.
     std::thread::sleep(std::time::Duration::from_millis(500));
     corral_test_support::interrupt(run.id());
     let run = run.wait_with_output().unwrap();
     assert_eq!(run.status.code(), Some(130));
     let followed = follow.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&followed.stdout);
+    let shown = String::from_utf8_lossy(&followed.stderr);
     // `runs follow` exits with the followed run's code: it was cancelled.
     assert_eq!(followed.status.code(), Some(130), "{text}");
+    // The run as `corral run` shows it, on stderr; how it ended on stdout.
+    assert!(shown.contains("] session "), "{shown}");
+    assert!(!shown.contains("session_started"), "{shown}");
+    assert!(
+        text.trim_end().ends_with("finished: cancelled (exit 130)"),
+        "{text}"
+    );
+    let raw = raw.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&raw.stdout);
+    assert_eq!(raw.status.code(), Some(130), "{text}");
     for needle in [
         "run_started",
         "spawn",
@@ -306,12 +318,11 @@ fn runs_follow_tails_a_run_in_flight_until_it_ends() {
         "kill_started",
         "run_finished",
     ] {
-        assert!(text.contains(needle), "follow printed no {needle}: {text}");
+        assert!(
+            text.contains(needle),
+            "follow --json printed no {needle}: {text}"
+        );
     }
-    assert!(
-        text.trim_end().ends_with("finished: cancelled (exit 130)"),
-        "{text}"
-    );
 }
 
 #[test]

@@ -128,6 +128,78 @@ fn runs_follow_exits_with_the_followed_runs_code() {
     assert_eq!(out.status.code(), Some(5), "{}", transcript(&env, &out));
 }
 
+/// `runs follow` shows a run from its log as `corral run` shows it: the agent's events as the
+/// live view's lines (no raw kinds, no unparsed JSON), each at its time in the run, cut to the
+/// terminal's width by display width with a tool call's file name kept; the end on stdout.
+/// `--json` gives the raw events instead, one per line, and the end on stderr.
+#[test]
+fn runs_follow_renders_as_the_live_view_and_json_gives_the_raw_events() {
+    let env = Env::new();
+    let id = "20261201T100000Z-claude-f011ow";
+    let dir = env.project().join(".corral/runs").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = serde_json::json!({
+        "run_id": id, "provider": "claude", "model": null,
+        "cwd": env.project(), "started_at": "2026-12-01T10:00:00Z",
+        "finished_at": "2026-12-01T10:01:05Z", "outcome": "succeeded", "exit_code": 0,
+        "session_id": "60a5da9f-0000-4000-8000-000000000001", "signals_valid": null,
+        "signals_error": null, "signal_kinds": [], "attempts": 2, "provider_runs": 1,
+        "usage": {}, "duration_ms": 65000, "error": null, "resume_command": null,
+    });
+    std::fs::write(dir.join("run.json"), record.to_string()).unwrap();
+    let path =
+        "/home/someone/projects/プロジェクト/crates/cli/src/deeply/nested/module/render_status.rs";
+    let session = "60a5da9f-0000-4000-8000-000000000001";
+    let lines = [
+        serde_json::json!({"mono_ms": 0.4, "attempt": 1, "kind": "run_started", "provider": "claude"}),
+        serde_json::json!({"mono_ms": 10.0, "attempt": 1, "kind": "spawn", "program": "/bin/claude", "pid": 42, "resume": null}),
+        serde_json::json!({"mono_ms": 700.0, "attempt": 1, "kind": "agent", "event": "session_started", "session_id": session, "model": "claude-opus"}),
+        serde_json::json!({"mono_ms": 900.0, "attempt": 1, "kind": "agent", "event": "unparsed", "line": "{\"type\":\"system\",\"subtype\":\"task_started\"}"}),
+        serde_json::json!({"mono_ms": 1500.0, "attempt": 1, "kind": "agent", "event": "tool_use", "id": "t1", "name": "Edit", "input": {"file_path": path}}),
+        serde_json::json!({"mono_ms": 1600.0, "attempt": 1, "kind": "stderr", "line": "noise"}),
+        serde_json::json!({"mono_ms": 2000.0, "attempt": 1, "kind": "agent", "event": "terminal_result", "is_error": true, "text": "API Error: 429"}),
+        serde_json::json!({"mono_ms": 2100.0, "attempt": 1, "kind": "exit", "code": 1, "signal": null}),
+        serde_json::json!({"mono_ms": 2200.0, "attempt": 1, "kind": "backoff", "wait_ms": 53000, "reason": "exponential backoff", "retry": 1, "next_resume": session}),
+        serde_json::json!({"mono_ms": 55300.0, "attempt": 2, "kind": "spawn", "program": "/bin/claude", "pid": 43, "resume": session}),
+        serde_json::json!({"mono_ms": 64000.0, "attempt": 2, "kind": "agent", "event": "text", "text": "日本語の答えはここにあります。".repeat(8)}),
+        serde_json::json!({"mono_ms": 64900.0, "attempt": 2, "kind": "agent", "event": "terminal_result", "is_error": false, "text": "Recovered and done."}),
+        serde_json::json!({"mono_ms": 65000.0, "attempt": 2, "kind": "run_finished", "outcome": "succeeded"}),
+    ];
+    let log: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join("events.jsonl"), &log).unwrap();
+    let out = env
+        .corral()
+        .env("COLUMNS", "80")
+        .args(["runs", "follow"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in stderr.lines() {
+        assert!(
+            unicode_width::UnicodeWidthStr::width(line) <= 80,
+            "wider than 80 columns: {line}"
+        );
+    }
+    insta::assert_snapshot!(transcript(&env, &out));
+    let json = env
+        .corral()
+        .args(["runs", "follow", "--json", id])
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(0), "{}", transcript(&env, &json));
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events, lines);
+    assert!(
+        String::from_utf8_lossy(&json.stderr).contains("finished: succeeded (exit 0)"),
+        "{}",
+        transcript(&env, &json)
+    );
+}
+
 #[test]
 fn chat_without_the_cli_exits_like_run() {
     let env = Env::new();
@@ -228,7 +300,8 @@ fn runs_show_prints_a_summary_or_the_record_as_json() {
     let text = String::from_utf8_lossy(&list.stdout);
     let row = text.lines().find(|l| l.starts_with(&id)).unwrap();
     let started = record(&dir)["startedAt"].as_str().unwrap().to_string();
-    let started = format!("{} {}", &started[5..10], &started[11..16]);
+    // Shown in the local zone (UTC here: the tests set TZ) with its name and the year.
+    let started = format!("{} {} UTC", &started[..10], &started[11..19]);
     assert!(
         text.starts_with("run ")
             && text.lines().next().unwrap().contains("started")

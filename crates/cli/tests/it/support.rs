@@ -31,12 +31,15 @@ impl Env {
         self.dir.path().join("project")
     }
 
-    /// `corral` with a clean environment: PATH, HOME, and nothing else.
+    /// `corral` with a clean environment: PATH, HOME, and `TZ` (UTC, written as POSIX so that
+    /// no time zone database is needed), so that the times it shows are the same on every
+    /// machine.
     pub fn corral(&self) -> Command {
         let mut cmd = Command::cargo_bin("corral").unwrap();
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.home())
+            .env("TZ", "UTC0")
             .current_dir(self.project());
         cmd
     }

@@ -240,14 +240,18 @@ fn runs_follow_ends_when_the_supervisor_is_gone_even_after_run_finished() {
     );
     let out = env
         .corral()
-        .args(["runs", "follow", "20261201T100000Z-claude-000001"])
+        .args(["runs", "follow", "--json", "20261201T100000Z-claude-000001"])
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(6), "{text}");
-    assert!(text.contains("run_finished succeeded"), "{text}");
-    assert!(text.contains("is gone"), "{text}");
+    assert!(text.contains("\"kind\":\"run_finished\""), "{text}");
+    // With --json, stdout stays JSON lines: how the run ended is on stderr.
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is gone"),
+        "{text}"
+    );
 }
 
 #[test]
