@@ -128,7 +128,16 @@ pub(crate) async fn check_roles(
 ) -> Report {
     let mut report = Report::default();
     for (names, role) in fold(roles) {
-        check_role(&mut report, &names, &role, settings, work_tree, records, cancel).await;
+        check_role(
+            &mut report,
+            &names,
+            &role,
+            settings,
+            work_tree,
+            records,
+            cancel,
+        )
+        .await;
     }
     report
 }
@@ -371,9 +380,7 @@ pub(crate) async fn check_sprint_commands(
     settings: &Settings,
     root: &Path,
 ) {
-    for warning in
-        crate::sprint_init::commit_and_command_warnings(file, settings, root).await
-    {
+    for warning in crate::sprint_init::commit_and_command_warnings(file, settings, root).await {
         report.problem(warning, None);
     }
 }
@@ -407,8 +414,9 @@ pub(crate) fn finding_lines(report: &Report) -> Vec<String> {
 }
 
 /// Prints the report on stderr: each finding, then the count of problems (or that all passed)
-/// and what the requests took.
-pub(crate) fn print(report: &Report, what: &str) {
+/// and what the requests took; `what` did not start, and `skip` is how to do without the
+/// preflight.
+pub(crate) fn print(report: &Report, what: &str, skip: &str) {
     for line in finding_lines(report) {
         errln!("{line}");
     }
@@ -422,7 +430,7 @@ pub(crate) fn print(report: &Report, what: &str) {
     match report.problems() {
         0 => errln!("preflight: passed ({cost})"),
         n => errln!(
-            "preflight: {n} problem{} found ({cost}); {what} did not start: fix {} and run again, or pass --no-preflight to skip this check",
+            "preflight: {n} problem{} found ({cost}); {what} did not start: fix {} and run again, or {skip} to skip this check",
             if n == 1 { "" } else { "s" },
             if n == 1 { "it" } else { "them" }
         ),

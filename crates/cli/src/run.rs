@@ -396,6 +396,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
                 format!("providers.{provider_id}.model (or pass --model)")
             },
         };
+        crate::term::errln!("preflight: asking {provider_id} one cheap request before the run");
         let report = crate::preflight::check_roles(
             &[role],
             settings,
@@ -404,7 +405,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
             &CancellationToken::new(),
         )
         .await;
-        crate::preflight::print(&report, "the run");
+        crate::preflight::print(&report, "the run", "run without --preflight");
         if report.problems() > 0 {
             return Ok(Exit::Unavailable);
         }

@@ -11,9 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use corral_compose::Settings;
 use corral_compose::{command_runner, engine_config, new_run_id, now, task_executor};
 use corral_ports::{CancellationToken, CommandEnd, CommandRunner, CommandSpec};
-use corral_compose::Settings;
 use corral_sprint::{
     DirtyTree, RoleAgent, RoleSettings, RunOptions, SPRINT_FILE, SprintEnd, SprintError,
     SprintFile, SprintRun, SprintSummary, run_sprint,
@@ -146,7 +146,7 @@ async fn preflight(
     let mut report = check_roles(&roles, settings, root, &records_dir(root), &cancel).await;
     on_signal.abort();
     check_sprint_commands(&mut report, file, settings, root).await;
-    crate::preflight::print(&report, "the sprint");
+    crate::preflight::print(&report, "the sprint", "pass --no-preflight");
     report
 }
 
