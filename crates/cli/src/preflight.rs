@@ -385,6 +385,42 @@ pub(crate) async fn check_sprint_commands(
     }
 }
 
+/// `corral run --preflight`: the run's provider and model checked on the run's own engine (only
+/// a sprint's evaluator needs the strict read-only one), in `cwd`, the report printed; whether
+/// the run may start.
+pub(crate) async fn before_a_run(
+    provider: ProviderId,
+    model: Option<String>,
+    model_from_flag: bool,
+    settings: &Settings,
+    cwd: &Path,
+    project_root: &Path,
+) -> bool {
+    let role = RoleCheck {
+        role: "run",
+        provider,
+        model,
+        effort: None,
+        read_only: false,
+        model_key: if model_from_flag {
+            "--model".to_string()
+        } else {
+            format!("providers.{provider}.model (or pass --model)")
+        },
+    };
+    errln!("preflight: asking {provider} one cheap request before the run");
+    let report = check_roles(
+        &[role],
+        settings,
+        cwd,
+        &records_dir(project_root),
+        &CancellationToken::new(),
+    )
+    .await;
+    print(&report, "the run", "run without --preflight");
+    report.problems() == 0
+}
+
 /// Where the preflight's request records go in the project at `root`: `.corral/preflight/`,
 /// which git ignores as it does the rest of `.corral`.
 pub(crate) fn records_dir(root: &Path) -> PathBuf {
