@@ -138,8 +138,10 @@ pub struct RunArgs {
     /// Before the run, check the provider as `corral sprint run` does: its CLI found and
     /// tested, then one cheap request (a one-word answer) through the same engine and sandbox,
     /// proving the login and the model. Problems end the run with exit 8, each with its fix.
-    ///
-    /// Cost: PREFLIGHT_COST.
+    /// Cost: one request, measured against a fake API at 1-20 s with the CLI's start-up
+    /// (Claude Code 3 s, Codex 1 s, OpenCode 19 s) and, by the size of what the CLI sends, 2k-19k
+    /// input tokens and a one-word answer (Claude Code: about 19k tokens, $0.06 at $3 per
+    /// million). docs/sprint.md has every CLI's figures.
     #[arg(long)]
     pub preflight: bool,
     /// The prompt; `-` reads it from standard input.
@@ -339,8 +341,12 @@ Exit codes:
 Preflight: before the first task, each role's CLI is found and its version checked, then asked
 one cheap request (a one-word answer) through the same engine and sandbox as its spawns, which
 proves its login, its model and, for the evaluator, a sandbox that keeps the work tree
-read-only; a missing commit identity or check command is refused too. Cost: PREFLIGHT_COST.
---no-preflight skips it.";
+read-only; a missing commit identity or check command is refused too. Every problem is
+named at once with its fix (exit 8). Cost: one request per distinct provider and model,
+measured against a fake API at 1-20 s each with the CLI's start-up (Claude Code 3 s, Codex 1 s,
+OpenCode 19 s) and, by the size of what the CLI sends, 2k-19k input tokens and a one-word answer
+(Claude Code: about 19k tokens, $0.06 at $3 per million); docs/sprint.md has every CLI's
+figures. --no-preflight skips it.";
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {

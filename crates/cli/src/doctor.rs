@@ -102,7 +102,9 @@ async fn ask_cli(
         &[role],
         settings,
         &work_tree,
-        &scratch.join("records"),
+        // Where a project keeps them (`.corral/preflight/`), as the fake model API of the tests
+        // knows a preflight request by.
+        &scratch.join(".corral").join("preflight"),
         &corral_ports::CancellationToken::new(),
     )
     .await;

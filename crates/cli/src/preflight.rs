@@ -391,6 +391,42 @@ pub(crate) async fn check_sprint_commands(
     }
 }
 
+/// `corral run --preflight`: the run's provider and model checked on the run's own engine (only
+/// a sprint's evaluator needs the strict read-only one), in `cwd`, the report printed; whether
+/// the run may start.
+pub(crate) async fn before_a_run(
+    provider: ProviderId,
+    model: Option<String>,
+    model_from_flag: bool,
+    settings: &Settings,
+    cwd: &Path,
+    project_root: &Path,
+) -> bool {
+    let role = RoleCheck {
+        role: "run",
+        provider,
+        model,
+        effort: None,
+        read_only: false,
+        model_key: if model_from_flag {
+            "--model".to_string()
+        } else {
+            format!("providers.{provider}.model (or pass --model)")
+        },
+    };
+    errln!("preflight: asking {provider} one cheap request before the run");
+    let report = check_roles(
+        &[role],
+        settings,
+        cwd,
+        &records_dir(project_root),
+        &CancellationToken::new(),
+    )
+    .await;
+    print(&report, "the run", "run without --preflight");
+    report.problems() == 0
+}
+
 /// Where the preflight's request records go in the project at `root`: `.corral/preflight/`,
 /// which git ignores as it does the rest of `.corral`.
 pub(crate) fn records_dir(root: &Path) -> PathBuf {
@@ -420,8 +456,9 @@ pub(crate) fn finding_lines(report: &Report) -> Vec<String> {
 }
 
 /// Prints the report on stderr: each finding, then the count of problems (or that all passed)
-/// and what the requests took.
-pub(crate) fn print(report: &Report, what: &str) {
+/// and what the requests took; `what` did not start, and `skip` is how to do without the
+/// preflight.
+pub(crate) fn print(report: &Report, what: &str, skip: &str) {
     for line in finding_lines(report) {
         errln!("{line}");
     }
@@ -435,7 +472,7 @@ pub(crate) fn print(report: &Report, what: &str) {
     match report.problems() {
         0 => errln!("preflight: passed ({cost})"),
         n => errln!(
-            "preflight: {n} problem{} found ({cost}); {what} did not start: fix {} and run again, or pass --no-preflight to skip this check",
+            "preflight: {n} problem{} found ({cost}); {what} did not start: fix {} and run again, or {skip} to skip this check",
             if n == 1 { "" } else { "s" },
             if n == 1 { "it" } else { "them" }
         ),

@@ -382,33 +382,18 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
     };
     let provider = headless_provider(provider_id, settings, engine_config(settings))
         .map_err(|e| usage(e.to_string()))?;
-    if args.preflight {
-        let role = crate::preflight::RoleCheck {
-            role: "run",
-            provider: provider_id,
-            model: model.clone(),
-            effort: None,
-            // The run's own engine, as `corral run --read-only` uses it: only a sprint's
-            // evaluator needs the strict one.
-            read_only: false,
-            model_key: if args.model.is_some() {
-                "--model".to_string()
-            } else {
-                format!("providers.{provider_id}.model (or pass --model)")
-            },
-        };
-        let report = crate::preflight::check_roles(
-            &[role],
+    if args.preflight
+        && !crate::preflight::before_a_run(
+            provider_id,
+            model.clone(),
+            args.model.is_some(),
             settings,
             &cwd,
-            &crate::preflight::records_dir(&loaded.project_root),
-            &CancellationToken::new(),
+            &loaded.project_root,
         )
-        .await;
-        crate::preflight::print(&report, "the run");
-        if report.problems() > 0 {
-            return Ok(Exit::Unavailable);
-        }
+        .await
+    {
+        return Ok(Exit::Unavailable);
     }
 
     let (run_id, run_dir) = loaded.create_run_dir(provider_id).map_err(|e| {

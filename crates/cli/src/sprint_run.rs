@@ -146,7 +146,7 @@ async fn preflight(
     let mut report = check_roles(&roles, settings, root, &records_dir(root), &cancel).await;
     on_signal.abort();
     check_sprint_commands(&mut report, file, settings, root).await;
-    crate::preflight::print(&report, "the sprint");
+    crate::preflight::print(&report, "the sprint", "pass --no-preflight");
     report
 }
 

@@ -177,7 +177,7 @@ fn doctor_with_model(model: &str) -> (Env, std::process::Output) {
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = env
         .corral()
-        .args(["doctor", "--provider", "opencode"])
+        .args(["doctor", "--provider", "opencode", "--no-request"])
         .env(
             "PATH",
             format!("{}:/usr/bin:/bin", env.dir.path().join("bin").display()),
@@ -211,7 +211,7 @@ fn doctor_says_a_credential_is_only_seen_not_tried() {
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = env
         .corral()
-        .args(["doctor", "--provider", "claude"])
+        .args(["doctor", "--provider", "claude", "--no-request"])
         .env(
             "PATH",
             format!("{}:/usr/bin:/bin", env.dir.path().join("bin").display()),

@@ -28,6 +28,7 @@ mod hostile;
 mod knobs;
 mod live_view;
 mod lossless;
+mod preflight;
 mod probes;
 mod ray;
 mod resume;

@@ -495,7 +495,12 @@ fn run_refuses_a_dirty_tree_naming_the_paths_and_both_flags() {
     git(&project, &["add", "-A"]);
     git(&project, &["commit", "-q", "-m", "start"]);
     env.write("project/notes.txt", "mine\n");
-    let out = env.corral().args(["sprint", "run"]).output().unwrap();
+    // No CLI and no commit identity here: the preflight would refuse those first.
+    let out = env
+        .corral()
+        .args(["sprint", "run", "--no-preflight"])
+        .output()
+        .unwrap();
     let err = env.clean(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{}", transcript(&env, &out));
     assert!(
@@ -519,6 +524,7 @@ fn a_second_run_in_the_same_repository_is_refused_naming_the_first_and_a_dead_on
     let env = Env::new();
     let project = env.project();
     // The first run holds the repository in `setup` until `.corral/go` exists (ignored by git).
+    // No commit identity here: the runs skip the preflight, which would refuse that first.
     env.write(
         "project/corral-sprint.toml",
         "[sprint]\nname = \"s\"\ncheck = \"true\"\nsetup = \"test -e .corral/go || sleep 60\"\nmax_rounds = 1\nmax_attempts = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n[roles.evaluator]\nenabled = false\n\n[[tasks]]\nid = \"a\"\ntitle = \"A\"\nprompt = \"p\"\n",
@@ -539,7 +545,7 @@ fn a_second_run_in_the_same_repository_is_refused_naming_the_first_and_a_dead_on
         .env("HOME", env.home())
         .env(name, &path)
         .current_dir(&project)
-        .args(["sprint", "run"])
+        .args(["sprint", "run", "--no-preflight"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -552,7 +558,7 @@ fn a_second_run_in_the_same_repository_is_refused_naming_the_first_and_a_dead_on
     let second = env
         .corral()
         .env(name, &path)
-        .args(["sprint", "run"])
+        .args(["sprint", "run", "--no-preflight"])
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
@@ -577,7 +583,7 @@ fn a_second_run_in_the_same_repository_is_refused_naming_the_first_and_a_dead_on
     let third = env
         .corral()
         .env(name, &path)
-        .args(["sprint", "run"])
+        .args(["sprint", "run", "--no-preflight"])
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap();

@@ -81,6 +81,11 @@ pub const SIDE_REQUEST_TEXT: &str = "Fake title";
 /// scripted rounds alone. The models and key rules still apply to it first.
 pub const PREFLIGHT_PROMPT_OPENING: &str = "Corral preflight check";
 
+/// The directory Corral keeps a preflight request's record in (`<project>/.corral/preflight/`):
+/// a request naming a path in it (the pointer to the prompt file of a CLI that reads its prompt
+/// from a file) is a preflight request too.
+pub const PREFLIGHT_DIR: &str = "/.corral/preflight/";
+
 /// What the fake answers a preflight request.
 pub const PREFLIGHT_REPLY: &str = "OK";
 

@@ -459,9 +459,11 @@ async fn handle(
             .map(|step| (wire, step)),
         (Ok(_) | Err(_), _) => None,
     };
-    let preflight = whole
-        .as_deref()
-        .is_some_and(|text| text.contains(super::PREFLIGHT_PROMPT_OPENING));
+    // A CLI that reads its prompt from a file first sends only a pointer to it, whose path
+    // lies in the preflight's record directory.
+    let preflight = whole.as_deref().is_some_and(|text| {
+        text.contains(super::PREFLIGHT_PROMPT_OPENING) || text.contains(super::PREFLIGHT_DIR)
+    });
     let (step, reply) = match (&summary, wire) {
         (Err(why), Some(wire)) => (None, wire.bad_request(why, seq)),
         (Ok(summary), Some(_)) if let Some((wire, step)) = &refusal => (
