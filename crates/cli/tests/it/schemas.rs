@@ -157,7 +157,7 @@ fn a_sprint_s_json_and_records_match_their_schemas() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
-    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
     let events =
         Schema::load("sprint-events.schema.json").check_lines("corral sprint run --json", &stdout);
     assert!(events >= 4, "{stdout}");
