@@ -147,7 +147,7 @@ pub fn driver_overrides(listing: &[u8]) -> Vec<(String, String)> {
     overrides
 }
 
-/// `base` (the variables git may have, `PATH` and `HOME`), then [`NEUTRAL_ENV`], then
+/// `base` (the variables git may have, `PATH` and `HOME`), then `NEUTRAL_ENV`, then
 /// [`NEUTRAL_CONFIG`] and `extra` as `GIT_CONFIG_*` variables, which outrank every config file.
 /// A name set twice keeps its last value.
 pub fn neutral_env(

@@ -8,7 +8,7 @@
 //! read-only, one there), looks for an entry of a hidden home, reports on a pipe, and then waits
 //! for the supervisor's word before it executes the CLI in its place (same process, same argv).
 //! The supervisor compares the namespaces with its own, checks on the host where the writes
-//! went, and confirms each guarantee or not ([`confirm`]). A guarantee not confirmed is moved to
+//! went, and confirms each guarantee or not (`confirm`). A guarantee not confirmed is moved to
 //! the attestation's not-enforced list, and the run refuses before the CLI ever ran, unless the
 //! user consented to run degraded (`allow_degraded_native`). A program that only pretends to be
 //! bubblewrap (it drops the options and runs the command) therefore runs the probe on the host,

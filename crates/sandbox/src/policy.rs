@@ -1028,7 +1028,7 @@ fn lock_for_removal(dir: &Path) -> Result<Option<nix::fcntl::Flock<std::fs::File
 /// sandbox is gone (a bind of it in a live sandbox would otherwise be detached). What the run
 /// changed, or put there instead, stays. Later placeholders first, so a directory emptied of
 /// its own placeholders goes too. Each under an exclusive lock of its directory (see
-/// [`BindingLocks`]); one whose directory another run keeps locked past [`UNBIND_WAIT`] stays.
+/// [`BindingLocks`]); one whose directory another run keeps locked past `UNBIND_WAIT` stays.
 pub fn remove_placeholders(placeholders: &[Placeholder]) {
     use std::os::unix::fs::MetadataExt;
     for placeholder in placeholders.iter().rev() {

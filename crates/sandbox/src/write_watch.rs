@@ -579,9 +579,9 @@ pub struct Seen {
     /// The calls it stopped.
     pub calls: u64,
     /// The writes outside the allowed paths, as `corral run` lists stray writes
-    /// (`added /home/me/x`), sorted; at most [`MAX_NOTED`].
+    /// (`added /home/me/x`), sorted; at most `MAX_NOTED`.
     pub strays: Vec<String>,
-    /// Strays beyond [`MAX_NOTED`], counted only.
+    /// Strays beyond `MAX_NOTED`, counted only.
     pub more: u64,
     /// Why the watch stopped early, if it did (the listener failed).
     pub error: Option<String>,

@@ -7,7 +7,7 @@
 //! started with `--unshare-net` (a private loopback, nothing else), `--json-status-fd` (it
 //! reports the sandbox's pid and namespace inodes) and `--block-fd` (the CLI is not executed
 //! until released). The supervisor then creates a listening socket on the sandbox's
-//! `127.0.0.1:3128` (see [`netns`]), releases the block, and serves the socket as an HTTP proxy
+//! `127.0.0.1:3128` (see `netns`), releases the block, and serves the socket as an HTTP proxy
 //! from the host side. The CLI is pointed at it with `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`, and
 //! a Node.js CLI whose `fetch` ignores those also gets a preloaded connector
 //! ([`ProxyHonour::NodeFetchPreload`]). Refusals are logged as `egress_refused` records.
