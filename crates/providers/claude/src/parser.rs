@@ -15,8 +15,9 @@
 //!
 //! Usage: Claude repeats a message's `usage` on every content-block line of that message, and
 //! these figures are a snapshot from the start of the message (output tokens are counted as 1
-//! where the `result` line reports 7). The parser therefore emits one `Usage` per message id, and
-//! none for the CLI's `<synthetic>` error messages. The engine prefers the `result` line's usage,
+//! where the `result` line reports 7). The parser therefore emits one `Usage` per message id (of
+//! the last 64 messages: a message's lines come together), and none for the CLI's `<synthetic>`
+//! error messages. The engine prefers the `result` line's usage,
 //! which is the authoritative total with the cost, so these events only count when a run dies
 //! before `result` (killed by a watchdog, crashed): input and cache tokens are then right, output
 //! tokens a lower bound.
@@ -27,7 +28,7 @@
 //! that was never saved), not a conversation that exists.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::VecDeque;
 
 use corral_engine::StreamParser;
 use corral_engine::shorten;
@@ -46,7 +47,31 @@ const SYNTHETIC_MODEL: &str = "<synthetic>";
 #[derive(Debug, Default)]
 pub struct ClaudeStreamParser {
     session_announced: bool,
-    usage_reported: HashSet<String>,
+    usage_reported: RecentIds,
+}
+
+/// How many message ids [`RecentIds`] remembers.
+const RECENT_IDS: usize = 64;
+
+/// The ids of the last messages whose usage was reported. Claude Code prints a message's content
+/// blocks a line each, one after the other (a sub-agent's lines may come between), so a message
+/// seen again is one of the last few. A set of every id grew with the stream: 200 000 messages
+/// held about 10 MiB until the run ended.
+#[derive(Debug, Default)]
+struct RecentIds(VecDeque<String>);
+
+impl RecentIds {
+    /// True the first time `id` is offered (among the last [`RECENT_IDS`]), and remembers it.
+    fn first_time(&mut self, id: &str) -> bool {
+        if self.0.iter().any(|seen| seen == id) {
+            return false;
+        }
+        if self.0.len() == RECENT_IDS {
+            self.0.pop_front();
+        }
+        self.0.push_back(id.to_string());
+        true
+    }
 }
 
 impl StreamParser for ClaudeStreamParser {
@@ -55,7 +80,7 @@ impl StreamParser for ClaudeStreamParser {
         if trimmed.is_empty() {
             return;
         }
-        if self.session_announced && text_only_assistant(trimmed, out) {
+        if self.session_announced && self.text_only_assistant(trimmed, out) {
             return;
         }
         let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(trimmed) else {
@@ -133,7 +158,7 @@ impl ClaudeStreamParser {
             str_field(message, "id"),
             message.get("usage").and_then(Value::as_object),
             model,
-        ) && self.usage_reported.insert(id.to_string())
+        ) && self.usage_reported.first_time(id)
         {
             out.push(AgentEvent::Usage {
                 usage: usage_of(usage, None),
@@ -178,12 +203,12 @@ impl ClaudeStreamParser {
     }
 }
 
-/// The commonest line, and the whole of a flood: an `assistant` message of `text` blocks only,
-/// without `usage`. Its fields are read borrowed from the line, not built into a `Value` tree.
-/// Each struct has a flattened catch-all, so that serde reads it from a JSON object only (as
-/// the general path does; a struct alone would also take an array). Every other line, and one
-/// this shape does not read (a duplicate field, a block that is not text, usage to report),
-/// goes the general way.
+/// The commonest line: an `assistant` message of `text` blocks only, with or without `usage` (as
+/// Claude Code prints it, every line carries its message's). Its fields are read borrowed from
+/// the line, not built into a `Value` tree. Each struct has a flattened catch-all, so that serde
+/// reads it from a JSON object only (as the general path does; a struct alone would also take an
+/// array). Every other line, and one this shape does not read (a duplicate field, a block that
+/// is not text, a count that is not a whole number), goes the general way.
 #[derive(serde::Deserialize)]
 struct TextLine<'a> {
     #[serde(rename = "type", borrow)]
@@ -198,9 +223,43 @@ struct TextLine<'a> {
 struct TextMessage<'a> {
     #[serde(borrow)]
     content: Vec<TextBlock<'a>>,
-    usage: Option<serde::de::IgnoredAny>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    usage: Option<TokenCounts>,
     #[serde(flatten)]
     _rest: serde::de::IgnoredAny,
+}
+
+/// A message's `usage`, read as [`usage_of`] reads it from a `Value`.
+#[derive(serde::Deserialize)]
+struct TokenCounts {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(flatten)]
+    _rest: serde::de::IgnoredAny,
+}
+
+impl TokenCounts {
+    fn usage(&self) -> Usage {
+        Usage {
+            input: self.input_tokens,
+            output: self.output_tokens,
+            cache_read: self.cache_read_input_tokens,
+            cache_write: self.cache_creation_input_tokens,
+            reasoning: None,
+            cost_usd: None,
+            premium_requests: None,
+        }
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -213,29 +272,41 @@ struct TextBlock<'a> {
     _rest: serde::de::IgnoredAny,
 }
 
-/// Reads `line` as a [`TextLine`] into `out`: what [`ClaudeStreamParser::assistant`] makes of
-/// it once the session is announced. False (and `out` untouched) when it is not one.
-fn text_only_assistant(line: &str, out: &mut Vec<AgentEvent>) -> bool {
-    let Ok(parsed) = serde_json::from_str::<TextLine<'_>>(line) else {
-        return false;
-    };
-    if parsed.kind != "assistant"
-        || parsed.message.usage.is_some()
-        || parsed.message.content.iter().any(|b| b.kind != "text")
-    {
-        return false;
+impl ClaudeStreamParser {
+    /// Reads `line` as a [`TextLine`] into `out`: what [`ClaudeStreamParser::assistant`] makes
+    /// of it once the session is announced. False (and `out` untouched) when it is not one.
+    fn text_only_assistant(&mut self, line: &str, out: &mut Vec<AgentEvent>) -> bool {
+        let Ok(parsed) = serde_json::from_str::<TextLine<'_>>(line) else {
+            return false;
+        };
+        if parsed.kind != "assistant" || parsed.message.content.iter().any(|b| b.kind != "text") {
+            return false;
+        }
+        let TextMessage {
+            content,
+            id,
+            model,
+            usage,
+            ..
+        } = parsed.message;
+        out.extend(
+            content
+                .into_iter()
+                .filter_map(|b| b.text.filter(|t| !t.is_empty()))
+                .map(|text| AgentEvent::Text {
+                    text: text.into_owned(),
+                }),
+        );
+        if let (Some(id), Some(usage), Some(model)) = (id, usage, model)
+            && model != SYNTHETIC_MODEL
+            && self.usage_reported.first_time(&id)
+        {
+            out.push(AgentEvent::Usage {
+                usage: usage.usage(),
+            });
+        }
+        true
     }
-    out.extend(
-        parsed
-            .message
-            .content
-            .into_iter()
-            .filter_map(|b| b.text.filter(|t| !t.is_empty()))
-            .map(|text| AgentEvent::Text {
-                text: text.into_owned(),
-            }),
-    );
-    true
 }
 
 fn assistant_block(block: &Value, out: &mut Vec<AgentEvent>) {
@@ -449,8 +520,8 @@ mod tests {
     }
 
     /// The borrowed reading of text-only lines makes what the `Value` tree makes, and leaves
-    /// every line it is not sure of to it: arrays in place of objects, duplicates, usage, other
-    /// blocks, fields of the wrong type.
+    /// every line it is not sure of to it: arrays in place of objects, duplicates, other blocks,
+    /// fields of the wrong type.
     #[test]
     fn the_text_only_reading_agrees_with_the_general_one() {
         let taken = [
@@ -458,9 +529,17 @@ mod tests {
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":""},{"type":"text","text":"b","citations":[]}],"usage":null}}"#,
             r#"{"type":"assistant","message":{"content":[{"type":"text"}]}}"#,
             r#"{"type":"assistant","message":{"content":[]},"parent_tool_use_id":null}"#,
+            r#"{"type":"assistant","message":{"id":"m","model":"x","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":1}}}"#,
+            r#"{"type":"assistant","message":{"id":"m","model":"x","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":3,"output_tokens":1,"cache_read_input_tokens":2,"cache_creation_input_tokens":0,"service_tier":"standard"}}}"#,
+            r#"{"type":"assistant","message":{"id":"m","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":1}}}"#,
+            r#"{"type":"assistant","message":{"id":"m","model":"<synthetic>","content":[{"type":"text","text":"Invalid API key"}],"usage":{"input_tokens":0}}}"#,
+            r#"{"type":"assistant","message":{"id":"m","model":"x","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":null}}}"#,
         ];
         let left = [
-            r#"{"type":"assistant","message":{"id":"m","model":"x","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":1}}}"#,
+            r#"{"type":"assistant","message":{"id":"m","model":"x","content":[{"type":"text","text":"a"}],"usage":[1]}}"#,
+            r#"{"type":"assistant","message":{"id":"m","model":"x","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":1.5}}}"#,
+            r#"{"type":"assistant","message":{"id":"m","model":"x","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":1,"input_tokens":2}}}"#,
+            r#"{"type":"assistant","message":{"id":7,"model":"x","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":1}}}"#,
             r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]}}"#,
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":"a"},{"type":"thinking","thinking":"b"}]}}"#,
             r#"{"type":"assistant","message":{"content":"a string"}}"#,
@@ -478,13 +557,55 @@ mod tests {
         ];
         for line in taken {
             let mut out = Vec::new();
-            assert!(text_only_assistant(line, &mut out), "not taken: {line}");
+            assert!(
+                announced().text_only_assistant(line, &mut out),
+                "not taken: {line}"
+            );
             assert_eq!(out, general(line), "{line}");
         }
         for line in left {
             let mut out = Vec::new();
-            assert!(!text_only_assistant(line, &mut out), "taken: {line}");
+            assert!(
+                !announced().text_only_assistant(line, &mut out),
+                "taken: {line}"
+            );
             assert!(out.is_empty());
         }
+    }
+
+    fn announced() -> ClaudeStreamParser {
+        ClaudeStreamParser {
+            session_announced: true,
+            ..ClaudeStreamParser::default()
+        }
+    }
+
+    /// A message's lines report its usage once, whichever path reads them, and what is
+    /// remembered stays bounded however long the stream.
+    #[test]
+    fn usage_is_reported_once_a_message_and_the_memory_of_ids_is_bounded() {
+        let mut parser = announced();
+        let line = |id: usize, block: &str| {
+            format!(
+                r#"{{"type":"assistant","message":{{"id":"msg_{id}","model":"x","content":[{block}],"usage":{{"input_tokens":1}}}}}}"#
+            )
+        };
+        let mut usages = 0;
+        for id in 0..1000 {
+            for block in [
+                r#"{"type":"text","text":"a"}"#,
+                r#"{"type":"tool_use","id":"t","name":"Bash","input":{}}"#,
+                r#"{"type":"text","text":"b"}"#,
+            ] {
+                let mut out = Vec::new();
+                parser.parse_line(&line(id, block), &mut out);
+                usages += out
+                    .iter()
+                    .filter(|e| matches!(e, AgentEvent::Usage { .. }))
+                    .count();
+            }
+        }
+        assert_eq!(usages, 1000);
+        assert_eq!(parser.usage_reported.0.len(), RECENT_IDS);
     }
 }
