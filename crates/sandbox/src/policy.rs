@@ -239,7 +239,9 @@ pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
     // The same namespaces and capability drop a run gets: where a user namespace cannot be
     // made (root on a kernel or container that forbids them), bubblewrap would otherwise run as
     // root with every capability, and the run must refuse instead. Bounded like every other
-    // short command: its own process group, no ambient environment, reaped, killed at the limit.
+    // short command: its own process group, reaped, killed at the limit, and of the ambient
+    // environment only `PATH`: a bare `bwrap` is looked up where a run looks it up, since with
+    // no `PATH` at all the exec falls back to `/bin:/usr/bin` and would find one a run does not.
     let request = SpawnRequest {
         program: bwrap.to_path_buf(),
         args: isolation_args()
@@ -247,7 +249,10 @@ pub fn bubblewrap_usable(bwrap: &Path) -> Result<(), String> {
             .chain(["--ro-bind", "/", "/", "--", "true"])
             .map(OsString::from)
             .collect(),
-        env: Vec::new(),
+        env: std::env::var_os("PATH")
+            .map(|path| (OsString::from("PATH"), path))
+            .into_iter()
+            .collect(),
         cwd: PathBuf::from(corral_process::HOST_CWD),
         stdin: StdinMode::Null,
         parent_death_signal: true,
