@@ -15,6 +15,13 @@
 //! A rate limit met by the cheap request is not a problem: it is said, and the sprint waits for
 //! it as it always does. The request's record is kept in `.corral/preflight/<role>/` for a
 //! failure's evidence.
+//!
+//! The request runs in a scratch directory beside the records (`.corral/preflight/work-tree/`,
+//! made empty before and removed after), not in the work tree: a CLI writes there at start-up
+//! (Grok its `.grok/settings.json`), and a model may answer with a tool call whatever the prompt
+//! says; either would leave the project dirty before the sprint's first task. Inside the project,
+//! the CLI still finds the configuration it reads upward from its directory (an OpenCode
+//! `opencode.json`, an `AGENTS.md`) as a real spawn does.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -127,19 +134,49 @@ pub(crate) async fn check_roles(
     cancel: &CancellationToken,
 ) -> Report {
     let mut report = Report::default();
+    let scratch = records.join(SCRATCH_TREE);
+    let _ = std::fs::remove_dir_all(&scratch);
+    if let Err(e) = std::fs::create_dir_all(&scratch) {
+        report.problem(
+            format!(
+                "cannot create the preflight's scratch directory {}: {e}",
+                scratch.display()
+            ),
+            None,
+        );
+        return report;
+    }
     for (names, role) in fold(roles) {
         check_role(
             &mut report,
             &names,
             &role,
             settings,
-            work_tree,
-            records,
+            Places {
+                work_tree,
+                scratch: &scratch,
+                records,
+            },
             cancel,
         )
         .await;
     }
+    let _ = std::fs::remove_dir_all(&scratch);
     report
+}
+
+/// The directory under the records the cheap requests run in (see the module's doc).
+const SCRATCH_TREE: &str = "work-tree";
+
+/// Where a role's check looks and writes.
+#[derive(Clone, Copy)]
+struct Places<'a> {
+    /// Where the agent works: a CLI found inside it is refused.
+    work_tree: &'a Path,
+    /// Where the cheap request runs.
+    scratch: &'a Path,
+    /// Where each request's record goes.
+    records: &'a Path,
 }
 
 /// The phrase naming a role's provider and model: `claude, model x`.
@@ -155,10 +192,14 @@ async fn check_role(
     names: &str,
     role: &RoleCheck,
     settings: &Settings,
-    work_tree: &Path,
-    records: &Path,
+    places: Places<'_>,
     cancel: &CancellationToken,
 ) {
+    let Places {
+        work_tree,
+        scratch,
+        records,
+    } = places;
     let id = role.provider;
     let facts = provider_facts(id, settings);
     let path = std::env::var_os("PATH");
@@ -252,7 +293,7 @@ async fn check_role(
         model: role.model.clone(),
         effort: role.effort,
         read_only: role.read_only,
-        work_tree,
+        work_tree: scratch,
         dir: records.join(dir_name),
     };
     let answer = match cheap_request(request, settings, config, cancel.clone()).await {

@@ -42,7 +42,8 @@ pub struct CheapRequest<'a> {
     /// Whether the role runs read-only (an evaluator): then the request runs on the strict
     /// engine a read-only spawn runs on, and must come back attested `repo-read-only`.
     pub read_only: bool,
-    /// The directory the agent works in (the project, as for a real spawn).
+    /// The directory the CLI runs in: the preflight gives it a scratch directory inside the
+    /// project (see `corral-cli`'s preflight), so that what the CLI writes stays out of the tree.
     pub work_tree: &'a Path,
     /// Where the request's record goes (`prompt.md`, `run.json`, `events.jsonl`); created, and
     /// emptied first.
