@@ -745,7 +745,7 @@ mod tests {
             "corral-claude -> anyhow (normal dep) is not allowed; `anyhow` is reserved to corral-cli, xtask: libraries return thiserror enums; anyhow is for the binary and the tool",
             "corral-claude -> tokio (normal dep) is not allowed; `tokio` with feature `process` is reserved to corral-process, corral-test-support: only corral-process creates processes",
             "corral-engine -> corral-test-support (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-process (normal/dev/build), corral-sandbox (normal/dev/build), corral-hostfs (normal/dev/build), corral-test-support (dev)",
-            "corral-ports -> tokio (dev dep) is not allowed; allowed externals: async-trait (normal/dev/build), serde (normal/dev/build), serde_json (normal/dev/build), thiserror (normal/dev/build), tokio-util (normal/dev/build)",
+            "corral-ports -> tokio (dev dep) is not allowed; allowed externals: async-trait (normal/dev/build), schemars (normal/dev/build), serde (normal/dev/build), serde_json (normal/dev/build), thiserror (normal/dev/build), tokio-util (normal/dev/build)",
             "corral-newcomer (/ws/corral-newcomer/Cargo.toml) is a workspace member missing from LAYERS in xtask/src/layers.rs; declare what it may depend on there (and in deny.toml)",
         ];
         assert_eq!(found, expected);

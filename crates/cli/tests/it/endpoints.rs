@@ -164,7 +164,8 @@ base_url = "https://spare.example/v1"
     );
     let out = env
         .corral()
-        .args(["doctor", "--provider", "codex"])
+        // The stand-in only knows its version: the login is not asked here (the endpoints are).
+        .args(["doctor", "--provider", "codex", "--no-request"])
         .env(
             "PATH",
             format!("{}:/usr/bin:/bin", env.dir.path().join("bin").display()),
