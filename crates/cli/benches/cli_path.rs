@@ -17,6 +17,10 @@
 //!   mode (the real Claude parser, the execution log, the renderer; the default sandbox) against a
 //!   raw tokio reader that spawns the same stand-in, parses every line as JSON and logs it.
 //!   Targets: throughput ≥ 0.8× the raw reader's, `corral`'s peak resident set (VmHWM) ≤ 16 MiB.
+//!   Two shapes of the same size (issue 38): **text only** (one message id, no usage: the cheapest
+//!   stream a parser can meet) and **Claude's** (as Claude Code prints: every assistant line a new
+//!   message id carrying `usage`, one line in ten a `tool_use` answered by a `user` `tool_result`
+//!   line), which is the path a real stream takes through the parser's per-message bookkeeping.
 //!
 //! Build it in release (`cargo bench` does): the figures are the product's. The table goes to
 //! stdout and `target/bench-cli-path-report.md`; `docs/benchmarks.md` has the last figures. Run
@@ -272,15 +276,84 @@ fn start_rounds(corral: &Path, claude: &Path, rounds: usize) -> [Vec<f64>; 5] {
 // ---------------------------------------------------------------------------------------------
 // Flood: 200 000 Claude-format lines through `corral run` and through a raw tokio reader.
 
+/// What the flood's lines look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// One assistant text message per line, all under one message id, no usage.
+    TextOnly,
+    /// As Claude Code prints them: a new message id and `usage` on every assistant line, and one
+    /// line in ten a tool call answered by its result.
+    Claude,
+}
+
+impl Shape {
+    const ALL: [Shape; 2] = [Shape::TextOnly, Shape::Claude];
+
+    fn label(self) -> &'static str {
+        match self {
+            Shape::TextOnly => "text-only lines (one message id, no usage)",
+            Shape::Claude => {
+                "Claude-shaped lines (a message id and usage each, a tool call and its result in ten)"
+            }
+        }
+    }
+}
+
 /// The flood file and the stand-in CLI that prints it.
 struct Flood {
     place: Place,
     stand_in: PathBuf,
+    /// Lines between the init and the result line.
     lines: usize,
+    /// Of those, the assistant text lines (each carries the `xxxxxxxx` fill).
+    texts: usize,
+}
+
+/// One line of `shape`'s flood, number `i`, about `FLOOD_LINE_BYTES` long.
+fn flood_line(shape: Shape, i: usize) -> String {
+    let text_line = |id: &str, usage: &str| {
+        let head = format!(
+            r#"{{"type":"assistant","message":{{"id":"{id}","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{{"type":"text","text":""#
+        );
+        let tail = format!(
+            r#""}}],"stop_reason":null{usage}}},"parent_tool_use_id":null,"session_id":"{SESSION}"}}"#
+        );
+        let fill = FLOOD_LINE_BYTES.saturating_sub(head.len() + tail.len() + 8);
+        format!("{head}{i:08}{}{tail}", "x".repeat(fill))
+    };
+    let usage = r#","usage":{"input_tokens":10,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}"#;
+    match shape {
+        Shape::TextOnly => text_line("msg_flood", ""),
+        Shape::Claude => match i % 10 {
+            // A tool call, then its result: ids paired as Claude Code pairs them.
+            8 => {
+                let head = format!(
+                    r#"{{"type":"assistant","message":{{"id":"msg_{i:016}","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{{"type":"tool_use","id":"toolu_{i:016}","name":"Bash","input":{{"command":"echo "#
+                );
+                let tail = format!(
+                    r#"","description":"a flood of tool calls"}}}}],"stop_reason":null{usage}}},"parent_tool_use_id":null,"session_id":"{SESSION}"}}"#
+                );
+                let fill = FLOOD_LINE_BYTES.saturating_sub(head.len() + tail.len());
+                format!("{head}{}{tail}", "y".repeat(fill))
+            }
+            9 => {
+                let head = format!(
+                    r#"{{"type":"user","message":{{"role":"user","content":[{{"tool_use_id":"toolu_{:016}","type":"tool_result","content":""#,
+                    i - 1
+                );
+                let tail = format!(
+                    r#"","is_error":false}}]}},"parent_tool_use_id":null,"session_id":"{SESSION}"}}"#
+                );
+                let fill = FLOOD_LINE_BYTES.saturating_sub(head.len() + tail.len());
+                format!("{head}{}{tail}", "z".repeat(fill))
+            }
+            _ => text_line(&format!("msg_{i:016}"), usage),
+        },
+    }
 }
 
 impl Flood {
-    fn new(lines: usize) -> Self {
+    fn new(lines: usize, shape: Shape) -> Self {
         let place = Place::new();
         let file = place.root.join("flood.jsonl");
         let mut out = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
@@ -290,14 +363,12 @@ impl Flood {
             place.project.display()
         )
         .unwrap();
-        // One assistant text message per line, padded to FLOOD_LINE_BYTES with the text.
-        let head = r#"{"type":"assistant","message":{"id":"msg_flood","type":"message","role":"assistant","model":"claude-opus-4-8","content":[{"type":"text","text":""#;
-        let tail = format!(
-            r#""}}],"stop_reason":null}},"parent_tool_use_id":null,"session_id":"{SESSION}"}}"#
-        );
-        let fill = FLOOD_LINE_BYTES.saturating_sub(head.len() + tail.len() + 8);
+        // Each line padded to about FLOOD_LINE_BYTES with its text.
+        let mut texts = 0;
         for i in 0..lines {
-            writeln!(out, "{head}{i:08}{}{tail}", "x".repeat(fill)).unwrap();
+            let line = flood_line(shape, i);
+            texts += usize::from(line.contains("xxxxxxxx"));
+            writeln!(out, "{line}").unwrap();
         }
         writeln!(
             out,
@@ -320,6 +391,7 @@ impl Flood {
             place,
             stand_in,
             lines,
+            texts,
         }
     }
 }
@@ -385,7 +457,7 @@ fn flood_run(corral: &Path, flood: &Flood, side: FloodSide) -> (f64, Option<f64>
             match side {
                 FloodSide::Json => {
                     let texts = stdout.lines().filter(|l| l.contains("xxxxxxxx")).count();
-                    assert_eq!(texts, flood.lines, "--json printed {texts} text events");
+                    assert_eq!(texts, flood.texts, "--json printed {texts} text events");
                 }
                 FloodSide::Plain | FloodSide::Raw => {
                     assert!(
@@ -405,8 +477,8 @@ struct FloodFigures {
     peaks: [Vec<f64>; 3],
 }
 
-fn flood_rounds(corral: &Path, lines: usize, rounds: usize) -> FloodFigures {
-    let flood = Flood::new(lines);
+fn flood_rounds(corral: &Path, lines: usize, shape: Shape, rounds: usize) -> FloodFigures {
+    let flood = Flood::new(lines, shape);
     let mut figures = FloodFigures {
         walls: Default::default(),
         peaks: Default::default(),
@@ -416,7 +488,7 @@ fn flood_rounds(corral: &Path, lines: usize, rounds: usize) -> FloodFigures {
             let side = FloodSide::ALL[i];
             let (wall, peak) = flood_run(corral, &flood, side);
             eprintln!(
-                "  flood {side:?} round {}/{rounds}: {wall:.2} s{}",
+                "  flood {shape:?} {side:?} round {}/{rounds}: {wall:.2} s{}",
                 round + 1,
                 peak.map(|p| format!(", peak {p:.1} MiB"))
                     .unwrap_or_default()
@@ -434,17 +506,12 @@ fn verdict(pass: bool) -> &'static str {
     if pass { "PASS" } else { "MISS" }
 }
 
-fn report(start: &[Vec<f64>; 5], flood: &FloodFigures, lines: usize) -> String {
+fn report(start: &[Vec<f64>; 5], floods: &[(Shape, FloodFigures)], lines: usize) -> String {
     let bare = median(&start[0]);
     let native = median(&start[1]);
     let sandboxed = median(&start[2]);
     let bare_repo = median(&start[3]);
     let native_repo = median(&start[4]);
-    let raw = median(&flood.walls[0]);
-    let json = median(&flood.walls[1]);
-    let plain = median(&flood.walls[2]);
-    let json_peak = max(&flood.peaks[1]);
-    let plain_peak = max(&flood.peaks[2]);
     let mut out = String::new();
     out.push_str(&format!(
         "| Start: the real Claude Code, one-word reply ({} rounds) | median wall (s) | runs (ms) | ratio to bare | Target | Result |\n\
@@ -465,12 +532,27 @@ fn report(start: &[Vec<f64>; 5], flood: &FloodFigures, lines: usize) -> String {
         fmt_ms(&start[4]),
         native_repo / bare_repo,
     ));
-    out.push_str(&format!(
-        "| Flood: {lines} × {FLOOD_LINE_BYTES} B Claude lines ({} rounds) | median wall (s) | runs (s) | throughput vs raw | peak RSS (MiB, max) | Target | Result |\n\
+    let tables: Vec<String> = floods
+        .iter()
+        .map(|(shape, flood)| flood_table(*shape, flood, lines))
+        .collect();
+    out.push_str(&tables.join("\n"));
+    out
+}
+
+fn flood_table(shape: Shape, flood: &FloodFigures, lines: usize) -> String {
+    let raw = median(&flood.walls[0]);
+    let json = median(&flood.walls[1]);
+    let plain = median(&flood.walls[2]);
+    let json_peak = max(&flood.peaks[1]);
+    let plain_peak = max(&flood.peaks[2]);
+    format!(
+        "| Flood: {lines} × {FLOOD_LINE_BYTES} B {} ({} rounds) | median wall (s) | runs (s) | throughput vs raw | peak RSS (MiB, max) | Target | Result |\n\
          |---|---|---|---|---|---|---|\n\
          | raw tokio reader | {raw:.2} | {} | 1.00 | | | |\n\
          | `corral run --json` | {json:.2} | {} | {:.2}× | {json_peak:.1} ({}) | ≥ {THROUGHPUT_TARGET}×, ≤ {RSS_TARGET_MIB:.0} MiB | {} |\n\
          | `corral run` plain | {plain:.2} | {} | {:.2}× | {plain_peak:.1} ({}) | ≥ {THROUGHPUT_TARGET}×, ≤ {RSS_TARGET_MIB:.0} MiB | {} |\n",
+        shape.label(),
         flood.walls[0].len(),
         fmt_list(&flood.walls[0]),
         fmt_list(&flood.walls[1]),
@@ -481,8 +563,7 @@ fn report(start: &[Vec<f64>; 5], flood: &FloodFigures, lines: usize) -> String {
         raw / plain,
         fmt_list(&flood.peaks[2]),
         verdict(raw / plain >= THROUGHPUT_TARGET && plain_peak <= RSS_TARGET_MIB),
-    ));
-    out
+    )
 }
 
 fn fmt_ms(v: &[f64]) -> String {
@@ -500,19 +581,29 @@ fn main() -> ExitCode {
     let claude = corral_test_support::require_cli("claude");
     if !benching {
         let start = start_rounds(&corral, &claude, 1);
-        let flood = flood_rounds(&corral, SMOKE_LINES, 1);
-        eprintln!(
-            "cli-path bench smoke: start {:?}, flood of {SMOKE_LINES} {:?} peaks {:?}",
-            start, flood.walls, flood.peaks
-        );
+        eprintln!("cli-path bench smoke: start {start:?}");
+        for shape in Shape::ALL {
+            let flood = flood_rounds(&corral, SMOKE_LINES, shape, 1);
+            eprintln!(
+                "cli-path bench smoke: flood of {SMOKE_LINES} {shape:?} {:?} peaks {:?}",
+                flood.walls, flood.peaks
+            );
+        }
         return ExitCode::SUCCESS;
     }
     let (start_n, flood_n) = if quick { (3, 1) } else { (10, 7) };
     eprintln!("start: {start_n} rotating rounds of bare / no sandbox / default sandbox");
     let start = start_rounds(&corral, &claude, start_n);
-    eprintln!("flood: {flood_n} rotating rounds of {FLOOD_LINES} lines, raw / --json / plain");
-    let flood = flood_rounds(&corral, FLOOD_LINES, flood_n);
-    let table = report(&start, &flood, FLOOD_LINES);
+    let floods: Vec<(Shape, FloodFigures)> = Shape::ALL
+        .into_iter()
+        .map(|shape| {
+            eprintln!(
+                "flood ({shape:?}): {flood_n} rotating rounds of {FLOOD_LINES} lines, raw / --json / plain"
+            );
+            (shape, flood_rounds(&corral, FLOOD_LINES, shape, flood_n))
+        })
+        .collect();
+    let table = report(&start, &floods, FLOOD_LINES);
     println!("{table}");
     let target =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-cli-path-report.md");
