@@ -91,7 +91,38 @@ enum Act {
     /// Writes `<task>.txt`, completes, and its spawn's stray-write check reports this change
     /// outside the paths it may write (as the engine's check does under the native backend).
     WritesOutside(&'static str),
+    /// Waits until the gate opens, then does the act: orders the fakes of a parallel run.
+    Await(Gate, Box<Act>),
 }
+
+/// A gate a fake spawn waits at ([`Act::Await`]), opened by the test's [`Recorder`] when the
+/// events it waits for were seen.
+#[derive(Clone, Debug, Default)]
+struct Gate(Arc<std::sync::atomic::AtomicBool>);
+
+impl Gate {
+    fn open(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn is_open(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until it opens; a gate still shut after a minute is a test that lost its way.
+    async fn pass(&self) {
+        for _ in 0..6000 {
+            if self.is_open() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("a fake's gate never opened");
+    }
+}
+
+/// The events that open a gate: true once they were all seen.
+type GateOpener = Box<dyn Fn(&[SprintEvent]) -> bool + Send>;
 
 const TS: &str = "2026-12-02T10:00:00Z";
 
@@ -286,6 +317,13 @@ impl RoleAgent for FakeAgent {
                 signals: evaluation(None),
             },
         });
+        let act = match act {
+            Act::Await(gate, then) => {
+                gate.pass().await;
+                *then
+            }
+            other => other,
+        };
         let tree = request.work_tree.clone();
         let default_file = format!("{task}.txt");
         let signals = |value: &serde_json::Value| {
@@ -385,6 +423,7 @@ impl RoleAgent for FakeAgent {
                     ..report(&session, verdict_of(&request))
                 };
             }
+            Act::Await(..) => panic!("a gate behind a gate"),
         }
         report(&session, verdict_of(&request))
     }
@@ -396,11 +435,30 @@ struct Recorder {
     events: Mutex<Vec<SprintEvent>>,
     state_file: Mutex<Option<PathBuf>>,
     states: Mutex<Vec<(SprintEvent, Vec<u8>)>>,
+    /// Gates opened once their events were seen.
+    gates: Mutex<Vec<(Gate, GateOpener)>>,
+}
+
+impl Recorder {
+    /// Opens `gate` once `seen` holds for the events so far.
+    fn open_when(&self, gate: &Gate, seen: impl Fn(&[SprintEvent]) -> bool + Send + 'static) {
+        self.gates
+            .lock()
+            .unwrap()
+            .push((gate.clone(), Box::new(seen)));
+    }
 }
 
 impl EventSink for Recorder {
     fn event(&self, event: &SprintEvent) {
-        self.events.lock().unwrap().push(event.clone());
+        let mut events = self.events.lock().unwrap();
+        events.push(event.clone());
+        for (gate, seen) in self.gates.lock().unwrap().iter() {
+            if seen(&events) {
+                gate.open();
+            }
+        }
+        drop(events);
         let path = self.state_file.lock().unwrap().clone();
         if let Some(bytes) = path.and_then(|p| std::fs::read(p).ok()) {
             self.states.lock().unwrap().push((event.clone(), bytes));
