@@ -1,0 +1,150 @@
+//! `corral sprint run --jobs 2`'s merge queue (issue 35) through the binary, with a stand-in for
+//! Claude Code ([`FakeClaude`]: it writes `<task>.txt` in its work tree and `signals.json`):
+//! what the plain view and `--json` say of a task held back by another's `touches`, and a
+//! `kill -9` of the whole `corral sprint run` process group during a fold, its check or a
+//! send-home, then a rerun that commits each task once with the folded check passing.
+
+use std::path::Path;
+
+use corral_test_support::is_root;
+use serde_json::Value;
+
+use crate::support::*;
+
+const NAME: &str = "q";
+
+/// The stand-in's work: `ok` in `<task>.txt`, or `fine` in a round told that its fold broke
+/// the check (so that it passes beside the other task's `ok`).
+const WORK: &str = r#"R=${SIGNALS%/generator/signals.json}; T=${R%/rounds/*}; TASK=${T##*/}
+WORDS=ok
+case "$PROMPT" in *"once folded onto the sprint"*) WORDS=fine;; esac
+echo "$WORDS" > "$TASK.txt""#;
+
+fn stand_in(env: &Env) -> FakeClaude {
+    FakeClaude::new(
+        env,
+        &format!("{WORK}\nprintf '%s' '{GOOD_SIGNALS}' > \"$SIGNALS\""),
+        &[
+            FakeClaude::init("claude-opus-4-8"),
+            FakeClaude::result("Done.", 0.001),
+        ],
+        "",
+    )
+}
+
+/// A project whose sprint has tasks `t1` and `t2` (each with `extra` in its table), the
+/// evaluator off, `check` as its check; committed on `main`.
+fn project(env: &Env, check: &str, extra: &str) {
+    let project = env.project();
+    let mut file = format!(
+        "[sprint]\nname = \"{NAME}\"\ncheck = {check:?}\ncheck_timeout_ms = 60000\n\
+         max_rounds = 1\nmax_attempts = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n\
+         [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
+    );
+    for id in ["t1", "t2"] {
+        file.push_str(&format!(
+            "\n[[tasks]]\nid = \"{id}\"\ntitle = \"Write {id}\"\n\
+             prompt = \"Write ok to {id}.txt in the working directory.\"\n{extra}\n"
+        ));
+    }
+    std::fs::write(project.join("corral-sprint.toml"), file).unwrap();
+    std::fs::write(project.join(".gitignore"), ".corral/\n").unwrap();
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["config", "user.email", "it@example.invalid"]);
+    git(&project, &["config", "user.name", "it"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "start"]);
+}
+
+/// The variables that run the stand-in as Claude Code.
+fn vars(agent: &FakeClaude) -> Vec<(String, String)> {
+    let (key, path) = agent.setting();
+    let mut vars = vec![
+        (key.to_string(), path.display().to_string()),
+        ("ANTHROPIC_API_KEY".to_string(), "sk-test".to_string()),
+    ];
+    if is_root() {
+        vars.push(("IS_SANDBOX".to_string(), "1".to_string()));
+    }
+    vars
+}
+
+/// `corral sprint run --jobs 2 --no-preflight`, with `--json` when asked.
+fn sprint_run(env: &Env, agent: &FakeClaude, json: bool) -> std::process::Output {
+    let mut cmd = env.corral();
+    cmd.envs(vars(agent))
+        .args(["sprint", "run", "--no-preflight", "--jobs", "2"]);
+    if json {
+        cmd.arg("--json");
+    }
+    cmd.timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap()
+}
+
+/// The `Corral-Task:` trailers of the sprint branch's commits since `main`, oldest first.
+fn committed(project: &Path) -> Vec<String> {
+    let out = corral_test_support::command(Path::new("git"))
+        .current_dir(project)
+        .args([
+            "log",
+            "--reverse",
+            "--format=%(trailers:key=Corral-Task,valueonly)",
+            &format!("main..corral/{NAME}"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `t2` declares the same path as `t1`: with two slots free it is held back until `t1` is
+/// folded, and both views say so, by whom and over what.
+#[test]
+fn a_task_held_back_by_anothers_touches_is_told_in_the_plain_view_and_in_json() {
+    let touches = "touches = [\"shared/\"]";
+    let plain = Env::new();
+    project(&plain, "true", touches);
+    let out = sprint_run(&plain, &stand_in(&plain), false);
+    let text = transcript(&plain, &out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let held: Vec<&str> = text.lines().filter(|l| l.contains("held back")).collect();
+    assert_eq!(held.len(), 1, "told once: {text}");
+    // The elapsed time that opens the line varies from run to run.
+    let line = held[0]
+        .split_once("] ")
+        .map_or(held[0].to_string(), |(_, rest)| {
+            format!("[<elapsed>] {rest}")
+        });
+    insta::assert_snapshot!("held_plain", line);
+    assert_eq!(committed(&plain.project()), ["t1", "t2"], "{text}");
+
+    let json = Env::new();
+    project(&json, "true", touches);
+    let out = sprint_run(&json, &stand_in(&json), true);
+    let text = transcript(&json, &out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let held: Vec<&str> = stdout
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|e| e["event"] == "held"))
+        .collect();
+    assert_eq!(held.len(), 1, "told once: {text}");
+    insta::assert_snapshot!("held_json", held[0]);
+    // t2's round started only after t1's fold.
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let at = |event: &str, task: &str| {
+        events
+            .iter()
+            .position(|e| e["event"] == event && e["task"] == task)
+            .unwrap_or_else(|| panic!("no {event} of {task}: {text}"))
+    };
+    assert!(at("folded", "t1") < at("spawn-started", "t2"), "{text}");
+}
