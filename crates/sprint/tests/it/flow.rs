@@ -698,3 +698,8 @@ async fn branch_exists(p: &Project, branch: &str) -> bool {
 /// each pass it alone.
 const TOGETHER_CHECK: &str =
     "if [ -e a.txt ] && [ -e b.txt ] && [ ! -e fixed.txt ]; then echo a and b clash; exit 1; fi";
+
+/// A check that fails on the sprint's branch once b.txt is there, and passes in a task's
+/// worktree (where `.git` is a file): b's round passes every time, its fold never does.
+const FAILS_ONLY_ON_THE_BRANCH: &str =
+    "if [ -d .git ] && [ -e b.txt ]; then echo b.txt breaks the branch; exit 1; fi";

@@ -390,11 +390,6 @@ async fn tasks_sent_home_together_are_held_apart_by_what_they_changed_and_restar
     assert_eq!(status_porcelain(&p).await, "");
 }
 
-/// A check that fails on the sprint's branch once b.txt is there, and passes in a task's
-/// worktree (where `.git` is a file): b's round passes every time, its fold never does.
-const FAILS_ONLY_ON_THE_BRANCH: &str =
-    "if [ -d .git ] && [ -e b.txt ]; then echo b.txt breaks the branch; exit 1; fi";
-
 #[tokio::test]
 async fn a_fold_that_fails_again_after_the_round_sent_home_blocks_the_task_and_keeps_its_change() {
     let tasks = THREE_TASKS.replace(
