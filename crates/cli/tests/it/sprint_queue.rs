@@ -4,7 +4,10 @@
 //! `kill -9` of the whole `corral sprint run` process group during a fold, its check or a
 //! send-home, then a rerun that commits each task once with the folded check passing.
 
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::process::Stdio;
 
 use corral_test_support::is_root;
 use serde_json::Value;
@@ -147,4 +150,124 @@ fn a_task_held_back_by_anothers_touches_is_told_in_the_plain_view_and_in_json() 
             .unwrap_or_else(|| panic!("no {event} of {task}: {text}"))
     };
     assert!(at("folded", "t1") < at("spawn-started", "t2"), "{text}");
+}
+
+/// Each `ok` task file alone passes, two fail (t1 and t2 break the check together; t2's round
+/// sent home writes `fine`). On the sprint's branch (where `.git` is a directory, not a
+/// worktree's file) it first sleeps 0.3 s, so that a kill on a `folded` event lands in the
+/// middle of the folded check (0.3 s is far more than the 10 ms the `--json` lines may be held back).
+const TOGETHER: &str =
+    "if [ -d .git ]; then sleep 0.3; fi; test $(grep -ls ok t*.txt | wc -l) -le 1";
+
+/// `corral sprint run --json --jobs 2` in its own process group, killed with `kill -9` to the
+/// whole group once the `nth` (1-based) event `event` (whose `extra` key, when given, has its
+/// value) is read; whether the kill came before the run ended.
+fn killed_at(
+    env: &Env,
+    agent: &FakeClaude,
+    event: &str,
+    extra: Option<(&str, Value)>,
+    nth: usize,
+) -> bool {
+    let mut cmd = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.home())
+        .env("TZ", "UTC0")
+        .envs(vars(agent))
+        .current_dir(env.project())
+        .args(["sprint", "run", "--json", "--no-preflight", "--jobs", "2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut child = cmd.spawn().unwrap();
+    let group = child.id();
+    let mut seen = 0;
+    let mut killed = false;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(e) = serde_json::from_str::<Value>(&line.unwrap()) else {
+            continue;
+        };
+        let matches =
+            e["event"] == event && extra.as_ref().is_none_or(|(key, value)| e[*key] == *value);
+        if matches {
+            seen += 1;
+            if seen == nth {
+                let status = corral_test_support::command(Path::new("kill"))
+                    .args(["-9", "--", &format!("-{group}")])
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+                killed = true;
+                break;
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    // Killed while it ran, not after it ended on its own.
+    killed && std::os::unix::process::ExitStatusExt::signal(&status) == Some(9)
+}
+
+/// `kill -9` of the whole `corral sprint run` process group in a folded check (passing, and
+/// failing: before its send-home), right after the send-home, and in the last fold's check,
+/// then a rerun: it ends with exit
+/// 0, each task committed once, and the check passing on the sprint's branch.
+#[test]
+fn kill_9_of_the_sprint_during_a_fold_its_check_or_a_send_home_then_a_rerun_commits_each_once() {
+    // The kills inside a send-home, between its steps, are `corral-sprint`'s
+    // `flow::queue_crash` tests; here the real signal to the real process group.
+    let points: [(&str, Option<(&str, Value)>, usize); 4] = [
+        ("folded", Some(("task", Value::from("t1"))), 1),
+        ("folded", Some(("task", Value::from("t2"))), 1),
+        ("sent-home", None, 1),
+        ("folded", Some(("task", Value::from("t2"))), 2),
+    ];
+    for (event, extra, nth) in points {
+        let at = format!("{event} {extra:?} #{nth}");
+        let env = Env::new();
+        project(&env, TOGETHER, "");
+        let agent = stand_in(&env);
+        assert!(
+            killed_at(&env, &agent, event, extra, nth),
+            "{at}: the run ended before"
+        );
+        let out = sprint_run(&env, &agent, true);
+        let text = transcript(&env, &out);
+        assert_eq!(out.status.code(), Some(0), "{at}: {text}");
+        let project = env.project();
+        assert_eq!(committed(&project), ["t1", "t2"], "{at}: {text}");
+        let check = corral_test_support::command(Path::new("sh"))
+            .args(["-c", TOGETHER])
+            .current_dir(&project)
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "{at}: the folded check fails: {text}"
+        );
+        let status = corral_test_support::command(Path::new("git"))
+            .args(["status", "--porcelain"])
+            .current_dir(&project)
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&status.stdout), "", "{at}: {text}");
+        let state: Value = serde_json::from_slice(
+            &std::fs::read(
+                project
+                    .join(".corral/sprints")
+                    .join(NAME)
+                    .join("sprint.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let t2 = state["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == "t2")
+            .unwrap();
+        assert_eq!(t2["sentHome"], 1, "{at}: sent home once: {t2}");
+    }
 }
