@@ -525,3 +525,57 @@ async fn the_fold_check_runs_the_gates_of_the_paths_the_fold_changed() {
     assert!(report("b").contains("the docs gate ran"), "{}", report("b"));
     assert!(!report("c").contains("gate ran"), "{}", report("c"));
 }
+
+/// `fold_check = "off"`: the queue as it was before it checked its folds. Two tasks that each
+/// pass the check and break it together are both committed, nothing is checked after the
+/// folds and nothing is sent home; the branch ends with its check failing.
+#[tokio::test]
+async fn with_fold_check_off_two_tasks_that_break_the_check_together_are_both_committed() {
+    let head = SPRINT_HEAD.replace(
+        "check = \"test ! -e BROKEN\"",
+        &format!(
+            "check = {}\nfold_check = \"off\"",
+            toml_string(TOGETHER_CHECK)
+        ),
+    );
+    let p = project_with(
+        &head,
+        THREE_TASKS.split("[[tasks]]\nid = \"c\"").next().unwrap(),
+    )
+    .await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let sink = Recorder::default();
+    let summary = run_parallel(&p, &generator, None, &sink).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done);
+    assert_eq!(
+        commits(&p).await,
+        vec![
+            ("Task a".to_string(), "a".to_string()),
+            ("Task b".to_string(), "b".to_string()),
+        ]
+    );
+    let events = sink.events.lock().unwrap().clone();
+    assert!(
+        !events.iter().any(|e| matches!(
+            e,
+            SprintEvent::FoldChecked { .. } | SprintEvent::SentHome { .. }
+        )),
+        "{events:?}"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, SprintEvent::Folded { .. }))
+            .count(),
+        2
+    );
+    let check = runner()
+        .run(
+            CommandSpec::shell(TOGETHER_CHECK, &p.root, Duration::from_secs(30)),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(!check.success(), "nothing checked the folds");
+    assert!(state(&p).tasks.iter().all(|t| t.task_branch.is_none()));
+}
