@@ -159,6 +159,9 @@ fn a_task_held_back_by_anothers_touches_is_told_in_the_plain_view_and_in_json() 
 const TOGETHER: &str =
     "if [ -d .git ]; then sleep 0.3; fi; test $(grep -ls ok t*.txt | wc -l) -le 1";
 
+/// Where a run is killed: the `nth` (1-based) event of this kind whose key has that value.
+type KillPoint = (&'static str, Option<(&'static str, Value)>, usize);
+
 /// `corral sprint run --json --jobs 2` in its own process group, killed with `kill -9` to the
 /// whole group once the `nth` (1-based) event `event` (whose `extra` key, when given, has its
 /// value) is read; whether the kill came before the run ended.
@@ -217,7 +220,7 @@ fn killed_at(
 fn kill_9_of_the_sprint_during_a_fold_its_check_or_a_send_home_then_a_rerun_commits_each_once() {
     // The kills inside a send-home, between its steps, are `corral-sprint`'s
     // `flow::queue_crash` tests; here the real signal to the real process group.
-    let points: [(&str, Option<(&str, Value)>, usize); 4] = [
+    let points: [KillPoint; 4] = [
         ("folded", Some(("task", Value::from("t1"))), 1),
         ("folded", Some(("task", Value::from("t2"))), 1),
         ("sent-home", None, 1),
