@@ -5,8 +5,8 @@
 //! failing at once with the fix for what it cannot, so the README's command works as the first
 //! command on a fresh machine. Then formatting, clippy, cargo-deny, the layering check, tidy, the
 //! test suite, the offline demo (the README's main command, end to end), one short run of each
-//! benchmark (so that a bench cannot rot unseen), the crate `cargo xtask new-provider` scaffolds
-//! built and tested, and the self-check that proves the gates still reject planted violations.
+//! benchmark (so that a bench cannot rot unseen), the self-check that proves the gates still
+//! reject planted violations, and the crate `cargo xtask new-provider` scaffolds, built and tested.
 //! Each step prints its name and elapsed time; a failure names the step and the command that
 //! failed.
 
@@ -35,8 +35,8 @@ enum Step {
     Tests,
     Demo,
     BenchSmoke,
-    Scaffold,
     SelfCheck,
+    Scaffold,
 }
 
 const STEPS: &[Step] = &[
@@ -50,8 +50,8 @@ const STEPS: &[Step] = &[
     Step::Tests,
     Step::Demo,
     Step::BenchSmoke,
-    Step::Scaffold,
     Step::SelfCheck,
+    Step::Scaffold,
 ];
 
 impl Step {
@@ -118,9 +118,9 @@ impl Step {
             ])),
             // `cargo xtask new-provider`'s crate, built and tested in a scratch copy of the
             // workspace (docs/adding-a-provider.md): skipped by the test suite, which does not
-            // set the variable; run here, after it, in the target directory whose
-            // dependencies it built. Through nextest, which holds no lock on that directory
-            // while the test's own cargo builds in it.
+            // set the variable; run here, after the self-check, whose target directory it
+            // shares (the self-check built the dependencies there). Through nextest, which
+            // holds no lock on a target directory while a test runs.
             Self::Scaffold => shell::run(
                 shell::cargo(root)
                     .args([

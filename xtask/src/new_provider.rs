@@ -316,9 +316,9 @@ mod tests {
 
     /// The whole path, timed: a scratch copy of the workspace, the scaffold, then the new
     /// crate's skeleton test and the scratch copy's own layering gate in it. Only with
-    /// `CORRAL_XTASK_SCAFFOLD_BUILD=1` (the `scaffold` step of `cargo xtask ci`, after the test
-    /// suite): it builds in the workspace's own target directory, whose dependencies the test
-    /// suite and clippy have built, so what it compiles is the scratch copy's own crates.
+    /// `CORRAL_XTASK_SCAFFOLD_BUILD=1` (the `scaffold` step of `cargo xtask ci`, after the
+    /// self-check): it builds in the self-check's target directory, whose dependencies the
+    /// self-check's planted sixth provider has built.
     #[test]
     fn the_scaffolded_crate_builds_and_passes_its_skeleton() {
         if std::env::var_os("CORRAL_XTASK_SCAFFOLD_BUILD").is_none() {
@@ -334,9 +334,11 @@ mod tests {
         let planted = started.elapsed();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         // The composition root with the new arm builds (every exhaustive match on the
-        // provider is there or below it), and the crate passes its skeleton.
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+        // provider is there or below it), and the crate passes its skeleton. In the
+        // self-check's target directory, never the workspace's own: cargo hashes a workspace
+        // crate by its path inside the workspace, so the copy's `corral-ports` (one provider
+        // longer) would overwrite the real one's artifacts there and pass for fresh.
+        let target = crate::self_check::target_dir(&root);
         // The layering gate as the scratch copy has it (its `LAYERS` holds the new crate's row;
         // this binary's does not).
         for args in [
