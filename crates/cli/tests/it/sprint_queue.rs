@@ -12,6 +12,9 @@ use std::process::Stdio;
 use corral_test_support::is_root;
 use serde_json::Value;
 
+use corral_test_support::fake_api::{Role, Scenario, Step};
+
+use crate::providers::{CLAUDE, RUN_CAP, World, canonical};
 use crate::support::*;
 
 const NAME: &str = "q";
@@ -167,7 +170,7 @@ type KillPoint = (&'static str, Option<(&'static str, Value)>, usize);
 /// value) is read; whether the kill came before the run ended.
 fn killed_at(
     env: &Env,
-    agent: &FakeClaude,
+    vars: &[(String, String)],
     event: &str,
     extra: Option<(&str, Value)>,
     nth: usize,
@@ -177,7 +180,7 @@ fn killed_at(
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", env.home())
         .env("TZ", "UTC0")
-        .envs(vars(agent))
+        .envs(vars.iter().map(|(k, v)| (k, v)))
         .current_dir(env.project())
         .args(["sprint", "run", "--json", "--no-preflight", "--jobs", "2"])
         .stdin(Stdio::null())
@@ -232,7 +235,7 @@ fn kill_9_of_the_sprint_during_a_fold_its_check_or_a_send_home_then_a_rerun_comm
         project(&env, TOGETHER, "");
         let agent = stand_in(&env);
         assert!(
-            killed_at(&env, &agent, event, extra, nth),
+            killed_at(&env, &vars(&agent), event, extra, nth),
             "{at}: the run ended before"
         );
         let out = sprint_run(&env, &agent, true);
@@ -273,4 +276,82 @@ fn kill_9_of_the_sprint_during_a_fold_its_check_or_a_send_home_then_a_rerun_comm
             .unwrap();
         assert_eq!(t2["sentHome"], 1, "{at}: sent home once: {t2}");
     }
+}
+
+/// The same kill with the real Claude Code against the fake model API: `kill -9` of the process
+/// group while t2's first fold is being checked (before it is sent home), then a rerun, which
+/// finds t1 folded, folds t2 again, meets the same failure, sends it home once; its resumed
+/// session writes `fine` and the fold's check passes. Each task is committed once.
+#[test]
+fn kill_9_in_a_folded_check_with_the_real_claude_code_then_a_rerun_commits_each_once() {
+    let worktree = |project: &Path, id: &str| {
+        canonical(project)
+            .join(".corral/sprints")
+            .join(NAME)
+            .join("worktrees")
+            .join(id)
+    };
+    let world = World::new(&CLAUDE, |project| {
+        let round = |id: &str, content: &str| {
+            vec![
+                Step::write_file(&worktree(project, id).join(format!("{id}.txt")), content),
+                Step::write_signals(GOOD_SIGNALS),
+                Step::text("Done."),
+            ]
+        };
+        Scenario::default()
+            .with_round(Role::Generator, "t1", 1, round("t1", "ok\n"))
+            .with_round(Role::Generator, "t2", 1, round("t2", "ok\n"))
+            .with_round(Role::Generator, "t2", 2, round("t2", "fine\n"))
+    });
+    project(&world.env, TOGETHER, "");
+    assert!(
+        killed_at(
+            &world.env,
+            world.vars(),
+            "folded",
+            Some(("task", Value::from("t2"))),
+            1
+        ),
+        "the run ended before t2's first fold was checked"
+    );
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .timeout(RUN_CAP * 3)
+        .args(["sprint", "run", "--json", "--no-preflight", "--jobs", "2"])
+        .output()
+        .unwrap();
+    let text = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let project = world.project();
+    assert_eq!(committed(&project), ["t1", "t2"], "{text}");
+    let show = corral_test_support::command(Path::new("git"))
+        .current_dir(&project)
+        .args(["show", &format!("corral/{NAME}:t2.txt")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&show.stdout), "fine\n", "{text}");
+    let check = corral_test_support::command(Path::new("sh"))
+        .args(["-c", TOGETHER])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "the folded check fails: {text}");
+    // The round sent home ran once, on t2's resumed session.
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let sent: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "sent-home")
+        .collect();
+    assert_eq!(sent.len(), 1, "{text}");
+    let resumed = events
+        .iter()
+        .find(|e| e["event"] == "spawn-started" && e["task"] == "t2" && e["round"] == 2)
+        .unwrap_or_else(|| panic!("no round 2 of t2: {text}"));
+    assert_eq!(resumed["resumes"], true, "{text}");
 }
