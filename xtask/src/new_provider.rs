@@ -68,8 +68,11 @@ const SKELETON_TEST: &str = r#"//! The skeleton every provider passes before its
 //! adapter declares its endpoints and puts no prompt in argv. Replace and extend it with the
 //! recorded samples of the real CLI (docs/adding-a-provider.md, step 1).
 
-use corral_engine::{ChildEnv, CliAdapter};
-use corral_ports::ProviderId;
+use std::path::Path;
+use std::sync::Arc;
+
+use corral_engine::{AttemptPlan, ChildEnv, CliAdapter};
+use corral_ports::{AiSession, CancellationToken, Permissions, ProviderId, SessionId};
 
 #[test]
 fn the_descriptor_names_the_provider() {
@@ -87,6 +90,47 @@ fn the_adapter_declares_its_endpoints() {
     let needs = adapter.egress(&ChildEnv::new(&vars));
     assert!(!needs.endpoints.is_empty());
     assert_eq!(adapter.provider(), ProviderId::CAMEL);
+}
+
+/// The prompt reaches the CLI on stdin or through a pointer file, never as an argument (where
+/// `ps` shows it to every user of the machine): not in a first attempt, not in a resume.
+#[test]
+fn the_adapter_puts_no_prompt_in_argv() {
+    const PROMPT: &str = "SENTINEL-PROMPT: write signals.json and stop";
+    let session = AiSession {
+        prompt: Arc::from(PROMPT),
+        cold_prompt: None,
+        cwd: Path::new("/work/repo").to_path_buf(),
+        extra_roots: Vec::new(),
+        model: None,
+        effort: None,
+        permissions: Permissions::default(),
+        resume: None,
+        cancel: CancellationToken::new(),
+        signals_file: Path::new("/runs/r1/signals.json").to_path_buf(),
+        output_dir: Path::new("/runs/r1").to_path_buf(),
+        max_budget_usd: None,
+        max_turns: None,
+        cold_fallback: true,
+        task: None,
+    };
+    let adapter = corral_NAME::CAMELAdapter::default();
+    let earlier = SessionId::new("0298f576-dcfa-437d-b446-91714c2e202b").unwrap();
+    for resume in [None, Some(&earlier)] {
+        let plan = AttemptPlan {
+            session: &session,
+            resume,
+            attempt: 1,
+            pointer: None,
+        };
+        let spec = adapter.command(&plan).unwrap();
+        for arg in &spec.args {
+            assert!(
+                !arg.to_string_lossy().contains(PROMPT),
+                "the prompt leaked into argv: {arg:?}"
+            );
+        }
+    }
 }
 "#;
 
@@ -271,8 +315,10 @@ mod tests {
     }
 
     /// The whole path, timed: a scratch copy of the workspace, the scaffold, then the new
-    /// crate's skeleton test and the layering gate in it. Minutes of building, so only with
-    /// `CORRAL_XTASK_SCAFFOLD_BUILD=1` (the self-check builds the same planted crate in CI).
+    /// crate's skeleton test and the scratch copy's own layering gate in it. Only with
+    /// `CORRAL_XTASK_SCAFFOLD_BUILD=1` (the `scaffold` step of `cargo xtask ci`, after the
+    /// self-check): it builds in the self-check's target directory, whose dependencies the
+    /// self-check's planted sixth provider has built.
     #[test]
     fn the_scaffolded_crate_builds_and_passes_its_skeleton() {
         if std::env::var_os("CORRAL_XTASK_SCAFFOLD_BUILD").is_none() {
@@ -287,14 +333,22 @@ mod tests {
         scaffold(&scratch, &Names::parse("acme").unwrap()).unwrap();
         let planted = started.elapsed();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        // The product with the new arm builds, and the crate passes its skeleton.
+        // The composition root with the new arm builds (every exhaustive match on the
+        // provider is there or below it), and the crate passes its skeleton. In the
+        // self-check's target directory, never the workspace's own: cargo hashes a workspace
+        // crate by its path inside the workspace, so the copy's `corral-ports` (one provider
+        // longer) would overwrite the real one's artifacts there and pass for fresh.
+        let target = crate::self_check::target_dir(&root);
+        // The layering gate as the scratch copy has it (its `LAYERS` holds the new crate's row;
+        // this binary's does not).
         for args in [
-            &["check", "-p", "corral-cli"][..],
+            &["check", "-p", "corral-compose"][..],
             &["test", "-p", "corral-acme"][..],
+            &["run", "--quiet", "-p", "xtask", "--", "layers"][..],
         ] {
             let status = std::process::Command::new(&cargo)
                 .current_dir(&scratch)
-                .env("CARGO_TARGET_DIR", crate::self_check::target_dir(&root))
+                .env("CARGO_TARGET_DIR", &target)
                 .args(args)
                 .status()
                 .unwrap();
@@ -303,7 +357,6 @@ mod tests {
                 "cargo {args:?} failed in the scaffolded copy"
             );
         }
-        crate::layers::run(&scratch).unwrap();
         eprintln!(
             "new-provider: planted in {planted:.1?}; planted, built and tested in {:.1?}",
             started.elapsed()

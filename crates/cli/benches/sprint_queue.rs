@@ -8,6 +8,9 @@
 //! copy of a repository, rotated round by round:
 //!
 //! - `--jobs 1`: one task after another in the project; no fold at all.
+//! - `--jobs 4` with `fold_check = "off"` and without `touches`: the fold before issue 35 (no
+//!   check after a fold, nothing held apart), but for a conflict, which sends its task home for
+//!   one more round at the tip where that fold blocked it.
 //! - `--jobs 4` without `touches`: today's queue as a file that declares nothing gets it. Four
 //!   tasks start at once; a group's second, third and fourth conflict at the fold and are sent
 //!   home for one more round at the tip (after that, what their sent-home change touched keeps
@@ -19,9 +22,7 @@
 //! - `--jobs 4` with `touches`, the groups interleaved in the file (odd tasks `a`, even `b`):
 //!   one task of each group runs at a time, and each folds right after the one before it.
 //!
-//! There is no switch that turns the queue off (the check after each fold always runs), so the
-//! "without" side is the sprint with its `touches` removed, and `--jobs 1` the floor without
-//! folds. Measured per side: the wall, the generator rounds spent (`spawn-started` events of the
+//! `--jobs 1` is the floor without folds. Measured per side: the wall, the generator rounds spent (`spawn-started` events of the
 //! generator), tasks sent home and held, and the folded checks' cost: the time from each
 //! `folded` event to its `fold-checked` event as this bench reads the `--json` lines (the check,
 //! `! grep -qs TODO *.txt`, costs next to nothing itself, so this is the sandboxed check's own
@@ -81,13 +82,15 @@ echo '{"type":"result","subtype":"success","is_error":false,"result":"done","ses
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
     Serial,
+    Before,
     NoTouches,
     Touches,
     Interleaved,
 }
 
-const SIDES: [Side; 4] = [
+const SIDES: [Side; 5] = [
     Side::Serial,
+    Side::Before,
     Side::NoTouches,
     Side::Touches,
     Side::Interleaved,
@@ -97,6 +100,7 @@ impl Side {
     fn name(self) -> &'static str {
         match self {
             Side::Serial => "`--jobs 1`",
+            Side::Before => "`--jobs N`, `fold_check = \"off\"`, no `touches` (before issue 35)",
             Side::NoTouches => "`--jobs N`, no `touches`",
             Side::Touches => "`--jobs N`, `touches` per group",
             Side::Interleaved => "`--jobs N`, `touches`, groups interleaved",
@@ -106,6 +110,7 @@ impl Side {
     fn dir(self) -> &'static str {
         match self {
             Side::Serial => "serial",
+            Side::Before => "before",
             Side::NoTouches => "no-touches",
             Side::Touches => "touches",
             Side::Interleaved => "interleaved",
@@ -116,6 +121,7 @@ impl Side {
     fn template(self) -> &'static str {
         match self {
             Side::Serial | Side::NoTouches => "template-plain",
+            Side::Before => "template-before",
             Side::Touches => "template-touches",
             Side::Interleaved => "template-interleaved",
         }
@@ -140,12 +146,14 @@ fn group_file(n: usize, group: usize, interleaved: bool) -> String {
 }
 
 /// The sprint: `tasks` one-round tasks in groups of `group`, evaluator off, each naming its
-/// group's file, with `touches` or not.
+/// group's file, with `touches` or not, the folded check on or off.
 fn sprint_file(tasks: usize, group: usize, side: Side) -> String {
     let touches = matches!(side, Side::Touches | Side::Interleaved);
+    let fold_check = if side == Side::Before { "off" } else { "each" };
     let mut out = format!(
         "[sprint]\nname = \"bench\"\ncheck = \"{CHECK}\"\ncheck_timeout_ms = 30000\n\
-         max_rounds = 1\nmax_attempts = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n\
+         max_rounds = 1\nmax_attempts = 1\nfold_check = \"{fold_check}\"\n\n\
+         [roles.generator]\nprovider = \"claude\"\n\n\
          [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
     );
     for n in 1..=tasks {
@@ -183,7 +191,12 @@ impl Place {
         let stand_in = root.join("claude");
         std::fs::write(&stand_in, STAND_IN.replace("WORK_S", &WORK_S.to_string())).unwrap();
         std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
-        for side in [Side::NoTouches, Side::Touches, Side::Interleaved] {
+        for side in [
+            Side::Before,
+            Side::NoTouches,
+            Side::Touches,
+            Side::Interleaved,
+        ] {
             let template = root.join(side.template());
             std::fs::create_dir_all(&template).unwrap();
             std::fs::write(template.join(".gitignore"), ".corral/\n").unwrap();
@@ -356,9 +369,9 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".to_string())
 }
 
-/// `n` rotated rounds of the four sides: each side's runs, in [`SIDES`] order.
-fn rounds(corral: &Path, place: &Place, jobs: usize, n: usize) -> [Vec<Run>; 4] {
-    let mut runs: [Vec<Run>; 4] = Default::default();
+/// `n` rotated rounds of the sides: each side's runs, in [`SIDES`] order.
+fn rounds(corral: &Path, place: &Place, jobs: usize, n: usize) -> [Vec<Run>; SIDES.len()] {
+    let mut runs: [Vec<Run>; SIDES.len()] = Default::default();
     for round in 0..n {
         for k in rotation(round, SIDES.len()) {
             let side = SIDES[k];
@@ -379,7 +392,7 @@ fn rounds(corral: &Path, place: &Place, jobs: usize, n: usize) -> [Vec<Run>; 4] 
     runs
 }
 
-fn report(runs: &[Vec<Run>; 4], load_before: &str, load_after: &str) -> String {
+fn report(runs: &[Vec<Run>; SIDES.len()], load_before: &str, load_after: &str) -> String {
     let serial = median(&runs[0].iter().map(|r| r.wall).collect::<Vec<_>>());
     let mut table = format!(
         "| {TASKS} tasks in 2 groups of {GROUP} (a group's tasks append to one file), agent works \
@@ -447,7 +460,10 @@ fn main() -> ExitCode {
     // Warm-up, not counted: Corral's version cache, the page cache.
     run(&corral, &place, Side::Touches, JOBS);
     let load_before = load_average();
-    eprintln!("sprint_queue: {n} rotated rounds of four sides, {TASKS} tasks, --jobs {JOBS}");
+    eprintln!(
+        "sprint_queue: {n} rotated rounds of {} sides, {TASKS} tasks, --jobs {JOBS}",
+        SIDES.len()
+    );
     let runs = rounds(&corral, &place, JOBS, n);
     let table = report(&runs, &load_before, &load_average());
     println!("{table}");

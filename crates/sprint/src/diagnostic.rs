@@ -30,6 +30,8 @@ pub enum Rule {
     UnknownProvider,
     /// An effort other than low, medium or high.
     UnknownEffort,
+    /// A `fold_check` other than each or off.
+    UnknownFoldCheck,
     /// No `[[tasks]]` at all.
     NoTasks,
     /// Two tasks with the same id.
@@ -67,6 +69,7 @@ impl Rule {
             Rule::BadPath => "bad-path",
             Rule::UnknownProvider => "unknown-provider",
             Rule::UnknownEffort => "unknown-effort",
+            Rule::UnknownFoldCheck => "unknown-fold-check",
             Rule::NoTasks => "no-tasks",
             Rule::DuplicateTaskId => "duplicate-task-id",
             Rule::UnknownDependency => "unknown-dependency",

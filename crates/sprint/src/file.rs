@@ -70,6 +70,34 @@ pub struct SprintSection {
     /// not change, on top of the ones always protected (the sprint file, and the check's and
     /// gates' scripts that are files in the tree); a round that changes one is reset.
     pub protected: Vec<String>,
+    /// `fold_check`: whether the check runs on the sprint's branch after each fold of a
+    /// parallel run.
+    pub fold_check: FoldCheck,
+}
+
+/// `fold_check`: what runs on the sprint's branch after a parallel task's fold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FoldCheck {
+    /// `each` (the default): the check, and the gates of the paths the fold changed, after
+    /// every fold; a fold that fails it is taken back and its task sent home.
+    #[default]
+    Each,
+    /// `off`: nothing; a fold that applies is taken as it is (two tasks that break the check
+    /// only together are both committed). A conflict still sends its task home.
+    Off,
+}
+
+impl FoldCheck {
+    /// Every value, in the spelling of the sprint file.
+    pub const ALL: [FoldCheck; 2] = [FoldCheck::Each, FoldCheck::Off];
+
+    /// The value as the sprint file spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FoldCheck::Each => "each",
+            FoldCheck::Off => "off",
+        }
+    }
 }
 
 /// `[roles.generator]` or `[roles.evaluator]`: which agent plays the role.

@@ -8,7 +8,7 @@ use corral_ports::{Effort, ProviderId};
 use schemars::{Schema, SchemaGenerator, json_schema};
 use serde_json::{Map, Value};
 
-use crate::file::limits;
+use crate::file::{FoldCheck, limits};
 use crate::parse::{
     EVALUATOR_KEYS, GATE_KEYS, GENERATOR_KEYS, ROLES_KEYS, SPRINT_KEYS, TASK_KEYS, TOP_KEYS,
 };
@@ -56,6 +56,14 @@ fn key_schema(generator: &mut SchemaGenerator, table: &str, key: &str) -> Option
             "Runs of a task (after a regression or a crash) before it is blocked.",
         ),
         ("sprint", "protected") => globs("Paths the agents must not change (globs)."),
+        ("sprint", "fold_check") => {
+            let values: Vec<&str> = FoldCheck::ALL.iter().map(|f| f.as_str()).collect();
+            json_schema!({
+                "type": "string",
+                "enum": values,
+                "description": "With --jobs: whether the check (and the gates of the paths it changed) runs on the sprint's branch after each fold (each, the default) or not (off).",
+            })
+        }
         ("generator" | "evaluator", "provider") => {
             let mut schema = generator.subschema_for::<ProviderId>();
             schema.insert("description".into(), "The CLI that plays the role.".into());

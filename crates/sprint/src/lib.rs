@@ -46,8 +46,8 @@ pub use executor::{
     TaskRecorder, git_transport, record_ref,
 };
 pub use file::{
-    Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task, TaskPrompt,
-    TouchOverlap, limits, load,
+    FoldCheck, Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task,
+    TaskPrompt, TouchOverlap, limits, load,
 };
 pub use file_schema::sprint_file_schema;
 pub use flow::{

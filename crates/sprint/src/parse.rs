@@ -12,7 +12,9 @@ use corral_ports::{Effort, ProviderId};
 use toml_edit::{ImDocument, Item, TableLike, Value};
 
 use crate::diagnostic::{Diagnostic, Rule, did_you_mean, line_col};
-use crate::file::{Gate, RoleSettings, SprintFile, SprintFileError, SprintSection, Task, limits};
+use crate::file::{
+    FoldCheck, Gate, RoleSettings, SprintFile, SprintFileError, SprintSection, Task, limits,
+};
 use crate::names::{SprintName, TaskId};
 
 pub(crate) const TOP_KEYS: &[&str] = &["sprint", "roles", "gates", "tasks"];
@@ -25,6 +27,7 @@ pub(crate) const SPRINT_KEYS: &[&str] = &[
     "max_rounds",
     "max_attempts",
     "protected",
+    "fold_check",
 ];
 pub(crate) const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
 pub(crate) const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
@@ -391,6 +394,23 @@ impl Cx<'_> {
             u64::from(limits::DEFAULT_MAX_ATTEMPTS),
         );
         let protected = self.globs(t, "sprint", "protected");
+        let fold_check = match self.string(t, "sprint", "fold_check", false, None) {
+            None if t.get("fold_check").is_none() => Some(FoldCheck::default()),
+            None => None,
+            Some((value, span)) => {
+                let found = FoldCheck::ALL.into_iter().find(|f| f.as_str() == value);
+                if found.is_none() {
+                    let names: Vec<&str> = FoldCheck::ALL.iter().map(|f| f.as_str()).collect();
+                    self.report(
+                        span,
+                        "sprint.fold_check",
+                        Rule::UnknownFoldCheck,
+                        format!("{value:?} is not one of {}", names.join(", ")),
+                    );
+                }
+                found
+            }
+        };
         Some(SprintSection {
             name: name?,
             branch: branch?,
@@ -400,6 +420,7 @@ impl Cx<'_> {
             max_rounds: u32::try_from(max_rounds?).ok()?,
             max_attempts: u32::try_from(max_attempts?).ok()?,
             protected: protected?,
+            fold_check: fold_check?,
         })
     }
 

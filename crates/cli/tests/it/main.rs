@@ -36,4 +36,5 @@ mod sandbox_holds;
 mod schemas;
 mod sprint;
 mod sprint_cases;
+mod sprint_queue;
 mod sprint_work;

@@ -1111,6 +1111,120 @@ fn one_task_with_gemini_as_the_generator_and_the_evaluator() {
     );
 }
 
+/// A Gemini evaluator that tries to change the work tree it reviews: Gemini's read-only mode
+/// cannot be used (it refuses `signals.json` too), so the evaluator runs in YOLO mode with
+/// `write_file` and `run_shell_command` available, and what holds is the sandbox, which mounts
+/// the work tree read-only for the evaluator. Its `write_file` into the project and its shell's
+/// `echo >` both fail (the shell's error kept in the evaluator's own run directory, the one place
+/// it may write), its verdict still counts, and the commit holds the generator's change alone.
+#[test]
+fn a_gemini_evaluator_writing_in_the_work_tree_is_refused_and_its_verdict_stands() {
+    let evaluator_dir = |project: &Path| {
+        canonical(project)
+            .join(".corral/sprints")
+            .join(NAME)
+            .join("implement/t1/rounds/1/evaluator")
+    };
+    let world = World::new(&GEMINI, |project| {
+        let tree = canonical(project);
+        let shell = format!(
+            "(echo evil > '{}') 2> '{}'; true",
+            tree.join("evil-shell.txt").display(),
+            evaluator_dir(project).join("shell-write.log").display()
+        );
+        let mut evaluator = vec![
+            Step::tool_use(
+                "write_file",
+                corral_test_support::fake_api::write_tool_input(
+                    "write_file",
+                    &tree.join("evil-tool.txt").display().to_string(),
+                    "evil\n",
+                ),
+            ),
+            Step::tool_use(
+                "run_shell_command",
+                shell_tool_input("run_shell_command", &shell),
+            ),
+        ];
+        evaluator.extend(spawn_steps(
+            &GEMINI,
+            project,
+            &key(Role::Evaluator, "t1", 1),
+            &[],
+            &evaluation(None),
+        ));
+        Scenario::default()
+            .with_round(
+                Role::Generator,
+                "t1",
+                1,
+                spawn_steps(
+                    &GEMINI,
+                    project,
+                    &key(Role::Generator, "t1", 1),
+                    &[("t1.txt", "ok")],
+                    &complete("Write t1"),
+                ),
+            )
+            .with_round(Role::Evaluator, "t1", 1, evaluator)
+    });
+    repository(
+        &world,
+        &sprint_file(
+            &world.project(),
+            &[task("t1")],
+            CHECK,
+            &GEMINI,
+            Some(&GEMINI),
+            2,
+        ),
+    );
+    let out = sprint_run(&world, &[]);
+    let text = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let project = world.project();
+    for evil in ["evil-tool.txt", "evil-shell.txt"] {
+        assert!(
+            !exists(&project.join(evil)),
+            "the evaluator wrote {evil} in the work tree: {text}"
+        );
+    }
+    // The shell ran, and the sandbox refused its write.
+    let said = std::fs::read_to_string(evaluator_dir(&project).join("shell-write.log"))
+        .unwrap_or_else(|e| panic!("the evaluator's shell never ran ({e}): {text}"));
+    assert!(
+        said.contains("Read-only file system"),
+        "the shell said: {said:?}"
+    );
+    // The write_file call was made and answered: the evaluator went on to its verdict.
+    let steps: Vec<String> = world
+        .api
+        .spawn_requests(&key(Role::Evaluator, "t1", 1))
+        .iter()
+        .filter_map(|r| r.step.clone())
+        .collect();
+    assert!(steps.len() >= 3, "the evaluator's steps: {steps:?}");
+    assert_eq!(
+        sprint_commits(&world),
+        [("Write t1".to_owned(), "t1".to_owned())]
+    );
+    let files = corral_test_support::command(Path::new("git"))
+        .current_dir(&project)
+        .args([
+            "show",
+            "--name-only",
+            "--format=",
+            &format!("corral/{NAME}"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&files.stdout).trim(),
+        "t1.txt",
+        "the commit holds the generator's change alone"
+    );
+}
+
 #[test]
 fn a_terminal_shows_a_status_line_per_running_task_over_the_finished_steps() {
     const ROWS: u16 = 60;

@@ -8,7 +8,7 @@ use corral_contract::{Contract, validate_signals_file};
 
 use super::{Flow, SprintError, read_session_id, write_file};
 use crate::event::SprintEvent;
-use crate::file::{Gate, Task};
+use crate::file::{FoldCheck, Gate, Task};
 use crate::layout::{Role, SESSION_ID_FILE, SIGNALS_FILE};
 use crate::names::TaskId;
 use crate::state::{Attribution, SprintState, Step, TaskProgress, TaskStatus};
@@ -120,6 +120,11 @@ impl Flow<'_, '_> {
             commit: folded.0.clone(),
             how: folded.1.to_string(),
         });
+        match self.file().sprint.fold_check {
+            FoldCheck::Each => {}
+            // Taken as it applied: what the queue was before it checked its folds.
+            FoldCheck::Off => return self.folded(state, i, task, folded.0).await,
+        }
         // The fold's own check, on the branch as it now is: two tasks that each passed beside
         // the other can break it together.
         let changed = self

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use corral_ports::{Effort, ProviderId};
 use corral_sprint::{
-    Diagnostic, EXAMPLE, ExampleChoice, PLACEHOLDER_CHECK, ProjectCheck, Rule, SprintFile,
-    SprintFileError, TaskPrompt, example, limits, load, parse,
+    Diagnostic, EXAMPLE, ExampleChoice, FoldCheck, PLACEHOLDER_CHECK, ProjectCheck, Rule,
+    SprintFile, SprintFileError, TaskPrompt, example, limits, load, parse,
 };
 
 /// Writes `text` as `corral-sprint.toml` in a new directory and loads it.
@@ -65,6 +65,7 @@ fn a_minimal_file_gets_every_default() {
     assert_eq!(file.sprint.setup, None);
     assert_eq!(file.sprint.max_rounds, 3);
     assert_eq!(file.sprint.max_attempts, 2);
+    assert_eq!(file.sprint.fold_check, FoldCheck::Each);
     assert_eq!(file.generator.provider, ProviderId::Claude);
     assert_eq!(file.generator.model, None);
     assert_eq!(
@@ -627,4 +628,29 @@ fn a_timeout_takes_a_duration_as_text_and_a_bad_one_is_named() {
         "check = \"true\"\ncheck_timeout_ms = \"2days\"",
     );
     assert_eq!(rules(&long), [Rule::OutOfRange]);
+}
+
+#[test]
+fn fold_check_is_each_or_off_and_anything_else_is_named() {
+    let off = MINIMAL.replace("check = \"true\"", "check = \"true\"\nfold_check = \"off\"");
+    let file = parse(Path::new("corral-sprint.toml"), &off).unwrap();
+    assert_eq!(file.sprint.fold_check, FoldCheck::Off);
+    let each = MINIMAL.replace(
+        "check = \"true\"",
+        "check = \"true\"\nfold_check = \"each\"",
+    );
+    let file = parse(Path::new("corral-sprint.toml"), &each).unwrap();
+    assert_eq!(file.sprint.fold_check, FoldCheck::Each);
+    let bad = MINIMAL.replace(
+        "check = \"true\"",
+        "check = \"true\"\nfold_check = \"batch\"",
+    );
+    assert_eq!(
+        errors(&bad),
+        [
+            "corral-sprint.toml:5:1: sprint.fold_check: \"batch\" is not one of each, off [unknown-fold-check]"
+        ]
+    );
+    let wrong = MINIMAL.replace("check = \"true\"", "check = \"true\"\nfold_check = false");
+    assert_eq!(rules(&wrong), [Rule::WrongType]);
 }

@@ -460,3 +460,112 @@ async fn a_diff_past_gits_cap_is_cut_with_a_mark_and_every_path_in_the_patch_fil
     );
     assert!(tail.contains("[diff cut at 4194304 bytes of "), "{tail}");
 }
+
+/// Issue 29, hole 2: a generator writes the evaluator's report of its own round before the
+/// evaluator starts. The report is not taken (Corral never started that evaluator): the
+/// evaluator runs in a directory made anew, and its failing verdict stands.
+#[tokio::test]
+async fn a_report_forged_before_its_spawn_is_not_taken() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    let forged = ".corral/sprints/s/implement/a/rounds/1/evaluator/signals.json".to_string();
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::Plant {
+            links: Vec::new(),
+            files: vec![(forged.clone(), evaluation(None).to_string())],
+            signals: complete(None, None),
+        },
+    );
+    for round in 1..=3 {
+        evaluator.on(
+            "a",
+            round,
+            Role::Evaluator,
+            Act::Write {
+                files: Vec::new(),
+                remove: Vec::new(),
+                signals: evaluation(Some("it does not do the task")),
+            },
+        );
+    }
+    let summary = run_plain(&p, &generator, Some(&evaluator)).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Blocked, "{summary:?}");
+    assert_eq!(
+        evaluator.seen_for("a", 1).len(),
+        1,
+        "the evaluator of round 1 ran despite the report found in its directory"
+    );
+    assert!(commits(&p).await.is_empty());
+    // The forged report was moved aside, not read as the spawn's.
+    let aside = layout(&p)
+        .round_dir(&TaskId::new("a").unwrap(), 1)
+        .join("evaluator.earlier-1");
+    assert!(aside.join("signals.json").is_file());
+}
+
+/// Issue 29, hole 1: an agent without a sandbox replaces the files Corral writes after its
+/// round (`check.txt`, `diff.patch`, the round's directory itself, `learnings.ndjson`) with
+/// links to the user's files. Nothing is written through them: the user's files keep their
+/// bytes, and the sprint names the tampering.
+#[tokio::test]
+async fn links_planted_where_corral_writes_are_never_followed() {
+    let p = project(THREE_TASKS.split("[[tasks]]\nid = \"b\"").next().unwrap()).await;
+    let victims = tempfile::tempdir().unwrap();
+    let bashrc = victims.path().join("bashrc");
+    let profile = victims.path().join("profile");
+    let home = victims.path().join("home");
+    std::fs::write(&bashrc, "original bashrc\n").unwrap();
+    std::fs::write(&profile, "original profile\n").unwrap();
+    std::fs::create_dir(&home).unwrap();
+    let round = ".corral/sprints/s/implement/a/rounds/1".to_string();
+    let generator = FakeAgent::new(ProviderId::Claude);
+    generator.on(
+        "a",
+        1,
+        Role::Generator,
+        Act::Plant {
+            links: vec![
+                (format!("{round}/check.txt"), bashrc.clone()),
+                (format!("{round}/diff.patch"), profile.clone()),
+                (
+                    ".corral/sprints/s/learnings.ndjson".to_string(),
+                    profile.clone(),
+                ),
+                (
+                    ".corral/sprints/s/implement/a/rounds/2".to_string(),
+                    home.clone(),
+                ),
+            ],
+            files: Vec::new(),
+            signals: complete(None, Some("a learning")),
+        },
+    );
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&bashrc).unwrap(),
+        "original bashrc\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&profile).unwrap(),
+        "original profile\n"
+    );
+    assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0);
+    // Each round that met a planted file failed, named; the task went on in a later round.
+    let warnings = &summary.tasks[0].warnings;
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("tampering") && w.contains("rounds/1/diff.patch")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("tampering") && w.contains("rounds/2")),
+        "{warnings:?}"
+    );
+}
