@@ -264,11 +264,20 @@ async fn a_task_started_ahead_waits_for_a_round_slot() {
             &AheadLocal,
         );
         tokio::pin!(fut);
-        // a and b hold the two slots and never end: c is in flight, its rounds wait.
-        for _ in 0..25 {
+        // a and b hold the two slots and never end: c is in flight, its rounds wait. Driven
+        // until both have spawned (however slow the machine), then a while longer, in which a
+        // round of c would have started had it not waited.
+        let mut after_both = 0;
+        for _ in 0..3000 {
+            if after_both == 25 {
+                break;
+            }
             tokio::select! {
                 r = &mut fut => panic!("the sprint ended while a hangs: {r:?}"),
                 () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+            if generator.seen().len() >= 2 {
+                after_both += 1;
             }
         }
         // Dropped, as a killed coordinator would be: a's fake agent hangs through a cancel.
