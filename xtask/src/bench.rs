@@ -9,7 +9,8 @@
 //! --bench giant_reply` measures the peak memory of `corral run` while Claude Code prints a
 //! 20 MiB reply, and writes `target/bench-giant-reply-report.md`. Then `cargo bench -p corral-cli
 //! --bench cli_path` sets `corral run` beside the bare Claude Code at start and beside a raw tokio
-//! reader on a 200 000-line flood, and writes `target/bench-cli-path-report.md`. Last,
+//! reader on a 200 000-line flood in two shapes (text-only, and Claude's: a message id and usage on
+//! every line, tool calls among them), and writes `target/bench-cli-path-report.md`. Last,
 //! `cargo bench -p corral-cli --bench sprint` sets `corral sprint run` over 30 tasks × 2 rounds
 //! beside a shell script doing the same `corral run`s, checks and commits, and writes
 //! `target/bench-sprint-report.md`. Then `cargo bench -p corral-cli --bench sprint_jobs` sets
