@@ -246,7 +246,8 @@ const CONTINUE_PROMPT: &str = "Continue the task from where you stopped.";
 
 /// The run in `dir` as something to resume: `None` when it recorded no session. The session
 /// and the directory it was made in come from `session.json` when it is there (a Claude session
-/// resumes only from its own directory), else from `run.json`.
+/// resumes only from its own directory), else from `run.json`. `session.json` names the session
+/// `sessionId`; files written before the one key casing name it `session_id`, and still read.
 fn resumable(dir: &Path) -> anyhow::Result<Option<Resumed>> {
     let record =
         corral_compose::read_record(dir).map_err(|e| usage(format!("{}: {e:#}", dir.display())))?;
@@ -260,7 +261,10 @@ fn resumable(dir: &Path) -> anyhow::Result<Option<Resumed>> {
             .and_then(|v| v.as_str())
             .map(str::to_string)
     };
-    let Some(session) = field("session_id").or(record.session_id) else {
+    let Some(session) = field("sessionId")
+        .or_else(|| field("session_id"))
+        .or(record.session_id)
+    else {
         return Ok(None);
     };
     Ok(Some(Resumed {
