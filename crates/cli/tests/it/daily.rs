@@ -3,6 +3,9 @@
 
 use std::path::Path;
 
+use corral_test_support::fake_api::{Scenario, Step};
+
+use crate::providers::{CLAUDE, World};
 use crate::support::*;
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -390,4 +393,43 @@ fn an_unchanged_cli_is_asked_its_version_once() {
         transcript(&env, &out)
     );
     run(3);
+}
+
+/// A prompt piped on stdin, with no prompt argument and no `-`, is read as `claude -p` reads it:
+/// the pinned Claude Code sends it to the (fake) model, and stdout, what `$(corral run)` holds,
+/// is the answer alone; the summary is on stderr.
+#[test]
+fn a_piped_prompt_without_an_argument_is_read_and_stdout_is_the_answer_alone() {
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::script([Step::text("Paris is the capital of France.")])
+    });
+    let prompt = "Which city is the capital of France? (piped, with no argument)";
+    let out = world
+        .corral_run()
+        .arg("--no-contract")
+        .write_stdin(format!("{prompt}\n"))
+        .output()
+        .unwrap();
+    let text = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Paris is the capital of France.\n",
+        "{text}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("outcome   succeeded (exit 0)"),
+        "{text}"
+    );
+    // The model was asked the piped prompt, not an empty or default one.
+    let asked: Vec<String> = world
+        .api
+        .model_requests()
+        .into_iter()
+        .filter_map(|r| r.last_user_text)
+        .collect();
+    assert!(asked.iter().any(|t| t.contains(prompt)), "{asked:#?}");
+    let dir = only_run_dir(&world.env.project()).unwrap();
+    let sent = std::fs::read_to_string(dir.join("prompt.md")).unwrap();
+    assert!(sent.contains(prompt), "{sent}");
 }
