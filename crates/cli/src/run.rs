@@ -415,7 +415,11 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         network = ?settings.sandbox.network,
         "starting the run"
     );
-    let renderer = Renderer::new(Style::choose(args.json, args.quiet), provider_id.as_str());
+    let renderer = Renderer::new(
+        Style::choose(args.json, args.quiet),
+        provider_id.as_str(),
+        std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    );
     renderer.line(&format!(
         "run {run_id} · {provider_id} · {}",
         run_dir.display()
