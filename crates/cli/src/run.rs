@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use corral_compose::{
-    Contract, ContractRun, Journal, RunRecord, SignalsError, SignalsVerdict, Spawn, SpawnHooks,
-    SpawnPlan, engine_config, headless_provider, now,
+    Contract, ContractRun, Journal, ResumedBy, RunRecord, SignalsError, SignalsVerdict, Spawn,
+    SpawnHooks, SpawnPlan, engine_config, headless_provider, now,
 };
 use corral_ports::run_dir::SIGNALS_FILE;
 use corral_ports::{
@@ -459,6 +459,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
             session,
             contract: (!args.no_contract).then(Contract::generator),
             corrective_retries: settings.retry.corrective_retries,
+            resumed_by: ResumedBy::CorralResume,
         },
         Arc::new(RendererHooks {
             renderer: Arc::clone(&renderer),

@@ -288,6 +288,19 @@ fn runs_show_prints_a_summary_or_the_record_as_json() {
         .unwrap();
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(value["runId"], id.as_str());
+    // The resume hint is the short one; the session id has its own field.
+    assert_eq!(value["resumeCommand"], format!("corral resume {id}"));
+    assert_eq!(value["sessionId"], FAKE_SESSION);
+    assert_eq!(record(&dir)["resumeCommand"], format!("corral resume {id}"));
+    let listed = env
+        .corral()
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    // One record a line.
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let listed: serde_json::Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+    assert_eq!(listed["resumeCommand"], format!("corral resume {id}"));
     let human = env.corral().args(["runs", "show", &id]).output().unwrap();
     // Without an id, the latest run (as `gh run view`).
     let latest = env.corral().args(["runs", "show"]).output().unwrap();

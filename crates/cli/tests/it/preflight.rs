@@ -272,7 +272,10 @@ fn an_uninstalled_cli_stops_the_sprint_before_any_round_with_exit_8() {
         .env
         .corral()
         .envs(world.vars().iter().map(|(k, v)| (k, v)))
-        .env("CORRAL_PROVIDERS__CODEX__COMMAND", "corral-test-codex-not-installed")
+        .env(
+            "CORRAL_PROVIDERS__CODEX__COMMAND",
+            "corral-test-codex-not-installed",
+        )
         .timeout(RUN_CAP)
         .args(["sprint", "run"])
         .output()
