@@ -415,11 +415,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         network = ?settings.sandbox.network,
         "starting the run"
     );
-    let renderer = Renderer::new(
-        Style::choose(args.json, args.quiet),
-        provider_id.as_str(),
-        std::io::IsTerminal::is_terminal(&std::io::stdout()),
-    );
+    let renderer = run_renderer(&args, provider_id);
     renderer.line(&format!(
         "run {run_id} · {provider_id} · {}",
         run_dir.display()
@@ -508,6 +504,16 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         end.record_error,
     );
     Ok(ending.exit)
+}
+
+/// How the run is shown: the style its flags and stderr choose; a live view leaves the final
+/// answer to stdout when stdout is a terminal too, so that it is shown once.
+fn run_renderer(args: &RunArgs, provider: ProviderId) -> Arc<Renderer> {
+    Renderer::new(
+        Style::choose(args.json, args.quiet),
+        provider.as_str(),
+        std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    )
 }
 
 /// A run refused before its CLI started has no summary worth a screen (no session, no usage, no
