@@ -89,7 +89,8 @@ pub struct RunArgs {
     /// Emit normalized events as JSON lines on stdout, ending with a summary object.
     #[arg(long)]
     pub json: bool,
-    /// No progress: only the answer and the summary (and errors).
+    /// No progress: the answer alone on stdout; on stderr only errors, and the summary of a run
+    /// that did not succeed.
     #[arg(short, long, conflicts_with = "json")]
     pub quiet: bool,
     /// Write the agent's final answer to FILE (as `codex exec -o` does).
@@ -144,7 +145,8 @@ pub struct RunArgs {
     /// million). docs/sprint.md has every CLI's figures.
     #[arg(long)]
     pub preflight: bool,
-    /// The prompt; `-` reads it from standard input.
+    /// The prompt; `-` reads it from standard input, as does a prompt piped in when none is
+    /// given here.
     pub prompt: Option<String>,
 }
 

@@ -64,9 +64,13 @@ pub fn show(json: bool) -> anyhow::Result<Exit> {
     let loaded = load_settings(&cwd, Vec::new())?;
     let entries = loaded.entries();
     if json {
-        let list: Vec<serde_json::Value> = entries
+        let list: Vec<crate::json_lines::SettingJson<'_>> = entries
             .iter()
-            .map(|e| serde_json::json!({"key": e.key, "value": e.value, "source": e.source.to_string()}))
+            .map(|e| crate::json_lines::SettingJson {
+                key: &e.key,
+                value: &e.value,
+                source: e.source.to_string(),
+            })
             .collect();
         outln!("{}", crate::term::json_pretty(&list)?);
     } else {

@@ -1,9 +1,12 @@
-//! The lines `corral run --json` prints: one JSON object a line, its `type` naming which, keys in
-//! camelCase as in every JSON Corral writes (ADR 0012). Their JSON Schema is
-//! `docs/schema/run-output.schema.json`, generated from [`RunLine`]; `sprint status --json`'s
-//! is `docs/schema/sprint-status.schema.json`. A test here keeps both current
-//! (`UPDATE_SCHEMA=1 cargo test -p corral-cli schema` rewrites them), and the integration tests
-//! check real outputs against them.
+//! The JSON the commands print, typed so that its schema is generated from what prints it: the
+//! lines `corral run --json` prints ([`RunLine`], one JSON object a line, its `type` naming
+//! which), `runs list --json`'s lines ([`RunsListLine`]), `config show --json`
+//! ([`SettingJson`]), `providers --json` ([`ProvidersJson`]) and `sprint work --json`'s lines
+//! ([`WorkLine`]); keys in camelCase as in every JSON Corral writes (ADR 0012). Their JSON
+//! Schemas are in `docs/schema/` (`run-output`, `runs-list`, `config-show`, `providers`,
+//! `sprint-work`, and `sprint-status` for `sprint status --json`). A test here keeps them
+//! current (`UPDATE_SCHEMA=1 cargo test -p corral-cli schema` rewrites them), and the
+//! integration tests check real outputs against them.
 
 use std::path::Path;
 
@@ -96,6 +99,83 @@ pub(crate) struct RunSummary<'a> {
     pub record_error: Option<String>,
 }
 
+/// One line of `corral runs list --json`: a run's record, or one that could not be read.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum RunsListLine<'a> {
+    /// A record that was read: `run.json` as it is.
+    Record(ListedRun<'a>),
+    /// A run directory whose record could not be read.
+    Unreadable(UnreadableRun),
+}
+
+/// A run's record as `runs list --json` prints it.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ListedRun<'a> {
+    /// `run.json`'s fields.
+    #[serde(flatten)]
+    pub record: &'a corral_compose::RunRecord,
+    /// `true` (and only then present) when the record says the run is going on but the
+    /// `corral` that ran it is gone: it will never be finished.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub supervisor_gone: bool,
+}
+
+/// A run directory whose `run.json` could not be read.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct UnreadableRun {
+    /// The directory's name (the run id), when it is text.
+    pub run_id: Option<String>,
+    /// Why the record could not be read.
+    pub unreadable: String,
+}
+
+/// One setting as `corral config show --json` prints it (the output is an array of them).
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SettingJson<'a> {
+    /// The dotted key (`run.provider`).
+    pub key: &'a str,
+    /// Its value, as JSON.
+    pub value: &'a serde_json::Value,
+    /// Where it came from: `default`, a file's path, `env <VARIABLE>`, `flag`.
+    pub source: String,
+}
+
+/// `corral providers --json`: each provider's capability row, by provider id.
+pub(crate) type ProvidersJson = std::collections::BTreeMap<String, corral_ports::Capabilities>;
+
+/// One of the worker's own lines of `corral sprint work --json`, its `kind` naming which (the
+/// sprint's events, `event` naming which, come between them).
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub(crate) enum WorkLine<'a> {
+    /// The worker waits at its gate (`--gate`): it runs no round until the ref is on the remote.
+    Ready {
+        /// The task.
+        task: &'a str,
+        /// The ref it waits for.
+        gate: &'a str,
+    },
+    /// The worker is done with its task (finished or paused): what it hands back to the
+    /// coordinator.
+    Handback {
+        /// The task.
+        task: &'a str,
+        /// The task's status: `done`, `blocked`, `skipped`, `running` (paused), `pending`.
+        status: &'a str,
+        /// The round it reached.
+        round: u32,
+        /// The commit at the head of the task branch, when the task is done.
+        head: Option<&'a str>,
+        /// The task branch on the remote.
+        branch: &'a str,
+        /// The ref of the task's record on the remote.
+        record: &'a str,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -116,6 +196,21 @@ mod tests {
         );
     }
 
+    /// One line of `corral sprint work --json`: a sprint event as `sprint run --json` prints
+    /// it (`event` naming which), or one of the worker's own lines (`kind` naming which).
+    #[derive(schemars::JsonSchema)]
+    #[serde(untagged)]
+    #[expect(
+        dead_code,
+        reason = "only its schema is used: the lines are printed by each type"
+    )]
+    enum SprintWorkLine<'a> {
+        /// A step of the sprint.
+        Event(corral_sprint::SprintEvent),
+        /// The worker's own line.
+        Worker(super::WorkLine<'a>),
+    }
+
     /// The schema of what Corral prints as `T`.
     fn written<T: schemars::JsonSchema>() -> schemars::Schema {
         schemars::generate::SchemaSettings::draft2020_12()
@@ -133,6 +228,19 @@ mod tests {
         check(
             "sprint-status.schema.json",
             &written::<crate::sprint::StatusJson<'static>>(),
+        );
+        check(
+            "runs-list.schema.json",
+            &written::<super::RunsListLine<'static>>(),
+        );
+        check(
+            "config-show.schema.json",
+            &written::<Vec<super::SettingJson<'static>>>(),
+        );
+        check("providers.schema.json", &written::<super::ProvidersJson>());
+        check(
+            "sprint-work.schema.json",
+            &written::<SprintWorkLine<'static>>(),
         );
     }
 }

@@ -146,15 +146,10 @@ pub fn render() -> String {
 /// Prints the table.
 pub fn print(json: bool) -> anyhow::Result<Exit> {
     if json {
-        let all: serde_json::Map<String, serde_json::Value> = ProviderId::ALL
+        let all: crate::json_lines::ProvidersJson = ProviderId::ALL
             .iter()
-            .map(|&id| {
-                Ok((
-                    id.as_str().to_string(),
-                    serde_json::to_value(capabilities(id))?,
-                ))
-            })
-            .collect::<Result<_, serde_json::Error>>()?;
+            .map(|&id| (id.as_str().to_string(), capabilities(id)))
+            .collect();
         outln!("{}", crate::term::json_pretty(&all)?);
     } else {
         outln!("{}", render().trim_end_matches('\n'));

@@ -6,6 +6,11 @@
 //! terminal's width in display columns (`display`): the activity, last, gets what the rest
 //! leaves, and a tool call's path is cut at its start so that the file name stays. `runs
 //! follow` shows a run's log through the same renderer.
+//!
+//! The live view shows the final answer once: its text line is held until the next event says
+//! whether it was the answer, and an answer is shown in the result line only. When `corral run`
+//! prints the answer on stdout to the terminal the view is drawn on, the result line leaves it
+//! out too, so that a person sees it once, on stdout, as `claude -p` shows it.
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
@@ -113,6 +118,12 @@ pub struct Renderer {
     /// The live view's status line (`Style::Live` only). indicatif cuts it to the terminal's
     /// width and clears every row it drew, so a narrow terminal never keeps a stale row.
     status: Option<ProgressBar>,
+    /// Whether the final answer is printed on stdout to the terminal this live view is on
+    /// (`Style::Live` only): the view then leaves it out.
+    answer_on_screen: bool,
+    /// The line of the last text event and its text, not shown yet (`Style::Live` only): shown
+    /// before the next line, dropped when the result says it was the answer.
+    held_text: Mutex<Option<(String, String)>>,
 }
 
 /// The status line's one field: the whole text, cut to the terminal's width at the end (where
@@ -257,19 +268,31 @@ pub(crate) fn tokens(n: Option<u64>) -> String {
 }
 
 impl Renderer {
-    /// A renderer for one run.
-    pub fn new(style: Style, provider: &str) -> Arc<Self> {
-        Renderer::started_at(style, provider, Instant::now())
+    /// A renderer for one run; `answer_on_screen`: the final answer will be printed on stdout,
+    /// a terminal (a live view then leaves it out, so that it is shown once).
+    pub fn new(style: Style, provider: &str, answer_on_screen: bool) -> Arc<Self> {
+        Renderer::started_at(style, provider, Instant::now(), answer_on_screen)
     }
 
     /// A renderer for a run that started `so_far` ago, shown from its log (`runs follow`):
     /// its elapsed time counts from the run's start.
     pub fn following(style: Style, provider: &str, so_far: Duration) -> Arc<Self> {
         let now = Instant::now();
-        Renderer::started_at(style, provider, now.checked_sub(so_far).unwrap_or(now))
+        // The log's answer is shown only in the view: `runs follow` prints no answer on stdout.
+        Renderer::started_at(
+            style,
+            provider,
+            now.checked_sub(so_far).unwrap_or(now),
+            false,
+        )
     }
 
-    fn started_at(style: Style, provider: &str, started: Instant) -> Arc<Self> {
+    fn started_at(
+        style: Style,
+        provider: &str,
+        started: Instant,
+        answer_on_screen: bool,
+    ) -> Arc<Self> {
         let status = if style == Style::Live {
             status_line()
         } else {
@@ -287,7 +310,9 @@ impl Renderer {
             started,
             state: Mutex::new(State::default()),
             replayed: Mutex::new(None),
+            answer_on_screen: answer_on_screen && style == Style::Live,
             status,
+            held_text: Mutex::new(None),
         })
     }
 
@@ -319,6 +344,20 @@ impl Renderer {
         if matches!(self.style, Style::Json | Style::Quiet) {
             return;
         }
+        self.show_held_text();
+        self.show_line(text);
+    }
+
+    /// Shows the held text line, if any.
+    fn show_held_text(&self) {
+        let held = self.held_text.lock().ok().and_then(|mut held| held.take());
+        if let Some((line, _)) = held {
+            self.show_line(&line);
+        }
+    }
+
+    /// Prints one line, without the held text line.
+    fn show_line(&self, text: &str) {
         let mut text = term::one_line(text);
         if let Some(columns) = self.line_columns() {
             text = display::cut(&text, columns);
@@ -370,8 +409,10 @@ impl Renderer {
         status.set_message(term::one_line(&text));
     }
 
-    /// Clears the status line before the summary, and writes the event lines still held back.
+    /// Clears the status line before the summary, and writes the event lines still held back
+    /// (a text line that no result followed is shown: it was not the answer).
     pub fn finish(&self) {
+        self.show_held_text();
         term::flush();
         if let Some(status) = &self.status {
             status.finish_and_clear();
@@ -464,7 +505,17 @@ impl RunObserver for Renderer {
             AgentEvent::Text { text } => {
                 if !matches!(self.style, Style::Json | Style::Quiet) {
                     let room = self.line_columns().map_or(100, |w| w.saturating_sub(2));
-                    self.line(&format!("  {}", short(text, room)));
+                    let line = format!("  {}", short(text, room));
+                    if self.style == Style::Live {
+                        // It may be the answer, which the result line or stdout shows: held
+                        // until the next event says.
+                        self.show_held_text();
+                        if let Ok(mut held) = self.held_text.lock() {
+                            *held = Some((line, text.clone()));
+                        }
+                    } else {
+                        self.line(&line);
+                    }
                 }
                 self.set_activity("writing");
             }
@@ -516,10 +567,21 @@ impl RunObserver for Renderer {
                     state.usage = u.sanitized();
                 }
                 let verdict = if *is_error { "failed" } else { "done" };
-                let text = text
-                    .as_deref()
-                    .map(|t| format!(": {}", short(t, 90)))
-                    .unwrap_or_default();
+                // The held text line is dropped when it was the answer (the result's text ends
+                // with it), which is shown below, once.
+                let held = self.held_text.lock().ok().and_then(|mut held| held.take());
+                if let Some((line, held)) = held {
+                    let answer = text.as_deref().map(str::trim_end);
+                    if !answer.is_some_and(|a| a.ends_with(held.trim())) {
+                        self.show_line(&line);
+                    }
+                }
+                let text = match text.as_deref() {
+                    // On stdout, on this terminal: shown there.
+                    Some(_) if self.answer_on_screen && !*is_error => String::new(),
+                    Some(t) => format!(": {}", short(t, 90)),
+                    None => String::new(),
+                };
                 self.line(&format!("result: {verdict}{text}"));
                 self.set_activity(verdict);
             }

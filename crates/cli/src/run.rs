@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use corral_compose::{
-    Contract, ContractRun, Journal, RunRecord, SignalsError, SignalsVerdict, Spawn, SpawnHooks,
-    SpawnPlan, engine_config, headless_provider, now,
+    Contract, ContractRun, Journal, ResumedBy, RunRecord, SignalsError, SignalsVerdict, Spawn,
+    SpawnHooks, SpawnPlan, engine_config, headless_provider, now,
 };
 use corral_ports::run_dir::SIGNALS_FILE;
 use corral_ports::{
@@ -246,7 +246,8 @@ const CONTINUE_PROMPT: &str = "Continue the task from where you stopped.";
 
 /// The run in `dir` as something to resume: `None` when it recorded no session. The session
 /// and the directory it was made in come from `session.json` when it is there (a Claude session
-/// resumes only from its own directory), else from `run.json`.
+/// resumes only from its own directory), else from `run.json`. `session.json` names the session
+/// `sessionId`; files written before the one key casing name it `session_id`, and still read.
 fn resumable(dir: &Path) -> anyhow::Result<Option<Resumed>> {
     let record =
         corral_compose::read_record(dir).map_err(|e| usage(format!("{}: {e:#}", dir.display())))?;
@@ -260,7 +261,10 @@ fn resumable(dir: &Path) -> anyhow::Result<Option<Resumed>> {
             .and_then(|v| v.as_str())
             .map(str::to_string)
     };
-    let Some(session) = field("session_id").or(record.session_id) else {
+    let Some(session) = field("sessionId")
+        .or_else(|| field("session_id"))
+        .or(record.session_id)
+    else {
         return Ok(None);
     };
     Ok(Some(Resumed {
@@ -411,7 +415,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         network = ?settings.sandbox.network,
         "starting the run"
     );
-    let renderer = Renderer::new(Style::choose(args.json, args.quiet), provider_id.as_str());
+    let renderer = run_renderer(&args, provider_id);
     renderer.line(&format!(
         "run {run_id} · {provider_id} · {}",
         run_dir.display()
@@ -451,6 +455,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
             session,
             contract: (!args.no_contract).then(Contract::generator),
             corrective_retries: settings.retry.corrective_retries,
+            resumed_by: ResumedBy::CorralResume,
         },
         Arc::new(RendererHooks {
             renderer: Arc::clone(&renderer),
@@ -499,6 +504,16 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         end.record_error,
     );
     Ok(ending.exit)
+}
+
+/// How the run is shown: the style its flags and stderr choose; a live view leaves the final
+/// answer to stdout when stdout is a terminal too, so that it is shown once.
+fn run_renderer(args: &RunArgs, provider: ProviderId) -> Arc<Renderer> {
+    Renderer::new(
+        Style::choose(args.json, args.quiet),
+        provider.as_str(),
+        std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    )
 }
 
 /// A run refused before its CLI started has no summary worth a screen (no session, no usage, no

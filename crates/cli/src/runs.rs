@@ -22,6 +22,7 @@ use crate::args::RunsCommand;
 use crate::config_cmd::load_settings;
 use crate::display;
 use crate::exit::{Exit, usage};
+use crate::json_lines::{ListedRun, RunsListLine, UnreadableRun};
 use crate::render::{Renderer, Style, short};
 use crate::term::{errln, one_line, outln};
 
@@ -152,22 +153,17 @@ fn list(root: &Path, json: bool, all: bool) -> anyhow::Result<Exit> {
     let left_out = before - runs.len();
     if json {
         for (dir, record) in &runs {
-            let value = match record {
-                Ok(record) => {
-                    let mut value = serde_json::to_value(record)?;
-                    if record.supervisor_gone()
-                        && let Some(map) = value.as_object_mut()
-                    {
-                        map.insert("supervisorGone".into(), true.into());
-                    }
-                    value
-                }
-                Err(e) => serde_json::json!({
-                    "runId": dir.file_name().map(|n| n.to_string_lossy().into_owned()),
-                    "unreadable": format!("{e:#}"),
+            let line = match record {
+                Ok(record) => RunsListLine::Record(ListedRun {
+                    record,
+                    supervisor_gone: record.supervisor_gone(),
+                }),
+                Err(e) => RunsListLine::Unreadable(UnreadableRun {
+                    run_id: dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    unreadable: format!("{e:#}"),
                 }),
             };
-            outln!("{}", crate::term::json(&value)?);
+            outln!("{}", crate::term::json(&line)?);
         }
         return Ok(Exit::Success);
     }

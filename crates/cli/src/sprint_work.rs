@@ -348,16 +348,18 @@ fn finish(
         .then(|| state.commit.clone())
         .flatten();
     if args.json {
-        let handback = serde_json::json!({
-            "kind": "handback",
-            "task": task.as_str(),
-            "status": state.status.as_str(),
-            "round": state.round,
-            "head": head,
-            "branch": args.branch,
-            "record": reference,
-        });
-        outln!("{handback}");
+        let handback = crate::json_lines::WorkLine::Handback {
+            task: task.as_str(),
+            status: state.status.as_str(),
+            round: state.round,
+            head: head.as_deref(),
+            branch: &args.branch,
+            record: reference,
+        };
+        match crate::term::json(&handback) {
+            Ok(line) => outln!("{line}"),
+            Err(e) => tracing::warn!(error = %e, "cannot print the handback line"),
+        }
     }
     match (end, state.status) {
         // Paused: the state stays running, the exit says why.
@@ -532,8 +534,14 @@ impl Worker<'_> {
     /// Says it is ready (`{"kind":"ready",…}` on stdout) and waits until `gate` exists on
     /// the remote, asking every [`GATE_POLL`]. `false` when cancelled first.
     async fn wait_at_gate(&self, task: &TaskId, gate: &str, cancel: &CancellationToken) -> bool {
-        let ready = serde_json::json!({"kind": "ready", "task": task.as_str(), "gate": gate});
-        outln!("{ready}");
+        let ready = crate::json_lines::WorkLine::Ready {
+            task: task.as_str(),
+            gate,
+        };
+        match crate::term::json(&ready) {
+            Ok(line) => outln!("{line}"),
+            Err(e) => tracing::warn!(error = %e, "cannot print the ready line"),
+        }
         let mut complained = false;
         loop {
             let mut spec = CommandSpec::git(

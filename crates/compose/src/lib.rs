@@ -66,7 +66,7 @@ pub use settings::{
     EnvSettings, ExecutorKind, ExecutorSettings, ProviderSettings, ProvidersSettings, RaySettings,
     RetrySettings, RunSettings, SandboxSettings, Settings, settings_json_schema,
 };
-pub use spawn::{NoHooks, Spawn, SpawnEnd, SpawnHooks, SpawnPlan, resume_command};
+pub use spawn::{NoHooks, ResumedBy, Spawn, SpawnEnd, SpawnHooks, SpawnPlan, resume_command};
 pub use trust::{
     KEYS as TRUST_TABLE, ProjectMay, TRUST_STORE_FILE, UntrustedKey, Who, content_digest,
     who_may_set,

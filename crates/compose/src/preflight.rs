@@ -133,6 +133,7 @@ pub async fn cheap_request(
         session: session(max_turns),
         contract: None,
         corrective_retries: 0,
+        resumed_by: crate::ResumedBy::ItsOwner,
     };
     let started = Instant::now();
     let mut end = Spawn::begin(plan(Some(PREFLIGHT_MAX_TURNS)), Arc::new(NoHooks))

@@ -137,6 +137,8 @@ impl RoleAgent for ComposedRoleAgent {
             session,
             contract: Some(request.contract.clone()),
             corrective_retries: self.corrective_retries,
+            // The sprint resumes its rounds' sessions itself.
+            resumed_by: crate::ResumedBy::ItsOwner,
         };
         let provider = if request.read_only {
             &self.read_only

@@ -115,7 +115,10 @@ pub struct RunRecord {
     /// The agent's final answer (its last result text), once known.
     #[serde(default)]
     pub result: Option<String>,
-    /// The command that resumes this run's session.
+    /// The command that resumes this run's session once it has one: `corral resume <run-id>`
+    /// for a `corral run` (the session id itself is `sessionId`). `null` for a spawn that its
+    /// owner resumes (a sprint round's role, the preflight's request). Records written before
+    /// hold the longer `corral run --provider … --resume <session>` command.
     #[serde(alias = "resume_command")]
     pub resume_command: Option<String>,
     /// The session the run was asked to resume, when that session was not found and the task

@@ -10,7 +10,7 @@
 //! the run.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,6 +37,19 @@ pub struct SpawnPlan {
     pub contract: Option<Contract>,
     /// How many times the session may be resumed with the corrective message.
     pub corrective_retries: u32,
+    /// Who resumes the run's session later: what `run.json`'s `resumeCommand` says.
+    pub resumed_by: ResumedBy,
+}
+
+/// Who resumes a spawn's session, for the command its record names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumedBy {
+    /// A `corral run` under the project's runs directory: `corral resume <run-id>`, which takes
+    /// the provider, working directory and session from the record.
+    CorralResume,
+    /// A part of something that resumes it itself (a sprint round, the preflight's request):
+    /// its record names no command; the session id is still in it.
+    ItsOwner,
 }
 
 /// What a caller hears of a spawn besides the run's own events.
@@ -150,8 +163,7 @@ impl Spawn {
             inner: observer,
             journal: Arc::clone(&journal),
             hooks: Arc::clone(&hooks),
-            provider: plan.provider,
-            cwd: plan.session.cwd.clone(),
+            resume_command: resume_command_of(&plan.run_id, plan.resumed_by),
         });
         let on_corrective = |e: &SignalsError| hooks.corrective(e);
         let run = run_with_contract(
@@ -170,8 +182,7 @@ impl Spawn {
             &journal,
             &run,
             code,
-            plan.provider,
-            &plan.session.cwd,
+            resume_command_of(&plan.run_id, plan.resumed_by),
             started,
         );
         journal.close();
@@ -184,21 +195,17 @@ impl Spawn {
     }
 }
 
-/// The command that resumes `session` of a run by `provider` in `cwd`.
-pub fn resume_command(provider: ProviderId, cwd: &Path, session: &SessionId) -> String {
-    format!(
-        "corral run --provider {provider} --cwd {} --resume {session} \"continue where you stopped\"",
-        shell_quote(&cwd.display().to_string())
-    )
+/// The command that resumes the session of the `corral run` whose id is `run_id`: `corral
+/// resume` reads the provider, working directory and session from its record.
+pub fn resume_command(run_id: &str) -> String {
+    format!("corral resume {run_id}")
 }
 
-fn shell_quote(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
+/// The record's `resumeCommand` once the run has a session.
+fn resume_command_of(plan_run_id: &str, resumed_by: ResumedBy) -> Option<String> {
+    match resumed_by {
+        ResumedBy::CorralResume => Some(resume_command(plan_run_id)),
+        ResumedBy::ItsOwner => None,
     }
 }
 
@@ -209,8 +216,8 @@ struct RecordingObserver {
     inner: Arc<dyn RunObserver>,
     journal: Arc<Journal>,
     hooks: Arc<dyn SpawnHooks>,
-    provider: ProviderId,
-    cwd: PathBuf,
+    /// What the record's `resumeCommand` becomes once a session is seen.
+    resume_command: Option<String>,
 }
 
 impl RunObserver for RecordingObserver {
@@ -224,7 +231,7 @@ impl RunObserver for RecordingObserver {
         {
             let written = self.journal.update(|record| {
                 record.session_id = Some(session_id.to_string());
-                record.resume_command = Some(resume_command(self.provider, &self.cwd, session_id));
+                record.resume_command.clone_from(&self.resume_command);
             });
             if let Err(e) = written {
                 self.hooks
@@ -277,7 +284,7 @@ fn first_record(plan: &SpawnPlan) -> RunRecord {
         duration_ms: None,
         error: None,
         result: None,
-        resume_command: resume.map(|s| resume_command(plan.provider, &session.cwd, s)),
+        resume_command: resume.and_then(|_| resume_command_of(&plan.run_id, plan.resumed_by)),
         cold_fallback_from: None,
         attestation: None,
         supervisor: Some(Supervisor::this_process()),
@@ -289,8 +296,7 @@ fn finish_record(
     journal: &Journal,
     run: &ContractRun,
     exit_code: Option<u8>,
-    provider: ProviderId,
-    cwd: &Path,
+    resume_command: Option<String>,
     started: Instant,
 ) -> io::Result<()> {
     let (session_id, outcome, attestation) = match &run.result {
@@ -312,7 +318,7 @@ fn finish_record(
         // A session seen live (and already in the record) is kept when the result names none.
         if let Some(id) = &session_id {
             record.session_id = Some(id.to_string());
-            record.resume_command = Some(resume_command(provider, cwd, id));
+            record.resume_command = resume_command;
         }
         record.attempts = run.attempts;
         record.provider_runs = run.provider_runs;

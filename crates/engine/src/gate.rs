@@ -96,7 +96,7 @@ impl AccountKey {
 }
 
 /// What an account file holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Hold {
     /// Spawns on the account wait until this instant (milliseconds since the epoch).
@@ -107,6 +107,15 @@ pub(crate) struct Hold {
     /// The run that recorded it (`<run id>-<attempt>`).
     #[serde(alias = "set_by")]
     pub set_by: String,
+}
+
+/// The JSON Schema of an account file (`docs/schema/rate-limit-hold.schema.json`): what the
+/// gate writes.
+pub fn rate_limit_hold_schema() -> schemars::Schema {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<Hold>()
 }
 
 /// The gate: a directory of account files.

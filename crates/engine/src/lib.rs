@@ -75,7 +75,9 @@ pub use files::{
     repair_run_dir, write_atomic, write_prompt_pointer, write_record_file,
 };
 pub use framing::{Frame, LineFramer, OVERSIZED_PREFIX_BYTES};
-pub use gate::{AccountHold, ProviderAccount, RATE_LIMIT_DIR, user_rate_limit_dir};
+pub use gate::{
+    AccountHold, ProviderAccount, RATE_LIMIT_DIR, rate_limit_hold_schema, user_rate_limit_dir,
+};
 pub use headless::CONTINUATION_PROMPT;
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{

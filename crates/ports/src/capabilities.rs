@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// How the prompt reaches the CLI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PromptChannel {
     /// Piped to stdin, which is then closed.
@@ -14,7 +14,7 @@ pub enum PromptChannel {
 }
 
 /// When the session id becomes known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SessionIdTiming {
     /// Minted by Corral and passed to the CLI, so it is on disk before the CLI starts.
@@ -30,7 +30,7 @@ pub enum SessionIdTiming {
 }
 
 /// What the CLI reports about cost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CostReporting {
     /// Tokens and a dollar cost.
@@ -44,7 +44,7 @@ pub enum CostReporting {
 }
 
 /// A permission gate from [`crate::Permissions`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Gate {
     /// Closing file edits (`edit_files: false`).
@@ -58,7 +58,7 @@ pub enum Gate {
 }
 
 /// One provider's row in the capability table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
     /// How the prompt is delivered.

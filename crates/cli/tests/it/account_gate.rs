@@ -99,6 +99,24 @@ fn runs_on_one_account_wait_for_the_reset_another_run_was_told() {
         ["http_error", "text", "text", "text"],
         "one 429, then each run's one request"
     );
+    // The hold the first run wrote into the gate (the user's state directory) is the one the
+    // others waited for, and matches its schema.
+    let gate = world.env.home().join(".local/state/corral/rate-limits");
+    let holds: Vec<PathBuf> = std::fs::read_dir(&gate)
+        .unwrap_or_else(|e| panic!("{}: {e}", gate.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert_eq!(holds.len(), 1, "one account: {holds:?}");
+    let hold: Value = serde_json::from_str(&std::fs::read_to_string(&holds[0]).unwrap()).unwrap();
+    crate::schemas::Schema::load("rate-limit-hold.schema.json").check("a rate-limit hold", &hold);
+    assert!(
+        hold["untilEpochMs"]
+            .as_u64()
+            .is_some_and(|u| u >= reset_epoch_s * 1000),
+        "{hold}"
+    );
     // The gate's hold is written just before the backoff record: allow for that gap.
     let slack_ms = 100;
     for request in &requests[1..] {

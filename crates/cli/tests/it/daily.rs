@@ -3,6 +3,9 @@
 
 use std::path::Path;
 
+use corral_test_support::fake_api::{Scenario, Step};
+
+use crate::providers::{CLAUDE, World};
 use crate::support::*;
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -285,6 +288,19 @@ fn runs_show_prints_a_summary_or_the_record_as_json() {
         .unwrap();
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(value["runId"], id.as_str());
+    // The resume hint is the short one; the session id has its own field.
+    assert_eq!(value["resumeCommand"], format!("corral resume {id}"));
+    assert_eq!(value["sessionId"], FAKE_SESSION);
+    assert_eq!(record(&dir)["resumeCommand"], format!("corral resume {id}"));
+    let listed = env
+        .corral()
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    // One record a line.
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let listed: serde_json::Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+    assert_eq!(listed["resumeCommand"], format!("corral resume {id}"));
     let human = env.corral().args(["runs", "show", &id]).output().unwrap();
     // Without an id, the latest run (as `gh run view`).
     let latest = env.corral().args(["runs", "show"]).output().unwrap();
@@ -390,4 +406,136 @@ fn an_unchanged_cli_is_asked_its_version_once() {
         transcript(&env, &out)
     );
     run(3);
+}
+
+/// A prompt piped on stdin, with no prompt argument and no `-`, is read as `claude -p` reads it:
+/// the pinned Claude Code sends it to the (fake) model, and stdout, what `$(corral run)` holds,
+/// is the answer alone; the summary is on stderr.
+#[test]
+fn a_piped_prompt_without_an_argument_is_read_and_stdout_is_the_answer_alone() {
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::script([Step::text("Paris is the capital of France.")])
+    });
+    let prompt = "Which city is the capital of France? (piped, with no argument)";
+    let out = world
+        .corral_run()
+        .arg("--no-contract")
+        .write_stdin(format!("{prompt}\n"))
+        .output()
+        .unwrap();
+    let text = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Paris is the capital of France.\n",
+        "{text}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("outcome   succeeded (exit 0)"),
+        "{text}"
+    );
+    // The model was asked the piped prompt, not an empty or default one.
+    let asked: Vec<String> = world
+        .api
+        .model_requests()
+        .into_iter()
+        .filter_map(|r| r.last_user_text)
+        .collect();
+    assert!(asked.iter().any(|t| t.contains(prompt)), "{asked:#?}");
+    let dir = only_run_dir(&world.env.project()).unwrap();
+    let sent = std::fs::read_to_string(dir.join("prompt.md")).unwrap();
+    assert!(sent.contains(prompt), "{sent}");
+}
+
+/// What varies from run to run in `corral run`'s plain output: the run id, the scratch path, the
+/// time in the run that prefixes each line.
+fn stable_run_output(env: &Env, run_id: &str, text: &[u8]) -> String {
+    env.clean(text)
+        .replace(run_id, "<run-id>")
+        .lines()
+        .map(|line| match (line.starts_with('['), line.find("] ")) {
+            (true, Some(end)) => format!("[<t>]{}", &line[end + 1..]),
+            _ => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `corral run`'s plain output (stderr not a terminal): the answer alone on stdout; the event
+/// lines and the summary on stderr.
+#[test]
+fn run_prints_the_answer_on_stdout_and_the_rest_on_stderr() {
+    let env = Env::new();
+    let agent = answering_agent(&env, "All good.\nSecond line.");
+    let (name, path) = agent.setting();
+    let out = env
+        .corral()
+        .env(name, &path)
+        .args(["run", "--no-contract", "--sandbox", "native"])
+        .args(["--allow-degraded-native", "Say it is all good"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", transcript(&env, &out));
+    let dir = only_run_dir(&env.project()).unwrap();
+    let id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    insta::assert_snapshot!("run_stdout", stable_run_output(&env, &id, &out.stdout));
+    insta::assert_snapshot!("run_stderr", stable_run_output(&env, &id, &out.stderr));
+}
+
+/// Writes a finished run's record, prompt and answer under the project, at fixed times.
+fn recorded_run(env: &Env, id: &str, outcome: &str, exit: u8, prompt: &str, answer: Option<&str>) {
+    let dir = env.project().join(".corral/runs").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The id's time: `20261201T100000Z` is 2026-12-01T10:00:00Z (every id here is on the hour).
+    let started = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &id[..4],
+        &id[4..6],
+        &id[6..8],
+        &id[9..11],
+        &id[11..13],
+        &id[13..15]
+    );
+    let record = serde_json::json!({
+        "runId": id, "provider": "claude", "model": "claude-opus", "cwd": "/work/project",
+        "startedAt": started, "finishedAt": started.replace(":00:00Z", ":02:05Z"),
+        "outcome": outcome, "exitCode": exit,
+        "sessionId": "60a5da9f-0000-4000-8000-000000000001", "signalsValid": true,
+        "signalsError": null, "signalKinds": ["task-complete"], "attempts": 1, "providerRuns": 1,
+        "usage": {"input": 1200, "output": 340, "costUsd": 0.0123}, "durationMs": 125000,
+        "error": null, "result": answer, "resumeCommand": format!("corral resume {id}"),
+    });
+    std::fs::write(dir.join("run.json"), record.to_string()).unwrap();
+    std::fs::write(dir.join("prompt.md"), prompt).unwrap();
+}
+
+/// `runs list` and `runs show` with the one time format (the local zone with its name and the
+/// year; the tests' zone is UTC) and the table fitted to no terminal.
+#[test]
+fn runs_list_and_runs_show_print_times_and_tables_one_way() {
+    let env = Env::new();
+    recorded_run(
+        &env,
+        "20261201T100000Z-claude-aaaaaa",
+        "succeeded",
+        0,
+        "Fix the failing test in the parser\nand say what it was.",
+        Some("The parser dropped the last token.\nFixed in src/parse.rs."),
+    );
+    recorded_run(
+        &env,
+        "20261201T110000Z-claude-bbbbbb",
+        "rate-limited",
+        4,
+        "日本語のプロンプト: translate the README",
+        None,
+    );
+    let list = env.corral().args(["runs", "list"]).output().unwrap();
+    insta::assert_snapshot!("runs_list", transcript(&env, &list));
+    let show = env
+        .corral()
+        .args(["runs", "show", "20261201T1000"])
+        .output()
+        .unwrap();
+    insta::assert_snapshot!("runs_show", transcript(&env, &show));
 }

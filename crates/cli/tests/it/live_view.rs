@@ -101,3 +101,31 @@ fn a_narrow_terminal_keeps_no_stale_status_rows_and_shows_the_file_name() {
         );
     }
 }
+
+/// On a terminal the answer is shown once, as `claude -p` shows it: on stdout, after the live
+/// view, which leaves it out (no text line of it, no text in the result line); the summary
+/// follows on stderr.
+#[test]
+fn a_terminal_shows_the_answer_once() {
+    const ANSWER: &str = "The answer, shown once: forty-two.";
+    const ROWS: u16 = 60;
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::script([Step::write_signals(VALID_SIGNALS), Step::text(ANSWER)])
+    });
+    let screen = corral_on_pty(&world, 120, ROWS);
+    assert!(screen.status.success(), "{}", screen.output);
+    let mut terminal = vt100::Parser::new(ROWS, 120, 0);
+    terminal.process(screen.output.as_bytes());
+    let rows: Vec<String> = terminal.screen().rows(0, 120).collect();
+    let all = rows.join("\n");
+    assert_eq!(all.matches(ANSWER).count(), 1, "{all}");
+    assert!(rows.iter().any(|r| r.trim_end() == "result: done"), "{all}");
+    let answer_row = rows.iter().position(|r| r.trim_end() == ANSWER);
+    let outcome_row = rows
+        .iter()
+        .position(|r| r.starts_with("outcome   succeeded"));
+    assert!(
+        answer_row.is_some() && answer_row < outcome_row,
+        "the answer alone on its row, before the summary:\n{all}"
+    );
+}

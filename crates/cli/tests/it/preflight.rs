@@ -223,3 +223,72 @@ fn doctor_asks_the_cli_and_names_a_refused_login() {
     );
     assert_eq!(out.status.code(), Some(0), "{text}");
 }
+
+/// A sprint whose repository has no commit identity (no `user.name`, no `user.email`: the scratch
+/// HOME has no git config, and the variables are not set) is refused by the preflight, exit 8,
+/// before any round: the commit step would fail only after the generator had run and spent.
+#[test]
+fn no_git_identity_stops_the_sprint_before_any_round_with_exit_8() {
+    let world = World::new(&CLAUDE, |_| Scenario::default().with_models([SERVED]));
+    let project = world.project();
+    std::fs::write(
+        project.join("corral-sprint.toml"),
+        sprint_file(SERVED, None, "true"),
+    )
+    .unwrap();
+    std::fs::write(project.join(".gitignore"), ".corral/\n").unwrap();
+    // The commit that starts the repository names its identity on the command line only.
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "start"]);
+    let out = sprint_run(&world, &[]);
+    let stderr = stable_stderr(&world, &out);
+    assert_eq!(out.status.code(), Some(8), "{stderr}");
+    assert!(
+        stderr.contains("✗ no git user.name") && stderr.contains("✗ no git user.email"),
+        "{stderr}"
+    );
+    let steps = steps_taken(&world);
+    assert!(steps.iter().all(|s| s == "preflight"), "{steps:?}");
+    assert!(
+        !project.join(".corral/sprints/it/implement").exists(),
+        "a round directory was made"
+    );
+    insta::assert_snapshot!(stderr);
+}
+
+/// A sprint whose evaluator's CLI is not installed is refused by the preflight, exit 8, naming
+/// the role, the command looked for and the command that installs the tested version; the
+/// generator's CLI is still asked, so every problem is named at once.
+#[test]
+fn an_uninstalled_cli_stops_the_sprint_before_any_round_with_exit_8() {
+    let file = sprint_file(SERVED, None, "true").replace(
+        "[roles.evaluator]\nprovider = \"claude\"\nenabled = false\n",
+        "[roles.evaluator]\nprovider = \"codex\"\n",
+    );
+    assert!(file.contains("provider = \"codex\""), "{file}");
+    let world = sprint_world(&file, Scenario::default());
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .env(
+            "CORRAL_PROVIDERS__CODEX__COMMAND",
+            "corral-test-codex-not-installed",
+        )
+        .timeout(RUN_CAP)
+        .args(["sprint", "run"])
+        .output()
+        .unwrap();
+    let stderr = stable_stderr(&world, &out);
+    assert_eq!(out.status.code(), Some(8), "{stderr}");
+    assert!(
+        stderr.contains(
+            "✗ evaluator: codex's CLI `corral-test-codex-not-installed` is not installed"
+        ) && stderr.contains("fix: install the tested version with `npm install -g @openai/codex@"),
+        "{stderr}"
+    );
+    let steps = steps_taken(&world);
+    assert!(steps.iter().all(|s| s == "preflight"), "{steps:?}");
+    insta::assert_snapshot!(stderr);
+}

@@ -281,3 +281,61 @@ fn continue_without_any_session_is_a_usage_error() {
         "{text}"
     );
 }
+
+/// `corral resume` takes the session from `session.json` as the engine writes it now
+/// (`sessionId`), and from one written before the one key casing (`session_id`): each run's
+/// record names another session, which must not win.
+#[test]
+fn resume_reads_the_session_of_session_json_in_either_casing() {
+    let env = Env::new();
+    let argv = env.dir.path().join("argv");
+    let agent = noting_agent(&env, &argv);
+    let (name, path) = agent.setting();
+    let in_record = "aaaaaaaa-0000-4000-8000-000000000000";
+    let cases = [
+        (
+            "20261201T100000Z-claude-camel1",
+            "sessionId",
+            "bbbbbbbb-0000-4000-8000-000000000001",
+        ),
+        (
+            "20261201T100001Z-claude-snake1",
+            "session_id",
+            "cccccccc-0000-4000-8000-000000000002",
+        ),
+    ];
+    for (id, key, session) in cases {
+        let dir = env.project().join(".corral/runs").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let record = serde_json::json!({
+            "runId": id, "provider": "claude", "model": null, "cwd": env.project(),
+            "startedAt": "2026-12-01T10:00:00Z", "finishedAt": "2026-12-01T10:01:00Z",
+            "outcome": "rate-limited", "exitCode": 4, "sessionId": in_record,
+            "signalsValid": null, "signalsError": null, "signalKinds": [], "attempts": 1,
+            "providerRuns": 1, "usage": {}, "durationMs": 60000, "error": null,
+            "resumeCommand": format!("corral resume {id}"),
+        });
+        std::fs::write(dir.join("run.json"), record.to_string()).unwrap();
+        let mut meta = serde_json::json!({
+            "provider": "claude", "model": null, "cwd": env.project(), "cliVersion": null,
+            "attempt": 1,
+        });
+        meta[key] = Value::from(session);
+        std::fs::write(dir.join("session.json"), meta.to_string()).unwrap();
+
+        let _ = std::fs::remove_file(&argv);
+        let mut resume = env.corral();
+        resume
+            .env(name, &path)
+            .args(["resume", id, "--no-contract"]);
+        let out = native(&mut resume).output().unwrap();
+        let text = transcript(&env, &out);
+        assert_eq!(out.status.code(), Some(0), "{key}: {text}");
+        let calls = std::fs::read_to_string(&argv).unwrap();
+        let call = calls.lines().find(|l| *l != "--version").unwrap();
+        assert!(
+            call.contains(&format!("--resume {session}")),
+            "{key}: the session of session.json, not the record's {in_record}: {call}"
+        );
+    }
+}

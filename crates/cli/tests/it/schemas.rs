@@ -1,9 +1,11 @@
 //! Every JSON Corral writes or prints validates against its schema in `docs/schema/` (ADR
-//! 0010): the lines of `corral run --json`, `run.json`, every line of `events.jsonl`,
-//! `session.json`, `runs list --json`'s records; the lines of `corral sprint run --json`,
-//! `sprint.json`, `role-meta.json` and `sprint status --json`. Real outputs of real runs, a
-//! Claude stand-in answering; the schemas are generated from the types, so a field the types
-//! gained or renamed without the schema shows up here.
+//! 0012): the lines of `corral run --json`, `run.json`, every line of `events.jsonl`,
+//! `session.json`, `runs list --json`'s lines; the lines of `corral sprint run --json`,
+//! `sprint.json`, `role-meta.json` and `sprint status --json`; `providers --json` and `config
+//! show --json`. Real outputs of real runs, a Claude stand-in answering; the schemas are
+//! generated from the types, so a field the types gained or renamed without the schema shows up
+//! here. `sprint work --json`'s lines and its `worker.json` are checked in `sprint_work.rs`, a
+//! rate-limit hold file in `account_gate.rs`, where real ones are made.
 
 use std::path::{Path, PathBuf};
 
@@ -12,14 +14,14 @@ use serde_json::Value;
 use crate::support::*;
 
 /// A schema of `docs/schema/`, compiled.
-struct Schema {
+pub(crate) struct Schema {
     name: &'static str,
     schemas: boon::Schemas,
     index: boon::SchemaIndex,
 }
 
 impl Schema {
-    fn load(name: &'static str) -> Self {
+    pub(crate) fn load(name: &'static str) -> Self {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../../docs/schema")
             .join(name);
@@ -40,14 +42,14 @@ impl Schema {
     }
 
     /// Panics naming the schema, what failed and the value, unless `value` is valid.
-    fn check(&self, what: &str, value: &Value) {
+    pub(crate) fn check(&self, what: &str, value: &Value) {
         if let Err(e) = self.schemas.validate(value, self.index) {
             panic!("{what} does not match {}: {e:#}\n{value:#}", self.name);
         }
     }
 
     /// Each line of `text` a JSON value that is valid.
-    fn check_lines(&self, what: &str, text: &str) -> usize {
+    pub(crate) fn check_lines(&self, what: &str, text: &str) -> usize {
         let mut n = 0;
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let value: Value = serde_json::from_str(line)
@@ -122,9 +124,58 @@ fn a_run_s_json_and_records_match_their_schemas() {
         .output()
         .unwrap();
     assert!(list.status.success(), "{}", transcript(&env, &list));
-    let listed = Schema::load("run.schema.json")
-        .check_lines("runs list --json", &String::from_utf8(list.stdout).unwrap());
+    let runs_list = Schema::load("runs-list.schema.json");
+    let listed =
+        runs_list.check_lines("runs list --json", &String::from_utf8(list.stdout).unwrap());
     assert_eq!(listed, 1);
+    // A record that cannot be read is listed as such, and still matches.
+    let broken = project.join(".corral/runs/20261201T100000Z-claude-broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("run.json"), "{not json").unwrap();
+    let list = env
+        .corral()
+        .args(["runs", "list", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(list.stdout).unwrap();
+    assert!(stdout.contains(r#""unreadable":"#), "{stdout}");
+    assert_eq!(runs_list.check_lines("runs list --json", &stdout), 2);
+}
+
+#[test]
+fn providers_and_config_show_json_match_their_schemas() {
+    let env = Env::new();
+    env.write("project/corral.toml", "[run]\nprovider = \"codex\"\n");
+    let providers = env.corral().args(["providers", "--json"]).output().unwrap();
+    assert!(
+        providers.status.success(),
+        "{}",
+        transcript(&env, &providers)
+    );
+    let value: Value = serde_json::from_slice(&providers.stdout).unwrap();
+    assert_eq!(value.as_object().map(|m| m.len()), Some(6), "{value}");
+    Schema::load("providers.schema.json").check("providers --json", &value);
+
+    let config = env
+        .corral()
+        .env("CORRAL_RUN__IDLE_WATCHDOG_MS", "60000")
+        .args(["config", "show", "--json"])
+        .output()
+        .unwrap();
+    assert!(config.status.success(), "{}", transcript(&env, &config));
+    let value: Value = serde_json::from_slice(&config.stdout).unwrap();
+    let sources: Vec<&str> = value
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["source"].as_str())
+        .collect();
+    assert!(
+        sources.iter().any(|s| s.ends_with("corral.toml"))
+            && sources.contains(&"env CORRAL_RUN__IDLE_WATCHDOG_MS"),
+        "{sources:?}"
+    );
+    Schema::load("config-show.schema.json").check("config show --json", &value);
 }
 
 #[test]

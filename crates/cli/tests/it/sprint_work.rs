@@ -217,6 +217,15 @@ fn a_work_run_pushes_the_task_branch_and_its_record() {
         .unwrap();
     assert_eq!(last["kind"], "handback", "{last}");
     assert_eq!(last["status"], "done", "{last}");
+    crate::schemas::Schema::load("sprint-work.schema.json")
+        .check_lines("sprint work --json", &String::from_utf8_lossy(&out.stdout));
+    // The worker.json the run pushed with its record names the run, and matches its schema.
+    let owner: Value = serde_json::from_str(&git_out(
+        &c.remote,
+        &["show", &format!("{RECORD}:implement/t1/worker.json")],
+    ))
+    .unwrap();
+    crate::schemas::Schema::load("worker.schema.json").check("worker.json", &owner);
     assert_eq!(
         last["head"].as_str().unwrap(),
         git_out(&c.remote, &["rev-parse", BRANCH])
@@ -333,6 +342,7 @@ fn a_gated_work_run_says_it_is_ready_and_runs_no_round_until_its_gate_is_pushed(
         world.api.requests()
     );
     let ready: Value = serde_json::from_str(said().lines().next().unwrap()).unwrap();
+    crate::schemas::Schema::load("sprint-work.schema.json").check("the ready line", &ready);
     assert_eq!(
         (&ready["task"], &ready["gate"]),
         (&json!("t1"), &json!(GATE))

@@ -47,6 +47,10 @@ fn the_checked_in_run_record_schemas_are_current() {
         "session.schema.json",
         &written::<corral_engine::SessionMeta>(),
     );
+    check(
+        "rate-limit-hold.schema.json",
+        &corral_engine::rate_limit_hold_schema(),
+    );
 }
 
 #[test]
