@@ -24,6 +24,7 @@ pub(crate) const SPRINT_KEYS: &[&str] = &[
     "setup",
     "max_rounds",
     "max_attempts",
+    "transient_retries",
     "protected",
 ];
 pub(crate) const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
@@ -390,6 +391,13 @@ impl Cx<'_> {
             limits::MAX_ATTEMPTS,
             u64::from(limits::DEFAULT_MAX_ATTEMPTS),
         );
+        let transient_retries = self.number(
+            t,
+            "sprint",
+            "transient_retries",
+            limits::TRANSIENT_RETRIES,
+            u64::from(limits::DEFAULT_TRANSIENT_RETRIES),
+        );
         let protected = self.globs(t, "sprint", "protected");
         Some(SprintSection {
             name: name?,
@@ -399,6 +407,7 @@ impl Cx<'_> {
             setup,
             max_rounds: u32::try_from(max_rounds?).ok()?,
             max_attempts: u32::try_from(max_attempts?).ok()?,
+            transient_retries: u32::try_from(transient_retries?).ok()?,
             protected: protected?,
         })
     }
