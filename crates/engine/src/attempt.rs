@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 use crate::adapter::{Liveness, StreamParser, TerminalSummary};
 use crate::config::EngineConfig;
 use crate::files::{SessionMeta, persist_session};
-use crate::gate::{self, Hold, ProviderAccount};
 use crate::framing::{Frame, LineFramer};
+use crate::gate::{self, Hold, ProviderAccount};
 use crate::log::{ExecutionLog, FLUSH_EVERY, KillReason, Record};
 use crate::streams::{Follower, Stream};
 use crate::tail::Tail;
@@ -815,7 +815,9 @@ impl<'a> Supervision<'a> {
         let since = self
             .stream
             .quiet_until
-            .map_or(self.watch.last_activity, |q| q.max(self.watch.last_activity));
+            .map_or(self.watch.last_activity, |q| {
+                q.max(self.watch.last_activity)
+            });
         if since.elapsed() >= self.watch.idle {
             self.start_kill(KillReason::IdleTimeout, Some(self.watch.idle));
         } else {

@@ -324,7 +324,10 @@ mod tests {
         let AttemptClass::RateLimited(info) = classify(&i) else {
             panic!("not a rate limit");
         };
-        assert_eq!((info.resets_at_epoch_s, info.retry_after_ms), (Some(7), None));
+        assert_eq!(
+            (info.resets_at_epoch_s, info.retry_after_ms),
+            (Some(7), None)
+        );
     }
 
     #[test]

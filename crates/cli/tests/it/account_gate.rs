@@ -51,7 +51,11 @@ fn runs_on_one_account_wait_for_the_reset_another_run_was_told() {
             };
             per_attempt
         ];
-        steps.extend([Step::text("Done."), Step::text("Done."), Step::text("Done.")]);
+        steps.extend([
+            Step::text("Done."),
+            Step::text("Done."),
+            Step::text("Done."),
+        ]);
         Scenario::script(steps)
     });
     let project = world.project();

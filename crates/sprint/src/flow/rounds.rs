@@ -12,9 +12,7 @@ use crate::event::{SprintEnd, SprintEvent};
 use crate::file::Task;
 use crate::layout::{EVALUATION_FILE, ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE};
 use crate::prompt::{self};
-use crate::state::{
-    Attribution, FailureClass, RoleUsage, SpawnFailureRecord, SprintState, Step,
-};
+use crate::state::{Attribution, FailureClass, RoleUsage, SpawnFailureRecord, SprintState, Step};
 
 use super::{
     BLOCKED_PATCH_FILE, CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, Flow, Next, crash_resumable,
@@ -112,7 +110,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                 p.generator_session = Some(session.to_string());
             }
             if let Some(next) = self
-                .failed_spawn(state, i, task, Role::Generator, agent, &report, None)
+                .failed_spawn(state, i, task, Role::Generator, &report, None)
                 .await?
             {
                 return Ok(next);
@@ -448,7 +446,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                 SpawnVerdict::NotChecked => "it ended before a report".to_string(),
             });
             if let Some(next) = self
-                .failed_spawn(state, i, task, Role::Evaluator, agent, report, no_evaluation)
+                .failed_spawn(state, i, task, Role::Evaluator, report, no_evaluation)
                 .await?
             {
                 return Ok(next);
@@ -508,7 +506,6 @@ impl<'r, 'a> Flow<'r, 'a> {
         i: usize,
         task: &Task,
         role: Role,
-        agent: &dyn RoleAgent,
         report: &SpawnReport,
         no_evaluation: Option<String>,
     ) -> Result<Option<Next>, SprintError> {
@@ -535,6 +532,11 @@ impl<'r, 'a> Flow<'r, 'a> {
             return Ok(None);
         };
         let round = t.round;
+        let agent = match role {
+            Role::Generator => self.run.generator,
+            // Without an evaluator of its own, the generator's agent reviews.
+            Role::Evaluator => self.run.evaluator.unwrap_or(self.run.generator),
+        };
         let provider = agent.provider();
         t.failures.push(SpawnFailureRecord {
             round,

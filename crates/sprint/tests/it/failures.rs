@@ -408,7 +408,12 @@ async fn an_evaluator_that_fails_reruns_the_review_only() {
     assert_eq!(
         classes(&state(&p), "a"),
         [
-            (1, Role::Evaluator, FailureClass::Transient, Outcome::Crashed),
+            (
+                1,
+                Role::Evaluator,
+                FailureClass::Transient,
+                Outcome::Crashed
+            ),
             (
                 1,
                 Role::Evaluator,
@@ -437,7 +442,11 @@ async fn a_permanent_failure_stops_the_sprint_with_exit_8_and_leaves_later_tasks
     assert_eq!(summary.end, SprintEnd::PermanentFailure, "{summary:?}");
     assert_eq!(summary.exit_code, 8);
     let s = state(&p);
-    assert_eq!(s.tasks[0].status, TaskStatus::Running, "a stopped at its review");
+    assert_eq!(
+        s.tasks[0].status,
+        TaskStatus::Running,
+        "a stopped at its review"
+    );
     assert_eq!(s.tasks[1].status, TaskStatus::Pending, "b spent nothing");
     assert!(generator.spawns("b", Role::Generator).is_empty());
     assert_eq!(
@@ -452,7 +461,8 @@ async fn a_permanent_failure_stops_the_sprint_with_exit_8_and_leaves_later_tasks
     let warning = s.tasks[0].warnings.last().unwrap();
     assert!(
         warning.contains("the evaluator (codex) failed in a way no rerun mends")
-            && warning.contains("fake-modle is not available; hint: set model under [roles.evaluator]"),
+            && warning
+                .contains("fake-modle is not available; hint: set model under [roles.evaluator]"),
         "{warning}"
     );
     // Fixed (the script has no more failures), the rerun goes on at a's review.
