@@ -189,7 +189,7 @@ fn claude_codes_own_retries_are_a_setting_and_default_to_three() {
     let (name, path) = agent.setting();
     for retries in [None, Some("0"), Some("7")] {
         let mut cmd = env.corral();
-        cmd.env(&name, &path);
+        cmd.env(name, &path);
         if let Some(n) = retries {
             cmd.env("CORRAL_PROVIDERS__CLAUDE__MAX_INTERNAL_RETRIES", n);
         }
