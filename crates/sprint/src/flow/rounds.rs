@@ -521,6 +521,14 @@ impl<'r, 'a> Flow<'r, 'a> {
             (None, Some(why)) => (FailureClass::NoEvaluation, why),
             (None, None) => return Ok(None),
         };
+        // A spawn that could not write its record on a full disk is the sprint's full disk,
+        // which ends it as a pause (exit 1, `disk.rs`), not the provider's failure.
+        if super::disk::names_full(&message) {
+            return Err(SprintError::Io {
+                path: self.layout.task_dir(&task.id),
+                source: std::io::Error::other(message),
+            });
+        }
         // The provider's message may span lines (its `hint:` is one): one line in the record.
         let message = message
             .lines()

@@ -500,3 +500,27 @@ async fn transient_failures_past_the_allowance_block_the_task_naming_why() {
     assert_eq!(generator.spawns("a", Role::Generator).len(), 2);
     assert_eq!(summary.tasks[1].status, TaskStatus::Done, "b still ran");
 }
+
+#[tokio::test]
+async fn a_spawn_that_met_a_full_disk_ends_the_sprint_as_a_full_disk_not_a_provider_failure() {
+    let p = project(&["a"], "").await;
+    let generator = FailingAgent::new(ProviderId::Claude);
+    let evaluator = FailingAgent::new(ProviderId::Codex);
+    generator.fails(
+        "a",
+        Role::Generator,
+        [Fail::Permanent(
+            Outcome::NotStarted,
+            "claude: cannot write /p/.corral/sprints/s/implement/a/rounds/1/generator: No space left on device (os error 28)",
+        )],
+    );
+    let summary = run(&p, &generator, &evaluator, &Events::default()).await;
+    assert_eq!(summary.end, SprintEnd::DiskFull, "{summary:?}");
+    assert_eq!(summary.exit_code, 1);
+    let s = state(&p);
+    assert!(classes(&s, "a").is_empty(), "not the provider's failure");
+    // Room again: the rerun goes on at the same spawn.
+    let summary = run(&p, &generator, &evaluator, &Events::default()).await;
+    assert_eq!(summary.end, SprintEnd::Done, "{summary:?}");
+    assert_eq!(summary.tasks[0].rounds, 1);
+}
