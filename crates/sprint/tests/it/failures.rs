@@ -289,6 +289,16 @@ async fn run(
     evaluator: &FailingAgent,
     events: &Events,
 ) -> SprintSummary {
+    run_jobs(p, generator, evaluator, events, 1).await
+}
+
+async fn run_jobs(
+    p: &Project,
+    generator: &FailingAgent,
+    evaluator: &FailingAgent,
+    events: &Events,
+    jobs: usize,
+) -> SprintSummary {
     let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
     let commands = HostCommandRunner { env: identity() };
     let executor = corral_executor_local::LocalExecutor;
@@ -305,7 +315,7 @@ async fn run(
             run_id: "run-1".to_string(),
             now,
             git_env: identity(),
-            jobs: 1,
+            jobs,
         },
         cancel: CancellationToken::new(),
     })
@@ -523,4 +533,37 @@ async fn a_spawn_that_met_a_full_disk_ends_the_sprint_as_a_full_disk_not_a_provi
     let summary = run(&p, &generator, &evaluator, &Events::default()).await;
     assert_eq!(summary.end, SprintEnd::Done, "{summary:?}");
     assert_eq!(summary.tasks[0].rounds, 1);
+}
+
+#[tokio::test]
+async fn with_jobs_a_permanent_failure_stops_the_sprint_with_exit_8() {
+    let p = project(&["a", "b", "c"], "").await;
+    let generator = FailingAgent::new(ProviderId::Claude);
+    let evaluator = FailingAgent::new(ProviderId::Codex);
+    generator.fails(
+        "a",
+        Role::Generator,
+        [Fail::Permanent(
+            Outcome::Refused,
+            "claude: the login was refused: Invalid API key",
+        )],
+    );
+    let summary = run_jobs(&p, &generator, &evaluator, &Events::default(), 2).await;
+    assert_eq!(summary.end, SprintEnd::PermanentFailure, "{summary:?}");
+    assert_eq!(summary.exit_code, 8);
+    let s = state(&p);
+    assert_eq!(
+        classes(&s, "a"),
+        [(
+            1,
+            Role::Generator,
+            FailureClass::Permanent,
+            Outcome::Refused
+        )]
+    );
+    assert_eq!(
+        s.tasks[0].status,
+        TaskStatus::Running,
+        "a stopped at its spawn"
+    );
 }
