@@ -1026,6 +1026,93 @@ fn a_spawn_killed_at_the_wall_clock_is_run_again_without_counting_a_round() {
     );
 }
 
+/// Without the preflight, an evaluator model the API does not serve is met at t1's first
+/// review: a permanent failure, so the sprint stops there with exit 8 and the fix, and t2 is
+/// left pending instead of spending its rounds on the same refusal.
+#[test]
+fn an_unknown_evaluator_model_met_mid_sprint_stops_it_with_exit_8_before_the_next_task() {
+    let world = World::new(&CLAUDE, |project| {
+        Scenario::default()
+            .with_round(
+                Role::Generator,
+                "t1",
+                1,
+                spawn_steps(
+                    &CLAUDE,
+                    project,
+                    &key(Role::Generator, "t1", 1),
+                    &[("t1.txt", "ok")],
+                    &complete("Write t1"),
+                ),
+            )
+            .with_models(["fake-model"])
+    });
+    let file = sprint_file(
+        &world.project(),
+        &[task("t1"), task("t2")],
+        CHECK,
+        &CLAUDE,
+        Some(&CLAUDE),
+        2,
+    )
+    .replacen(
+        "[roles.generator]\nprovider = \"claude\"\n",
+        "[roles.generator]\nprovider = \"claude\"\nmodel = \"fake-model\"\n",
+        1,
+    )
+    .replacen(
+        "[roles.evaluator]\nprovider = \"claude\"\n",
+        "[roles.evaluator]\nprovider = \"claude\"\nmodel = \"fake-modle\"\n",
+        1,
+    );
+    assert!(file.contains("fake-modle"), "{file}");
+    repository(&world, &file);
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .timeout(RUN_CAP * 3)
+        .args(["sprint", "run", "--json", "--no-preflight"])
+        .output()
+        .unwrap();
+    let text = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(8), "{text}");
+    let state = state(&world);
+    let t1 = &state["tasks"][0];
+    assert_eq!(t1["status"], "running", "{t1}");
+    assert_eq!(t1["failures"][0]["class"], "permanent", "{t1}");
+    assert_eq!(t1["failures"][0]["role"], "evaluator", "{t1}");
+    assert_eq!(t1["failures"][0]["outcome"], "model-unavailable", "{t1}");
+    let warning = t1["warnings"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(
+        warning.contains("fake-modle")
+            && warning.contains("fix: set `model` under [roles.evaluator] in corral-sprint.toml"),
+        "{warning}"
+    );
+    assert_eq!(state["tasks"][1]["status"], "pending", "{state}");
+    assert!(sprint_commits(&world).is_empty());
+    // The generator's round ran; the review is where it stopped.
+    assert_eq!(
+        world
+            .api
+            .spawn_requests(&key(Role::Generator, "t1", 1))
+            .len(),
+        3,
+        "{text}"
+    );
+    assert!(
+        world
+            .api
+            .spawn_requests(&key(Role::Generator, "t2", 1))
+            .is_empty()
+    );
+}
+
 /// A one-task sprint with `cli` as the generator and no evaluator.
 fn one_task_with(cli: &'static Cli) {
     let world = World::new(cli, |project| {

@@ -556,9 +556,14 @@ impl<'r, 'a> Flow<'r, 'a> {
         });
         match class {
             FailureClass::Permanent => {
+                let fix = if message.contains("hint:") {
+                    String::new()
+                } else {
+                    permanent_fix(report.outcome, role, provider, self.file())
+                };
                 let warning = format!(
                     "round {round}: the {role} ({provider}) failed in a way no rerun mends, so \
-                     the sprint stopped here: {message}"
+                     the sprint stopped here: {message}{fix}"
                 );
                 self.warn(state, i, task, &warning)?;
                 Ok(Some(Next::Pause(SprintEnd::PermanentFailure)))
@@ -591,5 +596,40 @@ impl<'r, 'a> Flow<'r, 'a> {
                 Ok(Some(Next::Continue))
             }
         }
+    }
+}
+
+/// What to change after a permanent failure whose message names no fix of its own (`hint:`),
+/// as `; fix: …`; empty when the outcome says nothing more than the message.
+fn permanent_fix(
+    outcome: corral_ports::Outcome,
+    role: Role,
+    provider: corral_ports::ProviderId,
+    file: &crate::file::SprintFile,
+) -> String {
+    use corral_ports::Outcome;
+    let sprint_file = file.path.file_name().map_or_else(
+        || file.path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    match outcome {
+        Outcome::ModelUnavailable => format!(
+            "; fix: set `model` under [roles.{role}] in {sprint_file} to a model {provider} \
+             serves (`corral doctor --provider {provider}` asks it)"
+        ),
+        Outcome::Refused => {
+            format!("; fix: `corral doctor --provider {provider}` checks its login and settings")
+        }
+        Outcome::SpawnFailed | Outcome::NotStarted => {
+            format!("; fix: `corral doctor --provider {provider}` checks its CLI and version")
+        }
+        Outcome::Succeeded
+        | Outcome::Recovered
+        | Outcome::Cancelled
+        | Outcome::RateLimited
+        | Outcome::StaleSession
+        | Outcome::Crashed
+        | Outcome::IdleTimeout
+        | Outcome::WallTimeout => String::new(),
     }
 }
