@@ -443,6 +443,9 @@ fn print_state(state: &SprintState) {
         if let Some(reason) = &task.reason {
             details.push(one_line(reason));
         }
+        if let Some(failed) = failures_text(&task.failures) {
+            details.push(failed);
+        }
         let used = corral_sprint::UsageRollUp::of_task(task).total;
         if used != corral_ports::Usage::default() {
             details.push(crate::sprint_view::usage_text(&used));
@@ -484,7 +487,73 @@ fn print_state(state: &SprintState) {
     }
 }
 
+/// A task's failed spawns by class, for its status row (`2 failed spawns: 1 transient, 1
+/// permanent`); `None` when it has none.
+fn failures_text(failures: &[corral_sprint::SpawnFailureRecord]) -> Option<String> {
+    if failures.is_empty() {
+        return None;
+    }
+    let mut by_class: Vec<(corral_sprint::FailureClass, usize)> = Vec::new();
+    for failure in failures {
+        match by_class.iter_mut().find(|(c, _)| *c == failure.class) {
+            Some((_, n)) => *n += 1,
+            None => by_class.push((failure.class, 1)),
+        }
+    }
+    let classes: Vec<String> = by_class
+        .iter()
+        .map(|(class, n)| format!("{n} {}", class.as_str()))
+        .collect();
+    let spawns = if failures.len() == 1 {
+        "spawn"
+    } else {
+        "spawns"
+    };
+    Some(format!(
+        "{} failed {spawns}: {}",
+        failures.len(),
+        classes.join(", ")
+    ))
+}
+
 /// The terminal's width less the two columns a table's rows are indented by.
 fn indented_width() -> Option<usize> {
     display::terminal_width().map(|w| w.saturating_sub(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use corral_ports::{Outcome, ProviderId};
+    use corral_sprint::{FailureClass, Role, SpawnFailureRecord};
+
+    use super::failures_text;
+
+    fn failed(class: FailureClass, outcome: Outcome) -> SpawnFailureRecord {
+        SpawnFailureRecord {
+            round: 1,
+            role: Role::Generator,
+            provider: ProviderId::Claude,
+            outcome,
+            class,
+            message: "claude: …".into(),
+        }
+    }
+
+    #[test]
+    fn a_tasks_failed_spawns_are_counted_by_class() {
+        assert_eq!(failures_text(&[]), None);
+        assert_eq!(
+            failures_text(&[failed(FailureClass::Transient, Outcome::IdleTimeout)]).as_deref(),
+            Some("1 failed spawn: 1 transient")
+        );
+        let several = [
+            failed(FailureClass::Transient, Outcome::IdleTimeout),
+            failed(FailureClass::Permanent, Outcome::ModelUnavailable),
+            failed(FailureClass::Transient, Outcome::Crashed),
+        ];
+        assert_eq!(
+            failures_text(&several).as_deref(),
+            Some("3 failed spawns: 2 transient, 1 permanent")
+        );
+    }
 }

@@ -158,6 +158,7 @@ pub(crate) fn exit_for(end: SprintEnd) -> Exit {
         SprintEnd::RateLimited => Exit::RateLimited,
         SprintEnd::Cancelled => Exit::Cancelled,
         SprintEnd::DiskFull => Exit::Internal,
+        SprintEnd::PermanentFailure => Exit::Unavailable,
     }
 }
 

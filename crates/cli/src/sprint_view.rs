@@ -239,6 +239,24 @@ impl RunObserver for SpawnObserver {
         self.activity(format!("waiting for {provider} until {clock}"));
     }
 
+    fn cli_retry_wait(
+        &self,
+        _attempt: u32,
+        provider: ProviderId,
+        status: u16,
+        until: std::time::SystemTime,
+    ) {
+        let clock = display::system_time(until);
+        self.shared.log(&format!(
+            "{}  round {}  {}: {provider} retries on its own after HTTP {status}, waiting until \
+             {clock}; the account is held meanwhile",
+            self.task, self.round, self.role
+        ));
+        self.activity(format!(
+            "waiting for {provider} until {clock} ({status}, retry-after)"
+        ));
+    }
+
     fn cold_fallback(&self, _attempt: u32, stale: &SessionId) {
         self.shared.log(&format!(
             "{}  round {}  {}: session {stale} not found, the task runs cold with the full brief",

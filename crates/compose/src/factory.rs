@@ -301,6 +301,9 @@ fn cli_settings(id: ProviderId, own: &ProviderSettings) -> Result<CliSettings, C
     if own.auto_approve {
         options.push(("auto_approve".to_string(), OptionValue::Flag(true)));
     }
+    if let Some(n) = own.max_internal_retries {
+        options.push(("max_internal_retries".to_string(), OptionValue::Count(n)));
+    }
     Ok(CliSettings {
         command: own.command.as_ref().map(PathBuf::from),
         model: own.model.clone(),

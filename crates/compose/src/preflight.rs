@@ -78,6 +78,19 @@ fn prompt(dir: &Path) -> String {
     )
 }
 
+/// The settings of a preflight request: one request, no retries. Claude Code retries even a
+/// refused login (401) on its own for as many retries as it is left
+/// (`providers.claude.max_internal_retries`), which would only delay the answer.
+fn one_request_settings(id: ProviderId, settings: &Settings) -> Settings {
+    let mut settings = settings.clone();
+    // A comparison, not a match over every provider, as in `read_only_settings`: only Claude
+    // Code's own retries are a setting of Corral's.
+    if id == ProviderId::Claude {
+        settings.providers.claude.max_internal_retries = Some(0);
+    }
+    settings
+}
+
 /// Runs one cheap request through `request.provider`, built from `settings` on an engine
 /// configured by `config` exactly as a sprint role's spawn is (see [`crate::role_agent()`]).
 /// A provider that cannot be built is the error; a run that fails is in the answer.
@@ -88,6 +101,7 @@ pub async fn cheap_request(
     cancel: CancellationToken,
 ) -> Result<CheapAnswer, ComposeError> {
     let id = request.provider;
+    let settings = &one_request_settings(id, settings);
     let provider = if request.read_only {
         let mut strict = config;
         strict.sandbox.allow_degraded_native = false;

@@ -208,30 +208,15 @@ impl SpawnHooks for LoggedHooks {
     }
 }
 
-/// The sprint's terms for a provider error: rate-limit retries exhausted can pass (the sprint
-/// pauses), a cancelled run was asked for, and nothing else helps by waiting.
+/// The sprint's terms for a provider error: its own class ([`ProviderError::class`]). A rate
+/// limit whose retries are used up pauses the sprint; any other retryable end (a crash, the
+/// idle watchdog, the wall clock, a version probe that did not answer) is a transient failure
+/// the sprint runs again without counting a round; a permanent one (the CLI missing or out of
+/// range, the model unavailable, the login refused) stops the sprint; a cancelled run was asked
+/// for.
 fn failure(err: &ProviderError) -> SpawnFailure {
-    let class = match err {
-        ProviderError::RateLimited { .. } => ErrorClass::Retryable,
-        ProviderError::Cancelled { .. } => ErrorClass::Cancelled,
-        ProviderError::Crashed { .. }
-        | ProviderError::IdleTimeout { .. }
-        | ProviderError::WallTimeout { .. }
-        | ProviderError::VersionProbeTimedOut { .. }
-        | ProviderError::CliNotFound { .. }
-        | ProviderError::SpawnFailed { .. }
-        | ProviderError::ArgvTooLong { .. }
-        | ProviderError::VersionMismatch { .. }
-        | ProviderError::InvalidSession { .. }
-        | ProviderError::ModelUnavailable { .. }
-        | ProviderError::Refused { .. }
-        | ProviderError::EgressRefused { .. }
-        | ProviderError::Unsandboxed { .. }
-        | ProviderError::StaleSession { .. }
-        | ProviderError::Io { .. } => ErrorClass::Permanent,
-    };
     SpawnFailure {
-        class,
+        class: err.class(),
         message: err.to_string(),
     }
 }
@@ -239,6 +224,24 @@ fn failure(err: &ProviderError) -> SpawnFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watchdog_kill_is_transient_for_the_sprint_and_a_missing_cli_permanent() {
+        let idle = ProviderError::IdleTimeout {
+            provider: ProviderId::Claude,
+            idle: std::time::Duration::from_secs(300),
+            evidence: Box::default(),
+        };
+        assert_eq!(failure(&idle).class, ErrorClass::Retryable);
+        let missing = ProviderError::CliNotFound {
+            provider: ProviderId::Claude,
+            program: "claude".into(),
+            reason: "No such file or directory".into(),
+        };
+        let spawn = failure(&missing);
+        assert_eq!(spawn.class, ErrorClass::Permanent);
+        assert!(spawn.message.contains("hint:"), "{}", spawn.message);
+    }
 
     #[test]
     fn a_read_only_codex_spawn_leaves_the_confinement_to_corrals_sandbox() {

@@ -399,6 +399,11 @@ pub struct ProviderSettings {
     /// OpenCode only: pass `--auto`, approving every permission OpenCode would ask for.
     #[garde(skip)]
     pub auto_approve: bool,
+    /// Claude only: the retries Claude Code makes on its own per request
+    /// (`CLAUDE_CODE_MAX_RETRIES`, 0 to 15; default 3), each read from its stream. A short rate
+    /// limit is absorbed at the length the API asks for; 0 hands every retry to Corral.
+    #[garde(inner(range(max = 15)))]
+    pub max_internal_retries: Option<u32>,
 }
 
 // garde hands a custom rule the field as declared, so `&String` it is.

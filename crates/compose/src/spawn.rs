@@ -249,6 +249,16 @@ impl RunObserver for RecordingObserver {
         self.inner.account_wait(attempt, provider, until);
     }
 
+    fn cli_retry_wait(
+        &self,
+        attempt: u32,
+        provider: ProviderId,
+        status: u16,
+        until: std::time::SystemTime,
+    ) {
+        self.inner.cli_retry_wait(attempt, provider, status, until);
+    }
+
     fn cold_fallback(&self, attempt: u32, stale: &SessionId) {
         let written = self.journal.update(|record| {
             record.cold_fallback_from = Some(stale.to_string());

@@ -218,6 +218,7 @@ pub const KEYS: &[(&str, Who)] = &[
     ("providers.*.tested_versions", Who::Anyone),
     ("providers.*.allow_untested_version", Who::Anyone),
     ("providers.*.model_provider", Who::Anyone),
+    ("providers.*.max_internal_retries", Who::Anyone),
 ];
 
 fn pattern_matches(pattern: &str, key: &str) -> bool {

@@ -15,10 +15,10 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::BytesMut;
-use corral_ports::{AgentEvent, RateLimitInfo, RunObserver, SessionId, Usage};
+use corral_ports::{AgentEvent, ProviderId, RateLimitInfo, RunObserver, SessionId, Usage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
@@ -29,6 +29,7 @@ use crate::adapter::{Liveness, StreamParser, TerminalSummary};
 use crate::config::EngineConfig;
 use crate::files::{SessionMeta, persist_session};
 use crate::framing::{Frame, LineFramer};
+use crate::gate::{self, Hold, ProviderAccount};
 use crate::log::{ExecutionLog, FLUSH_EVERY, KillReason, Record};
 use crate::streams::{Follower, Stream};
 use crate::tail::Tail;
@@ -69,6 +70,10 @@ pub(crate) struct AttemptResult {
     pub idle_limit: Duration,
     /// What the egress proxy refused.
     pub egress_refused: crate::endpoints::EgressRefusals,
+    /// The wait the CLI announced before its last own retry of a rate-limited (429) or
+    /// overloaded (529) request, in milliseconds: the best guess at the API's `retry-after`
+    /// when the attempt still ends rate-limited (the CLI's error result does not carry it).
+    pub cli_retry_after_ms: Option<u64>,
 }
 
 /// What the attempt needs from the run.
@@ -91,6 +96,11 @@ pub(crate) struct AttemptContext<'a> {
     pub egress_notes: Option<UnboundedReceiver<EgressNote>>,
     /// The follower of the stream files, when the child writes files instead of pipes.
     pub follower: Option<Follower>,
+    /// The provider, for what the observer is told.
+    pub provider: ProviderId,
+    /// The provider account in the rate-limit gate, held while the CLI waits out a 429 of its
+    /// own (`None` when the engine keeps no gate).
+    pub account: Option<&'a ProviderAccount>,
 }
 
 /// Everything that turns bytes into events and records them.
@@ -101,6 +111,9 @@ struct StreamState<'a> {
     usage_from_events: Usage,
     terminal_usage: Option<Usage>,
     terminal_seen_at: Option<Instant>,
+    /// The CLI announced that it waits, silent, until then before retrying a request: the idle
+    /// watchdog does not count that wait as a hang.
+    quiet_until: Option<Instant>,
 }
 
 impl StreamState<'_> {
@@ -148,6 +161,9 @@ impl StreamState<'_> {
             AgentEvent::Text { text } => self.result.final_text = Some(text),
             AgentEvent::Usage { usage } => self.usage_from_events.add(&usage),
             AgentEvent::RateLimit { info } => self.result.rate_limits.push(info),
+            AgentEvent::RetryNotice {
+                status, delay_ms, ..
+            } => self.on_cli_retry(status, delay_ms),
             AgentEvent::TerminalResult {
                 is_error,
                 text,
@@ -170,11 +186,51 @@ impl StreamState<'_> {
             AgentEvent::Thinking { .. }
             | AgentEvent::ToolUse { .. }
             | AgentEvent::ToolResult { .. }
-            | AgentEvent::RetryNotice { .. }
             | AgentEvent::LineShortened { .. }
             | AgentEvent::OversizedLine { .. }
             | AgentEvent::Unparsed { .. } => {}
         }
+    }
+
+    /// The CLI retries a request on its own after a 429 or 529, waiting `delay_ms` first: the
+    /// account is limited for that long, so the gate holds it (parallel runs on it wait instead
+    /// of meeting their own 429), the idle watchdog lets the wait pass, the observer is told
+    /// until when, and the delay is kept as the retry-after should the attempt still end
+    /// rate-limited. Other retries (a 5xx, a timeout) say nothing about the account.
+    fn on_cli_retry(&mut self, status: Option<u16>, delay_ms: Option<u64>) {
+        let (Some(status @ (429 | 529)), Some(delay_ms)) = (status, delay_ms) else {
+            return;
+        };
+        let delay = Duration::from_millis(delay_ms);
+        self.result.cli_retry_after_ms = Some(delay_ms);
+        self.quiet_until = Some(Instant::now() + delay);
+        let until = SystemTime::now() + delay;
+        let attempt = self.ctx.attempt;
+        if let Some(account) = self.ctx.account {
+            let until_epoch_ms = gate::epoch_ms(until);
+            let basis = format!("the CLI's own retry after HTTP {status}");
+            let hold = Hold {
+                until_epoch_ms,
+                basis: basis.clone(),
+                set_by: self.ctx.run_token.to_string(),
+            };
+            match account.record_hold(&hold) {
+                Ok(()) => self.ctx.log.record(
+                    attempt,
+                    &Record::RateLimitHold {
+                        until_epoch_ms,
+                        basis: &basis,
+                    },
+                ),
+                // The other runs meet their own 429s; this one goes on.
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not record the rate-limit hold for the account");
+                }
+            }
+        }
+        self.ctx
+            .observer
+            .cli_retry_wait(attempt, self.ctx.provider, status, until);
     }
 
     /// Persists a newly seen session id at once, while the child still runs.
@@ -434,6 +490,7 @@ impl<'a> Supervision<'a> {
                 usage_from_events: Usage::default(),
                 terminal_usage: None,
                 terminal_seen_at: None,
+                quiet_until: None,
             },
             stdout,
             stderr,
@@ -753,11 +810,18 @@ impl<'a> Supervision<'a> {
     }
 
     fn on_idle_deadline(&mut self) {
-        let silent_for = self.watch.last_activity.elapsed();
-        if silent_for >= self.watch.idle {
+        // The CLI said it waits before its own retry: silence until then is that wait, and the
+        // idle time counts from its end.
+        let since = self
+            .stream
+            .quiet_until
+            .map_or(self.watch.last_activity, |q| {
+                q.max(self.watch.last_activity)
+            });
+        if since.elapsed() >= self.watch.idle {
             self.start_kill(KillReason::IdleTimeout, Some(self.watch.idle));
         } else {
-            self.watch.idle_deadline = self.watch.last_activity + self.watch.idle;
+            self.watch.idle_deadline = since + self.watch.idle;
         }
     }
 

@@ -90,6 +90,9 @@ pub struct ClassifyInput<'a> {
     /// ([`corral_ports::Capabilities::always_terminal_event`]): then exit code 0 without one is
     /// a failure, not a success.
     pub terminal_expected: bool,
+    /// The wait the CLI announced before its last own retry of a 429 or 529: the retry-after
+    /// of a rate limit that reports neither a reset time nor a retry-after of its own.
+    pub cli_retry_after_ms: Option<u64>,
 }
 
 /// Classifies one attempt.
@@ -151,8 +154,18 @@ pub fn classify(input: &ClassifyInput<'_>) -> AttemptClass {
 }
 
 /// Structured evidence first: the adapter's diagnosis, a rejected rate-limit event, then an HTTP
-/// 429/529 on the terminal event.
+/// 429/529 on the terminal event. One that says neither when the limit resets nor how long to
+/// wait takes the wait the CLI last announced for its own retry: the API's `retry-after`, as
+/// far as the CLI let it through (its error result does not carry it).
 fn rate_limit(input: &ClassifyInput<'_>) -> Option<RateLimitInfo> {
+    let mut info = reported_rate_limit(input)?;
+    if info.resets_at_epoch_s.is_none() && info.retry_after_ms.is_none() {
+        info.retry_after_ms = input.cli_retry_after_ms;
+    }
+    Some(info)
+}
+
+fn reported_rate_limit(input: &ClassifyInput<'_>) -> Option<RateLimitInfo> {
     if let Some(info) = &input.diagnosis.rate_limit {
         return Some(info.clone());
     }
@@ -186,6 +199,7 @@ mod tests {
             resumed: false,
             egress_refused: None,
             terminal_expected: false,
+            cli_retry_after_ms: None,
         }
     }
 
@@ -277,6 +291,43 @@ mod tests {
             ..input(&d)
         };
         assert!(matches!(classify(&i), AttemptClass::RateLimited(_)));
+    }
+
+    #[test]
+    fn a_rate_limit_without_a_wait_of_its_own_takes_the_clis_last_announced_retry_delay() {
+        let d = Diagnosis::default();
+        let t = TerminalSummary {
+            is_error: true,
+            text: Some("API Error: Request rejected (429)".into()),
+            api_status: Some(429),
+        };
+        let i = ClassifyInput {
+            terminal: Some(&t),
+            cli_retry_after_ms: Some(2481),
+            ..input(&d)
+        };
+        let AttemptClass::RateLimited(info) = classify(&i) else {
+            panic!("not a rate limit");
+        };
+        assert_eq!(info.retry_after_ms, Some(2481));
+        // A reset time the CLI reported stands: the retry delay does not replace it.
+        let reset = [RateLimitInfo {
+            resets_at_epoch_s: Some(7),
+            retry_after_ms: None,
+            rejected: true,
+            message: "limited".into(),
+        }];
+        let i = ClassifyInput {
+            rate_limit_events: &reset,
+            ..i
+        };
+        let AttemptClass::RateLimited(info) = classify(&i) else {
+            panic!("not a rate limit");
+        };
+        assert_eq!(
+            (info.resets_at_epoch_s, info.retry_after_ms),
+            (Some(7), None)
+        );
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub enum OptionValue {
     Text(String),
     /// A switch (`providers.opencode.auto_approve = true`).
     Flag(bool),
+    /// A count (`providers.claude.max_internal_retries = 3`).
+    Count(u32),
 }
 
 /// The settings every provider reads, as the composition root hands them over. `None` and empty
@@ -106,7 +108,15 @@ impl CliSettings {
     pub fn text(&self, key: &str) -> Option<&str> {
         self.options.iter().find_map(|(k, v)| match v {
             OptionValue::Text(text) if k == key => Some(text.as_str()),
-            OptionValue::Text(_) | OptionValue::Flag(_) => None,
+            OptionValue::Text(_) | OptionValue::Flag(_) | OptionValue::Count(_) => None,
+        })
+    }
+
+    /// The count option `key`, when set.
+    pub fn count(&self, key: &str) -> Option<u32> {
+        self.options.iter().find_map(|(k, v)| match v {
+            OptionValue::Count(n) if k == key => Some(*n),
+            OptionValue::Text(_) | OptionValue::Flag(_) | OptionValue::Count(_) => None,
         })
     }
 

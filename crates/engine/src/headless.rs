@@ -87,6 +87,7 @@ async fn attempts(
             pointer: pointer.as_ref(),
             cli_version: cli_version.as_deref(),
             observer,
+            account: account.as_ref(),
         };
         let result = one_attempt(scope, &context, &mut progress).await?;
         progress.absorb(&result);
@@ -383,6 +384,8 @@ struct AttemptInputs<'a> {
     pointer: Option<&'a PromptPointer>,
     cli_version: Option<&'a str>,
     observer: &'a Arc<dyn RunObserver>,
+    /// The account the CLI's own rate-limit retries hold in the gate.
+    account: Option<&'a ProviderAccount>,
 }
 
 /// Launches, spawns and supervises one attempt.
@@ -467,6 +470,8 @@ async fn one_attempt(
             minted_session: spec.session_id.clone(),
             egress_notes,
             follower,
+            provider: scope.provider,
+            account: inputs.account,
         },
     )
     .await;
@@ -563,6 +568,7 @@ fn judge(
         resumed: resumed.is_some(),
         egress_refused: egress_refused.as_ref(),
         terminal_expected,
+        cli_retry_after_ms: result.cli_retry_after_ms,
     });
     scope.log.record(
         attempt,

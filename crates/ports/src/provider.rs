@@ -52,6 +52,17 @@ pub trait RunObserver: Send + Sync {
     /// The next spawn waits until `until` (a wall-clock instant) because another run found the
     /// same `provider` account rate-limited.
     fn account_wait(&self, _attempt: u32, _provider: ProviderId, _until: std::time::SystemTime) {}
+    /// The CLI itself waits until `until` (a wall-clock instant) before retrying a request the
+    /// `provider`'s API refused with HTTP `status` (429 rate limited, 529 overloaded): the
+    /// attempt goes on, and the account is held in the meantime.
+    fn cli_retry_wait(
+        &self,
+        _attempt: u32,
+        _provider: ProviderId,
+        _status: u16,
+        _until: std::time::SystemTime,
+    ) {
+    }
     /// The session to resume was not found, so the next attempt runs the task cold, in a new
     /// session.
     fn cold_fallback(&self, _attempt: u32, _stale: &SessionId) {}

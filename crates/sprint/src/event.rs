@@ -233,6 +233,11 @@ pub enum SprintEnd {
     /// Stopped at a step the disk had no room for ("No space left on device", from git, a
     /// check or a record): running again, once there is room, continues.
     DiskFull,
+    /// A spawn failed in a way no rerun mends (the CLI missing or out of its tested range, the
+    /// model unavailable, the login refused, a read-only run not attested read-only): stopped
+    /// before the other tasks spend their rounds on it, the provider and the fix named in the
+    /// task's warnings; running again once it is fixed continues at the same spawn.
+    PermanentFailure,
 }
 
 impl SprintEnd {
@@ -245,6 +250,8 @@ impl SprintEnd {
             SprintEnd::Cancelled => 130,
             // A failure of the machinery, as any other (`corral run`'s full disk is 1 too).
             SprintEnd::DiskFull => 1,
+            // `corral run`'s "the CLI cannot be used", and the preflight's.
+            SprintEnd::PermanentFailure => 8,
         }
     }
 }

@@ -24,6 +24,11 @@ pub mod limits {
     pub const MAX_ATTEMPTS: (i64, i64) = (1, 10);
     /// The default `max_attempts`.
     pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
+    /// `transient_retries`: reruns of a round's spawn after a transient failure (a watchdog
+    /// kill, the wall clock, a crash) before the task is blocked.
+    pub const TRANSIENT_RETRIES: (i64, i64) = (0, 10);
+    /// The default `transient_retries`.
+    pub const DEFAULT_TRANSIENT_RETRIES: u32 = 2;
     /// `check_timeout_ms` and a gate's `timeout_ms`: one second to one day.
     pub const TIMEOUT_MS: (i64, i64) = (1_000, 86_400_000);
     /// The default `check_timeout_ms`: ten minutes.
@@ -66,6 +71,10 @@ pub struct SprintSection {
     pub max_rounds: u32,
     /// `max_attempts`: runs of a task before it is blocked.
     pub max_attempts: u32,
+    /// `transient_retries`: per round, how many times a spawn that failed transiently (a
+    /// watchdog kill, the wall clock, a crash) is run again without counting a round; past it
+    /// the task is blocked.
+    pub transient_retries: u32,
     /// `protected`: globs (relative to the work tree's top) of files a generator round must
     /// not change, on top of the ones always protected (the sprint file, and the check's and
     /// gates' scripts that are files in the tree); a round that changes one is reset.

@@ -55,6 +55,11 @@ fn key_schema(generator: &mut SchemaGenerator, table: &str, key: &str) -> Option
             limits::MAX_ATTEMPTS,
             "Runs of a task (after a regression or a crash) before it is blocked.",
         ),
+        ("sprint", "transient_retries") => whole(
+            limits::TRANSIENT_RETRIES,
+            "Per round, reruns of a spawn that failed transiently (watchdog, wall clock, crash) \
+             before the task is blocked; they count no round.",
+        ),
         ("sprint", "protected") => globs("Paths the agents must not change (globs)."),
         ("sprint", "fold_check") => {
             let values: Vec<&str> = FoldCheck::ALL.iter().map(|f| f.as_str()).collect();

@@ -65,9 +65,9 @@ pub use lock::LOCK_FILE;
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
 pub use slots::{Slot, Slots};
 pub use state::{
-    Attribution, Durability, RoleUsage, RunProgress, STATE_SCHEMA_VERSION, SprintState, StateError,
-    Step, TaskProgress, TaskState, TaskStatus, UsageRollUp, read_state, write_state,
-    write_state_as,
+    Attribution, Durability, FailureClass, RoleUsage, RunProgress, STATE_SCHEMA_VERSION,
+    SpawnFailureRecord, SprintState, StateError, Step, TaskProgress, TaskState, TaskStatus,
+    UsageRollUp, read_state, write_state, write_state_as,
 };
 
 /// Validates sprint file text `src` as if read from `path` (briefs are read relative to it).

@@ -26,6 +26,7 @@ pub(crate) const SPRINT_KEYS: &[&str] = &[
     "setup",
     "max_rounds",
     "max_attempts",
+    "transient_retries",
     "protected",
     "fold_check",
 ];
@@ -393,6 +394,13 @@ impl Cx<'_> {
             limits::MAX_ATTEMPTS,
             u64::from(limits::DEFAULT_MAX_ATTEMPTS),
         );
+        let transient_retries = self.number(
+            t,
+            "sprint",
+            "transient_retries",
+            limits::TRANSIENT_RETRIES,
+            u64::from(limits::DEFAULT_TRANSIENT_RETRIES),
+        );
         let protected = self.globs(t, "sprint", "protected");
         let fold_check = match self.string(t, "sprint", "fold_check", false, None) {
             None if t.get("fold_check").is_none() => Some(FoldCheck::default()),
@@ -419,6 +427,7 @@ impl Cx<'_> {
             setup,
             max_rounds: u32::try_from(max_rounds?).ok()?,
             max_attempts: u32::try_from(max_attempts?).ok()?,
+            transient_retries: u32::try_from(transient_retries?).ok()?,
             protected: protected?,
             fold_check: fold_check?,
         })

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use corral_ports::{ProviderId, Usage};
+use corral_ports::{Outcome, ProviderId, Usage};
 use serde::{Deserialize, Serialize};
 
 use crate::file::SprintFile;
+use crate::layout::Role;
 use crate::names::{SprintName, TaskId};
 
 /// The version of the `sprint.json` format this build writes and reads.
@@ -97,6 +98,56 @@ pub struct TaskState {
     /// broke the check on the sprint's branch). One at most: the second such fold blocks it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub sent_home: u32,
+    /// Every spawn of the task that failed (not a report that did not pass: a spawn that ended
+    /// without one), in order, each with its class: what a transient failure cost (a rerun of
+    /// the spawn, no round) and which permanent one stopped the sprint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<SpawnFailureRecord>,
+}
+
+/// A spawn that failed, as the task's record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SpawnFailureRecord {
+    /// The round it was run for.
+    pub round: u32,
+    /// The role it played.
+    pub role: Role,
+    /// The provider that played it.
+    pub provider: ProviderId,
+    /// How its provider run ended.
+    pub outcome: Outcome,
+    /// What kind of failure it was, and so what it cost.
+    pub class: FailureClass,
+    /// The provider's message, its fix included where it names one.
+    pub message: String,
+}
+
+/// What kind of failure a spawn's was, for the sprint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureClass {
+    /// Running it again can succeed (a watchdog kill, the wall clock, a crash): the spawn is
+    /// run again, within `[sprint] transient_retries` per round, and costs no round.
+    Transient,
+    /// Nothing changes by running it again (the CLI missing or out of its tested range, the
+    /// model unavailable, the login refused, a read-only run not attested read-only): the
+    /// sprint stops with exit 8 and what to fix.
+    Permanent,
+    /// The evaluator answered, but with no valid evaluation: run again as a transient failure
+    /// is, and never at the cost of a generator round.
+    NoEvaluation,
+}
+
+impl FailureClass {
+    /// The name in `sprint.json` and the messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Transient => "transient",
+            FailureClass::Permanent => "permanent",
+            FailureClass::NoEvaluation => "no-evaluation",
+        }
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -272,6 +323,10 @@ pub struct TaskProgress {
     /// file's presence alone never does (another agent could have put it there first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawned: Option<SpawnMark>,
+    /// This round's spawns run again after a transient failure so far, against `[sprint]
+    /// transient_retries`; back to 0 at the next round.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub transient_retries: u32,
 }
 
 /// Where a task stands.
@@ -332,6 +387,7 @@ impl SprintState {
                     task_branch: None,
                     fold_onto: None,
                     sent_home: 0,
+                    failures: Vec::new(),
                 })
                 .collect(),
             run: None,

@@ -43,6 +43,16 @@ pub enum FakeLine {
         /// A human-readable message (`"rate limited"`).
         message: String,
     },
+    /// `{"type":"retry",...}`: the fake retries a request on its own after an HTTP `status`,
+    /// waiting `delay_ms` first (what Claude Code's `system/api_retry` says).
+    Retry {
+        /// The fake's own attempt number.
+        attempt: u32,
+        /// The HTTP status that caused the retry.
+        status: u16,
+        /// How long it waits before retrying.
+        delay_ms: u64,
+    },
 }
 
 /// Token counts reported in a [`FakeLine::Result`].
@@ -120,6 +130,16 @@ pub fn to_agent_event(line: &str) -> corral_ports::AgentEvent {
                 cost_usd: Some(cost_usd),
                 ..Usage::default()
             }),
+        },
+        Ok(FakeLine::Retry {
+            attempt,
+            status,
+            delay_ms,
+        }) => AgentEvent::RetryNotice {
+            attempt,
+            max: None,
+            delay_ms: Some(delay_ms),
+            status: Some(status),
         },
         Ok(FakeLine::RateLimit { resets_at, message }) => AgentEvent::RateLimit {
             info: RateLimitInfo {

@@ -288,6 +288,7 @@ pub(crate) fn summary_lines(name: &str, summary: &SprintSummary) -> Vec<String> 
         SprintEnd::RateLimited => "paused: rate limited, every retry used",
         SprintEnd::Cancelled => "cancelled",
         SprintEnd::DiskFull => "stopped: no space left on device",
+        SprintEnd::PermanentFailure => "stopped: a provider cannot be used as set up",
     };
     let mut lines = vec![format!(
         "sprint {name}: {end}; {done} of {} tasks done (exit {})",
@@ -351,6 +352,13 @@ pub(crate) fn summary_lines(name: &str, summary: &SprintSummary) -> Vec<String> 
         SprintEnd::DiskFull => {
             lines.push(
                 "continue   free some space, then corral sprint run (it goes on at the same task and round)"
+                    .into(),
+            );
+        }
+        SprintEnd::PermanentFailure => {
+            lines.push(
+                "continue   fix what the stopped task's last warning names, then corral sprint run \
+                 (it goes on at the same task and round)"
                     .into(),
             );
         }

@@ -332,6 +332,21 @@ fn a_full_disk_ends_with_the_summary_and_the_way_on() {
 }
 
 #[test]
+fn a_permanent_failure_ends_with_exit_8_the_fix_and_the_way_on() {
+    let mut stopped = summary();
+    stopped.end = SprintEnd::PermanentFailure;
+    stopped.exit_code = SprintEnd::PermanentFailure.exit_code();
+    if let Some(t2) = stopped.tasks.get_mut(1) {
+        t2.status = TaskStatus::Running;
+        t2.reason = None;
+        t2.warnings = vec![
+            "round 1: the evaluator (codex) failed in a way no rerun mends, so the sprint stopped here: codex: the model fake-modle is not available; hint: set `model` under [roles.evaluator]".into(),
+        ];
+    }
+    insta::assert_snapshot!(summary_lines("demo", &stopped).join("\n"));
+}
+
+#[test]
 fn json_one_event_per_line_ending_with_the_summary() {
     let lines: Vec<String> = events()
         .iter()

@@ -1,8 +1,8 @@
 //! The rate-limit gate per provider account, through real Claude Code against the fake model API:
 //! three `corral run`s on one account (one HOME, one API key, one base URL), the first answered 429
-//! with a usage-limit reset time T. The other two, started while the first backs off, hold their
-//! spawns until T: the fake API's request log shows every later request arriving after T, and no
-//! second 429.
+//! with a usage-limit reset time T until Claude Code's own retries are spent. The other two,
+//! started while the first backs off, hold their spawns until T: the fake API's request log shows
+//! every later request arriving after T, and no other 429.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -40,17 +40,23 @@ fn runs_on_one_account_wait_for_the_reset_another_run_was_told() {
     // The requests' arrival is recorded from the server's start, which lies after this instant:
     // `server_start_lower + at_ms` never says a request came later than it did.
     let server_start_lower = epoch_ms(SystemTime::now());
+    // Claude Code retries even a usage limit on its own: each of its requests meets it.
+    let per_attempt = CLAUDE.requests_per_failed_call;
     let world = World::new(&CLAUDE, |_| {
-        Scenario::script([
+        let mut steps = vec![
             Step::HttpError {
                 status: 429,
                 retry_after_secs: None,
                 body: Some(limited),
-            },
+            };
+            per_attempt
+        ];
+        steps.extend([
             Step::text("Done."),
             Step::text("Done."),
             Step::text("Done."),
-        ])
+        ]);
+        Scenario::script(steps)
     });
     let project = world.project();
     let run = |label: &'static str| {
@@ -94,10 +100,11 @@ fn runs_on_one_account_wait_for_the_reset_another_run_was_told() {
     assert!(until_ms >= reset_epoch_s * 1000, "{backoff}");
     let requests = world.api.model_requests();
     let steps: Vec<&str> = requests.iter().filter_map(|r| r.step.as_deref()).collect();
+    let mut expected = vec!["http_error"; per_attempt];
+    expected.extend(["text", "text", "text"]);
     assert_eq!(
-        steps,
-        ["http_error", "text", "text", "text"],
-        "one 429, then each run's one request"
+        steps, expected,
+        "the first run's CLI meets the limit on each of its own retries, then each run's one request"
     );
     // The hold the first run wrote into the gate (the user's state directory) is the one the
     // others waited for, and matches its schema.
@@ -119,7 +126,7 @@ fn runs_on_one_account_wait_for_the_reset_another_run_was_told() {
     );
     // The gate's hold is written just before the backoff record: allow for that gap.
     let slack_ms = 100;
-    for request in &requests[1..] {
+    for request in &requests[per_attempt..] {
         let arrived = server_start_lower + request.at_ms;
         assert!(
             arrived + slack_ms >= until_ms,
@@ -130,7 +137,14 @@ fn runs_on_one_account_wait_for_the_reset_another_run_was_told() {
     }
     for (dir, log) in &logs {
         if dir == first_dir {
-            assert_eq!(kinds(log, "rate_limit_hold").len(), 1, "{log:#?}");
+            // One hold per retry the CLI announced, then the reset's.
+            let holds = kinds(log, "rate_limit_hold");
+            assert_eq!(holds.len(), per_attempt, "{log:#?}");
+            assert_eq!(
+                holds.last().map(|h| &h["basis"]),
+                Some(&Value::from("until the reported reset time")),
+                "{holds:#?}"
+            );
             continue;
         }
         let waits = kinds(log, "rate_limit_wait");

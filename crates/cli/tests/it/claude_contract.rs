@@ -164,18 +164,20 @@ fn a_fifo_left_as_signals_json_is_removed_before_the_corrective_retry() {
     );
 }
 
+/// Rate limits past the CLI's own retries, twice: each attempt's CLI spends its retries and
+/// gives up, and Corral resumes the same session after waiting the delay the CLI last announced
+/// (not its own 60 s backoff floor, which this test puts back).
 #[test]
 fn rate_limited_twice_then_resumed_with_the_same_session() {
+    let per_attempt = CLAUDE.requests_per_failed_call;
     let world = World::new(&CLAUDE, |_| {
-        Scenario::script([
-            Step::http_error(429),
-            Step::http_error(429),
-            Step::write_signals(VALID_SIGNALS),
-            Step::text("Done."),
-        ])
+        let mut steps = vec![Step::rate_limited(1); 2 * per_attempt];
+        steps.extend([Step::write_signals(VALID_SIGNALS), Step::text("Done.")]);
+        Scenario::script(steps)
     });
     let out = world
         .corral_run()
+        .env("CORRAL_RETRY__BACKOFF_INITIAL_MS", "60000")
         .args(["--json", "do the task"])
         .output()
         .unwrap();
@@ -188,19 +190,82 @@ fn rate_limited_twice_then_resumed_with_the_same_session() {
     let s = summary(&out.stdout);
     assert_eq!(s["attempts"], 3);
     let log = log(&run_dir(&s));
-    assert_eq!(kinds(&log, "backoff").len(), 2);
+    let backoffs = kinds(&log, "backoff");
+    assert_eq!(backoffs.len(), 2);
+    for backoff in &backoffs {
+        assert_eq!(backoff["reason"], "the CLI's retry-after hint", "{backoff}");
+        assert!(
+            backoff["waitMs"].as_u64().unwrap() < 60_000,
+            "the wait the CLI announced, not the backoff floor: {backoff}"
+        );
+    }
     let spawns = kinds(&log, "spawn");
     let session = s["sessionId"].as_str().unwrap();
     assert_eq!(spawns[0]["resume"], Value::Null);
     assert_eq!(spawns[1]["resume"], session);
     assert_eq!(spawns[2]["resume"], session);
     let requests = world.api.model_requests();
-    assert_eq!(requests.len(), 4);
+    assert_eq!(requests.len(), 2 * per_attempt + 2);
     assert!(!requests[0].history);
     assert!(
-        requests[1].history && requests[2].history,
+        requests[per_attempt].history && requests[2 * per_attempt].history,
         "the resumed requests re-send the history"
     );
+}
+
+/// Three 429s with `retry-after: 1`, then the agent's work, with Corral's backoff at its real
+/// 60 s floor: Claude Code waits them out itself, in the one attempt, as the bare CLI would.
+/// Each of its retries is in the run's log, and the account was held in the gate for each wait
+/// (what a parallel run on the account reads before its spawn).
+#[test]
+fn three_short_rate_limits_are_waited_out_in_one_attempt_at_their_real_length() {
+    let world = World::new(&CLAUDE, |_| {
+        let mut steps = vec![Step::rate_limited(1); 3];
+        steps.extend([Step::write_signals(VALID_SIGNALS), Step::text("Done.")]);
+        Scenario::script(steps)
+    });
+    let out = world
+        .corral_run()
+        .env("CORRAL_RETRY__BACKOFF_INITIAL_MS", "60000")
+        .args(["--json", "do the task"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let s = summary(&out.stdout);
+    assert_eq!(s["attempts"], 1, "{s}");
+    assert_eq!(s["signalsValid"], true, "{s}");
+    let log = log(&run_dir(&s));
+    assert!(kinds(&log, "backoff").is_empty(), "{log:#?}");
+    let notices: Vec<&Value> = kinds(&log, "agent")
+        .into_iter()
+        .filter(|r| r["event"] == "retry_notice")
+        .collect();
+    assert_eq!(notices.len(), 3, "{log:#?}");
+    for notice in &notices {
+        assert_eq!(notice["status"], 429, "{notice}");
+        assert!(notice["delayMs"].as_u64().is_some(), "{notice}");
+    }
+    let holds = kinds(&log, "rate_limit_hold");
+    assert_eq!(holds.len(), 3, "{log:#?}");
+    assert!(
+        holds
+            .iter()
+            .all(|h| h["basis"] == "the CLI's own retry after HTTP 429"),
+        "{holds:#?}"
+    );
+    let statuses: Vec<Option<u16>> = world
+        .api
+        .model_requests()
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses.len(), 5, "three 429s, the write, the reply");
+    assert_eq!(statuses[..3], [Some(429); 3]);
 }
 
 /// Under the default sandbox (bubblewrap), the real Claude Code cannot write outside its working

@@ -176,6 +176,42 @@ fn a_budget_reaches_claude_code_and_a_cli_that_cannot_enforce_one_refuses_it_wit
     assert!(!exists(&env.dir.path().join("fake-opencode.sh.ran")));
 }
 
+/// `providers.claude.max_internal_retries` becomes Claude Code's `CLAUDE_CODE_MAX_RETRIES`
+/// (default 3), and another provider refuses the key as not its own.
+#[test]
+fn claude_codes_own_retries_are_a_setting_and_default_to_three() {
+    let env = Env::new();
+    let agent = agent(
+        &env,
+        "printf '%s\\n' \"$CLAUDE_CODE_MAX_RETRIES\" >> retries.txt",
+        "Done.",
+    );
+    let (name, path) = agent.setting();
+    for retries in [None, Some("0"), Some("7")] {
+        let mut cmd = env.corral();
+        cmd.env(name, &path);
+        if let Some(n) = retries {
+            cmd.env("CORRAL_PROVIDERS__CLAUDE__MAX_INTERNAL_RETRIES", n);
+        }
+        let out = cmd.args(["run", "--no-contract", "go"]).output().unwrap();
+        assert!(out.status.success(), "{}", transcript(&env, &out));
+    }
+    let seen = std::fs::read_to_string(env.project().join("retries.txt")).unwrap();
+    assert_eq!(seen, "3\n0\n7\n");
+    let out = env
+        .corral()
+        .env("CORRAL_PROVIDERS__CODEX__MAX_INTERNAL_RETRIES", "2")
+        .args(["run", "--provider", "codex", "--no-contract", "go"])
+        .output()
+        .unwrap();
+    let text = transcript(&env, &out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("providers.codex.max_internal_retries"),
+        "{text}"
+    );
+}
+
 #[test]
 fn read_only_keeps_the_work_tree_as_it_was_whatever_the_agent_runs() {
     let env = Env::new();

@@ -73,8 +73,8 @@ pub const CLAUDE: Cli = Cli {
     id: ProviderId::Claude,
     bin: "claude",
     shell_tool: "Bash",
-    // CLAUDE_CODE_MAX_RETRIES=0 from the adapter.
-    requests_per_failed_call: 1,
+    // CLAUDE_CODE_MAX_RETRIES=3 from the adapter (`providers.claude.max_internal_retries`).
+    requests_per_failed_call: 4,
 };
 
 /// Codex.

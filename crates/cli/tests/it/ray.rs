@@ -649,11 +649,15 @@ fn a_rate_limit_met_on_one_node_holds_the_accounts_spawns_on_the_other_until_its
         r#"{{"type":"error","error":{{"type":"rate_limit_error","message":"Claude AI usage limit reached|{reset_s}"}}}}"#
     );
     let world = World::new(&CLAUDE, |_| {
-        let mut steps = vec![Step::HttpError {
-            status: 429,
-            retry_after_secs: None,
-            body: Some(limited),
-        }];
+        // Claude Code retries even a usage limit on its own: each of its requests meets it.
+        let mut steps = vec![
+            Step::HttpError {
+                status: 429,
+                retry_after_secs: None,
+                body: Some(limited),
+            };
+            CLAUDE.requests_per_failed_call
+        ];
         steps.extend(round(REAL));
         Scenario::default().with_round(Role::Generator, REAL, 1, steps)
     });

@@ -412,6 +412,7 @@ fn held_env() -> Env {
         reset_pending: false,
         generator_session: None,
         spawned: None,
+        transient_retries: 0,
     });
     let layout = SprintLayout::new(&env.project(), &SprintName::new("example").unwrap());
     write_state(&layout.state_file(), &state).unwrap();

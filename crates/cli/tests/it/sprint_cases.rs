@@ -981,6 +981,138 @@ fn rate_limit_retries_used_up_pause_with_exit_4_and_a_rerun_finishes() {
     );
 }
 
+/// A generator whose first request hangs before the API's headers, under a short wall clock:
+/// Corral kills it at the limit, and the sprint runs the same round's spawn again, resuming its
+/// session, without counting a round (a transient failure, [sprint] transient_retries). The
+/// task is done in round 1, and its record names the failure and its class.
+#[test]
+fn a_spawn_killed_at_the_wall_clock_is_run_again_without_counting_a_round() {
+    let world = World::new(&CLAUDE, |project| {
+        t1_round_after(project, vec![Step::HangBeforeHeaders])
+    });
+    repository(
+        &world,
+        &sprint_file(&world.project(), &[task("t1")], CHECK, &CLAUDE, None, 2),
+    );
+    // Long enough for Claude Code to start and finish a round on a loaded machine, short
+    // enough that the hang is cut well before its own API timeout (10 min).
+    let wall = [("CORRAL_RUN__WALL_TIMEOUT_MS".to_owned(), "30000".to_owned())];
+    let out = sprint_run(&world, &wall);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let state = state(&world);
+    let t1 = &state["tasks"][0];
+    assert_eq!(t1["status"], "done", "{t1}");
+    assert_eq!(t1["round"], 1, "no round was counted: {t1}");
+    let failures = t1["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{t1}");
+    assert_eq!(failures[0]["class"], "transient", "{t1}");
+    assert_eq!(failures[0]["outcome"], "wall-timeout", "{t1}");
+    assert_eq!(failures[0]["role"], "generator", "{t1}");
+    // The rerun resumed the session the killed spawn had started.
+    let requests = world.api.spawn_requests(&key(Role::Generator, "t1", 1));
+    assert!(requests.len() >= 2, "{requests:#?}");
+    assert!(
+        requests[1..].iter().all(|r| r.history),
+        "the rerun resumed the session: {requests:#?}"
+    );
+    assert_eq!(
+        sprint_commits(&world),
+        [("Write t1".to_owned(), "t1".to_owned())]
+    );
+}
+
+/// Without the preflight, an evaluator model the API does not serve is met at t1's first
+/// review: a permanent failure, so the sprint stops there with exit 8 and the fix, and t2 is
+/// left pending instead of spending its rounds on the same refusal.
+#[test]
+fn an_unknown_evaluator_model_met_mid_sprint_stops_it_with_exit_8_before_the_next_task() {
+    let world = World::new(&CLAUDE, |project| {
+        Scenario::default()
+            .with_round(
+                Role::Generator,
+                "t1",
+                1,
+                spawn_steps(
+                    &CLAUDE,
+                    project,
+                    &key(Role::Generator, "t1", 1),
+                    &[("t1.txt", "ok")],
+                    &complete("Write t1"),
+                ),
+            )
+            .with_models(["fake-model"])
+    });
+    let file = sprint_file(
+        &world.project(),
+        &[task("t1"), task("t2")],
+        CHECK,
+        &CLAUDE,
+        Some(&CLAUDE),
+        2,
+    )
+    .replacen(
+        "[roles.generator]\nprovider = \"claude\"\n",
+        "[roles.generator]\nprovider = \"claude\"\nmodel = \"fake-model\"\n",
+        1,
+    )
+    .replacen(
+        "[roles.evaluator]\nprovider = \"claude\"\n",
+        "[roles.evaluator]\nprovider = \"claude\"\nmodel = \"fake-modle\"\n",
+        1,
+    );
+    assert!(file.contains("fake-modle"), "{file}");
+    repository(&world, &file);
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .timeout(RUN_CAP * 3)
+        .args(["sprint", "run", "--json", "--no-preflight"])
+        .output()
+        .unwrap();
+    let text = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(8), "{text}");
+    let state = state(&world);
+    let t1 = &state["tasks"][0];
+    assert_eq!(t1["status"], "running", "{t1}");
+    assert_eq!(t1["failures"][0]["class"], "permanent", "{t1}");
+    assert_eq!(t1["failures"][0]["role"], "evaluator", "{t1}");
+    assert_eq!(t1["failures"][0]["outcome"], "model-unavailable", "{t1}");
+    let warning = t1["warnings"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(
+        warning.contains("fake-modle")
+            && warning.contains("fix: set `model` under [roles.evaluator] in corral-sprint.toml"),
+        "{warning}"
+    );
+    assert_eq!(state["tasks"][1]["status"], "pending", "{state}");
+    assert!(sprint_commits(&world).is_empty());
+    // The generator's round ran; the review is where it stopped.
+    assert_eq!(
+        world
+            .api
+            .spawn_requests(&key(Role::Generator, "t1", 1))
+            .len(),
+        3,
+        "{text}"
+    );
+    assert!(
+        world
+            .api
+            .spawn_requests(&key(Role::Generator, "t2", 1))
+            .is_empty()
+    );
+}
+
 /// A one-task sprint with `cli` as the generator and no evaluator.
 fn one_task_with(cli: &'static Cli) {
     let world = World::new(cli, |project| {

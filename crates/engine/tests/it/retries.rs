@@ -552,3 +552,52 @@ async fn a_resumed_run_removes_what_the_agent_left_in_place_of_its_files_and_nam
             .is_symlink()
     );
 }
+
+/// A CLI that says it retries a 429 itself, then waits in silence longer than the idle limit:
+/// the wait is not a hang (no kill), the account is held in the gate for it while the attempt
+/// goes on, and when the attempt still ends rate-limited (with no reset or retry-after of its
+/// own) the backoff waits the delay the CLI announced instead of the exponential floor (60 s
+/// here).
+#[tokio::test]
+async fn a_clis_own_retry_wait_holds_the_account_is_no_hang_and_sets_the_backoff() {
+    let gate = tempfile::tempdir().unwrap();
+    let mut config = fast_config();
+    config.retry.initial = Duration::from_secs(60);
+    config.retry.max = Duration::from_secs(60);
+    config.rate_limit_gate = Some(gate.path().join("rate-limits"));
+    let idle = config.idle_timeout;
+    let delay = idle + Duration::from_millis(1000);
+    let s = Scratch::new();
+    let state = s.path("state");
+    let delay_ms = delay.as_millis().to_string();
+    let args = [
+        "--times",
+        "1",
+        "--session-id",
+        "w-1",
+        "--state-file",
+        state.to_str().unwrap(),
+        "--sleep-ms",
+        &delay_ms,
+    ];
+    let adapter = s.adapter("retry-wait-then-rate-limit", &args);
+    let out = run(config, &adapter, s.session()).await.unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    assert_eq!(out.attempts, 2);
+    let log = s.log();
+    assert!(records(&log, "kill_started").is_empty(), "{log:#?}");
+    let from_the_cli: Vec<&Value> = records(&log, "rate_limit_hold")
+        .into_iter()
+        .filter(|h| h["basis"] == "the CLI's own retry after HTTP 429")
+        .collect();
+    assert_eq!(from_the_cli.len(), 2, "one per attempt: {log:#?}");
+    let backoffs = records(&log, "backoff");
+    assert_eq!(backoffs.len(), 1, "{log:#?}");
+    assert_eq!(backoffs[0]["reason"], "the CLI's retry-after hint");
+    assert_eq!(backoffs[0]["waitMs"], delay.as_millis() as u64);
+    let held: Vec<_> = std::fs::read_dir(gate.path().join("rate-limits"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(held.len(), 1, "the account's one file");
+}

@@ -190,8 +190,8 @@ impl ClaudeAdapter {
         Ok(args)
     }
 
-    /// Variables set on top of the environment policy: the CLI's own retry cap (so the engine owns
-    /// the retry schedule), and no self-update, telemetry or other non-essential traffic during an
+    /// Variables set on top of the environment policy: the CLI's own retry cap (a few retries it
+    /// makes itself, each read from the stream, before the engine's schedule takes over), and no self-update, telemetry or other non-essential traffic during an
     /// unattended run. The last three are what every recorded run used.
     pub fn env_set(&self) -> Vec<(String, String)> {
         let retries = self.settings.max_internal_retries.min(MAX_INTERNAL_RETRIES);

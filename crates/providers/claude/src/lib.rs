@@ -38,7 +38,9 @@ use corral_ports::ProviderId;
 pub use adapter::ClaudeAdapter;
 pub use parser::ClaudeStreamParser;
 pub use probe::ClaudeProbe;
-pub use settings::{ClaudeSettings, MAX_INTERNAL_RETRIES, default_tested_versions};
+pub use settings::{
+    ClaudeSettings, DEFAULT_INTERNAL_RETRIES, MAX_INTERNAL_RETRIES, default_tested_versions,
+};
 
 /// The headless Claude Code provider: this adapter driven by `engine`.
 pub fn headless(engine: Engine, settings: ClaudeSettings) -> SupervisedProvider<ClaudeAdapter> {
@@ -61,10 +63,14 @@ pub const DESCRIPTOR: ProviderDescriptor = ProviderDescriptor {
     state_dirs: &[".claude"],
     tested_versions: default_tested_versions,
     capabilities: adapter::CAPABILITIES,
-    options: &[],
+    options: &[MAX_INTERNAL_RETRIES_KEY],
     provider: |engine, cli| Ok(Arc::new(headless(engine, settings(cli)?))),
     probe: |engine, cli| Ok(Arc::new(ClaudeProbe::with_engine(&settings(cli)?, engine))),
 };
+
+/// The provider-only key of the CLI's own retries per request
+/// ([`ClaudeSettings::max_internal_retries`]).
+const MAX_INTERNAL_RETRIES_KEY: &str = "max_internal_retries";
 
 /// Environment variables that carry credentials for the CLI.
 const CREDENTIAL_VARS: &[&str] = &[
@@ -84,5 +90,8 @@ fn settings(cli: &CliSettings) -> Result<ClaudeSettings, SettingError> {
         tested_versions: &mut s.tested_versions,
         allow_untested_version: &mut s.allow_untested_version,
     });
+    if let Some(retries) = cli.count(MAX_INTERNAL_RETRIES_KEY) {
+        s.max_internal_retries = retries;
+    }
     Ok(s)
 }

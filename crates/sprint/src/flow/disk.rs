@@ -16,6 +16,11 @@ use crate::state::{SprintState, TaskStatus};
 /// What git, a shell or the OS say when the disk (or a quota) is full.
 const FULL: &[&str] = &["No space left on device", "Disk quota exceeded"];
 
+/// Whether `text` (a message from elsewhere: a spawn's provider error) says the disk is full.
+pub(super) fn names_full(text: &str) -> bool {
+    FULL.iter().any(|f| text.contains(f))
+}
+
 /// Whether `error`, or any error under it, is a full disk.
 pub(super) fn is_full(error: &SprintError) -> bool {
     let mut next: Option<&dyn std::error::Error> = Some(error);

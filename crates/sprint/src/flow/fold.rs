@@ -386,6 +386,7 @@ impl Flow<'_, '_> {
                 reset_pending: false,
                 generator_session: session,
                 spawned: None,
+                transient_retries: 0,
             });
         }
         self.save(state)?;

@@ -4,15 +4,15 @@
 use std::path::Path;
 
 use corral_contract::{Contract, EvaluationStatus, Signal, read_session_id, render_evaluation_md};
-use corral_ports::SessionId;
+use corral_ports::{ErrorClass, SessionId};
 
 use crate::agent::{RoleAgent, SpawnReport, SpawnRequest, SpawnVerdict};
 use crate::error::SprintError;
-use crate::event::SprintEvent;
+use crate::event::{SprintEnd, SprintEvent};
 use crate::file::Task;
 use crate::layout::{EVALUATION_FILE, ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE};
 use crate::prompt::{self};
-use crate::state::{Attribution, RoleUsage, SprintState, Step};
+use crate::state::{Attribution, FailureClass, RoleUsage, SpawnFailureRecord, SprintState, Step};
 
 use super::{
     BLOCKED_PATCH_FILE, CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, Flow, Next, crash_resumable,
@@ -108,6 +108,12 @@ impl<'r, 'a> Flow<'r, 'a> {
             }
             if let (Some(p), Some(session)) = (progress_mut(state, i), &report.session_id) {
                 p.generator_session = Some(session.to_string());
+            }
+            if let Some(next) = self
+                .failed_spawn(state, i, task, Role::Generator, &report, None)
+                .await?
+            {
+                return Ok(next);
             }
             match report.verdict {
                 SpawnVerdict::Valid { signals } => Some(signals),
@@ -364,7 +370,7 @@ impl<'r, 'a> Flow<'r, 'a> {
             .progress
             .as_ref()
             .and_then(|p| earlier_report(p, t.round, Role::Evaluator, &dir, &contract));
-        let evaluation = if let Some(valid) = reported {
+        let (evaluation, fresh) = if let Some(valid) = reported {
             self.emit(SprintEvent::SpawnFinished {
                 task: task.id.clone(),
                 round: t.round,
@@ -373,7 +379,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                 valid: true,
                 usage: corral_ports::Usage::default(),
             });
-            valid.evaluation().cloned()
+            (valid.evaluation().cloned(), None)
         } else {
             let round_dir = self.layout.round_dir(&task.id, t.round);
             let diff_file = round_dir.join(DIFF_FILE);
@@ -414,19 +420,37 @@ impl<'r, 'a> Flow<'r, 'a> {
             if let Some(end) = pause_for(&report, &self.run.cancel) {
                 return Ok(Next::Pause(end));
             }
-            match report.verdict {
-                SpawnVerdict::Valid { signals } => signals.into_iter().find_map(|s| {
+            let evaluation = match &report.verdict {
+                SpawnVerdict::Valid { signals } => signals.iter().find_map(|s| {
                     if let Signal::Evaluation(e) = s {
-                        Some(e)
+                        Some(e.clone())
                     } else {
                         None
                     }
                 }),
                 SpawnVerdict::Invalid { .. } | SpawnVerdict::NotChecked => None,
-            }
+            };
+            (evaluation, Some(report))
         };
         if let Some(next) = self.police(state, i, task, Role::Evaluator).await? {
             return Ok(next);
+        }
+        // An evaluator that failed, or answered without a valid evaluation, is the review's
+        // failure, not the round's: the review runs again, and no generator round is spent.
+        if let Some(report) = &fresh {
+            let no_evaluation = evaluation.is_none().then(|| match &report.verdict {
+                SpawnVerdict::Invalid { reason } => {
+                    format!("its report is not a valid evaluation: {reason}")
+                }
+                SpawnVerdict::Valid { .. } => "its report holds no evaluation".to_string(),
+                SpawnVerdict::NotChecked => "it ended before a report".to_string(),
+            });
+            if let Some(next) = self
+                .failed_spawn(state, i, task, Role::Evaluator, report, no_evaluation)
+                .await?
+            {
+                return Ok(next);
+            }
         }
         let Some(evaluation) = evaluation else {
             let critique = format!(
@@ -461,5 +485,151 @@ impl<'r, 'a> Flow<'r, 'a> {
             self.next_round(state, i, task, critique_of(&evaluation, t.round))
                 .await
         }
+    }
+
+    /// Judges a spawn whose report says it failed (`report.error`) or, for the evaluator, that
+    /// it gave no valid evaluation (`no_evaluation`, why): `None` when the round goes on as
+    /// usual (no failure, or a transient one that still left the generator's valid report).
+    ///
+    /// Every failure is written in the task's `failures` with its class. A transient one (a
+    /// watchdog kill, the wall clock, a crash), and an evaluator without an evaluation, runs
+    /// the same spawn again, at the same step and round, no round counted (a generator's
+    /// session is resumed where the CLI can: its spawn directory names it), while the round's
+    /// `transient_retries` last; past them the task is blocked, naming why. A permanent one
+    /// stops the sprint with [`SprintEnd::PermanentFailure`] (exit 8), the task left at that
+    /// spawn and the provider's message, with its fix, in the task's warnings: no other task
+    /// spends its rounds on a CLI or a login that cannot work, and a rerun once it is fixed
+    /// goes on there.
+    async fn failed_spawn(
+        &self,
+        state: &mut SprintState,
+        i: usize,
+        task: &Task,
+        role: Role,
+        report: &SpawnReport,
+        no_evaluation: Option<String>,
+    ) -> Result<Option<Next>, SprintError> {
+        let valid = matches!(report.verdict, SpawnVerdict::Valid { .. });
+        let (class, message) = match (&report.error, no_evaluation) {
+            (Some(error), no_evaluation) => match error.class {
+                ErrorClass::Permanent => (FailureClass::Permanent, error.message.clone()),
+                ErrorClass::Retryable if valid && no_evaluation.is_none() => return Ok(None),
+                ErrorClass::Retryable => (FailureClass::Transient, error.message.clone()),
+                // Stopped by `pause_for` before this is asked.
+                ErrorClass::Cancelled => return Ok(None),
+            },
+            (None, Some(why)) => (FailureClass::NoEvaluation, why),
+            (None, None) => return Ok(None),
+        };
+        // A spawn that could not write its record on a full disk is the sprint's full disk,
+        // which ends it as a pause (exit 1, `disk.rs`), not the provider's failure.
+        if super::disk::names_full(&message) {
+            return Err(SprintError::Io {
+                path: self.layout.task_dir(&task.id),
+                source: std::io::Error::other(message),
+            });
+        }
+        // The provider's message may span lines (its `hint:` is one): one line in the record.
+        let message = message
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let Some(t) = state.tasks.get_mut(i) else {
+            return Ok(None);
+        };
+        let round = t.round;
+        let agent = match role {
+            Role::Generator => self.run.generator,
+            // Without an evaluator of its own, the generator's agent reviews.
+            Role::Evaluator => self.run.evaluator.unwrap_or(self.run.generator),
+        };
+        let provider = agent.provider();
+        t.failures.push(SpawnFailureRecord {
+            round,
+            role,
+            provider,
+            outcome: report.outcome,
+            class,
+            message: message.clone(),
+        });
+        match class {
+            FailureClass::Permanent => {
+                let fix = if message.contains("hint:") {
+                    String::new()
+                } else {
+                    permanent_fix(report.outcome, role, provider, self.file())
+                };
+                let warning = format!(
+                    "round {round}: the {role} ({provider}) failed in a way no rerun mends, so \
+                     the sprint stopped here: {message}{fix}"
+                );
+                self.warn(state, i, task, &warning)?;
+                Ok(Some(Next::Pause(SprintEnd::PermanentFailure)))
+            }
+            FailureClass::Transient | FailureClass::NoEvaluation => {
+                let allowed = self.file().sprint.transient_retries;
+                let used = t.progress.as_ref().map_or(0, |p| p.transient_retries);
+                if used >= allowed {
+                    let reason = format!(
+                        "round {round}: the {role} ({provider}) failed {} time(s) running, past \
+                         [sprint] transient_retries = {allowed} ({}); the last: {}: {message}",
+                        used + 1,
+                        class.as_str(),
+                        report.outcome.as_str(),
+                    );
+                    self.save(state)?;
+                    return self.block(state, i, task, reason).await.map(Some);
+                }
+                if let Some(p) = t.progress.as_mut() {
+                    p.transient_retries = used + 1;
+                }
+                let warning = format!(
+                    "round {round}: the {role} ({provider}) failed ({}, {}), so it runs again \
+                     ({} of {allowed}, no round counted): {message}",
+                    class.as_str(),
+                    report.outcome.as_str(),
+                    used + 1,
+                );
+                self.warn(state, i, task, &warning)?;
+                Ok(Some(Next::Continue))
+            }
+        }
+    }
+}
+
+/// What to change after a permanent failure whose message names no fix of its own (`hint:`),
+/// as `; fix: …`; empty when the outcome says nothing more than the message.
+fn permanent_fix(
+    outcome: corral_ports::Outcome,
+    role: Role,
+    provider: corral_ports::ProviderId,
+    file: &crate::file::SprintFile,
+) -> String {
+    use corral_ports::Outcome;
+    let sprint_file = file.path.file_name().map_or_else(
+        || file.path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    match outcome {
+        Outcome::ModelUnavailable => format!(
+            "; fix: set `model` under [roles.{role}] in {sprint_file} to a model {provider} \
+             serves (`corral doctor --provider {provider}` asks it)"
+        ),
+        Outcome::Refused => {
+            format!("; fix: `corral doctor --provider {provider}` checks its login and settings")
+        }
+        Outcome::SpawnFailed | Outcome::NotStarted => {
+            format!("; fix: `corral doctor --provider {provider}` checks its CLI and version")
+        }
+        Outcome::Succeeded
+        | Outcome::Recovered
+        | Outcome::Cancelled
+        | Outcome::RateLimited
+        | Outcome::StaleSession
+        | Outcome::Crashed
+        | Outcome::IdleTimeout
+        | Outcome::WallTimeout => String::new(),
     }
 }

@@ -51,6 +51,7 @@ impl<'r, 'a> Flow<'r, 'a> {
                 reset_pending: false,
                 generator_session: None,
                 spawned: None,
+                transient_retries: 0,
             });
         }
         let (round, step) = (
@@ -233,6 +234,8 @@ impl<'r, 'a> Flow<'r, 'a> {
             if let Some(p) = t.progress.as_mut() {
                 p.critique = Some(critique);
                 p.step = Step::Generate;
+                // Each round has its own allowance of transient failures.
+                p.transient_retries = 0;
             }
         }
         self.save(state)?;

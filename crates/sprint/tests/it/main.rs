@@ -10,6 +10,7 @@
 )]
 
 mod extract;
+mod failures;
 mod file;
 mod flow;
 mod state;

@@ -101,6 +101,7 @@ fn only_a_state_announcing_a_commit_or_a_reset_waits_for_the_disk() {
         reset_pending,
         generator_session: None,
         spawned: None,
+        transient_retries: 0,
     };
     state.tasks[0].status = TaskStatus::Running;
     for step in [

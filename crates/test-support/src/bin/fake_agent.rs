@@ -337,6 +337,24 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
             out.line(&FakeLine::done())?;
             Ok(0)
         }
+        Mode::RetryWaitThenRateLimit => {
+            out.line(&FakeLine::init(&session))?;
+            let delay_ms = opts.sleep_ms.unwrap_or(0);
+            out.line(&FakeLine::Retry {
+                attempt: 1,
+                status: 429,
+                delay_ms,
+            })?;
+            // The CLI's own wait: not a byte of output until it ends.
+            pause(Some(delay_ms));
+            if invocation.unwrap_or(1) <= opts.times.unwrap_or(1) {
+                out.line(&FakeLine::rate_limit(None))?;
+                return Ok(1);
+            }
+            out.line(&FakeLine::text(HELLO))?;
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
         Mode::RateLimitForever => {
             out.line(&FakeLine::init(&session))?;
             out.line(&FakeLine::rate_limit(opts.resets_at))?;

@@ -6,7 +6,8 @@
 //! `huge-write` writes a file of that size to the absolute path ending in `big.txt` that the prompt
 //! names, then says it is done: the two ways a CLI prints one giant line (its answer, or a tool
 //! call's input), used to measure which CLIs lose the tail of their stdout on a pipe. `sprint`
-//! scripts the demo's two-task sprint by role, task and round. It speaks every wire format at once (Anthropic Messages, OpenAI Responses, Chat
+//! scripts the demo's two-task sprint by role, task and round; `three-429s` answers three 429s with `retry-after: 1`
+//! before the `happy` run. It speaks every wire format at once (Anthropic Messages, OpenAI Responses, Chat
 //! Completions); `--cli` (default `claude`) only picks how the scenarios write files: `claude`
 //! `Write`, `codex` a shell here-document through `exec_command`, `opencode` `write`, `grok`
 //! `create_file`, `copilot` `create`.
@@ -133,6 +134,13 @@ fn scenario(name: &str, cli: &str, bytes: usize) -> Option<Scenario> {
             done,
         ]),
         "happy" => Scenario::script([write_hello, write_signals, done]),
+        // Three short rate limits (`retry-after: 1`), then the agent's work: what a CLI's own
+        // retries absorb at the length the API asks for.
+        "three-429s" => {
+            let mut steps = vec![Step::rate_limited(1); 3];
+            steps.extend([write_hello, write_signals, done]);
+            Scenario::script(steps)
+        }
         "sprint" => sprint_scenario(cli)?,
         "rate-limited" => Scenario::forever(Step::HttpError {
             status: 429,

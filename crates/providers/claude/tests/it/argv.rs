@@ -29,7 +29,7 @@ fn spec(args: &[&str]) -> CommandSpec {
     CommandSpec {
         program: PathBuf::from("claude"),
         args: args.iter().map(OsString::from).collect(),
-        env_set: env_set("0"),
+        env_set: env_set("3"),
         session_id: None,
     }
 }

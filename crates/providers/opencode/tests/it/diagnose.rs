@@ -37,6 +37,7 @@ fn class_of(case: &str, resumed: bool) -> AttemptClass {
         terminal_expected: OpencodeAdapter::default()
             .capabilities()
             .always_terminal_event,
+        cli_retry_after_ms: None,
     })
 }
 

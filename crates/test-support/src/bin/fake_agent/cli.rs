@@ -37,6 +37,7 @@ pub enum Mode {
     CloseStdout,
     RateLimitThenOk,
     RateLimitForever,
+    RetryWaitThenRateLimit,
     StaleSession,
     EchoStdin,
     Flood,
@@ -174,6 +175,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         "rate-limit-forever",
         Mode::RateLimitForever,
         "init, rate_limit; exit 1",
+    ),
+    (
+        "retry-wait-then-rate-limit",
+        Mode::RetryWaitThenRateLimit,
+        "invocation n (--state-file): init; retry after a 429, waiting --sleep-ms in silence; then rate_limit and exit 1 while n <= --times, else text, result",
     ),
     (
         "stale-session",
