@@ -337,7 +337,9 @@ Exit codes:
   3    a task is blocked (its dependents skipped; the others ran)
   4    rate limited; every retry was used (paused: run again to continue)
   8    the preflight found what would fail (every problem named with its fix; nothing was
-       spawned for a task)
+       spawned for a task); or a spawn failed in a way no rerun mends (a model unavailable, a
+       login refused, ...): stopped at that spawn, the fix in the task's warnings (run again
+       once fixed to continue)
   130  cancelled (run again to continue)
 
 Preflight: before the first task, each role's CLI is found and its version checked, then asked
