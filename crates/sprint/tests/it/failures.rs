@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::flow::{now, task_and_round};
 use async_trait::async_trait;
 use corral_ports::{
     CancellationToken, CommandRunner, CommandSpec, Effort, ErrorClass, Outcome, ProviderId,
@@ -105,16 +106,6 @@ impl FailingAgent {
             .filter(|s| s.task == task && s.role == role)
             .collect()
     }
-}
-
-/// The task and round of a spawn directory `…/implement/<task>/rounds/<N>/<role>`.
-fn task_and_round(dir: &Path) -> (String, u32) {
-    let parts: Vec<String> = dir
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    let n = parts.len();
-    (parts[n - 4].clone(), parts[n - 2].parse().unwrap())
 }
 
 fn evaluation_passed() -> serde_json::Value {
@@ -277,10 +268,6 @@ async fn project(tasks: &[&str], head_extra: &str) -> Project {
     git(&root, &["add", "--all"]).await;
     git(&root, &["commit", "--quiet", "-m", "start"]).await;
     Project { _dir: dir, root }
-}
-
-fn now() -> String {
-    "2026-12-02T12:00:00.000Z".to_string()
 }
 
 async fn run(

@@ -218,7 +218,7 @@ impl FakeAgent {
 }
 
 /// The task and round of a spawn directory `…/implement/<task>/rounds/<N>/<role>`.
-fn task_and_round(dir: &Path) -> (String, u32) {
+pub(crate) fn task_and_round(dir: &Path) -> (String, u32) {
     let parts: Vec<String> = dir
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -530,7 +530,7 @@ title = "Task c"
 prompt = "Write c.txt."
 "#;
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     "2026-12-02T12:00:00.000Z".to_string()
 }
 
