@@ -16,7 +16,7 @@ use crate::adapter::{AttemptEvidence, AttemptPlan, CliAdapter, PromptDelivery, V
 use crate::attempt::{AttemptContext, AttemptResult, supervise};
 use crate::backoff::WaitBasis;
 use crate::classify::{AttemptClass, ClassifyInput, classify};
-use crate::engine::Engine;
+use crate::config::EngineConfig;
 use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
 use crate::gate::{self, Hold, ProviderAccount};
 use crate::launch::{Launch, OpenEgress, Spawned, launch, spawn};
@@ -27,6 +27,7 @@ use crate::verdict::{Progress, Step, Verdict, step};
 use crate::version::{VersionProbe, probe_version, version_env};
 use crate::version_cache::{self, BinaryStamp};
 use corral_process::host::{HOST_CWD, host_program};
+use corral_process::spawn::ProviderSpawn;
 use corral_process::spawn::{ChildOutputs, StdinMode};
 use corral_sandbox::policy::SandboxPlan;
 
@@ -36,12 +37,13 @@ pub const CONTINUATION_PROMPT: &str = "Your previous turn was interrupted by a r
 
 /// Runs `session` through `adapter`'s CLI to the end.
 pub(crate) async fn run(
-    engine: &Engine,
+    config: &EngineConfig,
+    spawner: &Arc<dyn ProviderSpawn>,
     adapter: &dyn CliAdapter,
     session: AiSession,
     observer: Arc<dyn RunObserver>,
 ) -> Result<ProviderOutput, ProviderError> {
-    let mut scope = RunScope::open(engine, adapter, session)?;
+    let mut scope = RunScope::open(config, spawner, adapter, session)?;
     let result = attempts(&mut scope, &observer).await;
     scope.end(result, |out| out.attestation.as_mut()).await
 }
@@ -290,7 +292,7 @@ async fn check_version(
         Some(version) => VersionProbe::Found(version),
         None => {
             let probe = probe_version(
-                scope.engine.spawner(),
+                scope.spawner.as_ref(),
                 &program,
                 &check.args,
                 env,
@@ -754,6 +756,7 @@ mod tests {
     use super::*;
     use crate::adapter::{CommandSpec, Diagnosis, StreamParser};
     use crate::config::EngineConfig;
+    use crate::engine::Engine;
     use corral_process::env::EnvProfile;
     use corral_process::process_group::RUN_TOKEN_VAR;
     use corral_process::spawn::{ProviderSpawn, SpawnRequest, SpawnedChild, TokioSpawner};

@@ -21,12 +21,13 @@ use corral_ports::{
 
 use crate::adapter::{AttemptPlan, CliAdapter};
 use crate::attempt::{sweep_logged, terminate_group};
-use crate::engine::Engine;
+use crate::config::EngineConfig;
 use crate::files::{SessionMeta, persist_session, write_prompt_pointer};
 use crate::launch::{Spawned, launch, spawn};
 use crate::log::{KillReason, Record};
 use crate::run::{Finished, RunScope};
 use corral_process::process_group;
+use corral_process::spawn::ProviderSpawn;
 use corral_process::spawn::{StdinMode, terminal};
 
 /// The pointer file for interactive handoffs, beside `signals.json`.
@@ -37,12 +38,13 @@ const ATTEMPT: u32 = 1;
 
 /// Hands the terminal to `adapter`'s CLI until it exits or `session.cancel` fires.
 pub(crate) async fn run(
-    engine: &Engine,
+    config: &EngineConfig,
+    spawner: &Arc<dyn ProviderSpawn>,
     adapter: &dyn CliAdapter,
     session: AiSession,
     observer: Arc<dyn RunObserver>,
 ) -> Result<InteractiveOutcome, ProviderError> {
-    let mut scope = RunScope::open(engine, adapter, session)?;
+    let mut scope = RunScope::open(config, spawner, adapter, session)?;
     let result = hand_over(&mut scope, &observer).await;
     scope.end(result, |_| None).await
 }

@@ -169,7 +169,7 @@ pub(crate) async fn spawn(
     resume: Option<&SessionId>,
 ) -> Result<Spawned, ProviderError> {
     let request = &launch.request;
-    let mut child = match scope.engine.spawner().spawn(request) {
+    let mut child = match scope.spawner.spawn(request) {
         Ok(child) => child,
         Err(e) => {
             scope.log.record(

@@ -33,6 +33,7 @@ mod headless;
 mod interactive;
 mod launch;
 mod log;
+mod reserve;
 mod run;
 mod streams;
 mod tail;
@@ -42,7 +43,7 @@ mod version;
 mod version_cache;
 
 pub use adapter::{
-    AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, Diagnosis, Liveness,
+    AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, ConfiguredEndpoint, Diagnosis, Liveness,
     PromptDelivery, StreamParser, TerminalSummary, VersionCheck,
 };
 pub use backoff::{RetryPolicy, WaitBasis};
@@ -68,7 +69,7 @@ pub use descriptor::{
     BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,
     SettingError, SupervisedAi,
 };
-pub use endpoints::{ConfiguredEndpoint, ProviderEndpoints, allow_hint};
+pub use endpoints::{ProviderEndpoints, allow_hint};
 pub use engine::{Engine, SupervisedProvider};
 pub use files::{
     PromptPointer, SessionMeta, Tampered, mint_session_uuid, persist_session, record_copy,
@@ -79,9 +80,10 @@ pub use gate::{AccountHold, ProviderAccount, RATE_LIMIT_DIR, user_rate_limit_dir
 pub use headless::CONTINUATION_PROMPT;
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{
-    ExecutionLog, KillReason, LogLine, RESERVE_PREFIX, RunEnd, create_reserve,
-    execution_log_schema, release_reserve, write_tampering_removed, write_task_finished,
+    ExecutionLog, KillReason, LogLine, RunEnd, execution_log_schema, write_tampering_removed,
+    write_task_finished,
 };
+pub use reserve::{RESERVE_PREFIX, create_reserve, release_reserve};
 pub use streams::{OutputCapture, RAW_STREAMS_DIR, RawStreamRetention, StreamFiles};
 pub use text::shorten;
 pub use version::{VersionProbe, describe_cli, parse_version, probe_version, version_env};

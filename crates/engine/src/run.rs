@@ -18,8 +18,8 @@ use corral_ports::{
 
 use crate::adapter::CliAdapter;
 use crate::config::EngineConfig;
-use crate::engine::Engine;
 use crate::log::{ExecutionLog, Record};
+use corral_process::spawn::ProviderSpawn;
 use corral_sandbox::git_check::{GitProgram, GitSnapshot, strays};
 use corral_sandbox::policy::SandboxPlan;
 
@@ -52,7 +52,10 @@ fn file_stamp(path: &Path) -> Option<FileStamp> {
 
 /// One run, from the opened log to `run_finished`.
 pub(crate) struct RunScope<'a> {
-    pub engine: &'a Engine,
+    /// The engine's configuration.
+    config: &'a EngineConfig,
+    /// The engine's spawner, which starts every program of the run.
+    pub spawner: &'a std::sync::Arc<dyn ProviderSpawn>,
     pub adapter: &'a dyn CliAdapter,
     pub provider: ProviderId,
     pub session: AiSession,
@@ -91,7 +94,8 @@ struct Watched {
 impl<'a> RunScope<'a> {
     /// Checks the working directory, creates the run directory and opens its log.
     pub fn open(
-        engine: &'a Engine,
+        config: &'a EngineConfig,
+        spawner: &'a std::sync::Arc<dyn ProviderSpawn>,
         adapter: &'a dyn CliAdapter,
         session: AiSession,
     ) -> Result<Self, ProviderError> {
@@ -135,7 +139,8 @@ impl<'a> RunScope<'a> {
             fastrand::u64(..)
         );
         Ok(RunScope {
-            engine,
+            config,
+            spawner,
             adapter,
             provider,
             session,
@@ -208,7 +213,7 @@ impl<'a> RunScope<'a> {
 
     /// The engine's configuration.
     pub fn config(&self) -> &'a EngineConfig {
-        self.engine.config()
+        self.config
     }
 
     /// The run token of one attempt, which every process of its tree carries.
@@ -223,7 +228,7 @@ impl<'a> RunScope<'a> {
         if config.child_subreaper {
             corral_process::process_group::become_subreaper();
         }
-        let git = GitProgram::with_parts("git", self.engine.spawner_arc(), config.ambient());
+        let git = GitProgram::with_parts("git", std::sync::Arc::clone(self.spawner), config.ambient());
         self.git = match git.snapshot(&self.session.cwd, GIT_TIMEOUT).await {
             Ok(snapshot) => {
                 self.git_missing = "the working directory is not in a git work tree".to_string();
