@@ -479,6 +479,25 @@ const CASES: &[Case] = &[
         )],
     },
     Case {
+        dir: "process-import-cycle",
+        violation: "a module import cycle in corral-process (spawn -> bounded -> spawn)",
+        plant: Plant::Replace {
+            file: "crates/process/src/spawn.rs",
+            find: "use crate::process_group::{self, Registration};",
+            replace: "use crate::process_group::{self, Registration};\n\
+                      /// Planted by `cargo xtask self-check`: spawn importing what imports it.\n\
+                      #[allow(unused_imports)]\nuse crate::bounded::BoundedCommand;",
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::Tidy,
+            &[
+                "crates/process: module import cycle bounded -> spawn -> bounded",
+                "crates/process/src/spawn.rs:22 `crate::bounded`",
+            ],
+        )],
+    },
+    Case {
         dir: "xtask-runs-cargo-offline",
         violation: "cargo's offline flag in xtask",
         plant: Plant::Code {

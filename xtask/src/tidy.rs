@@ -11,6 +11,9 @@
 //!   appear in product code only under `crates/sandbox` and `crates/ports` (ADR 0011), and in the
 //!   two engine files not yet moved behind the sandbox's face ([`BACKEND_MATCH_NOT_YET`]).
 //!
+//! - No module import cycle inside `corral-process`, `corral-sandbox` and `corral-engine`
+//!   (`cycles.rs`, issue 30).
+//!
 //! - Nothing under `xtask/` nor `.ci/run` runs cargo offline: the registry cache of a fresh
 //!   machine lacks crates an offline `cargo metadata` needs (the Windows-only ones, on Linux), so
 //!   an offline gate passes only where some earlier command happened to fetch them.
@@ -22,6 +25,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use crate::shell;
+
+mod cycles;
 
 /// The trees tidy reads, relative to the workspace root.
 const ROOTS: &[&str] = &["crates", "xtask"];
@@ -110,6 +115,7 @@ pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
             Err(err) => found.push(format!("{rel}: could not read as UTF-8 text: {err}")),
         }
     }
+    cycles::check(root, &mut found)?;
     Ok(found)
 }
 
