@@ -12,7 +12,7 @@ use corral_ports::{
 use crate::files::PromptPointer;
 use corral_process::env::EnvProfile;
 use corral_process::spawn::ExitInfo;
-use corral_sandbox::egress::{AllowRule, EgressNeeds};
+use corral_sandbox::{AllowRule, EgressNeeds};
 
 /// How the prompt reaches the CLI. The body never goes into argv.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

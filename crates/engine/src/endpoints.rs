@@ -8,12 +8,11 @@
 //! An endpoint named only in the CLI's own configuration does not widen the allow-list: that
 //! file sits in the CLI's state directory, which the agent can write (see docs/security.md).
 
-
 use crate::adapter::{ChildEnv, CliAdapter, ConfiguredEndpoint};
 use crate::config::EngineConfig;
 use corral_process::env::EnvPolicy;
-use corral_sandbox::egress::{AllowList, AllowRule, EgressNote};
-use corral_sandbox::policy::NetworkPolicy;
+use corral_sandbox::NetworkPolicy;
+use corral_sandbox::{AllowList, AllowRule, EgressNote};
 
 /// The endpoints of one provider with one engine configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

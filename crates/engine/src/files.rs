@@ -125,7 +125,9 @@ pub fn write_record_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let written = write_in_place(path, contents).unwrap_or_else(|| write_atomic(path, contents));
     match written {
-        Err(e) if e.kind() == io::ErrorKind::StorageFull && crate::reserve::release_reserve(dir) => {
+        Err(e)
+            if e.kind() == io::ErrorKind::StorageFull && crate::reserve::release_reserve(dir) =>
+        {
             write_record_file(path, contents)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -217,7 +219,7 @@ pub fn repair_run_dir(output_dir: &Path, signals_file: &Path) -> Vec<Tampered> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let raw = output_dir.join(crate::streams::RAW_STREAMS_DIR);
     let mut candidates = vec![signals_file.to_path_buf()];
-    candidates.extend(corral_sandbox::policy::record_paths(output_dir));
+    candidates.extend(corral_sandbox::record_paths(output_dir));
     let mut removed = Vec::new();
     for path in candidates {
         let Ok(meta) = fs::symlink_metadata(&path) else {

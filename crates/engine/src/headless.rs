@@ -19,7 +19,7 @@ use crate::classify::{AttemptClass, ClassifyInput, classify};
 use crate::config::EngineConfig;
 use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
 use crate::gate::{self, Hold, ProviderAccount};
-use crate::launch::{Launch, OpenEgress, Spawned, launch, spawn};
+use crate::launch::{Launch, Spawned, launch, spawn};
 use crate::log::Record;
 use crate::run::{Finished, RunScope};
 use crate::streams::{Follower, OutputCapture};
@@ -29,7 +29,6 @@ use crate::version_cache::{self, BinaryStamp};
 use corral_process::host::{HOST_CWD, host_program};
 use corral_process::spawn::ProviderSpawn;
 use corral_process::spawn::{ChildOutputs, StdinMode};
-use corral_sandbox::policy::SandboxPlan;
 
 /// What a resumed attempt is told after a rate limit interrupted the session: the task is
 /// already in the conversation, so the full prompt is not sent again.
@@ -55,8 +54,8 @@ async fn attempts(
 ) -> Result<ProviderOutput, ProviderError> {
     scope.begin().await?;
     refuse_unresumable(scope)?;
-    let sandbox = scope.plan_sandbox()?;
-    scope.refuse_unlisted_endpoints(&sandbox)?;
+    scope.plan_sandbox()?;
+    scope.refuse_unlisted_endpoints()?;
     let cli_version = match scope.adapter.version_check() {
         Some(check) => Some(check_version(scope, &check).await?),
         None => None,
@@ -85,7 +84,6 @@ async fn attempts(
         }
         observer.attempt_started(attempt, progress.resume.as_ref());
         let context = AttemptInputs {
-            sandbox: &sandbox,
             pointer: pointer.as_ref(),
             cli_version: cli_version.as_deref(),
             observer,
@@ -381,7 +379,6 @@ fn write_pointer(
 
 /// What every attempt of a run shares.
 struct AttemptInputs<'a> {
-    sandbox: &'a SandboxPlan,
     pointer: Option<&'a PromptPointer>,
     cli_version: Option<&'a str>,
     observer: &'a Arc<dyn RunObserver>,
@@ -418,13 +415,9 @@ async fn one_attempt(
         Some(prompt) => StdinMode::Prompt(Arc::clone(prompt)),
         None => StdinMode::Null,
     };
-    let mut launched = launch(scope, inputs.sandbox, &spec, &token, stdin, Vec::new())?;
+    let mut launched = launch(scope, &spec, &token, stdin, Vec::new())?;
     let follower = follow_stream_files(scope, attempt, &mut launched)?;
-    let Spawned {
-        child,
-        egress,
-        watch,
-    } = spawn(
+    let Spawned { child, mut guard } = spawn(
         scope,
         attempt,
         launched,
@@ -432,10 +425,7 @@ async fn one_attempt(
         progress.resume.as_ref(),
     )
     .await?;
-    let (egress_proxy, egress_notes) = match egress {
-        Some(OpenEgress { proxy, notes }) => (Some(proxy), Some(notes)),
-        None => (None, None),
-    };
+    let egress_notes = guard.egress_notes();
     let provider = scope.provider.as_str();
     let cwd = scope.session.cwd.clone();
     let model = scope.session.model.clone();
@@ -472,9 +462,8 @@ async fn one_attempt(
         },
     )
     .await;
-    // Only now: the proxy also holds bubblewrap's status pipe open until it was reaped.
-    drop(egress_proxy);
-    scope.watch_ended(attempt, watch);
+    // Only now, with the child reaped: the guard's proxy holds bubblewrap's status pipe open.
+    scope.spawn_ended(attempt, guard);
     Ok(result)
 }
 
@@ -640,7 +629,7 @@ fn conclude(
         signal: last.exit.and_then(|e| e.signal),
         stderr_tail: last.stderr_tail.clone(),
         log_path: Some(scope.log.path().to_path_buf()),
-        attestation: scope.attestation.clone(),
+        attestation: scope.attestation(),
     });
     Err(match verdict {
         Verdict::Succeeded | Verdict::Recovered => {
@@ -655,7 +644,7 @@ fn conclude(
                 attempts: made,
                 duration: scope.start.elapsed(),
                 final_text: last.final_text.clone(),
-                attestation: scope.attestation.clone(),
+                attestation: scope.attestation(),
             });
         }
         Verdict::Cancelled => ProviderError::Cancelled { provider, evidence },
@@ -809,10 +798,10 @@ mod tests {
         fn diagnose(&self, _: &AttemptEvidence<'_>) -> Diagnosis {
             Diagnosis::default()
         }
-        fn egress(&self, _: &crate::adapter::ChildEnv<'_>) -> corral_sandbox::egress::EgressNeeds {
-            corral_sandbox::egress::EgressNeeds {
+        fn egress(&self, _: &crate::adapter::ChildEnv<'_>) -> corral_sandbox::EgressNeeds {
+            corral_sandbox::EgressNeeds {
                 endpoints: Vec::new(),
-                proxy: corral_sandbox::egress::ProxyHonour::Environment,
+                proxy: corral_sandbox::ProxyHonour::Environment,
             }
         }
         fn capabilities(&self) -> corral_ports::Capabilities {
@@ -864,10 +853,10 @@ mod tests {
                 ("PATH".into(), "/bin".into()),
                 ("SECRET_TOKEN".into(), "x".into()),
             ]),
-            sandbox: corral_sandbox::policy::SandboxConfig {
-                backend: corral_sandbox::policy::BackendChoice::Native,
+            sandbox: corral_sandbox::SandboxConfig {
+                backend: corral_sandbox::BackendChoice::Native,
                 allow_degraded_native: true,
-                ..corral_sandbox::policy::SandboxConfig::default()
+                ..corral_sandbox::SandboxConfig::default()
             },
             ..EngineConfig::default()
         };

@@ -54,8 +54,8 @@ async fn hand_over(
     observer: &Arc<dyn RunObserver>,
 ) -> Result<InteractiveOutcome, ProviderError> {
     scope.begin().await?;
-    let sandbox = scope.plan_sandbox()?;
-    scope.refuse_unlisted_endpoints(&sandbox)?;
+    scope.plan_sandbox()?;
+    scope.refuse_unlisted_endpoints()?;
     // Without a prompt the person starts the conversation.
     let pointer = if scope.session.prompt.trim().is_empty() {
         None
@@ -78,7 +78,7 @@ async fn hand_over(
         .into_iter()
         .filter(|(k, _)| k == "TERM")
         .collect();
-    let launched = launch(scope, &sandbox, &spec, &token, StdinMode::Terminal, term)?;
+    let launched = launch(scope, &spec, &token, StdinMode::Terminal, term)?;
     if let Some(id) = &spec.session_id {
         persist(scope, id);
         observer.event(
@@ -93,8 +93,7 @@ async fn hand_over(
     let resume = scope.session.resume.clone();
     let Spawned {
         mut child,
-        mut egress,
-        watch,
+        mut guard,
     } = spawn(scope, ATTEMPT, launched, "terminal", resume.as_ref()).await?;
     let pgid = child.pid();
     terminal::give_terminal_to(pgid);
@@ -129,13 +128,12 @@ async fn hand_over(
     }
     sweep_logged(&token, pgid, &mut scope.log, ATTEMPT).await;
     // The session is over: what the egress proxy refused meanwhile goes to the log.
-    if let Some(open) = egress.as_mut() {
-        while let Ok(note) = open.notes.try_recv() {
+    if let Some(mut notes) = guard.egress_notes() {
+        while let Ok(note) = notes.try_recv() {
             scope.log.record(ATTEMPT, &Record::egress(&note));
         }
     }
-    drop(egress);
-    scope.watch_ended(ATTEMPT, watch);
+    scope.spawn_ended(ATTEMPT, guard);
     let session_id = spec.session_id.or(resume);
     let outcome = match (cancelled, exit.and_then(|e| e.code)) {
         (true, _) => Outcome::Cancelled,

@@ -43,8 +43,8 @@ mod version;
 mod version_cache;
 
 pub use adapter::{
-    AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, ConfiguredEndpoint, Diagnosis, Liveness,
-    PromptDelivery, StreamParser, TerminalSummary, VersionCheck,
+    AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, ConfiguredEndpoint, Diagnosis,
+    Liveness, PromptDelivery, StreamParser, TerminalSummary, VersionCheck,
 };
 pub use backoff::{RetryPolicy, WaitBasis};
 pub use classify::{AttemptClass, ClassifyInput, classify};
@@ -58,12 +58,10 @@ pub use corral_process::{
     kill_child_groups, process_env, run_bounded, signal_group,
 };
 pub use corral_sandbox::{
-    AllowList, AllowRule, BackendChoice, BadRule, Change, ChangeKind, EGRESS_UNSET_VARS,
-    EgressError, EgressGate, EgressNeeds, EgressNote, EgressProxy, GitCheckError, GitProgram,
-    GitSnapshot, HomePolicy, NetworkPolicy, PROXY_ADDRESS_VAR, PROXY_PORT, ProxyHonour, Refusal,
-    SandboxConfig, SandboxPaths, SandboxPlan, bubblewrap_usable, bwrap_args, git_snapshot,
-    hide_host_unix_sockets, namespace_args, plan_sandbox, proxy_address, proxy_env,
-    requested_guarantees, sandbox_uid, strays, write_node_preload,
+    AllowList, AllowRule, BackendChoice, BackendReadiness, BadRule, Change, ChangeKind,
+    EgressNeeds, EgressNote, GitCheckError, GitProgram, GitSnapshot, HomePolicy, NetworkPolicy,
+    PROXY_ADDRESS_VAR, ProxyHonour, Refusal, SandboxConfig, backend_readiness, bubblewrap_usable,
+    git_snapshot, sandbox_uid, strays,
 };
 pub use descriptor::{
     BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,

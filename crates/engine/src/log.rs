@@ -144,7 +144,7 @@ pub enum Record<'a> {
         /// The proxy's address inside the sandbox.
         proxy: &'a str,
         /// The allow-list: the provider's endpoints, then the user's rules.
-        allow: &'a [corral_sandbox::egress::AllowRule],
+        allow: &'a [corral_sandbox::AllowRule],
         /// The sandbox's network namespace (inode).
         netns: Option<u64>,
         /// From spawn to the released CLI, in microseconds.
@@ -408,9 +408,9 @@ pub fn write_tampering_removed(
 
 impl<'a> Record<'a> {
     /// The record of something the egress proxy did.
-    pub fn egress(note: &'a corral_sandbox::egress::EgressNote) -> Self {
+    pub fn egress(note: &'a corral_sandbox::EgressNote) -> Self {
         match note {
-            corral_sandbox::egress::EgressNote::Refused {
+            corral_sandbox::EgressNote::Refused {
                 method,
                 target,
                 reason,
@@ -419,7 +419,7 @@ impl<'a> Record<'a> {
                 target,
                 reason,
             },
-            corral_sandbox::egress::EgressNote::Failed { target, error } => {
+            corral_sandbox::EgressNote::Failed { target, error } => {
                 Record::EgressFailed { target, error }
             }
         }

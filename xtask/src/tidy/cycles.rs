@@ -91,7 +91,10 @@ fn cycles(krate: &str, sources: &[(String, String, String)]) -> Vec<String> {
             })
             .collect();
         let more = if component.len() > circle.len() {
-            format!("; these modules import each other: {}", component.join(", "))
+            format!(
+                "; these modules import each other: {}",
+                component.join(", ")
+            )
         } else {
             String::new()
         };
@@ -285,7 +288,11 @@ mod tests {
     use super::*;
 
     fn source(rel: &str, text: &str) -> (String, String, String) {
-        (format!("crates/x/src/{rel}"), rel.to_string(), text.to_string())
+        (
+            format!("crates/x/src/{rel}"),
+            rel.to_string(),
+            text.to_string(),
+        )
     }
 
     #[test]
@@ -306,7 +313,10 @@ mod tests {
             source("a.rs", "//! A.\nuse crate::b::B;\n"),
             source("b/mod.rs", "//! B.\nuse crate::c::C;\n"),
             source("b/inner.rs", "//! I.\nuse super::x;\n"),
-            source("c.rs", "//! C.\nfn f() { crate::a::g() }\nuse crate::Root;\n"),
+            source(
+                "c.rs",
+                "//! C.\nfn f() { crate::a::g() }\nuse crate::Root;\n",
+            ),
             source("d.rs", "//! D.\nuse crate::a::A;\n"),
         ];
         assert_eq!(
