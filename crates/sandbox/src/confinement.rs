@@ -877,3 +877,46 @@ async fn kill(child: &mut dyn SpawnedChild) {
         corral_process::process_group::signal_group(child.pid(), nix::sys::signal::Signal::SIGKILL);
     let _ = tokio::time::timeout(KILLED_WAIT, child.wait()).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watched(strays: &[&str], gap: Option<&str>) -> Watched {
+        Watched {
+            spawns: 1,
+            strays: strays.iter().map(|s| (*s).to_string()).collect(),
+            gap: gap.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn the_watch_completes_git_and_stands_in_for_it_only_when_whole() {
+        let git = || Ok(vec!["modified /repo/README".to_string()]);
+        assert_eq!(merge_watched(git(), Watched::default()), git());
+        assert_eq!(
+            merge_watched(
+                git(),
+                watched(&["added /home/me/x"], Some("listener failed"))
+            ),
+            Ok(vec![
+                "added /home/me/x".to_string(),
+                "modified /repo/README".to_string()
+            ])
+        );
+        let no_git = || Err("not in a git work tree".to_string());
+        assert_eq!(
+            merge_watched(no_git(), watched(&["added /home/me/x"], None)),
+            Ok(vec!["added /home/me/x".to_string()])
+        );
+        assert_eq!(
+            merge_watched(no_git(), watched(&[], Some("listener failed"))),
+            Err(
+                "not in a git work tree; and the write watch did not see every write: listener failed"
+                    .to_string()
+            )
+        );
+        // No spawn ran watched: git's answer, even when it is "not checked".
+        assert_eq!(merge_watched(no_git(), Watched::default()), no_git());
+    }
+}

@@ -226,7 +226,7 @@ pub fn running_as_root() -> bool {
 }
 
 /// What a backend choice comes to on this machine, for a diagnostic (`corral doctor`); the same
-/// decision [`plan`] makes for a run, without the guarantees.
+/// decision `plan` makes for a run, without the guarantees.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendReadiness {
     /// The native backend is chosen and the user consented to it: nothing is confined.
