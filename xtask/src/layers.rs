@@ -212,6 +212,8 @@ pub const LAYERS: &[Layer] = &[
                 any("corral-hostfs"),
             ],
             external: Externals::Only(&[
+                // A spawn's guard is a bounded command's `AfterSpawn` (corral-process).
+                any("async-trait"),
                 any("fastrand"),
                 any("humantime"),
                 any("libc"),

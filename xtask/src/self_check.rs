@@ -479,6 +479,43 @@ const CASES: &[Case] = &[
         )],
     },
     Case {
+        dir: "compose-decides-per-backend-choice",
+        violation: "a comparison on the settings' BackendChoice in compose, outside corral-sandbox",
+        plant: Plant::Code {
+            file: "crates/compose/src/lib.rs",
+            text: "\n/// Planted by `cargo xtask self-check`: a decision on the backend choice outside the sandbox.\n\
+                   pub fn planted_choice(c: corral_engine::BackendChoice) -> bool {\n    \
+                   c == corral_engine::BackendChoice::Native\n}\n",
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::Tidy,
+            &[
+                "crates/compose/src/lib.rs:",
+                "`BackendChoice::` matched or compared outside crates/sandbox",
+            ],
+        )],
+    },
+    Case {
+        dir: "process-import-cycle",
+        violation: "a module import cycle in corral-process (spawn -> bounded -> spawn)",
+        plant: Plant::Replace {
+            file: "crates/process/src/spawn.rs",
+            find: "use crate::process_group::{self, Registration};",
+            replace: "use crate::process_group::{self, Registration};\n\
+                      /// Planted by `cargo xtask self-check`: spawn importing what imports it.\n\
+                      #[allow(unused_imports)]\nuse crate::bounded::BoundedCommand;",
+        },
+        expect: Expect::Reject,
+        gates: &[(
+            Gate::Tidy,
+            &[
+                "crates/process: module import cycle bounded -> spawn -> bounded",
+                "crates/process/src/spawn.rs:22 `crate::bounded`",
+            ],
+        )],
+    },
+    Case {
         dir: "xtask-runs-cargo-offline",
         violation: "cargo's offline flag in xtask",
         plant: Plant::Code {

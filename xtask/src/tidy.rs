@@ -8,8 +8,12 @@
 //!   `crates/test-support` and `xtask`, and in the engine's tests and benchmark, which play the
 //!   program embedding the engine; clippy's `disallowed-methods` is the other half of this rule.
 //! - Only the sandbox decides per backend: `SandboxBackend::Native` and `SandboxBackend::Bubblewrap`
-//!   appear in product code only under `crates/sandbox` and `crates/ports` (ADR 0011), and in the
-//!   two engine files not yet moved behind the sandbox's face ([`BACKEND_MATCH_NOT_YET`]).
+//!   appear in product code only under `crates/sandbox` and `crates/ports` (ADR 0011), and a
+//!   `BackendChoice::` is matched or compared there only (naming one to fill in settings is not
+//!   a decision).
+//!
+//! - No module import cycle inside `corral-process`, `corral-sandbox` and `corral-engine`
+//!   (`cycles.rs`, issue 30).
 //!
 //! - Nothing under `xtask/` nor `.ci/run` runs cargo offline: the registry cache of a fresh
 //!   machine lacks crates an offline `cargo metadata` needs (the Windows-only ones, on Linux), so
@@ -22,6 +26,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use crate::shell;
+
+mod cycles;
 
 /// The trees tidy reads, relative to the workspace root.
 const ROOTS: &[&str] = &["crates", "xtask"];
@@ -51,9 +57,11 @@ const BACKEND_DECISION: &[&str] = &["SandboxBackend::Native", "SandboxBackend::B
 /// Where a decision per backend belongs: the sandbox, and the ports that name the backends.
 const MAY_DECIDE_PER_BACKEND: &[&str] = &["crates/sandbox/", "crates/ports/"];
 
-/// Engine files that still decide per backend, until the sandbox's face takes their decisions
-/// (issue 30): this list only shrinks.
-const BACKEND_MATCH_NOT_YET: &[&str] = &["crates/engine/src/launch.rs", "crates/engine/src/run.rs"];
+/// The backend the settings choose; matched or compared on a line, it is a decision per backend.
+const BACKEND_CHOICE: &str = "BackendChoice::";
+
+/// What makes a line that names a [`BACKEND_CHOICE`] a decision: a match arm, a comparison.
+const DECIDES: &[&str] = &["=>", "==", "!=", "matches!("];
 
 /// Cargo's offline flag, spelled in two pieces so this file does not hold it.
 const OFFLINE_FLAG: &str = concat!("--", "offline");
@@ -110,6 +118,7 @@ pub fn check(root: &Path) -> anyhow::Result<Vec<String>> {
             Err(err) => found.push(format!("{rel}: could not read as UTF-8 text: {err}")),
         }
     }
+    cycles::check(root, &mut found)?;
     Ok(found)
 }
 
@@ -159,8 +168,7 @@ fn check_file(rel: &str, text: &str, found: &mut Vec<String>) {
     let may_decide_per_backend = !product_source
         || MAY_DECIDE_PER_BACKEND
             .iter()
-            .any(|prefix| rel.starts_with(prefix))
-        || BACKEND_MATCH_NOT_YET.contains(&rel);
+            .any(|prefix| rel.starts_with(prefix));
     for (index, line) in text.lines().enumerate() {
         let line_no = index + 1;
         if must_run_online && line.contains(OFFLINE_FLAG) {
@@ -189,6 +197,15 @@ fn check_file(rel: &str, text: &str, found: &mut Vec<String>) {
             found.push(format!(
                 "{rel}:{line_no}: `{needle}` outside crates/sandbox: only the sandbox decides per \
                  backend (ADR 0011)"
+            ));
+        }
+        if !may_decide_per_backend
+            && line.contains(BACKEND_CHOICE)
+            && DECIDES.iter().any(|decides| line.contains(decides))
+        {
+            found.push(format!(
+                "{rel}:{line_no}: `{BACKEND_CHOICE}` matched or compared outside crates/sandbox: \
+                 only the sandbox decides per backend (ADR 0011)"
             ));
         }
         if !may_create_processes
@@ -342,10 +359,25 @@ mod tests {
         for allowed in [
             "crates/sandbox/src/command.rs",
             "crates/engine/tests/it/sandbox.rs",
-            "crates/engine/src/launch.rs",
+            "crates/ports/src/attestation.rs",
         ] {
             assert_eq!(violations(allowed, arm), Vec::<String>::new(), "{allowed}");
         }
+        // The engine's launch and run decide nothing per backend any more (issue 30).
+        assert_eq!(violations("crates/engine/src/launch.rs", arm).len(), 1);
+        // A match or comparison on the settings' choice is a decision; naming one is not.
+        let choice = "//! T.\nlet b = c.backend == BackendChoice::Auto;\nmatch c {\n    BackendChoice::Native => 1,\n};\nlet s = Settings { backend: BackendChoice::Auto };\n";
+        assert_eq!(
+            violations("crates/compose/src/factory.rs", choice),
+            [
+                "crates/compose/src/factory.rs:2: `BackendChoice::` matched or compared outside crates/sandbox: only the sandbox decides per backend (ADR 0011)",
+                "crates/compose/src/factory.rs:4: `BackendChoice::` matched or compared outside crates/sandbox: only the sandbox decides per backend (ADR 0011)",
+            ]
+        );
+        assert_eq!(
+            violations("crates/sandbox/src/policy.rs", choice),
+            Vec::<String>::new()
+        );
         // The engine's product code and a fork are caught too (ADR 0010).
         assert_eq!(
             violations("crates/engine/src/sandbox.rs", text).len(),

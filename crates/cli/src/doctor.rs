@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral_compose::BackendChoice;
+use corral_compose::BackendReadiness;
 use corral_compose::{
     CliVersion, HOST_CWD, HostProgramError, ProviderEndpoints, allow_hint, cli_version,
     engine_config, host_program, model_probe, provider, provider_facts,
@@ -315,29 +315,26 @@ fn report_sandbox(settings: &corral_compose::Settings) -> bool {
     outln!("sandbox");
     let bwrap = Path::new(&settings.sandbox.bwrap);
     let degraded = settings.sandbox.allow_degraded_native;
-    match (
-        settings.sandbox.backend,
-        corral_compose::bubblewrap_usable(bwrap),
-    ) {
-        (BackendChoice::Native, _) if degraded => {
+    match corral_compose::backend_readiness(settings.sandbox.backend, bwrap, degraded) {
+        BackendReadiness::NativeConsented => {
             outln!("  · the native backend is chosen and allowed degraded: nothing is confined");
             true
         }
-        (BackendChoice::Native, _) => {
+        BackendReadiness::NativeRefused => {
             outln!("  ✗ the native backend is chosen but sandbox.allow_degraded_native is not set");
             outln!("  hint: pass --allow-degraded-native, or choose sandbox.backend = \"auto\"");
             false
         }
-        (BackendChoice::Auto | BackendChoice::Bubblewrap, Ok(())) => {
+        BackendReadiness::Bubblewrap => {
             outln!(
                 "  ✓ bubblewrap ({}) can build a sandbox here",
                 bwrap.display()
             );
             true
         }
-        (choice @ (BackendChoice::Auto | BackendChoice::Bubblewrap), Err(why)) => {
+        BackendReadiness::BubblewrapUnusable { why, falls_back } => {
             outln!("  ✗ {why}");
-            if choice == BackendChoice::Auto && degraded {
+            if falls_back {
                 outln!("  · runs fall back to the native backend (allowed degraded)");
                 return true;
             }

@@ -236,7 +236,7 @@ fn codex_inside_bubblewrap(
     // A comparison, not a match over every provider: the factory's `descriptor` is the one
     // place a new provider must be named, and a provider without a sandbox of its own needs
     // nothing here.
-    if id != ProviderId::Codex || !runs_in_bubblewrap(config) {
+    if id != ProviderId::Codex || !config.sandbox.runs_in_bubblewrap() {
         return Ok(own);
     }
     match own.sandbox.as_deref() {
@@ -257,19 +257,6 @@ fn codex_inside_bubblewrap(
 
 /// Codex's sandbox mode without a sandbox of its own.
 const CODEX_UNSANDBOXED: &str = "danger-full-access";
-
-/// Whether runs on an engine configured by `config` run under bubblewrap: chosen, or `auto`
-/// where it works (the engine's own probe, made once per process). Chosen but not usable, the
-/// run is refused anyway.
-fn runs_in_bubblewrap(config: &EngineConfig) -> bool {
-    match config.sandbox.backend {
-        corral_engine::BackendChoice::Native => false,
-        corral_engine::BackendChoice::Bubblewrap => true,
-        corral_engine::BackendChoice::Auto => {
-            corral_engine::bubblewrap_usable(&config.sandbox.bwrap).is_ok()
-        }
-    }
-}
 
 /// Provider `id`'s row in the capability table: what its CLI can and cannot do, as its adapter
 /// declares it (with default settings).

@@ -2,18 +2,17 @@
 //! stream, and how to recognise its failures.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use corral_ports::{
     AgentEvent, AiSession, Capabilities, ProviderError, ProviderId, RateLimitInfo, SessionId,
 };
 
-use crate::endpoints::ConfiguredEndpoint;
 use crate::files::PromptPointer;
 use corral_process::env::EnvProfile;
 use corral_process::spawn::ExitInfo;
-use corral_sandbox::egress::EgressNeeds;
+use corral_sandbox::{AllowRule, EgressNeeds};
 
 /// How the prompt reaches the CLI. The body never goes into argv.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,5 +248,44 @@ pub trait CliAdapter: Send + Sync {
             reason: "this provider has no interactive mode".to_string(),
             hint: None,
         })
+    }
+}
+
+/// An endpoint named in a CLI's own configuration file (not in Corral's settings, not in the
+/// child's environment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredEndpoint {
+    /// `host:port`.
+    pub endpoint: AllowRule,
+    /// Where it is named, for people: `~/.codex/config.toml [model_providers.corp] base_url`.
+    pub source: String,
+    /// Whether a run with these settings talks to it (the selected provider of several).
+    pub in_use: bool,
+}
+
+impl ConfiguredEndpoint {
+    /// The endpoint of `url` (an `http(s)://` URL) named by `source`; `None` for anything else.
+    pub fn from_url(url: &str, source: String, in_use: bool) -> Option<Self> {
+        Some(ConfiguredEndpoint {
+            endpoint: AllowRule::from_url(url)?,
+            source,
+            in_use,
+        })
+    }
+
+    /// `file` as people know it: under `~/` when it lies in the child's `$HOME`.
+    pub fn shown_path(env: &ChildEnv<'_>, file: &std::path::Path) -> String {
+        match env
+            .home()
+            .and_then(|home| file.strip_prefix(home).ok().map(Path::to_path_buf))
+        {
+            Some(rest) => format!("~/{}", rest.display()),
+            None => file.display().to_string(),
+        }
+    }
+
+    /// The JSON file `file`, when it exists and parses.
+    pub fn read_json(file: &std::path::Path) -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
     }
 }

@@ -36,7 +36,7 @@ use crate::tail::Tail;
 use corral_process::proc;
 use corral_process::process_group::{self, KILL_POLL, KillLadder, Sent};
 use corral_process::spawn::{ChildOutput, ExitInfo, SpawnedChild};
-use corral_sandbox::egress::EgressNote;
+use corral_sandbox::EgressNote;
 
 const READ_CHUNK: usize = 64 * 1024;
 /// One read from a stream file.

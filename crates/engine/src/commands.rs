@@ -8,14 +8,15 @@
 //! time is up or the caller cancels, and a run token that finds the processes that left the
 //! group. What differs is where it runs:
 //!
-//! * [`Confinement::Sandboxed`]: in the sandbox the agent gets, confined by the sandbox crate
-//!   ([`corral_sandbox::command`]: the same plan, refusal and bubblewrap arguments, the working
-//!   directory writable, no network under `allowlist` or `none`). The environment is the
-//!   policy's: the core set and the user's allow-list (no secret-looking name), with the spec's
-//!   variables on top.
+//! * [`Confinement::Sandboxed`]: in the sandbox the agent gets, through the same face
+//!   ([`corral_sandbox::Confinement`]: the same plan, refusal and bubblewrap arguments, the
+//!   working directory writable, the check from inside before the command runs, and under
+//!   `allowlist` Corral's egress proxy serving the user's `sandbox.network_allow` rules only; no
+//!   network under `none`). The environment is the policy's: the core set and the user's
+//!   allow-list (no secret-looking name), with the spec's variables on top.
 //! * [`Confinement::HostGit`]: `git` on the host with the repository's power to run programs
 //!   taken away, by the same configuration the git-cleanliness check uses (`git_check.rs`:
-//!   [`corral_sandbox::git_check::NEUTRAL_CONFIG`], the filter and merge drivers emptied), plus no
+//!   [`corral_sandbox::NEUTRAL_CONFIG`], the filter and merge drivers emptied), plus no
 //!   commit signing and no editor; a diff driver cannot be emptied (git refuses an empty one),
 //!   so `diff`, `show` and `log` get `--no-ext-diff --no-textconv`. The arguments must start
 //!   with the subcommand: an option before it could undo the neutralisation. The environment
@@ -30,11 +31,13 @@ use async_trait::async_trait;
 use corral_ports::{
     CommandEnd, CommandError, CommandOutput, CommandRunner, CommandSpec, CommandStream, Confinement,
 };
-use corral_sandbox::{CommandLine, WrapError};
+use corral_sandbox::{CommandLine, CommandRequest, Stopped, WrapError};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
-use corral_process::bounded::{BoundedCommand, BoundedError, Captured, Stop, run_until};
+use corral_process::bounded::{
+    AfterSpawn, BoundedCommand, BoundedError, Captured, Stop, run_until_started,
+};
 use corral_process::env::{EnvPolicy, EnvProfile};
 use corral_process::spawn::{ChildOutputs, SpawnRequest, StdinMode};
 
@@ -73,14 +76,19 @@ impl CommandRunner for Engine {
     }
 }
 
-/// A sandboxed command: confined by the sandbox as a run is (`corral_sandbox::command`), then
-/// supervised; the sandbox's leftovers go once it ended.
+/// A sandboxed command: confined by the sandbox as a run is (`corral_sandbox::Confinement`),
+/// then supervised, the guard serving it once spawned; the sandbox's leftovers go once it
+/// ended.
 async fn sandboxed(
     engine: &Engine,
     spec: &CommandSpec,
     cancel: &CancellationToken,
 ) -> Result<CommandOutput, CommandError> {
     let config = engine.config();
+    let refused = |refusal: corral_sandbox::Refusal| CommandError::Refused {
+        program: spec.program.clone(),
+        reason: format!("{}; {}", refusal.reason, refusal.hint),
+    };
     let env = EnvPolicy {
         inherit: config.env_inherit,
         profile: EnvProfile::new(PROFILE, &[]),
@@ -88,32 +96,46 @@ async fn sandboxed(
         set: spec.env.clone(),
     }
     .resolve(config.ambient());
-    let wrapped = corral_sandbox::wrap_command(
-        &config.sandbox,
-        CommandLine {
-            program: &spec.program,
-            args: &spec.args,
+    let confinement = corral_sandbox::Confinement::for_command(CommandRequest {
+        config: &config.sandbox,
+        cwd: &spec.cwd,
+        read_only: &spec.read_only,
+    })
+    .map_err(refused)?;
+    let wrapped = confinement
+        .wrap(CommandLine {
+            program: std::path::Path::new(&spec.program),
+            args: &args(spec),
             env: &env.vars,
-            cwd: &spec.cwd,
-            read_only: &spec.read_only,
-        },
-    )
-    .map_err(|e| match e {
-        WrapError::Refused(reason) => CommandError::Refused {
-            program: spec.program.clone(),
-            reason,
-        },
-        WrapError::NotFound => CommandError::Spawn {
-            program: spec.program.clone(),
-            reason: e.to_string(),
-        },
-        WrapError::Io(io) => io_error(spec, &io),
-    })?;
-    let mut request = request(spec, wrapped.program, wrapped.args, wrapped.env);
-    request.inherit_fds = wrapped.inherit_fds;
-    let out = supervise(engine, spec, request, cancel).await;
-    drop(wrapped.sandbox);
-    out
+        })
+        .map_err(|e| match e {
+            WrapError::NotFound | WrapError::NotPlanned => CommandError::Spawn {
+                program: spec.program.clone(),
+                reason: e.to_string(),
+            },
+            WrapError::Io { .. } => CommandError::Io {
+                program: spec.program.clone(),
+                reason: e.to_string(),
+            },
+        })?;
+    let mut guard = wrapped.guard;
+    let out = supervise(engine, spec, wrapped.request, cancel, Some(&mut guard)).await;
+    let started = guard.take_outcome();
+    for note in guard.end() {
+        tracing::debug!(?note, program = %spec.program, "sandboxed command");
+    }
+    confinement.finish().await;
+    match started {
+        Some(Err(Stopped { notes, refusal })) => {
+            tracing::warn!(?notes, program = %spec.program, "the command's sandbox was stopped before it ran");
+            Err(refused(refusal))
+        }
+        Some(Ok(notes)) => {
+            tracing::debug!(?notes, program = %spec.program, "sandboxed command started");
+            out
+        }
+        None => out,
+    }
 }
 
 /// Corral's own git on the host, neutralised (see the module documentation).
@@ -159,7 +181,7 @@ async fn host_git(
     // The drivers the repository defines, listed (reading configuration runs nothing) with
     // the same neutral configuration, then emptied for the command itself; the listing is
     // kept while the files it came from are unchanged (`driver_cache.rs`).
-    let listing_env = corral_sandbox::git_check::neutral_env(base.clone(), &host_config);
+    let listing_env = corral_sandbox::neutral_env(base.clone(), &host_config);
     let (drivers, listed_in) = match engine.driver_cache().get(&spec.cwd, &listing_env) {
         Some(drivers) => (drivers, Duration::ZERO),
         None => match list_drivers(engine, spec, &listing_env, cancel).await? {
@@ -180,11 +202,9 @@ async fn host_git(
     let out = supervise(
         engine,
         &command,
-        git_request(
-            &command,
-            corral_sandbox::git_check::neutral_env(base, &overrides),
-        ),
+        git_request(&command, corral_sandbox::neutral_env(base, &overrides)),
         cancel,
+        None,
     )
     .await?;
     Ok(CommandOutput {
@@ -243,7 +263,7 @@ async fn list_drivers(
         CommandEnd::TimedOut | CommandEnd::Cancelled => return Ok(Listing::Stopped(listed)),
     }
     let keys = listed.stdout.text.as_bytes();
-    let overrides = corral_sandbox::git_check::driver_overrides(keys);
+    let overrides = corral_sandbox::driver_overrides(keys);
     if let Some((layout_before, taken_before)) = &before
         && !corral_sandbox::driver_cache::includes_any(keys)
     {
@@ -327,6 +347,7 @@ async fn git_quietly(
         &command,
         git_request(&command, env.to_vec()),
         cancel,
+        None,
     )
     .await?;
     *took += out.duration;
@@ -371,6 +392,7 @@ async fn supervise(
     spec: &CommandSpec,
     request: SpawnRequest,
     cancel: &CancellationToken,
+    after: Option<&mut dyn AfterSpawn>,
 ) -> Result<CommandOutput, CommandError> {
     let command = BoundedCommand {
         request,
@@ -385,7 +407,7 @@ async fn supervise(
         )),
     };
     let started = Instant::now();
-    let (stop, stdout, stderr) = run_until(engine.spawner(), &command, cancel)
+    let (stop, stdout, stderr) = run_until_started(engine.spawner(), &command, cancel, after)
         .await
         .map_err(|e| match e {
             BoundedError::Spawn { source, .. } => CommandError::Spawn {
@@ -397,6 +419,8 @@ async fn supervise(
             }
         })?;
     let end = match stop {
+        // Killed before it ran; the sandbox's guard says why, and the caller reports that.
+        Stop::Refused => CommandEnd::Signalled(nix::sys::signal::Signal::SIGKILL as i32),
         Stop::TimedOut => CommandEnd::TimedOut,
         Stop::Cancelled => CommandEnd::Cancelled,
         Stop::Exited(exit) => match (exit.code, exit.signal) {

@@ -7,7 +7,7 @@ use crate::backoff::RetryPolicy;
 use crate::streams::{OutputCapture, RawStreamRetention};
 use corral_process::argv::ArgvPlatform;
 use corral_process::env::EnvInherit;
-use corral_sandbox::policy::SandboxConfig;
+use corral_sandbox::SandboxConfig;
 
 /// How the engine supervises runs.
 #[derive(Debug, Clone)]

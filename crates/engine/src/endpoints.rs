@@ -1,6 +1,6 @@
 //! Which network endpoints a provider's CLI will talk to, known before it is started: the ones
 //! its adapter declares (its model API, a base URL in the child's environment), the ones its
-//! own configuration files name ([`ConfiguredEndpoint`]), and the user's allow-list rules. A
+//! own configuration files name ([`ConfiguredEndpoint`], which the adapter reads), and the user's allow-list rules. A
 //! run refuses before the spawn when a configured endpoint the CLI will use is not on the
 //! allow-list, and a refusal by the egress proxy during a run is reported as that, never as the
 //! CLI's own reading of the 403 it got (see `classify`).
@@ -8,52 +8,11 @@
 //! An endpoint named only in the CLI's own configuration does not widen the allow-list: that
 //! file sits in the CLI's state directory, which the agent can write (see docs/security.md).
 
-use std::path::Path;
-
-use crate::adapter::{ChildEnv, CliAdapter};
+use crate::adapter::{ChildEnv, CliAdapter, ConfiguredEndpoint};
 use crate::config::EngineConfig;
 use corral_process::env::EnvPolicy;
-use corral_sandbox::egress::{AllowList, AllowRule, EgressNote};
-use corral_sandbox::policy::NetworkPolicy;
-
-/// An endpoint named in a CLI's own configuration file (not in Corral's settings, not in the
-/// child's environment).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfiguredEndpoint {
-    /// `host:port`.
-    pub endpoint: AllowRule,
-    /// Where it is named, for people: `~/.codex/config.toml [model_providers.corp] base_url`.
-    pub source: String,
-    /// Whether a run with these settings talks to it (the selected provider of several).
-    pub in_use: bool,
-}
-
-impl ConfiguredEndpoint {
-    /// The endpoint of `url` (an `http(s)://` URL) named by `source`; `None` for anything else.
-    pub fn from_url(url: &str, source: String, in_use: bool) -> Option<Self> {
-        Some(ConfiguredEndpoint {
-            endpoint: AllowRule::from_url(url)?,
-            source,
-            in_use,
-        })
-    }
-
-    /// `file` as people know it: under `~/` when it lies in the child's `$HOME`.
-    pub fn shown_path(env: &ChildEnv<'_>, file: &std::path::Path) -> String {
-        match env
-            .home()
-            .and_then(|home| file.strip_prefix(home).ok().map(Path::to_path_buf))
-        {
-            Some(rest) => format!("~/{}", rest.display()),
-            None => file.display().to_string(),
-        }
-    }
-
-    /// The JSON file `file`, when it exists and parses.
-    pub fn read_json(file: &std::path::Path) -> Option<serde_json::Value> {
-        serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
-    }
-}
+use corral_sandbox::NetworkPolicy;
+use corral_sandbox::{AllowList, AllowRule, EgressNote};
 
 /// The endpoints of one provider with one engine configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

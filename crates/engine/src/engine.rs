@@ -120,7 +120,7 @@ impl Engine {
         session: AiSession,
         observer: Arc<dyn RunObserver>,
     ) -> Result<ProviderOutput, ProviderError> {
-        crate::headless::run(self, adapter, session, observer).await
+        crate::headless::run(&self.config, &self.spawner, adapter, session, observer).await
     }
 
     /// Hands the terminal to `adapter`'s CLI until it exits or `session.cancel` fires. See
@@ -131,7 +131,7 @@ impl Engine {
         session: AiSession,
         observer: Arc<dyn RunObserver>,
     ) -> Result<InteractiveOutcome, ProviderError> {
-        crate::interactive::run(self, adapter, session, observer).await
+        crate::interactive::run(&self.config, &self.spawner, adapter, session, observer).await
     }
 }
 

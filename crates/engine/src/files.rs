@@ -119,13 +119,15 @@ fn write_in_place(path: &Path, contents: &[u8]) -> Option<io::Result<()>> {
 /// Writes a file of a run's record: in place when Corral bound it read-only into a sandbox
 /// (its [`record_copy`] is there, see `write_in_place`), else atomically (see
 /// [`write_atomic`]). Tries once more when the first try failed on a full disk (after freeing
-/// the run directory's reserve, see [`crate::log::release_reserve`]) or because the directory
+/// the run directory's reserve, see [`crate::reserve::release_reserve`]) or because the directory
 /// is gone (after recreating it): the files of a run's record are the last thing to lose.
 pub fn write_record_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let written = write_in_place(path, contents).unwrap_or_else(|| write_atomic(path, contents));
     match written {
-        Err(e) if e.kind() == io::ErrorKind::StorageFull && crate::log::release_reserve(dir) => {
+        Err(e)
+            if e.kind() == io::ErrorKind::StorageFull && crate::reserve::release_reserve(dir) =>
+        {
             write_record_file(path, contents)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -217,7 +219,7 @@ pub fn repair_run_dir(output_dir: &Path, signals_file: &Path) -> Vec<Tampered> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let raw = output_dir.join(crate::streams::RAW_STREAMS_DIR);
     let mut candidates = vec![signals_file.to_path_buf()];
-    candidates.extend(corral_sandbox::policy::record_paths(output_dir));
+    candidates.extend(corral_sandbox::record_paths(output_dir));
     let mut removed = Vec::new();
     for path in candidates {
         let Ok(meta) = fs::symlink_metadata(&path) else {

@@ -16,10 +16,10 @@ use crate::adapter::{AttemptEvidence, AttemptPlan, CliAdapter, PromptDelivery, V
 use crate::attempt::{AttemptContext, AttemptResult, supervise};
 use crate::backoff::WaitBasis;
 use crate::classify::{AttemptClass, ClassifyInput, classify};
-use crate::engine::Engine;
+use crate::config::EngineConfig;
 use crate::files::{PromptPointer, SessionMeta, write_prompt_pointer};
 use crate::gate::{self, Hold, ProviderAccount};
-use crate::launch::{Launch, OpenEgress, Spawned, launch, spawn};
+use crate::launch::{Launch, Spawned, launch, spawn};
 use crate::log::Record;
 use crate::run::{Finished, RunScope};
 use crate::streams::{Follower, OutputCapture};
@@ -27,8 +27,8 @@ use crate::verdict::{Progress, Step, Verdict, step};
 use crate::version::{VersionProbe, probe_version, version_env};
 use crate::version_cache::{self, BinaryStamp};
 use corral_process::host::{HOST_CWD, host_program};
+use corral_process::spawn::ProviderSpawn;
 use corral_process::spawn::{ChildOutputs, StdinMode};
-use corral_sandbox::policy::SandboxPlan;
 
 /// What a resumed attempt is told after a rate limit interrupted the session: the task is
 /// already in the conversation, so the full prompt is not sent again.
@@ -36,12 +36,13 @@ pub const CONTINUATION_PROMPT: &str = "Your previous turn was interrupted by a r
 
 /// Runs `session` through `adapter`'s CLI to the end.
 pub(crate) async fn run(
-    engine: &Engine,
+    config: &EngineConfig,
+    spawner: &Arc<dyn ProviderSpawn>,
     adapter: &dyn CliAdapter,
     session: AiSession,
     observer: Arc<dyn RunObserver>,
 ) -> Result<ProviderOutput, ProviderError> {
-    let mut scope = RunScope::open(engine, adapter, session)?;
+    let mut scope = RunScope::open(config, spawner, adapter, session)?;
     let result = attempts(&mut scope, &observer).await;
     scope.end(result, |out| out.attestation.as_mut()).await
 }
@@ -53,8 +54,8 @@ async fn attempts(
 ) -> Result<ProviderOutput, ProviderError> {
     scope.begin().await?;
     refuse_unresumable(scope)?;
-    let sandbox = scope.plan_sandbox()?;
-    scope.refuse_unlisted_endpoints(&sandbox)?;
+    scope.plan_sandbox()?;
+    scope.refuse_unlisted_endpoints()?;
     let cli_version = match scope.adapter.version_check() {
         Some(check) => Some(check_version(scope, &check).await?),
         None => None,
@@ -83,7 +84,6 @@ async fn attempts(
         }
         observer.attempt_started(attempt, progress.resume.as_ref());
         let context = AttemptInputs {
-            sandbox: &sandbox,
             pointer: pointer.as_ref(),
             cli_version: cli_version.as_deref(),
             observer,
@@ -291,7 +291,7 @@ async fn check_version(
         Some(version) => VersionProbe::Found(version),
         None => {
             let probe = probe_version(
-                scope.engine.spawner(),
+                scope.spawner.as_ref(),
                 &program,
                 &check.args,
                 env,
@@ -380,7 +380,6 @@ fn write_pointer(
 
 /// What every attempt of a run shares.
 struct AttemptInputs<'a> {
-    sandbox: &'a SandboxPlan,
     pointer: Option<&'a PromptPointer>,
     cli_version: Option<&'a str>,
     observer: &'a Arc<dyn RunObserver>,
@@ -419,13 +418,9 @@ async fn one_attempt(
         Some(prompt) => StdinMode::Prompt(Arc::clone(prompt)),
         None => StdinMode::Null,
     };
-    let mut launched = launch(scope, inputs.sandbox, &spec, &token, stdin, Vec::new())?;
+    let mut launched = launch(scope, &spec, &token, stdin, Vec::new())?;
     let follower = follow_stream_files(scope, attempt, &mut launched)?;
-    let Spawned {
-        child,
-        egress,
-        watch,
-    } = spawn(
+    let Spawned { child, mut guard } = spawn(
         scope,
         attempt,
         launched,
@@ -433,10 +428,7 @@ async fn one_attempt(
         progress.resume.as_ref(),
     )
     .await?;
-    let (egress_proxy, egress_notes) = match egress {
-        Some(OpenEgress { proxy, notes }) => (Some(proxy), Some(notes)),
-        None => (None, None),
-    };
+    let egress_notes = guard.egress_notes();
     let provider = scope.provider.as_str();
     let cwd = scope.session.cwd.clone();
     let model = scope.session.model.clone();
@@ -475,9 +467,8 @@ async fn one_attempt(
         },
     )
     .await;
-    // Only now: the proxy also holds bubblewrap's status pipe open until it was reaped.
-    drop(egress_proxy);
-    scope.watch_ended(attempt, watch);
+    // Only now, with the child reaped: the guard's proxy holds bubblewrap's status pipe open.
+    scope.spawn_ended(attempt, guard);
     Ok(result)
 }
 
@@ -644,7 +635,7 @@ fn conclude(
         signal: last.exit.and_then(|e| e.signal),
         stderr_tail: last.stderr_tail.clone(),
         log_path: Some(scope.log.path().to_path_buf()),
-        attestation: scope.attestation.clone(),
+        attestation: scope.attestation(),
     });
     Err(match verdict {
         Verdict::Succeeded | Verdict::Recovered => {
@@ -659,7 +650,7 @@ fn conclude(
                 attempts: made,
                 duration: scope.start.elapsed(),
                 final_text: last.final_text.clone(),
-                attestation: scope.attestation.clone(),
+                attestation: scope.attestation(),
             });
         }
         Verdict::Cancelled => ProviderError::Cancelled { provider, evidence },
@@ -760,6 +751,7 @@ mod tests {
     use super::*;
     use crate::adapter::{CommandSpec, Diagnosis, StreamParser};
     use crate::config::EngineConfig;
+    use crate::engine::Engine;
     use corral_process::env::EnvProfile;
     use corral_process::process_group::RUN_TOKEN_VAR;
     use corral_process::spawn::{ProviderSpawn, SpawnRequest, SpawnedChild, TokioSpawner};
@@ -812,10 +804,10 @@ mod tests {
         fn diagnose(&self, _: &AttemptEvidence<'_>) -> Diagnosis {
             Diagnosis::default()
         }
-        fn egress(&self, _: &crate::adapter::ChildEnv<'_>) -> corral_sandbox::egress::EgressNeeds {
-            corral_sandbox::egress::EgressNeeds {
+        fn egress(&self, _: &crate::adapter::ChildEnv<'_>) -> corral_sandbox::EgressNeeds {
+            corral_sandbox::EgressNeeds {
                 endpoints: Vec::new(),
-                proxy: corral_sandbox::egress::ProxyHonour::Environment,
+                proxy: corral_sandbox::ProxyHonour::Environment,
             }
         }
         fn capabilities(&self) -> corral_ports::Capabilities {
@@ -867,10 +859,10 @@ mod tests {
                 ("PATH".into(), "/bin".into()),
                 ("SECRET_TOKEN".into(), "x".into()),
             ]),
-            sandbox: corral_sandbox::policy::SandboxConfig {
-                backend: corral_sandbox::policy::BackendChoice::Native,
+            sandbox: corral_sandbox::SandboxConfig {
+                backend: corral_sandbox::BackendChoice::Native,
                 allow_degraded_native: true,
-                ..corral_sandbox::policy::SandboxConfig::default()
+                ..corral_sandbox::SandboxConfig::default()
             },
             ..EngineConfig::default()
         };

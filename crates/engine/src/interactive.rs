@@ -21,12 +21,13 @@ use corral_ports::{
 
 use crate::adapter::{AttemptPlan, CliAdapter};
 use crate::attempt::{sweep_logged, terminate_group};
-use crate::engine::Engine;
+use crate::config::EngineConfig;
 use crate::files::{SessionMeta, persist_session, write_prompt_pointer};
 use crate::launch::{Spawned, launch, spawn};
 use crate::log::{KillReason, Record};
 use crate::run::{Finished, RunScope};
 use corral_process::process_group;
+use corral_process::spawn::ProviderSpawn;
 use corral_process::spawn::{StdinMode, terminal};
 
 /// The pointer file for interactive handoffs, beside `signals.json`.
@@ -37,12 +38,13 @@ const ATTEMPT: u32 = 1;
 
 /// Hands the terminal to `adapter`'s CLI until it exits or `session.cancel` fires.
 pub(crate) async fn run(
-    engine: &Engine,
+    config: &EngineConfig,
+    spawner: &Arc<dyn ProviderSpawn>,
     adapter: &dyn CliAdapter,
     session: AiSession,
     observer: Arc<dyn RunObserver>,
 ) -> Result<InteractiveOutcome, ProviderError> {
-    let mut scope = RunScope::open(engine, adapter, session)?;
+    let mut scope = RunScope::open(config, spawner, adapter, session)?;
     let result = hand_over(&mut scope, &observer).await;
     scope.end(result, |_| None).await
 }
@@ -52,8 +54,8 @@ async fn hand_over(
     observer: &Arc<dyn RunObserver>,
 ) -> Result<InteractiveOutcome, ProviderError> {
     scope.begin().await?;
-    let sandbox = scope.plan_sandbox()?;
-    scope.refuse_unlisted_endpoints(&sandbox)?;
+    scope.plan_sandbox()?;
+    scope.refuse_unlisted_endpoints()?;
     // Without a prompt the person starts the conversation.
     let pointer = if scope.session.prompt.trim().is_empty() {
         None
@@ -76,7 +78,7 @@ async fn hand_over(
         .into_iter()
         .filter(|(k, _)| k == "TERM")
         .collect();
-    let launched = launch(scope, &sandbox, &spec, &token, StdinMode::Terminal, term)?;
+    let launched = launch(scope, &spec, &token, StdinMode::Terminal, term)?;
     if let Some(id) = &spec.session_id {
         persist(scope, id);
         observer.event(
@@ -91,8 +93,7 @@ async fn hand_over(
     let resume = scope.session.resume.clone();
     let Spawned {
         mut child,
-        mut egress,
-        watch,
+        mut guard,
     } = spawn(scope, ATTEMPT, launched, "terminal", resume.as_ref()).await?;
     let pgid = child.pid();
     terminal::give_terminal_to(pgid);
@@ -127,13 +128,12 @@ async fn hand_over(
     }
     sweep_logged(&token, pgid, &mut scope.log, ATTEMPT).await;
     // The session is over: what the egress proxy refused meanwhile goes to the log.
-    if let Some(open) = egress.as_mut() {
-        while let Ok(note) = open.notes.try_recv() {
+    if let Some(mut notes) = guard.egress_notes() {
+        while let Ok(note) = notes.try_recv() {
             scope.log.record(ATTEMPT, &Record::egress(&note));
         }
     }
-    drop(egress);
-    scope.watch_ended(ATTEMPT, watch);
+    scope.spawn_ended(ATTEMPT, guard);
     let session_id = spec.session_id.or(resume);
     let outcome = match (cancelled, exit.and_then(|e| e.code)) {
         (true, _) => Outcome::Cancelled,

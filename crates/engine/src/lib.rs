@@ -33,6 +33,7 @@ mod headless;
 mod interactive;
 mod launch;
 mod log;
+mod reserve;
 mod run;
 mod streams;
 mod tail;
@@ -42,8 +43,8 @@ mod version;
 mod version_cache;
 
 pub use adapter::{
-    AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, Diagnosis, Liveness,
-    PromptDelivery, StreamParser, TerminalSummary, VersionCheck,
+    AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, ConfiguredEndpoint, Diagnosis,
+    Liveness, PromptDelivery, StreamParser, TerminalSummary, VersionCheck,
 };
 pub use backoff::{RetryPolicy, WaitBasis};
 pub use classify::{AttemptClass, ClassifyInput, classify};
@@ -57,18 +58,16 @@ pub use corral_process::{
     kill_child_groups, process_env, run_bounded, signal_group,
 };
 pub use corral_sandbox::{
-    AllowList, AllowRule, BackendChoice, BadRule, Change, ChangeKind, EGRESS_UNSET_VARS,
-    EgressError, EgressGate, EgressNeeds, EgressNote, EgressProxy, GitCheckError, GitProgram,
-    GitSnapshot, HomePolicy, NetworkPolicy, PROXY_ADDRESS_VAR, PROXY_PORT, ProxyHonour, Refusal,
-    SandboxConfig, SandboxPaths, SandboxPlan, bubblewrap_usable, bwrap_args, git_snapshot,
-    hide_host_unix_sockets, namespace_args, plan_sandbox, proxy_address, proxy_env,
-    requested_guarantees, sandbox_uid, strays, write_node_preload,
+    AllowList, AllowRule, BackendChoice, BackendReadiness, BadRule, Change, ChangeKind,
+    EgressNeeds, EgressNote, GitCheckError, GitProgram, GitSnapshot, HomePolicy, NetworkPolicy,
+    PROXY_ADDRESS_VAR, ProxyHonour, Refusal, SandboxConfig, backend_readiness, bubblewrap_usable,
+    git_snapshot, sandbox_uid, strays,
 };
 pub use descriptor::{
     BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,
     SettingError, SupervisedAi,
 };
-pub use endpoints::{ConfiguredEndpoint, ProviderEndpoints, allow_hint};
+pub use endpoints::{ProviderEndpoints, allow_hint};
 pub use engine::{Engine, SupervisedProvider};
 pub use files::{
     PromptPointer, SessionMeta, Tampered, mint_session_uuid, persist_session, record_copy,
@@ -81,9 +80,10 @@ pub use gate::{
 pub use headless::CONTINUATION_PROMPT;
 pub use interactive::INTERACTIVE_PROMPT_FILE;
 pub use log::{
-    ExecutionLog, KillReason, LogLine, RESERVE_PREFIX, RunEnd, create_reserve,
-    execution_log_schema, release_reserve, write_tampering_removed, write_task_finished,
+    ExecutionLog, KillReason, LogLine, RunEnd, execution_log_schema, write_tampering_removed,
+    write_task_finished,
 };
+pub use reserve::{RESERVE_PREFIX, create_reserve, release_reserve};
 pub use streams::{OutputCapture, RAW_STREAMS_DIR, RawStreamRetention, StreamFiles};
 pub use text::shorten;
 pub use version::{VersionProbe, describe_cli, parse_version, probe_version, version_env};

@@ -144,7 +144,7 @@ pub enum Record<'a> {
         /// The proxy's address inside the sandbox.
         proxy: &'a str,
         /// The allow-list: the provider's endpoints, then the user's rules.
-        allow: &'a [corral_sandbox::egress::AllowRule],
+        allow: &'a [corral_sandbox::AllowRule],
         /// The sandbox's network namespace (inode).
         netns: Option<u64>,
         /// From spawn to the released CLI, in microseconds.
@@ -408,9 +408,9 @@ pub fn write_tampering_removed(
 
 impl<'a> Record<'a> {
     /// The record of something the egress proxy did.
-    pub fn egress(note: &'a corral_sandbox::egress::EgressNote) -> Self {
+    pub fn egress(note: &'a corral_sandbox::EgressNote) -> Self {
         match note {
-            corral_sandbox::egress::EgressNote::Refused {
+            corral_sandbox::EgressNote::Refused {
                 method,
                 target,
                 reason,
@@ -419,7 +419,7 @@ impl<'a> Record<'a> {
                 target,
                 reason,
             },
-            corral_sandbox::egress::EgressNote::Failed { target, error } => {
+            corral_sandbox::EgressNote::Failed { target, error } => {
                 Record::EgressFailed { target, error }
             }
         }
@@ -472,7 +472,7 @@ impl Stamp {
 ///
 /// Records are buffered whole and written whole: when a write fails half-way (a full disk), the
 /// file is cut back to its last complete line, so a reader never sees half a record. A small
-/// reserve file (see [`create_reserve`]) is removed on the first "no space left" to make room
+/// reserve file (see [`create_reserve`](crate::reserve::create_reserve)) is removed on the first "no space left" to make room
 /// for the run's last records, which matter most (the session id, how the run ended). While
 /// the disk stays full, up to `PENDING_MAX` (4 MiB) bytes of records wait in memory and every flush
 /// tries again; what did not fit is counted and recorded as a `log_gap` once writing works again.
@@ -495,42 +495,10 @@ pub struct ExecutionLog {
     stamp: Stamp,
 }
 
-/// The prefix of the reserve files kept in a run directory, released when the disk is full.
-pub const RESERVE_PREFIX: &str = ".corral-reserve-";
-/// The size of one.
-const RESERVE_BYTES: usize = 256 * 1024;
 /// Pending records are written once they reach this size, even between flush ticks.
 const PENDING_FLUSH: usize = 64 * 1024;
 /// The most records kept in memory while the log cannot be written.
 pub const PENDING_MAX: usize = 4 * 1024 * 1024;
-
-/// Creates a reserve file named for its `owner` in `dir`: disk space set aside for the last
-/// records of a run. `None` when even that does not fit.
-pub fn create_reserve(dir: &Path, owner: &str) -> Option<PathBuf> {
-    let path = dir.join(format!("{RESERVE_PREFIX}{owner}"));
-    match fs::write(&path, vec![0u8; RESERVE_BYTES]) {
-        Ok(()) => Some(path),
-        Err(_) => {
-            let _ = fs::remove_file(&path);
-            None
-        }
-    }
-}
-
-/// Frees one reserve file in `dir`, whoever made it: called by every writer of the run
-/// directory that hit a full disk. Returns whether space was freed.
-pub fn release_reserve(dir: &Path) -> bool {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return false;
-    };
-    entries.flatten().any(|entry| {
-        entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(RESERVE_PREFIX)
-            && fs::remove_file(entry.path()).is_ok()
-    })
-}
 
 impl ExecutionLog {
     /// Creates (or appends to) `dir/events.jsonl`.
@@ -540,7 +508,7 @@ impl ExecutionLog {
         let file = open_append(&path)?;
         let committed = file.metadata()?.len();
         Ok(ExecutionLog {
-            reserve: create_reserve(dir, "log"),
+            reserve: crate::reserve::create_reserve(dir, "log"),
             path,
             file,
             committed,
@@ -624,7 +592,7 @@ impl ExecutionLog {
             && e.kind() == io::ErrorKind::StorageFull
         {
             let _ = self.file.set_len(self.committed);
-            if release_reserve(self.dir()) {
+            if crate::reserve::release_reserve(self.dir()) {
                 result = self.file.write_all(&self.pending);
             }
         }

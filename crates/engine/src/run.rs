@@ -1,30 +1,28 @@
 //! What every run does around its CLI, headless or interactive: the run's scope.
 //!
 //! [`RunScope::open`] checks the working directory and opens the execution log;
-//! [`RunScope::begin`] notes the git work tree, writes `run_started` and refuses a dirty tree when
-//! asked to; [`RunScope::plan_sandbox`] chooses the backend, or refuses, and records the
-//! attestation; [`RunScope::end`] names the writes outside the allowed paths, adds them to the
-//! attestation, removes the private `TMPDIR` and writes `run_finished`. Between `begin` and `end`
-//! the headless loop (`headless.rs`) or the handoff (`interactive.rs`) launches the CLI
-//! (`launch.rs`); a refusal anywhere still ends the log with how the run ended.
+//! [`RunScope::begin`] opens the run's `corral_sandbox::Confinement` (which notes the git work
+//! tree), writes `run_started` and refuses a dirty tree when asked to;
+//! [`RunScope::plan_sandbox`] has the confinement choose the backend, or refuse, and records the
+//! attestation; [`RunScope::end`] finishes the confinement, records the writes outside the
+//! allowed paths in the log and the attestation, and writes `run_finished`. Between `begin` and
+//! `end` the headless loop (`headless.rs`) or the handoff (`interactive.rs`) launches the CLI
+//! (`launch.rs`) through the confinement; a refusal anywhere still ends the log with how the run
+//! ended. The sandbox returns notes and findings; this file writes them to the log.
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use corral_ports::{
     AiSession, Attestation, Outcome, ProviderError, ProviderId, SessionId, StrayCheck, Usage,
 };
+use corral_sandbox::{Confinement, Findings, GitProgram, Note, RunRequest, SpawnGuard};
 
 use crate::adapter::CliAdapter;
 use crate::config::EngineConfig;
-use crate::engine::Engine;
 use crate::log::{ExecutionLog, Record};
-use corral_sandbox::git_check::{GitProgram, GitSnapshot, strays};
-use corral_sandbox::policy::SandboxPlan;
-
-/// How long one git-cleanliness step may take.
-const GIT_TIMEOUT: Duration = Duration::from_secs(30);
+use corral_process::spawn::ProviderSpawn;
 
 /// How a run ended, for its last log line.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,46 +50,31 @@ fn file_stamp(path: &Path) -> Option<FileStamp> {
 
 /// One run, from the opened log to `run_finished`.
 pub(crate) struct RunScope<'a> {
-    pub engine: &'a Engine,
+    /// The engine's configuration.
+    config: &'a EngineConfig,
+    /// The engine's spawner, which starts every program of the run.
+    pub spawner: &'a std::sync::Arc<dyn ProviderSpawn>,
     pub adapter: &'a dyn CliAdapter,
     pub provider: ProviderId,
     pub session: AiSession,
     pub log: ExecutionLog,
     pub start: Instant,
-    /// What the sandbox enforces, once planned.
-    pub attestation: Option<Attestation>,
     /// The stream files of every attempt, for the retention at the end.
     pub raw_streams: Vec<crate::streams::RawFile>,
     /// The run directory's `raw/`, opened at the first attempt.
     pub raw_dir: Option<crate::streams::RawDir>,
     run_id: String,
     signals_before: Option<FileStamp>,
-    git: Option<GitSnapshot>,
-    /// Why there is no snapshot, when there is none: the stray-write check will not run.
-    git_missing: String,
-    /// The protected paths' placeholders made for this run's sandboxes, removed at the end
-    /// when untouched (see `sandbox::remove_placeholders`).
-    placeholders: std::sync::Mutex<Vec<corral_sandbox::policy::Placeholder>>,
+    /// The run's sandbox, from `begin` on.
+    confinement: Option<Confinement>,
     finished: Option<Finished>,
-    /// What the native backend's write watch saw over the run's attempts.
-    watched: Watched,
-}
-
-/// The write watches of a run's attempts under the native backend, taken together.
-#[derive(Debug, Default)]
-struct Watched {
-    /// Attempts that ran natively.
-    attempts: u32,
-    /// Every stray they saw, once.
-    strays: std::collections::BTreeSet<String>,
-    /// Why some attempt's watch did not see all of it, when one did not.
-    gap: Option<String>,
 }
 
 impl<'a> RunScope<'a> {
     /// Checks the working directory, creates the run directory and opens its log.
     pub fn open(
-        engine: &'a Engine,
+        config: &'a EngineConfig,
+        spawner: &'a std::sync::Arc<dyn ProviderSpawn>,
         adapter: &'a dyn CliAdapter,
         session: AiSession,
     ) -> Result<Self, ProviderError> {
@@ -135,69 +118,104 @@ impl<'a> RunScope<'a> {
             fastrand::u64(..)
         );
         Ok(RunScope {
-            engine,
+            config,
+            spawner,
             adapter,
             provider,
             session,
             log,
             start,
-            attestation: None,
             raw_streams: Vec::new(),
             raw_dir: None,
             run_id,
             signals_before,
-            git: None,
-            git_missing: "the run ended before the git work tree was noted".to_string(),
-            placeholders: std::sync::Mutex::default(),
+            confinement: None,
             finished: None,
-            watched: Watched::default(),
         })
     }
 
-    /// Notes placeholders made for an attempt's sandbox.
-    pub fn placeholders_made(&self, made: Vec<corral_sandbox::policy::Placeholder>) {
-        if let Ok(mut all) = self.placeholders.lock() {
-            all.extend(made);
+    /// The run's sandbox; an error before [`RunScope::begin`] opened it.
+    pub fn confinement(&self) -> Result<&Confinement, ProviderError> {
+        self.confinement
+            .as_ref()
+            .ok_or_else(|| self.unplanned(Path::new("the CLI")))
+    }
+
+    /// The error for a spawn asked for before the sandbox was planned (the engine's mistake).
+    pub fn unplanned(&self, program: &Path) -> ProviderError {
+        ProviderError::SpawnFailed {
+            provider: self.provider,
+            program: program.display().to_string(),
+            reason: "the sandbox was not planned before the spawn".to_string(),
         }
     }
 
-    /// An attempt under the native backend ended: what its write watch saw goes to the log and
-    /// into the run's stray writes.
-    pub fn watch_ended(
-        &mut self,
-        attempt: u32,
-        watch: Option<Result<corral_sandbox::write_watch::Watch, String>>,
-    ) {
-        let Some(watch) = watch else {
-            return;
-        };
-        self.watched.attempts += 1;
-        let seen = match watch {
-            Ok(watch) => watch.finish(),
-            Err(why) => {
-                self.watched.gap.get_or_insert(why);
-                return;
-            }
-        };
-        self.log.record(
-            attempt,
-            &Record::WriteWatch {
-                calls: seen.calls,
-                strays: &seen.strays,
-                more: seen.more,
-                error: seen.error.clone(),
-            },
-        );
-        if let Some(e) = seen.error {
-            self.watched.gap.get_or_insert(e);
+    /// What the sandbox enforces, once planned, as the checks from inside left it.
+    pub fn attestation(&self) -> Option<Attestation> {
+        self.confinement.as_ref().and_then(Confinement::attestation)
+    }
+
+    /// Records what the sandbox noted, in order, and flushes the log.
+    pub fn record_notes(&mut self, attempt: u32, notes: &[Note]) {
+        let micros = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        for note in notes {
+            let record = match note {
+                Note::WriteWatchStarted { error } => Record::WriteWatchStarted {
+                    error: error.clone(),
+                },
+                Note::EgressOpened {
+                    proxy,
+                    allow,
+                    netns,
+                    setup,
+                    reported,
+                } => Record::EgressOpened {
+                    proxy,
+                    allow,
+                    netns: *netns,
+                    setup_us: micros(*setup),
+                    reported_us: micros(*reported),
+                },
+                Note::SandboxChecked {
+                    seen,
+                    not_confirmed,
+                } => Record::SandboxChecked {
+                    seen,
+                    not_confirmed,
+                },
+                Note::WriteWatch {
+                    calls,
+                    strays,
+                    more,
+                    error,
+                } => Record::WriteWatch {
+                    calls: *calls,
+                    strays,
+                    more: *more,
+                    error: error.clone(),
+                },
+                Note::StrayWrites {
+                    repo,
+                    strays,
+                    error,
+                } => Record::StrayWrites {
+                    repo,
+                    strays,
+                    error: error.clone(),
+                },
+            };
+            self.log.record(attempt, &record);
         }
-        if seen.more > 0 {
-            self.watched.strays.insert(format!(
-                "... and {} more writes outside the allowed paths",
-                seen.more
-            ));
+        self.log.flush();
+    }
+
+    /// A spawn's child was reaped: its guard ends (the way out closed, the write watch's
+    /// findings kept for the stray writes) and what it noted goes to the log.
+    pub fn spawn_ended(&mut self, attempt: u32, guard: SpawnGuard) {
+        let notes = guard.end();
+        if !notes.is_empty() {
+            self.record_notes(attempt, &notes);
         }
-        self.watched.strays.extend(seen.strays);
     }
 
     /// The attempt number of the records before this run's first attempt: 0, or the attempts
@@ -208,7 +226,7 @@ impl<'a> RunScope<'a> {
 
     /// The engine's configuration.
     pub fn config(&self) -> &'a EngineConfig {
-        self.engine.config()
+        self.config
     }
 
     /// The run token of one attempt, which every process of its tree carries.
@@ -223,18 +241,28 @@ impl<'a> RunScope<'a> {
         if config.child_subreaper {
             corral_process::process_group::become_subreaper();
         }
-        let git = GitProgram::with_parts("git", self.engine.spawner_arc(), config.ambient());
-        self.git = match git.snapshot(&self.session.cwd, GIT_TIMEOUT).await {
-            Ok(snapshot) => {
-                self.git_missing = "the working directory is not in a git work tree".to_string();
-                snapshot
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "git-cleanliness check unavailable");
-                self.git_missing = format!("git is unavailable: {e}");
-                None
-            }
-        };
+        let home = config
+            .ambient()
+            .into_iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| PathBuf::from(v));
+        self.confinement = Some(
+            Confinement::open(RunRequest {
+                config: &config.sandbox,
+                permissions: &self.session.permissions,
+                cwd: &self.session.cwd,
+                output_dir: &self.session.output_dir,
+                extra_roots: &self.session.extra_roots,
+                home: home.as_deref(),
+                raw_stream_files: matches!(config.capture, crate::streams::OutputCapture::Files),
+                git: GitProgram::with_parts(
+                    "git",
+                    std::sync::Arc::clone(self.spawner),
+                    config.ambient(),
+                ),
+            })
+            .await,
+        );
         self.log.record(
             self.before_attempts(),
             &Record::RunStarted {
@@ -252,17 +280,11 @@ impl<'a> RunScope<'a> {
     }
 
     fn refuse_dirty_tree(&mut self) -> Result<(), ProviderError> {
-        let Some(snapshot) = &self.git else {
+        let Some((root, dirty)) = self.confinement.as_ref().and_then(Confinement::dirty_paths)
+        else {
             return Ok(());
         };
-        let output_dir =
-            fs::canonicalize(&self.session.output_dir).unwrap_or(self.session.output_dir.clone());
-        let dirty: Vec<String> = snapshot
-            .dirty_paths()
-            .into_iter()
-            .filter(|p| !p.starts_with(&output_dir) && !p.starts_with(&self.session.output_dir))
-            .map(|p| p.display().to_string())
-            .collect();
+        let dirty: Vec<String> = dirty.iter().map(|p| p.display().to_string()).collect();
         if dirty.is_empty() {
             return Ok(());
         }
@@ -270,7 +292,7 @@ impl<'a> RunScope<'a> {
             provider: self.provider,
             reason: format!(
                 "the git work tree {} has uncommitted changes ({}) and sandbox.refuse_dirty_tree is set",
-                snapshot.root().display(),
+                root.display(),
                 dirty.join(", ")
             ),
             hint: Some(
@@ -296,11 +318,14 @@ impl<'a> RunScope<'a> {
     /// Refuses before the spawn when the CLI's own configuration names an endpoint this run
     /// uses that the egress proxy would refuse (see [`crate::endpoints`]): no attempt is spent
     /// on a refusal, and the message names the endpoint, the file, and the entry that allows it.
-    pub fn refuse_unlisted_endpoints(&mut self, plan: &SandboxPlan) -> Result<(), ProviderError> {
-        match plan.backend {
-            corral_ports::SandboxBackend::Bubblewrap => {}
-            // Nothing confines the network without bubblewrap.
-            corral_ports::SandboxBackend::Native => return Ok(()),
+    pub fn refuse_unlisted_endpoints(&mut self) -> Result<(), ProviderError> {
+        // Nothing to refuse where the sandbox does not confine the network.
+        if !self
+            .confinement
+            .as_ref()
+            .is_some_and(Confinement::egress_confined)
+        {
+            return Ok(());
         }
         let endpoints = crate::endpoints::ProviderEndpoints::of(self.config(), self.adapter);
         let Some(refused) = endpoints.refused_in_use() else {
@@ -320,15 +345,19 @@ impl<'a> RunScope<'a> {
         Err(self.refuse("egress-refused", err))
     }
 
-    /// Chooses the backend and what it enforces, or refuses; records the attestation.
-    pub fn plan_sandbox(&mut self) -> Result<SandboxPlan, ProviderError> {
-        let planned = corral_sandbox::policy::plan(
-            &self.config().sandbox,
-            &self.session.permissions,
-            corral_sandbox::policy::bubblewrap_usable,
-        );
-        let plan = match planned {
-            Ok(plan) => plan,
+    /// Has the run's sandbox choose its backend and what it enforces, or refuse; records the
+    /// attestation.
+    pub fn plan_sandbox(&mut self) -> Result<(), ProviderError> {
+        let planned = match self.confinement.as_mut() {
+            Some(confinement) => confinement.plan(),
+            None => return Err(self.unplanned(Path::new("the CLI"))),
+        };
+        match planned {
+            Ok(attestation) => {
+                self.log
+                    .record(self.before_attempts(), &Record::Attestation(&attestation));
+                Ok(())
+            }
             Err(refusal) => {
                 let err = ProviderError::Unsandboxed {
                     provider: self.provider,
@@ -337,67 +366,9 @@ impl<'a> RunScope<'a> {
                     unenforced: refusal.unenforced,
                     hint: refusal.hint,
                 };
-                return Err(self.refuse("unsandboxed", err));
+                Err(self.refuse("unsandboxed", err))
             }
-        };
-        // A work tree that is the whole filesystem or holds the home confines nothing.
-        let mut trees: Vec<&std::path::Path> = self
-            .session
-            .extra_roots
-            .iter()
-            .map(|p| p.as_path())
-            .collect();
-        if self.session.permissions.edit_files {
-            trees.push(&self.session.cwd);
         }
-        let home = self
-            .config()
-            .ambient()
-            .into_iter()
-            .find(|(k, _)| k == "HOME")
-            .map(|(_, v)| PathBuf::from(v));
-        let confined = corral_sandbox::policy::confine_trees(
-            &self.config().sandbox,
-            plan,
-            &trees,
-            home.as_deref(),
-        );
-        let mut plan = match confined {
-            Ok(plan) => plan,
-            Err(refusal) => {
-                let err = ProviderError::Unsandboxed {
-                    provider: self.provider,
-                    backend: refusal.backend,
-                    reason: refusal.reason,
-                    unenforced: refusal.unenforced,
-                    hint: refusal.hint,
-                };
-                return Err(self.refuse("unsandboxed", err));
-            }
-        };
-        if plan.backend == corral_ports::SandboxBackend::Bubblewrap {
-            let mut roots: Vec<&std::path::Path> = self
-                .session
-                .extra_roots
-                .iter()
-                .map(|p| p.as_path())
-                .collect();
-            if self.session.permissions.edit_files {
-                roots.push(&self.session.cwd);
-            }
-            plan.read_only_links = corral_sandbox::policy::multi_link_files(&roots);
-            plan.attestation.read_only_links = plan
-                .read_only_links
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-        }
-        self.log.record(
-            self.before_attempts(),
-            &Record::Attestation(&plan.attestation),
-        );
-        self.attestation = Some(plan.attestation.clone());
-        Ok(plan)
     }
 
     /// Whether `signals.json` was written during the run. A file left by an earlier run in the
@@ -436,24 +407,17 @@ impl<'a> RunScope<'a> {
             }),
             (None, Ok(_)) => None,
         };
-        // Every sandbox of the run is gone by now: what Corral made to bind read-only goes
-        // too, when the run left it as it was.
-        let placeholders = self
-            .placeholders
-            .lock()
-            .map(|mut p| std::mem::take(&mut *p))
-            .unwrap_or_default();
-        corral_sandbox::policy::remove_placeholders(&placeholders);
-        // The copies of the record files written in place while a sandbox had them bound:
-        // with no sandbox left, the next writes are renames again.
-        for copy in corral_sandbox::policy::record_copies(&self.session.output_dir) {
-            if fs::symlink_metadata(&copy).is_ok_and(|m| m.is_file()) {
-                let _ = fs::remove_file(&copy);
-            }
-        }
-        let strays = self
-            .stray_writes(finished.as_ref().map_or(0, |f| f.attempts))
-            .await;
+        // Every sandbox of the run is gone by now: the confinement cleans up after them and
+        // says where the run wrote outside the allowed paths.
+        let findings = match self.confinement.take() {
+            Some(confinement) => confinement.finish().await,
+            None => Findings {
+                notes: Vec::new(),
+                stray_writes: Err("the run ended before the git work tree was noted".to_string()),
+            },
+        };
+        self.record_notes(finished.as_ref().map_or(0, |f| f.attempts), &findings.notes);
+        let strays = findings.stray_writes;
         let attestation = match &mut result {
             Ok(out) => attestation_of(out),
             Err(e) => e.evidence_mut().and_then(|ev| ev.attestation.as_mut()),
@@ -514,76 +478,7 @@ impl<'a> RunScope<'a> {
         );
     }
 
-    /// The changes outside the allowed paths since [`RunScope::begin`], recorded in the log;
-    /// `Err` says why they were not checked (outside a git work tree, git failed): never an
-    /// empty list, which would read as a clean tree.
-    async fn stray_writes(&mut self, attempt: u32) -> Result<Vec<String>, String> {
-        let from_git = self.git_strays(attempt).await;
-        if self.watched.attempts == 0 {
-            return from_git;
-        }
-        // Under the native backend the write watch saw every write of the CLI's process tree,
-        // wherever it went: with it whole, the check is whole even outside a git work tree.
-        let watched = std::mem::take(&mut self.watched.strays);
-        let whole_watch = self.watched.gap.is_none();
-        match from_git {
-            Ok(found) => {
-                let mut all: std::collections::BTreeSet<String> = found.into_iter().collect();
-                all.extend(watched);
-                Ok(all.into_iter().collect())
-            }
-            Err(_) if whole_watch => Ok(watched.into_iter().collect()),
-            Err(why) => Err(format!(
-                "{why}; and the write watch did not see every write: {}",
-                self.watched.gap.as_deref().unwrap_or("")
-            )),
-        }
-    }
-
-    /// The changes the git snapshots show outside the allowed paths since [`RunScope::begin`],
-    /// recorded in the log; `Err` says why they were not checked.
-    async fn git_strays(&mut self, attempt: u32) -> Result<Vec<String>, String> {
-        let Some(snapshot) = self.git.as_ref() else {
-            return Err(self.git_missing.clone());
-        };
-        let mut allowed: Vec<PathBuf> = vec![self.session.output_dir.clone()];
-        if self.session.permissions.edit_files {
-            allowed.push(self.session.cwd.clone());
-        }
-        allowed.extend(self.session.extra_roots.iter().cloned());
-        let (found, error): (Vec<String>, Option<String>) =
-            match snapshot.changes_since(GIT_TIMEOUT).await {
-                Ok(changes) => (
-                    strays(&changes, &allowed)
-                        .iter()
-                        .map(|c| c.to_string())
-                        .collect::<Vec<_>>(),
-                    None,
-                ),
-                Err(e) => (Vec::new(), Some(e.to_string())),
-            };
-        self.log.record(
-            attempt,
-            &Record::StrayWrites {
-                repo: snapshot.root(),
-                strays: &found,
-                error: error.clone(),
-            },
-        );
-        if !found.is_empty() {
-            tracing::warn!(count = found.len(), "writes outside the allowed paths");
-        }
-        match error {
-            Some(e) => Err(format!("the git-cleanliness check failed: {e}")),
-            None => Ok(found),
-        }
-    }
-
     fn write_finished(&mut self, finished: &Finished) {
-        // The run's private TMPDIR goes with the run.
-        let _ = fs::remove_dir_all(corral_sandbox::policy::private_tmp(
-            &self.session.output_dir,
-        ));
         let end = crate::log::RunEnd {
             outcome: finished.outcome,
             attempts: finished.attempts,

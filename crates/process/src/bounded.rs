@@ -20,7 +20,7 @@ use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::process_group::{self, KillLadder, RUN_TOKEN_VAR};
-use crate::spawn::{ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest};
+use crate::spawn::{ChildOutput, ExitInfo, ProviderSpawn, SpawnRequest, SpawnedChild};
 
 /// How long a killed leader gets to be reaped.
 const REAP_GRACE: Duration = Duration::from_secs(2);
@@ -143,6 +143,19 @@ pub enum Stop {
     TimedOut,
     /// The token fired; the group was killed.
     Cancelled,
+    /// What the caller does once the command started ([`AfterSpawn`]) refused it; the group
+    /// was killed before its output was read. The caller's [`AfterSpawn`] says why.
+    Refused,
+}
+
+/// What a caller does once a bounded command was spawned and before its output is read (for a
+/// sandboxed command: the sandbox's way out opened and its check from inside). The command runs
+/// under the same time limit and cancel meanwhile.
+#[async_trait::async_trait]
+pub trait AfterSpawn: Send {
+    /// Whether the command may go on; `false` ends its group at once ([`Stop::Refused`]). An
+    /// implementation that refuses may kill the child itself first.
+    async fn started(&mut self, child: &mut dyn SpawnedChild) -> bool;
 }
 
 /// Runs `command` to its end; see the module documentation.
@@ -155,7 +168,7 @@ pub async fn run_bounded(
         Stop::Exited(exit) => BoundedEnd::Exited(exit),
         // A token nobody holds cannot fire; were it to, the command was stopped early all
         // the same.
-        Stop::TimedOut | Stop::Cancelled => BoundedEnd::TimedOut,
+        Stop::TimedOut | Stop::Cancelled | Stop::Refused => BoundedEnd::TimedOut,
     };
     Ok(BoundedOutput {
         end,
@@ -199,6 +212,16 @@ pub async fn run_until(
     command: &BoundedCommand,
     cancel: &CancellationToken,
 ) -> Result<(Stop, Captured, Captured), BoundedError> {
+    run_until_started(spawner, command, cancel, None).await
+}
+
+/// [`run_until`], with `after` run once the command was spawned, before its output is read.
+pub async fn run_until_started(
+    spawner: &dyn ProviderSpawn,
+    command: &BoundedCommand,
+    cancel: &CancellationToken,
+    after: Option<&mut dyn AfterSpawn>,
+) -> Result<(Stop, Captured, Captured), BoundedError> {
     let program = || command.request.program.clone();
     let mut request = command.request.clone();
     if let Some(token) = &command.run_token {
@@ -218,16 +241,22 @@ pub async fn run_until(
     let mut err = Captured::default();
     let finished = tokio::select! {
         finished = tokio::time::timeout(command.timeout, async {
+            if let Some(after) = after
+                && !after.started(child.as_mut()).await
+            {
+                return None;
+            }
             let (read_out, read_err) = tokio::join!(
                 read_capped(stdout, command.stdout_limit, &mut out),
                 read_capped(stderr, command.stderr_limit, &mut err),
             );
-            (read_out, read_err, child.wait().await)
+            Some((read_out, read_err, child.wait().await))
         }) => finished.map_err(|_| Stop::TimedOut),
         () = cancel.cancelled() => Err(Stop::Cancelled),
     };
     let end = match finished {
-        Ok((read_out, read_err, exit)) => {
+        Ok(None) => Stop::Refused,
+        Ok(Some((read_out, read_err, exit))) => {
             let read = |stream, result: io::Result<()>| {
                 result.map_err(|source| BoundedError::Read {
                     program: program(),
@@ -252,7 +281,7 @@ pub async fn run_until(
         ladder.run_to_end(|_| {}).await;
     }
     match end {
-        Stop::TimedOut | Stop::Cancelled => {
+        Stop::TimedOut | Stop::Cancelled | Stop::Refused => {
             // Reaped here so the registry forgets the pid; the kill makes this quick.
             let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
         }

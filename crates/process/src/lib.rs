@@ -33,7 +33,7 @@ pub use argv::{
     check_argv, env_block_bytes,
 };
 pub use bounded::{
-    BoundedCommand, BoundedEnd, BoundedError, BoundedOutput, Captured, run_bounded,
+    AfterSpawn, BoundedCommand, BoundedEnd, BoundedError, BoundedOutput, Captured, run_bounded,
     run_bounded_blocking,
 };
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv, process_env};

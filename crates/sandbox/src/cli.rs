@@ -8,9 +8,8 @@
 //! [`confine_cli`] decides per backend what one attempt's spawn gets: under bubblewrap the
 //! egress gate (with the network confined to the allow-list), the seccomp program and the
 //! wrapping above; under the native backend the write watch (unless the user turned it off).
-//! The engine gives plain values (the adapter's answers included) and gets back what to spawn,
-//! with the gate, the probe and the watch to serve the spawned child; it never assembles a
-//! sandbox itself.
+//! Reached only through [`crate::Confinement`], which gives plain values (the adapter's answers
+//! included) and hands the gate, the probe and the watch to the spawn's guard.
 
 use std::ffi::OsString;
 use std::fs;
@@ -22,13 +21,14 @@ use corral_ports::{Permissions, SandboxBackend};
 use corral_process::PreExecHook;
 
 use crate::egress::{AllowList, EgressGate, EgressNeeds, NetworkPolicy, ProxyHonour};
+use crate::error::WrapError;
 use crate::inside::{InsideProbe, Targets};
 use crate::policy::{self, HomePolicy, Paths, Placeholder, SandboxConfig};
 use crate::write_watch::PendingWatch;
 
 /// One attempt's CLI and the run it belongs to, in plain values.
 #[derive(Debug)]
-pub struct CliLine<'a> {
+pub(crate) struct CliLine<'a> {
     /// The sandbox settings.
     pub config: &'a SandboxConfig,
     /// What the run may do.
@@ -55,25 +55,9 @@ pub struct CliLine<'a> {
     pub env: &'a [(String, String)],
 }
 
-/// Why a CLI's command line could not be wrapped.
-#[derive(Debug, thiserror::Error)]
-pub enum WrapCliError {
-    /// The CLI is not on the child's `PATH`. Not retryable as configured.
-    #[error("not found on the child's PATH")]
-    NotFound,
-    /// Preparing the sandbox failed at `path`. Retryable: a transient condition of the host.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// Where.
-        path: PathBuf,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-}
-
 /// bubblewrap's arguments around the CLI's, and the probe that checks the sandbox from inside.
 #[derive(Debug)]
-pub struct WrappedCli {
+pub(crate) struct WrappedCli {
     /// bubblewrap's arguments, the probe's and the CLI's included.
     pub args: Vec<OsString>,
     /// The probe, holding the binding locks until its report.
@@ -83,15 +67,15 @@ pub struct WrappedCli {
 /// Wraps `line` for bubblewrap; `env` (the child's, as sent) gets the private `TMPDIR` and, with
 /// `egress`, the proxy's variables. The placeholders made are handed to `placeholders_made` as
 /// soon as they exist, so that the run removes them whatever happens next.
-pub fn wrap_cli(
+pub(crate) fn wrap_cli(
     line: CliLine<'_>,
     env: &mut Vec<(OsString, OsString)>,
     egress: Option<(&EgressGate, ProxyHonour)>,
     placeholders_made: impl FnOnce(Vec<Placeholder>),
-) -> Result<WrappedCli, WrapCliError> {
+) -> Result<WrappedCli, WrapError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| WrapCliError::Io { path, source }
+        move |source| WrapError::Io { path, source }
     };
     let var = |name: &str| {
         line.env
@@ -165,7 +149,7 @@ pub fn wrap_cli(
     // Inside the sandbox bubblewrap would report a missing CLI as its own failure; resolve it
     // here so the error says what it is.
     let resolved = corral_process::resolve_program(line.program, var("PATH"), line.cwd)
-        .ok_or(WrapCliError::NotFound)?;
+        .ok_or(WrapError::NotFound)?;
     let mut writable: Vec<&Path> = Vec::new();
     if line.permissions.edit_files {
         writable.push(line.cwd);
@@ -194,9 +178,9 @@ pub fn wrap_cli(
 fn private_tmpdir(
     output_dir: &Path,
     env: &mut Vec<(OsString, OsString)>,
-) -> Result<PathBuf, WrapCliError> {
+) -> Result<PathBuf, WrapError> {
     let tmp = policy::private_tmp(output_dir);
-    policy::create_private_dir(&tmp).map_err(|source| WrapCliError::Io {
+    policy::create_private_dir(&tmp).map_err(|source| WrapError::Io {
         path: tmp.clone(),
         source,
     })?;
@@ -207,7 +191,7 @@ fn private_tmpdir(
 
 /// What the sandbox adds to one attempt's spawn, and what serves the child once it started.
 #[derive(Debug)]
-pub struct ConfinedCli {
+pub(crate) struct ConfinedCli {
     /// The program to start: bubblewrap, or the CLI itself under the native backend.
     pub program: PathBuf,
     /// Its arguments.
@@ -229,14 +213,14 @@ pub struct ConfinedCli {
 
 /// Confines one attempt's CLI under `backend` (see the module documentation). `egress_needs` is
 /// asked only when the network is confined to the allow-list.
-pub fn confine_cli(
+pub(crate) fn confine_cli(
     backend: SandboxBackend,
     line: CliLine<'_>,
     egress_needs: impl FnOnce() -> EgressNeeds,
     env: &mut Vec<(OsString, OsString)>,
     placeholders_made: impl FnOnce(Vec<Placeholder>),
-) -> Result<ConfinedCli, WrapCliError> {
-    let io = |source| WrapCliError::Io {
+) -> Result<ConfinedCli, WrapError> {
+    let io = |source| WrapError::Io {
         path: line.output_dir.to_path_buf(),
         source,
     };
@@ -314,7 +298,7 @@ pub fn confine_cli(
 fn native_watch(
     line: &CliLine<'_>,
     env: &mut Vec<(OsString, OsString)>,
-) -> Result<PendingWatch, WrapCliError> {
+) -> Result<PendingWatch, WrapError> {
     private_tmpdir(line.output_dir, env)?;
     let mut allowed = vec![line.output_dir.to_path_buf()];
     if line.permissions.edit_files {
@@ -339,7 +323,7 @@ fn native_watch(
         }
     }
     PendingWatch::new(allowed, line.state.to_vec(), protected, git_dirs).map_err(|source| {
-        WrapCliError::Io {
+        WrapError::Io {
             path: line.output_dir.to_path_buf(),
             source,
         }

@@ -45,7 +45,7 @@ pub const LAYOUT_QUERY: &[&str] = &[
 ];
 
 /// `git config` arguments that list the keys of the filter and merge drivers (as
-/// [`crate::git_check::DRIVER_LISTING`]) and of the includes, which [`includes_any`] looks for.
+/// `git_check::DRIVER_LISTING`) and of the includes, which [`includes_any`] looks for.
 pub const DRIVER_AND_INCLUDE_LISTING: &[&str] = &[
     "config",
     "--null",

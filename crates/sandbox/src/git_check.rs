@@ -112,7 +112,7 @@ pub const DRIVER_LISTING: &[&str] = &[
     "^(filter|merge)\\.",
 ];
 
-/// From the keys [`DRIVER_LISTING`] printed: the overrides that empty every driver found, which
+/// From the keys `DRIVER_LISTING` printed: the overrides that empty every driver found, which
 /// git takes as "no driver" (a filter passes content through, a merge falls back to its own
 /// text merge).
 pub fn driver_overrides(listing: &[u8]) -> Vec<(String, String)> {

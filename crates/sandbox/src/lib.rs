@@ -1,39 +1,47 @@
 //! What a run may touch, how that is enforced, and the proof of what it touched.
 //!
-//! The sandbox plan and its refusals (`policy`: which backend, what it guarantees, the paths a
-//! run may write and the ones it must not, placeholders and locks, bubblewrap's arguments), the
-//! seccomp programs (`seccomp`), the check of a bubblewrap sandbox from inside it (`inside`), the
-//! network confined to an allow-list through Corral's proxy (`egress`), the native backend's
-//! write watch (`write_watch`, which plugs into a spawn as a `corral_process::PreExecHook`), and
-//! git's cleanliness check with its neutral configuration (`git_check`, `driver_cache`).
+//! Its one face is [`Confinement`] (`confinement`): opened for a CLI's run or for a caller's
+//! short command, it plans the sandbox (or refuses), wraps one command line into a spawn request
+//! and a [`SpawnGuard`] that serves the spawned child (the egress proxy, the check from inside),
+//! and finishes with the stray writes. Behind it, private to the crate: the plan, its refusals,
+//! the paths a run may write and the ones it must not, placeholders and locks, bubblewrap's
+//! arguments (`policy`), the wrapping of a CLI (`cli`) and of a command (`command`), the seccomp
+//! programs (`seccomp`), the probe that checks a bubblewrap sandbox from inside it (`inside`),
+//! the network confined to an allow-list through Corral's proxy (`egress`), the native backend's
+//! write watch (`write_watch`, a `corral_process::PreExecHook`), and git's cleanliness check
+//! (`git_check`). What callers fill in (the settings, an adapter's egress needs) and what the
+//! host git of the engine's command runner uses (the neutral configuration, `driver_cache`) is
+//! exported as vocabulary.
 //!
 //! It never sees the execution log, the engine's configuration or a provider adapter: it takes
-//! plain values and returns plans, notes and findings, and the engine records them. It starts
-//! programs only through `corral-process`, and depends on no other crate of the workspace but
-//! that and `corral-ports`.
+//! plain values and returns notes, findings and refusals, and the engine records them. It
+//! starts programs only through `corral-process`, and depends on no other crate of the
+//! workspace but that, `corral-ports` and `corral-hostfs`.
 
-pub mod cli;
-pub mod command;
+mod cli;
+mod command;
+mod confinement;
 pub mod driver_cache;
-pub mod egress;
-pub mod git_check;
-pub mod inside;
-pub mod policy;
-pub mod seccomp;
-pub mod write_watch;
+mod egress;
+mod error;
+mod git_check;
+mod inside;
+mod policy;
+mod seccomp;
+mod write_watch;
 
-pub use cli::{CliLine, ConfinedCli, WrapCliError, WrappedCli, confine_cli, wrap_cli};
-pub use command::{CommandLine, CommandSandbox, WrapError, WrappedCommand, wrap_command};
+pub use confinement::{
+    CliNeeds, CommandLine, CommandRequest, Confinement, Findings, Note, RunRequest, SpawnGuard,
+    Stopped, WrapError, Wrapped,
+};
 pub use egress::{
-    AllowList, AllowRule, BadRule, EgressError, EgressGate, EgressNeeds, EgressNote, EgressProxy,
-    PROXY_ADDRESS_VAR, PROXY_PORT, ProxyHonour, UNSET_VARS as EGRESS_UNSET_VARS,
-    hide_host_unix_sockets, namespace_args, proxy_address, proxy_env, write_node_preload,
+    AllowList, AllowRule, BadRule, EgressNeeds, EgressNote, PROXY_ADDRESS_VAR, ProxyHonour,
 };
 pub use git_check::{
-    Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, git_snapshot, strays,
+    Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, NEUTRAL_CONFIG, driver_overrides,
+    git_snapshot, neutral_env, strays,
 };
 pub use policy::{
-    BackendChoice, HomePolicy, NetworkPolicy, Paths as SandboxPaths, Refusal, SandboxConfig,
-    SandboxPlan, bubblewrap_usable, bwrap_args, plan as plan_sandbox,
-    requested as requested_guarantees, sandbox_uid,
+    BackendChoice, BackendReadiness, HomePolicy, NetworkPolicy, Refusal, SandboxConfig,
+    backend_readiness, bubblewrap_usable, record_paths, sandbox_uid,
 };

@@ -225,6 +225,54 @@ pub fn running_as_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// What a backend choice comes to on this machine, for a diagnostic (`corral doctor`); the same
+/// decision `plan` makes for a run, without the guarantees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendReadiness {
+    /// The native backend is chosen and the user consented to it: nothing is confined.
+    NativeConsented,
+    /// The native backend is chosen without the user's consent: runs are refused.
+    NativeRefused,
+    /// bubblewrap can build a sandbox here.
+    Bubblewrap,
+    /// bubblewrap cannot build a sandbox here.
+    BubblewrapUnusable {
+        /// Why not.
+        why: String,
+        /// Whether runs fall back to the native backend (`auto`, consented to) instead of
+        /// being refused.
+        falls_back: bool,
+    },
+}
+
+/// What `choice` comes to with bubblewrap at `bwrap` (probed once per process) and the user's
+/// consent to run unconfined.
+pub fn backend_readiness(choice: BackendChoice, bwrap: &Path, consented: bool) -> BackendReadiness {
+    match (choice, bubblewrap_usable(bwrap)) {
+        (BackendChoice::Native, _) if consented => BackendReadiness::NativeConsented,
+        (BackendChoice::Native, _) => BackendReadiness::NativeRefused,
+        (BackendChoice::Auto | BackendChoice::Bubblewrap, Ok(())) => BackendReadiness::Bubblewrap,
+        (choice @ (BackendChoice::Auto | BackendChoice::Bubblewrap), Err(why)) => {
+            BackendReadiness::BubblewrapUnusable {
+                why,
+                falls_back: choice == BackendChoice::Auto && consented,
+            }
+        }
+    }
+}
+
+impl SandboxConfig {
+    /// Whether runs with this configuration run under bubblewrap: chosen, or `auto` where it
+    /// works (probed once per process). Chosen but not usable, a run is refused anyway.
+    pub fn runs_in_bubblewrap(&self) -> bool {
+        match self.backend {
+            BackendChoice::Native => false,
+            BackendChoice::Bubblewrap => true,
+            BackendChoice::Auto => bubblewrap_usable(&self.bwrap).is_ok(),
+        }
+    }
+}
+
 /// How long bubblewrap gets to build and leave a trial sandbox.
 const BUBBLEWRAP_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 

@@ -1,7 +1,8 @@
 //! The engine as the supervised command runner of the ports: exit codes and both streams, the
 //! output cap with its totals, a whole tree ended on timeout and on cancel, the environment
 //! policy, a sandboxed command confined to its working directory (or refused where no sandbox
-//! is usable), and host git that runs nothing the repository planted.
+//! is usable), checked from inside before it runs and given Corral's egress proxy as an agent's
+//! CLI is, and host git that runs nothing the repository planted.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral_engine::{BackendChoice, Engine, EngineConfig, SandboxConfig};
+use corral_engine::{AllowRule, BackendChoice, Engine, EngineConfig, SandboxConfig};
 use corral_ports::{
     CancellationToken, CommandEnd, CommandError, CommandRunner, CommandSpec, Confinement,
 };
@@ -264,6 +265,118 @@ async fn a_sandboxed_command_refuses_where_no_sandbox_works_and_no_one_consented
         assert!(err.to_string().contains("bubblewrap"), "{err}");
         assert!(!marker.exists(), "{backend:?} ran it");
     }
+}
+
+/// A "bubblewrap" that confines nothing: it runs what follows its own `--` on the host, as a
+/// broken or substituted `sandbox.bwrap` would. It still passes the usability probe.
+fn hollow_bwrap(dir: &Path) -> PathBuf {
+    let script = dir.join("hollow-bwrap");
+    fs::write(
+        &script,
+        "#!/bin/sh\nwhile [ \"$#\" -gt 0 ] && [ \"$1\" != \"--\" ]; do shift; done\nshift\nexec \"$@\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+#[tokio::test]
+async fn a_sandboxed_command_is_checked_from_inside_before_it_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    fs::create_dir_all(&tree).unwrap();
+    let marker = tree.join("ran");
+    let engine = engine_with(
+        SandboxConfig {
+            backend: BackendChoice::Bubblewrap,
+            bwrap: hollow_bwrap(tmp.path()),
+            network: corral_engine::NetworkPolicy::Host,
+            ..SandboxConfig::default()
+        },
+        &[],
+    );
+    let err = engine
+        .run(
+            CommandSpec::shell(&format!("touch {}", marker.display()), &tree, LONG),
+            &never(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CommandError::Refused { .. }), "{err}");
+    assert!(
+        err.to_string().contains("checked from inside"),
+        "the probe's verdict, not the command's: {err}"
+    );
+    assert!(
+        !marker.exists(),
+        "the command ran in a sandbox that did not hold"
+    );
+    // The real bubblewrap holds: the same command runs.
+    let out = bubblewrap()
+        .run(
+            CommandSpec::shell(&format!("touch {}", marker.display()), &tree, LONG),
+            &never(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.end, CommandEnd::Exited(0), "{out:?}");
+    assert!(marker.exists());
+}
+
+#[tokio::test]
+async fn a_sandboxed_command_reaches_only_the_users_allow_list_through_the_proxy() {
+    let registry = crate::egress::HostService::start("registry-ok");
+    let elsewhere = crate::egress::HostService::start("elsewhere-ok");
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    fs::create_dir_all(&tree).unwrap();
+    // The default network policy (the allow-list), with one rule of the user's.
+    let engine = engine_with(
+        SandboxConfig {
+            backend: BackendChoice::Bubblewrap,
+            network_allow: vec![registry.address().parse::<AllowRule>().unwrap()],
+            ..SandboxConfig::default()
+        },
+        &[],
+    );
+    let listed = format!("http://{}/pkg", registry.address());
+    let unlisted = format!("http://{}/secret", elsewhere.address());
+    let direct = elsewhere.address();
+    let script = format!(
+        "{fake} net-probe --proxy-get {listed},{unlisted} --connect {direct} --pid-file pids",
+        fake = corral_test_support::fake_agent_path().display()
+    );
+    let out = engine
+        .run(CommandSpec::shell(&script, &tree, LONG), &never())
+        .await
+        .unwrap();
+    assert_eq!(out.end, CommandEnd::Exited(0), "{out:?}");
+    // The fake prints one JSON line per probe, its text starting with the probe's name.
+    let said = |prefix: &str| {
+        out.stdout
+            .text
+            .lines()
+            .find(|line| line.contains(&format!("\"{prefix}")))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no line starting with {prefix:?} in {out:?}"))
+    };
+    assert!(
+        said(&format!("proxy-get {listed}:")).contains("ok (HTTP/1.1 200 OK) registry-ok"),
+        "{out:?}"
+    );
+    assert!(
+        said(&format!("proxy-get {unlisted}:")).contains("denied (HTTP/1.1 403 Forbidden"),
+        "{out:?}"
+    );
+    assert!(
+        !said(&format!("connect {direct}:")).contains(": ok"),
+        "a direct connection went past the proxy: {out:?}"
+    );
+    assert_eq!(elsewhere.connections(), 0, "the unlisted host was reached");
+    assert!(
+        registry.connections() >= 1,
+        "the listed host, through the proxy"
+    );
 }
 
 /// Runs git for the fixture (identity, no hooks), outside the runner.

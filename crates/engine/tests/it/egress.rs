@@ -18,13 +18,13 @@ use crate::support::*;
 
 /// A TCP service on the host's loopback that answers every HTTP request with `200 <reply>` and
 /// counts the connections it accepted.
-struct HostService {
+pub(crate) struct HostService {
     port: u16,
     connections: Arc<AtomicUsize>,
 }
 
 impl HostService {
-    fn start(reply: &'static str) -> Self {
+    pub(crate) fn start(reply: &'static str) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -55,11 +55,11 @@ impl HostService {
         HostService { port, connections }
     }
 
-    fn address(&self) -> String {
+    pub(crate) fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
     }
 }
