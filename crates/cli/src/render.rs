@@ -550,12 +550,28 @@ impl RunObserver for Renderer {
                 }
             }
             AgentEvent::RetryNotice {
-                attempt, status, ..
+                attempt,
+                status,
+                delay_ms,
+                ..
             } => {
-                let status = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+                let http = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+                let wait = delay_ms.map(Duration::from_millis);
+                let after = wait
+                    .map(|w| format!(" in {}", display::duration(w)))
+                    .unwrap_or_default();
                 self.line(&format!(
-                    "the CLI retries a request, attempt {attempt}{status}"
+                    "the CLI retries a request{after}, attempt {attempt}{http}"
                 ));
+                // The CLI waits in its own process: the status line counts it down, as it does
+                // Corral's own backoff, until the next event.
+                if let (Some(wait), Ok(mut state)) = (wait, self.state.lock()) {
+                    let reason = match status {
+                        Some(s) => format!("the CLI retries after HTTP {s}"),
+                        None => "the CLI retries".to_string(),
+                    };
+                    state.waiting = Some((Instant::now() + wait, reason));
+                }
             }
             AgentEvent::TerminalResult {
                 is_error,
@@ -747,5 +763,32 @@ mod tests {
             ..state
         };
         assert!(status_text("claude", secs(110), &done, now, None).ends_with("  thinking"));
+    }
+
+    /// The CLI's own retry wait (Claude Code's `api_retry`) is counted down on the status line
+    /// like Corral's backoff, and the next event ends it.
+    #[test]
+    fn the_clis_own_retry_wait_counts_down_until_the_next_event() {
+        let renderer = Renderer::new(Style::Quiet, "claude", false);
+        let before = Instant::now();
+        renderer.event(
+            1,
+            &AgentEvent::RetryNotice {
+                attempt: 2,
+                max: Some(3),
+                delay_ms: Some(30_000),
+                status: Some(429),
+            },
+        );
+        let (until, reason) = renderer.state.lock().unwrap().waiting.clone().unwrap();
+        assert_eq!(reason, "the CLI retries after HTTP 429");
+        assert!(until >= before + Duration::from_secs(30), "{until:?}");
+        renderer.event(
+            1,
+            &AgentEvent::Text {
+                text: "back".into(),
+            },
+        );
+        assert!(renderer.state.lock().unwrap().waiting.is_none());
     }
 }
