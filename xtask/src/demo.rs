@@ -319,10 +319,10 @@ impl Demo {
         if hello.trim().is_empty() {
             bail!("hello.txt is empty");
         }
-        if record["signals_valid"] != true {
+        if record["signalsValid"] != true {
             bail!(
-                "signals.json was not validated (run.json says signals_valid = {})",
-                record["signals_valid"]
+                "signals.json was not validated (run.json says signalsValid = {})",
+                record["signalsValid"]
             );
         }
         let signals = std::fs::read_to_string(dir.join("signals.json"))
