@@ -8,13 +8,23 @@
 //! is counted once, and a commit already made is found by its `Corral-Task:` trailer instead
 //! of being made again.
 //!
-//! The flow by role, after nextest's runner: this file holds the entry points ([`run_sprint`],
-//! [`work_task`]), the `Flow` every role shares (the run, the record, git, the work tree) and
-//! the small helpers they share; `driver` runs the sequential sprint, `wave` is the parallel
-//! run's coordinator (its queue) with `coordinator` (the executors' host) and `fold` (the merge
-//! queue's folds); `task` is one task's step machine, `rounds` a round's agent steps, `verify`
-//! the check and gates, `learnings` the learnings file; `branch`, `disk`, `protect` and `review`
-//! are the smaller concerns their names say. Each adds its own `impl Flow` block.
+//! The flow by role, after nextest's runner (dispatcher, unit runner, steps):
+//!
+//! - this file holds the entry points ([`run_sprint`], [`work_task`]), the `Context` every role
+//!   works with (the run, the record, git, the work tree, where a save goes) and the small
+//!   helpers they share;
+//! - `driver`: the `Driver`, which owns the sprint's state from its load to its summary and
+//!   runs the tasks one by one; `wave`, the parallel run's queue, over the `Coordinator`
+//!   (`coordinator`: the one writer of `sprint.json` while tasks run at once, and the
+//!   executors' host) with `fold` (the merge queue's folds);
+//! - `task`: one task's rounds, a `TaskCursor` over the task's entry in the state, with the
+//!   ends every step may reach (next round, block, skip); its steps each in a file of their
+//!   own: `generate` (the generator's spawn), `police` (what an agent must not have done),
+//!   `check` (the check and gates), `evaluate` (the evaluator's review), `commit`, and
+//!   `failure` (a failed spawn judged by its class);
+//! - `learnings`, `branch`, `disk`, `protect` and `review`: the smaller concerns their names say.
+//!
+//! The errors are the crate's (`crate::error`).
 
 use std::path::{Path, PathBuf};
 
@@ -159,8 +169,8 @@ pub async fn run_sprint(run: SprintRun<'_>) -> Result<SprintSummary, SprintError
     // (A cancel during the lock's git command is a stop like any other, below.)
     let (result, _lock) = match crate::lock::lock_repository(&run).await {
         Ok(lock) => {
-            let result = match Flow::new(&run).await {
-                Ok(flow) => flow.run().await,
+            let result = match Context::new(&run).await {
+                Ok(ctx) => driver::Driver::run(ctx).await,
                 Err(e) => Err(e),
             };
             (result, Some(lock))
@@ -212,7 +222,7 @@ pub async fn work_task(
         t.clone_from(&job.resume);
         t.task_branch = Some(job.branch.clone());
     }
-    let flow = Flow {
+    let ctx = Context {
         run,
         layout: layout.clone(),
         git: Git {
@@ -226,7 +236,13 @@ pub async fn work_task(
         branch: job.branch.clone(),
         shared: Some((recorder, i)),
     };
-    let end = match flow.run_task(&mut state, i, &job.run_id).await? {
+    let Some(mut cursor) = TaskCursor::new(&ctx, &mut state, i) else {
+        return Err(SprintError::Io {
+            path: layout.task_dir(&job.task),
+            source: std::io::Error::other(format!("the sprint file has no task {}", job.task)),
+        });
+    };
+    let end = match cursor.run(&job.run_id).await? {
         Next::Pause(end) => TaskEnd::Paused(end),
         Next::Continue | Next::Finished => TaskEnd::Finished,
     };
@@ -244,7 +260,9 @@ pub async fn work_task(
     })
 }
 
-struct Flow<'r, 'a> {
+/// What every role of the flow works with: the run, the record, git in the work tree and the
+/// branch it must stay on, and where a save of the state goes.
+struct Context<'r, 'a> {
     run: &'r SprintRun<'a>,
     layout: SprintLayout,
     git: Git<'r>,
@@ -257,7 +275,7 @@ struct Flow<'r, 'a> {
     shared: Option<(&'r dyn TaskRecorder, usize)>,
 }
 
-impl<'r, 'a> Flow<'r, 'a> {
+impl<'r, 'a> Context<'r, 'a> {
     async fn new(run: &'r SprintRun<'a>) -> Result<Self, SprintError> {
         let mut git = Git {
             runner: run.commands,
@@ -268,7 +286,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         };
         let work_tree = git.top().await?;
         git.cwd.clone_from(&work_tree);
-        Ok(Flow {
+        Ok(Context {
             run,
             layout: SprintLayout::new(run.project_root, &run.file.sprint.name),
             git,
@@ -278,7 +296,7 @@ impl<'r, 'a> Flow<'r, 'a> {
         })
     }
 
-    fn file(&self) -> &SprintFile {
+    fn file(&self) -> &'a SprintFile {
         self.run.file
     }
 
@@ -340,17 +358,23 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
 }
 
 mod branch;
+mod check;
+mod commit;
 mod coordinator;
 mod disk;
 mod driver;
+mod evaluate;
+mod failure;
 mod fold;
+mod generate;
 mod learnings;
+mod police;
 mod protect;
 mod review;
-mod rounds;
 mod task;
-mod verify;
 mod wave;
+
+use task::TaskCursor;
 
 pub(crate) use protect::glob_matches;
 

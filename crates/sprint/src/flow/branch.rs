@@ -6,9 +6,9 @@
 //! checked out; a sprint that has (its `sprint.json` holds a run) is on its own branch, checked
 //! out by its first run, and goes on.
 
-use super::{Flow, SprintError};
+use super::{Context, SprintError};
 
-impl Flow<'_, '_> {
+impl Context<'_, '_> {
     /// Refuses ([`SprintError::UsersBranch`]) a new sprint whose branch is the one checked out.
     pub(super) async fn refuse_users_branch(&self, resumed: bool) -> Result<(), SprintError> {
         if resumed {

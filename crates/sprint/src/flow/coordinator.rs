@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use async_trait::async_trait;
 use corral_ports::CommandRunner;
 
-use super::{Flow, SprintError};
+use super::{Context, SprintError};
 use crate::error::ExecutorError;
 use crate::executor::{TaskHandback, TaskHost, TaskJob, TaskRecorder};
 use crate::git::Git;
@@ -20,9 +20,9 @@ use crate::state::{SprintState, TaskState, TaskStatus, write_state};
 /// What a remote task's job printed, in the task's directory.
 pub const JOB_LOG_FILE: &str = "job.log";
 
-/// The coordinator as its executors see it: the one state (its one writer) and the flow.
+/// The coordinator as its executors see it: the one state (its one writer) and the context.
 pub(super) struct Coordinator<'c, 'r, 'a> {
-    pub(super) flow: &'c Flow<'r, 'a>,
+    pub(super) ctx: &'c Context<'r, 'a>,
     pub(super) shared: Mutex<SprintState>,
     /// The executors' git runs one command at a time: two `git worktree add` at once race on
     /// `.git/worktrees/` (one reads the other's half-made entry), as two fetches would.
@@ -34,7 +34,7 @@ pub(super) struct Coordinator<'c, 'r, 'a> {
 impl Coordinator<'_, '_, '_> {
     /// Git in `cwd` with the sprint's identity, allowed to reach `remote` when one is named.
     fn git_in(&self, cwd: &Path, remote: Option<&str>) -> Git<'_> {
-        let mut env = self.flow.run.options.git_env.clone();
+        let mut env = self.ctx.run.options.git_env.clone();
         if let Some(remote) = remote {
             env.push((
                 "GIT_ALLOW_PROTOCOL".to_string(),
@@ -42,9 +42,9 @@ impl Coordinator<'_, '_, '_> {
             ));
         }
         Git {
-            runner: self.flow.run.commands,
+            runner: self.ctx.run.commands,
             cwd: cwd.to_path_buf(),
-            cancel: &self.flow.run.cancel,
+            cancel: &self.ctx.run.cancel,
             env,
             known: crate::git::Known::default(),
         }
@@ -87,8 +87,8 @@ impl Coordinator<'_, '_, '_> {
                 entry.commit = handback.head;
             }
         }
-        whole.updated_at = self.flow.now();
-        write_state(&self.flow.layout.state_file(), &whole)?;
+        whole.updated_at = self.ctx.now();
+        write_state(&self.ctx.layout.state_file(), &whole)?;
         Ok(())
     }
 }
@@ -100,8 +100,8 @@ impl TaskRecorder for Coordinator<'_, '_, '_> {
         if let Some(entry) = whole.tasks.iter_mut().find(|t| t.id == task.id) {
             entry.clone_from(task);
         }
-        whole.updated_at = self.flow.now();
-        write_state(&self.flow.layout.state_file(), &whole)?;
+        whole.updated_at = self.ctx.now();
+        write_state(&self.ctx.layout.state_file(), &whole)?;
         Ok(())
     }
 }
@@ -109,15 +109,15 @@ impl TaskRecorder for Coordinator<'_, '_, '_> {
 #[async_trait]
 impl TaskHost for Coordinator<'_, '_, '_> {
     fn project_root(&self) -> &Path {
-        self.flow.run.project_root
+        self.ctx.run.project_root
     }
 
     fn layout(&self) -> &SprintLayout {
-        &self.flow.layout
+        &self.ctx.layout
     }
 
     fn commands(&self) -> &dyn CommandRunner {
-        self.flow.run.commands
+        self.ctx.run.commands
     }
 
     fn round_slots(&self) -> &Slots {
@@ -161,10 +161,10 @@ impl TaskHost for Coordinator<'_, '_, '_> {
     ) -> Result<(), ExecutorError> {
         // Reads the repository's objects and writes only below `into`: no turn needed.
         Ok(crate::git::extract_tree(
-            self.flow.run.commands,
+            self.ctx.run.commands,
             repo,
-            &self.flow.run.options.git_env,
-            &self.flow.run.cancel,
+            &self.ctx.run.options.git_env,
+            &self.ctx.run.cancel,
             tree_ish,
             path,
             into,
@@ -174,7 +174,7 @@ impl TaskHost for Coordinator<'_, '_, '_> {
     }
 
     async fn run_setup(&self, work_tree: &Path) -> Result<(), ExecutorError> {
-        Ok(self.flow.setup_in(work_tree).await?)
+        Ok(self.ctx.setup_in(work_tree).await?)
     }
 
     fn record_progress(&self, task: &TaskState) -> Result<(), ExecutorError> {
@@ -182,12 +182,11 @@ impl TaskHost for Coordinator<'_, '_, '_> {
     }
 
     fn job_log(&self, task: &TaskId, line: &str) {
-        let path = self.flow.layout.task_dir(task).join(JOB_LOG_FILE);
+        let path = self.ctx.layout.task_dir(task).join(JOB_LOG_FILE);
         // Best effort, as a log is: through the record's handle, never through a link.
-        if let (Some(rel), Ok(record)) = (
-            self.flow.layout.below_root(&path),
-            self.flow.layout.record(),
-        ) {
+        if let (Some(rel), Ok(record)) =
+            (self.ctx.layout.below_root(&path), self.ctx.layout.record())
+        {
             let _ = record.append(rel, format!("{line}\n").as_bytes());
         }
     }
@@ -197,6 +196,6 @@ impl TaskHost for Coordinator<'_, '_, '_> {
         job: &TaskJob,
         work_tree: &Path,
     ) -> Result<TaskHandback, ExecutorError> {
-        Ok(super::work_task(self.flow.run, job, work_tree, self).await?)
+        Ok(super::work_task(self.ctx.run, job, work_tree, self).await?)
     }
 }

@@ -1,6 +1,7 @@
-//! The sequential sprint's driver: the run from its lock to its summary (the state loaded or
-//! made, the preflight, `setup`, the tasks one by one or through the queue of `wave`), and the
-//! skip of a task whose dependency failed.
+//! The sprint's driver: the [`Driver`] owns the sprint's state from its load to the summary and
+//! writes it (`sprint.json`) between the tasks; it runs the preflight, `setup`, and the tasks
+//! one by one (each a [`TaskCursor`] over its entry) or hands the state to the parallel run's
+//! coordinator (`wave`) and takes it back at the end.
 
 use std::path::Path;
 use std::time::Duration;
@@ -12,105 +13,108 @@ use crate::event::{SprintEnd, SprintEvent, SprintSummary};
 use crate::prompt::{self};
 use crate::state::{RunProgress, SprintState, StateError, TaskStatus, read_state};
 
-use super::{DirtyTree, Flow, Next, describe_end, ignore_state_dir, summarize};
+use super::{Context, DirtyTree, Next, TaskCursor, describe_end, ignore_state_dir, summarize};
 
-impl<'r, 'a> Flow<'r, 'a> {
-    pub(super) async fn run(&self) -> Result<SprintSummary, SprintError> {
-        ignore_state_dir(self.run.project_root)?;
-        let mut state = self.load_state()?;
-        let resumed = state.run.is_some();
-        let run_id = state
+/// The sprint run from its state's load to its summary: the owner of the sprint's state.
+pub(super) struct Driver<'r, 'a> {
+    ctx: Context<'r, 'a>,
+    state: SprintState,
+}
+
+impl<'r, 'a> Driver<'r, 'a> {
+    /// Runs the sprint in `ctx`, from its state on disk or a fresh one, to its summary.
+    pub(super) async fn run(ctx: Context<'r, 'a>) -> Result<SprintSummary, SprintError> {
+        ignore_state_dir(ctx.run.project_root)?;
+        let state = load_state(&ctx)?;
+        Driver { ctx, state }.drive().await
+    }
+
+    async fn drive(mut self) -> Result<SprintSummary, SprintError> {
+        let resumed = self.state.run.is_some();
+        let run_id = self
+            .state
             .run
             .get_or_insert_with(|| RunProgress {
-                run_id: self.run.options.run_id.clone(),
+                run_id: self.ctx.run.options.run_id.clone(),
                 setup_done: false,
             })
             .run_id
             .clone();
-        self.emit(SprintEvent::SprintStarted {
-            name: self.file().sprint.name.to_string(),
-            branch: self.file().sprint.branch.clone(),
+        let ctx = &self.ctx;
+        ctx.emit(SprintEvent::SprintStarted {
+            name: ctx.file().sprint.name.to_string(),
+            branch: ctx.file().sprint.branch.clone(),
             run_id: run_id.clone(),
             resumed,
         });
-        self.refuse_users_branch(resumed).await?;
-        self.settle_fold(&state).await?;
-        self.preflight(&state).await?;
-        self.save(&mut state)?;
-        if !state.run.as_ref().is_some_and(|r| r.setup_done) {
-            self.setup().await?;
-            if let Some(progress) = state.run.as_mut() {
+        ctx.refuse_users_branch(resumed).await?;
+        ctx.settle_fold(&self.state).await?;
+        self.preflight().await?;
+        self.ctx.save(&mut self.state)?;
+        if !self.state.run.as_ref().is_some_and(|r| r.setup_done) {
+            self.ctx.setup_in(&self.ctx.work_tree).await?;
+            if let Some(progress) = self.state.run.as_mut() {
                 progress.setup_done = true;
             }
-            self.save(&mut state)?;
+            self.ctx.save(&mut self.state)?;
         }
-        if (self.run.options.jobs > 1 || self.run.executor.is_remote())
-            && let Some(end) = self.run_waves(&mut state, &run_id).await?
+        if (self.ctx.run.options.jobs > 1 || self.ctx.run.executor.is_remote())
+            && let Some(end) = self.ctx.run_waves(&mut self.state, &run_id).await?
         {
-            return Ok(self.summary(&state, end));
+            return Ok(self.summary(end));
         }
-        for i in 0..state.tasks.len() {
-            if self.run.cancel.is_cancelled() {
-                return Ok(self.summary(&state, SprintEnd::Cancelled));
+        for i in 0..self.state.tasks.len() {
+            if self.ctx.run.cancel.is_cancelled() {
+                return Ok(self.summary(SprintEnd::Cancelled));
             }
-            match state.tasks.get(i).map(|t| t.status) {
+            match self.state.tasks.get(i).map(|t| t.status) {
                 Some(TaskStatus::Pending | TaskStatus::Running) => {}
                 Some(TaskStatus::Done | TaskStatus::Blocked | TaskStatus::Skipped) | None => {
                     continue;
                 }
             }
-            if self.skip_if_dependency_failed(&mut state, i)? {
+            let Some(mut task) = TaskCursor::new(&self.ctx, &mut self.state, i) else {
+                continue;
+            };
+            if task.skip_if_dependency_failed()? {
                 continue;
             }
-            match self.run_task(&mut state, i, &run_id).await? {
-                Next::Pause(end) => return Ok(self.summary(&state, end)),
+            match task.run(&run_id).await? {
+                Next::Pause(end) => return Ok(self.summary(end)),
                 Next::Finished | Next::Continue => {}
             }
         }
-        let end = if state.tasks.iter().all(|t| t.status == TaskStatus::Done) {
+        let end = if self
+            .state
+            .tasks
+            .iter()
+            .all(|t| t.status == TaskStatus::Done)
+        {
             SprintEnd::Done
         } else {
             SprintEnd::Blocked
         };
-        Ok(self.summary(&state, end))
+        Ok(self.summary(end))
     }
 
-    /// The state on disk, fitted to the sprint file (a task added to the file since is
-    /// pending; one removed is dropped), or a fresh one.
-    pub(super) fn load_state(&self) -> Result<SprintState, SprintError> {
-        let fresh = SprintState::fresh(self.file(), &self.now());
-        match read_state(&self.layout.state_file()) {
-            Ok(old) => {
-                let mut state = fresh;
-                state.started_at = old.started_at.clone();
-                state.run = old.run.clone();
-                for task in &mut state.tasks {
-                    if let Some(known) = old.tasks.iter().find(|t| t.id == task.id) {
-                        *task = known.clone();
-                    }
-                }
-                Ok(state)
-            }
-            Err(StateError::Missing { .. }) => Ok(fresh),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    pub(super) async fn preflight(&self, state: &SprintState) -> Result<(), SprintError> {
+    /// Before the first task: the user's uncommitted changes dealt with as asked, and the
+    /// sprint's branch checked out (made when it is not there).
+    async fn preflight(&self) -> Result<(), SprintError> {
+        let (state, ctx) = (&self.state, &self.ctx);
         // A task left running by a stopped sprint left its changes in the tree: they are the
         // sprint's own, not the user's.
         let continuing = state.tasks.iter().any(|t| t.status == TaskStatus::Running);
-        let dirty = self.git.dirty_paths().await?;
+        let dirty = ctx.git.dirty_paths().await?;
         if !dirty.is_empty() && !continuing {
-            match self.run.options.dirty {
+            match ctx.run.options.dirty {
                 DirtyTree::Refuse => return Err(SprintError::Dirty { paths: dirty }),
-                DirtyTree::Keep => self.emit(SprintEvent::DirtyTree {
+                DirtyTree::Keep => ctx.emit(SprintEvent::DirtyTree {
                     paths: dirty,
                     action: "kept".to_string(),
                 }),
                 DirtyTree::Stash => {
-                    let message = format!("corral sprint {}", self.file().sprint.name);
-                    self.git
+                    let message = format!("corral sprint {}", ctx.file().sprint.name);
+                    ctx.git
                         .run(&[
                             "stash",
                             "push",
@@ -119,22 +123,22 @@ impl<'r, 'a> Flow<'r, 'a> {
                             &message,
                         ])
                         .await?;
-                    self.emit(SprintEvent::DirtyTree {
+                    ctx.emit(SprintEvent::DirtyTree {
                         paths: dirty,
                         action: "stashed".to_string(),
                     });
                 }
             }
         }
-        let branch = &self.file().sprint.branch;
-        if self.git.branch().await?.as_deref() != Some(branch.as_str()) {
-            let created = !self.git.branch_exists(branch).await?;
+        let branch = &ctx.file().sprint.branch;
+        if ctx.git.branch().await?.as_deref() != Some(branch.as_str()) {
+            let created = !ctx.git.branch_exists(branch).await?;
             if created {
-                self.git.run(&["checkout", "--quiet", "-b", branch]).await?;
+                ctx.git.run(&["checkout", "--quiet", "-b", branch]).await?;
             } else {
-                self.git.run(&["checkout", "--quiet", branch]).await?;
+                ctx.git.run(&["checkout", "--quiet", branch]).await?;
             }
-            self.emit(SprintEvent::Branch {
+            ctx.emit(SprintEvent::Branch {
                 branch: branch.clone(),
                 created,
             });
@@ -142,10 +146,38 @@ impl<'r, 'a> Flow<'r, 'a> {
         Ok(())
     }
 
-    pub(super) async fn setup(&self) -> Result<(), SprintError> {
-        self.setup_in(&self.work_tree).await
+    /// The summary of the sprint ended by `end`, told.
+    fn summary(&self, end: SprintEnd) -> SprintSummary {
+        let summary = summarize(&self.state, end);
+        self.ctx.emit(SprintEvent::SprintFinished {
+            summary: summary.clone(),
+        });
+        summary
     }
+}
 
+/// The state on disk, fitted to the sprint file (a task added to the file since is pending;
+/// one removed is dropped), or a fresh one.
+fn load_state(ctx: &Context<'_, '_>) -> Result<SprintState, SprintError> {
+    let fresh = SprintState::fresh(ctx.file(), &ctx.now());
+    match read_state(&ctx.layout.state_file()) {
+        Ok(old) => {
+            let mut state = fresh;
+            state.started_at = old.started_at.clone();
+            state.run = old.run.clone();
+            for task in &mut state.tasks {
+                if let Some(known) = old.tasks.iter().find(|t| t.id == task.id) {
+                    *task = known.clone();
+                }
+            }
+            Ok(state)
+        }
+        Err(StateError::Missing { .. }) => Ok(fresh),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl Context<'_, '_> {
     /// Runs `setup` (if the sprint has one) in `work_tree`.
     pub(super) async fn setup_in(&self, work_tree: &Path) -> Result<(), SprintError> {
         let Some(command) = &self.file().sprint.setup else {
@@ -180,37 +212,5 @@ impl<'r, 'a> Flow<'r, 'a> {
                 .to_string(),
             })
         }
-    }
-
-    pub(super) fn skip_if_dependency_failed(
-        &self,
-        state: &mut SprintState,
-        i: usize,
-    ) -> Result<bool, SprintError> {
-        let Some(task) = state.tasks.get(i).and_then(|t| self.file().task(&t.id)) else {
-            return Ok(false);
-        };
-        let failed = task.depends_on.iter().find_map(|dep| {
-            state
-                .tasks
-                .iter()
-                .find(|t| &t.id == dep)
-                .filter(|t| matches!(t.status, TaskStatus::Blocked | TaskStatus::Skipped))
-                .map(|t| (dep.clone(), t.status))
-        });
-        let Some((dep, status)) = failed else {
-            return Ok(false);
-        };
-        let reason = format!("it depends on {dep}, which is {}", status.as_str());
-        self.end_without_commit(state, i, task, TaskStatus::Skipped, reason)?;
-        Ok(true)
-    }
-
-    pub(super) fn summary(&self, state: &SprintState, end: SprintEnd) -> SprintSummary {
-        let summary = summarize(state, end);
-        self.emit(SprintEvent::SprintFinished {
-            summary: summary.clone(),
-        });
-        summary
     }
 }

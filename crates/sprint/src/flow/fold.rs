@@ -6,9 +6,10 @@
 
 use corral_contract::{Contract, validate_signals_file};
 
-use super::{Flow, SprintError, read_session_id, write_file};
+use super::task::TaskCursor;
+use super::{Context, SprintError, read_session_id, write_file};
 use crate::event::SprintEvent;
-use crate::file::{FoldCheck, Gate, Task};
+use crate::file::{FoldCheck, Gate};
 use crate::layout::{Role, SESSION_ID_FILE, SIGNALS_FILE};
 use crate::names::TaskId;
 use crate::state::{Attribution, SprintState, Step, TaskProgress, TaskStatus};
@@ -35,7 +36,7 @@ pub const ALREADY_ON_BRANCH: &str = "already on the branch";
 /// The largest patch of a task sent home that is saved.
 const PATCH_LIMIT: usize = 64 * 1024 * 1024;
 
-impl Flow<'_, '_> {
+impl Context<'_, '_> {
     /// Folds the tasks done on their own branches and not yet folded, in run order, up to
     /// the first task that has not ended: the sprint's branch gets its commits in run order
     /// whatever order the tasks ended in.
@@ -45,147 +46,16 @@ impl Flow<'_, '_> {
                 break;
             };
             match t.status {
-                TaskStatus::Done if t.task_branch.is_some() => self.fold(state, i).await?,
+                TaskStatus::Done if t.task_branch.is_some() => {
+                    if let Some(mut cursor) = TaskCursor::new(self, state, i) {
+                        cursor.fold().await?;
+                    }
+                }
                 TaskStatus::Done | TaskStatus::Blocked | TaskStatus::Skipped => {}
                 TaskStatus::Pending | TaskStatus::Running => break,
             }
         }
         Ok(())
-    }
-
-    /// Folds task `i`'s commit onto the sprint's branch: found there already (a stop after
-    /// the fold), fast-forwarded, or cherry-picked; then the check (and the gates of the paths
-    /// the fold changed) runs on the branch. A fold that conflicts or breaks the check is taken
-    /// back off the branch and the task sent home for one more round ([`Flow::send_home`]); a
-    /// change found already on the branch (another task made the same) folds as nothing.
-    ///
-    /// Crash-safe: the branch's head before the fold is written (`fold_onto`) before anything
-    /// moves it, and the task is marked folded only after its check passed. A stop in between
-    /// finds the fold on the next run and checks it again; a stop after the branch was taken
-    /// back folds again and meets the same failure.
-    pub(super) async fn fold(&self, state: &mut SprintState, i: usize) -> Result<(), SprintError> {
-        let Some(t) = state.tasks.get(i).cloned() else {
-            return Ok(());
-        };
-        let (Some(_), Some(commit)) = (&t.task_branch, t.commit.clone()) else {
-            return Ok(());
-        };
-        let Some(task) = self.file().task(&t.id) else {
-            return Ok(());
-        };
-        let onto = match t.fold_onto.clone() {
-            Some(onto) => onto,
-            None => {
-                let head = self.git.head().await?;
-                if let Some(t) = state.tasks.get_mut(i) {
-                    t.fold_onto = Some(head.clone());
-                }
-                self.save(state)?;
-                head
-            }
-        };
-        let folded = match self.apply_fold(&commit, t.id.as_str()).await? {
-            Applied::Made(commit, how) => (commit, how),
-            Applied::Empty => {
-                self.emit(SprintEvent::Folded {
-                    task: t.id.clone(),
-                    commit: onto.clone(),
-                    how: ALREADY_ON_BRANCH.to_string(),
-                });
-                return self.folded(state, i, task, onto).await;
-            }
-            Applied::Failed(what) => {
-                let critique = format!(
-                    "Your change could not be folded onto the sprint's branch ({}): it {what}. \
-                     Another task changed the same lines first. Your work tree now starts at \
-                     the branch's tip, with that task's change in it; do the task again on it, \
-                     keeping the other task's change.",
-                    self.file().sprint.branch
-                );
-                return self
-                    .send_home(
-                        state,
-                        i,
-                        task,
-                        &onto,
-                        format!("folding it {what}"),
-                        critique,
-                        None,
-                    )
-                    .await;
-            }
-        };
-        self.emit(SprintEvent::Folded {
-            task: t.id.clone(),
-            commit: folded.0.clone(),
-            how: folded.1.to_string(),
-        });
-        match self.file().sprint.fold_check {
-            FoldCheck::Each => {}
-            // Taken as it applied: what the queue was before it checked its folds.
-            FoldCheck::Off => return self.folded(state, i, task, folded.0).await,
-        }
-        // The fold's own check, on the branch as it now is: two tasks that each passed beside
-        // the other can break it together.
-        let changed = self
-            .git
-            .run(&["diff", "--name-only", "-z", &onto, &folded.0])
-            .await?;
-        let paths: Vec<&str> = changed.split('\0').filter(|p| !p.is_empty()).collect();
-        let gates: Vec<&Gate> = self
-            .file()
-            .gates
-            .iter()
-            .filter(|g| paths.iter().any(|p| g.applies_to(p)))
-            .collect();
-        let Some(v) = self.verify(&gates).await? else {
-            // Cancelled: the next run finds the fold and checks it again.
-            return Ok(());
-        };
-        write_file(
-            &self.layout,
-            &self.layout.task_dir(&t.id).join(FOLD_CHECK_FILE),
-            v.report.as_bytes(),
-        )?;
-        self.emit(SprintEvent::FoldChecked {
-            task: t.id.clone(),
-            passed: v.passed,
-            gates: v.gates.clone(),
-        });
-        // Blamed on the fold only when the task's own round passed: a check that failed on
-        // its branch too is the baseline's, as the round's attribution said.
-        let blamed = match t.attribution {
-            Some(Attribution::Clean | Attribution::FixedBaseline) | None => !v.passed,
-            Some(
-                Attribution::Regressed | Attribution::BaselineBroken | Attribution::BrokeOnFold,
-            ) => false,
-        };
-        if blamed {
-            // Back to the head before the fold (no `git clean`: the project's untracked files
-            // are the user's).
-            self.git.run(&["reset", "--hard", "--quiet", &onto]).await?;
-            self.git.forget();
-            let critique = format!(
-                "Your change passed the check on its own, but once folded onto the sprint's \
-                 branch ({}), after the tasks folded before it, the check failed. Your work \
-                 tree now starts at the branch's tip, with their changes in it; do the task \
-                 again on it so that the check passes. The check's output there:\n\n```text\n{}\n```",
-                self.file().sprint.branch,
-                crate::prompt::cut(&v.report, crate::prompt::PROMPT_OUTPUT_LIMIT).trim_end()
-            );
-            return self
-                .send_home(
-                    state,
-                    i,
-                    task,
-                    &onto,
-                    "the check failed on the sprint branch with it folded on".to_string(),
-                    critique,
-                    Some(Attribution::BrokeOnFold),
-                )
-                .await;
-        }
-        self.folded(state, i, task, folded.0).await
     }
 
     /// Puts `commit` (task `id`'s) on the sprint's branch: found there already (a stop after
@@ -263,20 +133,158 @@ impl Flow<'_, '_> {
         Ok(Applied::Made(folded.0, folded.1))
     }
 
+    /// Removes a task's worktree (its branch stays); one that cannot be removed stays too,
+    /// and the next run of the task replaces it.
+    pub(super) async fn remove_worktree(&self, task: &TaskId) {
+        let path = self
+            .layout
+            .worktree_dir(task)
+            .to_string_lossy()
+            .into_owned();
+        let _ = self
+            .git
+            .run(&["worktree", "remove", "--force", &path])
+            .await;
+    }
+}
+
+impl TaskCursor<'_, '_, '_> {
+    /// Folds task `i`'s commit onto the sprint's branch: found there already (a stop after
+    /// the fold), fast-forwarded, or cherry-picked; then the check (and the gates of the paths
+    /// the fold changed) runs on the branch. A fold that conflicts or breaks the check is taken
+    /// back off the branch and the task sent home for one more round ([`TaskCursor::send_home`]); a
+    /// change found already on the branch (another task made the same) folds as nothing.
+    ///
+    /// Crash-safe: the branch's head before the fold is written (`fold_onto`) before anything
+    /// moves it, and the task is marked folded only after its check passed. A stop in between
+    /// finds the fold on the next run and checks it again; a stop after the branch was taken
+    /// back folds again and meets the same failure.
+    pub(super) async fn fold(&mut self) -> Result<(), SprintError> {
+        let Some(t) = self.state.tasks.get(self.i).cloned() else {
+            return Ok(());
+        };
+        let (Some(_), Some(commit)) = (&t.task_branch, t.commit.clone()) else {
+            return Ok(());
+        };
+        let onto = match t.fold_onto.clone() {
+            Some(onto) => onto,
+            None => {
+                let head = self.ctx.git.head().await?;
+                if let Some(t) = self.state.tasks.get_mut(self.i) {
+                    t.fold_onto = Some(head.clone());
+                }
+                self.save()?;
+                head
+            }
+        };
+        let folded = match self.ctx.apply_fold(&commit, t.id.as_str()).await? {
+            Applied::Made(commit, how) => (commit, how),
+            Applied::Empty => {
+                self.ctx.emit(SprintEvent::Folded {
+                    task: t.id.clone(),
+                    commit: onto.clone(),
+                    how: ALREADY_ON_BRANCH.to_string(),
+                });
+                return self.folded(onto).await;
+            }
+            Applied::Failed(what) => {
+                let critique = format!(
+                    "Your change could not be folded onto the sprint's branch ({}): it {what}. \
+                     Another task changed the same lines first. Your work tree now starts at \
+                     the branch's tip, with that task's change in it; do the task again on it, \
+                     keeping the other task's change.",
+                    self.ctx.file().sprint.branch
+                );
+                return self
+                    .send_home(&onto, format!("folding it {what}"), critique, None)
+                    .await;
+            }
+        };
+        self.ctx.emit(SprintEvent::Folded {
+            task: t.id.clone(),
+            commit: folded.0.clone(),
+            how: folded.1.to_string(),
+        });
+        match self.ctx.file().sprint.fold_check {
+            FoldCheck::Each => {}
+            // Taken as it applied: what the queue was before it checked its folds.
+            FoldCheck::Off => return self.folded(folded.0).await,
+        }
+        // The fold's own check, on the branch as it now is: two tasks that each passed beside
+        // the other can break it together.
+        let changed = self
+            .ctx
+            .git
+            .run(&["diff", "--name-only", "-z", &onto, &folded.0])
+            .await?;
+        let paths: Vec<&str> = changed.split('\0').filter(|p| !p.is_empty()).collect();
+        let gates: Vec<&Gate> = self
+            .ctx
+            .file()
+            .gates
+            .iter()
+            .filter(|g| paths.iter().any(|p| g.applies_to(p)))
+            .collect();
+        let Some(v) = self.ctx.verify(&gates).await? else {
+            // Cancelled: the next run finds the fold and checks it again.
+            return Ok(());
+        };
+        write_file(
+            &self.ctx.layout,
+            &self.ctx.layout.task_dir(&t.id).join(FOLD_CHECK_FILE),
+            v.report.as_bytes(),
+        )?;
+        self.ctx.emit(SprintEvent::FoldChecked {
+            task: t.id.clone(),
+            passed: v.passed,
+            gates: v.gates.clone(),
+        });
+        // Blamed on the fold only when the task's own round passed: a check that failed on
+        // its branch too is the baseline's, as the round's attribution said.
+        let blamed = match t.attribution {
+            Some(Attribution::Clean | Attribution::FixedBaseline) | None => !v.passed,
+            Some(
+                Attribution::Regressed | Attribution::BaselineBroken | Attribution::BrokeOnFold,
+            ) => false,
+        };
+        if blamed {
+            // Back to the head before the fold (no `git clean`: the project's untracked files
+            // are the user's).
+            self.ctx
+                .git
+                .run(&["reset", "--hard", "--quiet", &onto])
+                .await?;
+            self.ctx.git.forget();
+            let critique = format!(
+                "Your change passed the check on its own, but once folded onto the sprint's \
+                 branch ({}), after the tasks folded before it, the check failed. Your work \
+                 tree now starts at the branch's tip, with their changes in it; do the task \
+                 again on it so that the check passes. The check's output there:\n\n```text\n{}\n```",
+                self.ctx.file().sprint.branch,
+                crate::prompt::cut(&v.report, crate::prompt::PROMPT_OUTPUT_LIMIT).trim_end()
+            );
+            return self
+                .send_home(
+                    &onto,
+                    "the check failed on the sprint branch with it folded on".to_string(),
+                    critique,
+                    Some(Attribution::BrokeOnFold),
+                )
+                .await;
+        }
+        self.folded(folded.0).await
+    }
+
     /// Task `i` is folded as `commit`: its learnings appended, its entry saved, its worktree
     /// removed (its branch stays).
-    pub(super) async fn folded(
-        &self,
-        state: &mut SprintState,
-        i: usize,
-        task: &Task,
-        commit: String,
-    ) -> Result<(), SprintError> {
-        let Some(t) = state.tasks.get(i).cloned() else {
+    pub(super) async fn folded(&mut self, commit: String) -> Result<(), SprintError> {
+        let task = self.task;
+        let Some(t) = self.state.tasks.get(self.i).cloned() else {
             return Ok(());
         };
         let signals = validate_signals_file(
             &self
+                .ctx
                 .layout
                 .spawn_dir(&t.id, t.round, Role::Generator)
                 .join(SIGNALS_FILE),
@@ -284,14 +292,14 @@ impl Flow<'_, '_> {
         )
         .map(corral_contract::ValidatedSignals::into_signals)
         .unwrap_or_default();
-        self.append_learnings(task, t.round, &signals)?;
-        if let Some(t) = state.tasks.get_mut(i) {
+        self.ctx.append_learnings(task, t.round, &signals)?;
+        if let Some(t) = self.state.tasks.get_mut(self.i) {
             t.commit = Some(commit.clone());
             t.task_branch = None;
             t.fold_onto = None;
         }
-        self.save(state)?;
-        self.remove_worktree(&t.id).await;
+        self.save()?;
+        self.ctx.remove_worktree(&t.id).await;
         Ok(())
     }
 
@@ -304,24 +312,21 @@ impl Flow<'_, '_> {
     /// stop before it folds again and meets the same failure.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn send_home(
-        &self,
-        state: &mut SprintState,
-        i: usize,
-        task: &Task,
+        &mut self,
         onto: &str,
         why: String,
         critique: String,
         attribution: Option<Attribution>,
     ) -> Result<(), SprintError> {
-        let Some(t) = state.tasks.get(i).cloned() else {
+        let Some(t) = self.state.tasks.get(self.i).cloned() else {
             return Ok(());
         };
         let (Some(branch), Some(commit)) = (t.task_branch.clone(), t.commit.clone()) else {
             return Ok(());
         };
-        self.remove_worktree(&t.id).await;
+        self.ctx.remove_worktree(&t.id).await;
         if t.sent_home > 0 {
-            if let Some(t) = state.tasks.get_mut(i) {
+            if let Some(t) = self.state.tasks.get_mut(self.i) {
                 t.commit = None;
                 t.task_branch = None;
                 t.fold_onto = None;
@@ -332,19 +337,20 @@ impl Flow<'_, '_> {
             let reason = format!(
                 "{why} onto {}, after the round it was sent home for; its change stays on \
                  branch {branch}",
-                self.file().sprint.branch
+                self.ctx.file().sprint.branch
             );
-            return self.finish_blocked(state, i, task, reason).map(drop);
+            return self.finish_blocked(reason).map(drop);
         }
         let patch = self
+            .ctx
             .git
             .run_limited(
                 &["diff", "--binary", &format!("{commit}^"), &commit],
                 PATCH_LIMIT,
             )
             .await?;
-        let saved = self.layout.task_dir(&t.id).join(SENT_HOME_PATCH_FILE);
-        write_file(&self.layout, &saved, patch.as_bytes())?;
+        let saved = self.ctx.layout.task_dir(&t.id).join(SENT_HOME_PATCH_FILE);
+        write_file(&self.ctx.layout, &saved, patch.as_bytes())?;
         let critique = format!(
             "{critique}\n\nYour earlier change is saved as {} (commit {commit}, branch \
              {branch}.sent-home); `git apply` it if it helps.",
@@ -353,11 +359,18 @@ impl Flow<'_, '_> {
         // The change stays on a branch of its own beside the task's; the task's branch starts
         // again at the tip, and its worktree is made afresh there.
         let kept = format!("{branch}.sent-home");
-        self.git.run(&["branch", "--force", &kept, &commit]).await?;
-        self.git.run(&["branch", "--force", &branch, onto]).await?;
+        self.ctx
+            .git
+            .run(&["branch", "--force", &kept, &commit])
+            .await?;
+        self.ctx
+            .git
+            .run(&["branch", "--force", &branch, onto])
+            .await?;
         let round = t.round + 1;
         let session = read_session_id(
             &self
+                .ctx
                 .layout
                 .spawn_dir(&t.id, t.round, Role::Generator)
                 .join(SESSION_ID_FILE),
@@ -365,7 +378,7 @@ impl Flow<'_, '_> {
         .ok()
         .flatten()
         .map(|s| s.to_string());
-        if let Some(t) = state.tasks.get_mut(i) {
+        if let Some(t) = self.state.tasks.get_mut(self.i) {
             t.status = TaskStatus::Running;
             t.round = round;
             t.commit = None;
@@ -389,26 +402,12 @@ impl Flow<'_, '_> {
                 transient_retries: 0,
             });
         }
-        self.save(state)?;
-        self.emit(SprintEvent::SentHome {
+        self.save()?;
+        self.ctx.emit(SprintEvent::SentHome {
             task: t.id.clone(),
             round,
             why,
         });
         Ok(())
-    }
-
-    /// Removes a task's worktree (its branch stays); one that cannot be removed stays too,
-    /// and the next run of the task replaces it.
-    pub(super) async fn remove_worktree(&self, task: &TaskId) {
-        let path = self
-            .layout
-            .worktree_dir(task)
-            .to_string_lossy()
-            .into_owned();
-        let _ = self
-            .git
-            .run(&["worktree", "remove", "--force", &path])
-            .await;
     }
 }

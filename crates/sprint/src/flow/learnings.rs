@@ -8,14 +8,14 @@ use crate::file::Task;
 use crate::layout::LEARNINGS_FILE;
 use crate::prompt::{self, ShownLearning};
 
-use super::Flow;
+use super::Context;
 
 /// The largest `learnings.ndjson` read, in bytes.
 const LEARNINGS_LIMIT: u64 = 4 * 1024 * 1024;
 /// The most learnings a prompt shows (the latest).
 const LEARNINGS_SHOWN: usize = 50;
 
-impl<'r, 'a> Flow<'r, 'a> {
+impl<'r, 'a> Context<'r, 'a> {
     /// Every learning of the tasks done so far, in the order they were learnt.
     pub(super) fn learnings(&self) -> Vec<ShownLearning> {
         let Ok(Some(bytes)) = self

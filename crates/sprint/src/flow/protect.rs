@@ -18,12 +18,13 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
 
+use super::task::TaskCursor;
 use super::{
-    Flow, Next, REGRESSED_PATCH_FILE, SprintError, progress_mut, read_record_text, write_file,
+    Context, Next, REGRESSED_PATCH_FILE, SprintError, progress_mut, read_record_text, write_file,
 };
 use crate::event::SprintEvent;
 use crate::file::{SprintFile, Task};
-use crate::state::{Attribution, SprintState};
+use crate::state::Attribution;
 
 /// The fingerprints taken before a generator round, in the round's directory.
 pub const PROTECTED_FILE: &str = "protected.json";
@@ -221,7 +222,7 @@ fn changed(before: &Fingerprints, after: &Fingerprints) -> Vec<String> {
     paths
 }
 
-impl Flow<'_, '_> {
+impl Context<'_, '_> {
     /// The protected files of the work tree as they are now, each fingerprinted.
     async fn protected_now(&self) -> Result<Fingerprints, SprintError> {
         let globs = protected_globs(self.file(), &self.work_tree, self.run.project_root);
@@ -265,29 +266,28 @@ impl Flow<'_, '_> {
         })?;
         write_file(&self.layout, &path, &json)
     }
+}
 
+impl TaskCursor<'_, '_, '_> {
     /// After the generator's round, before any check: a round that changed a protected path
     /// the task may not edit is regressed and the tree reset (`Some`: where the task goes);
     /// `None` when it changed none (or no fingerprints were taken).
-    pub(super) async fn guard_protected(
-        &self,
-        state: &mut SprintState,
-        i: usize,
-        task: &Task,
-    ) -> Result<Option<Next>, SprintError> {
-        let Some((round, base)) = state
+    pub(super) async fn guard_protected(&mut self) -> Result<Option<Next>, SprintError> {
+        let task = self.task;
+        let Some((round, base)) = self
+            .state
             .tasks
-            .get(i)
+            .get(self.i)
             .and_then(|t| t.progress.as_ref().map(|p| (t.round, p.base.clone())))
         else {
             return Ok(None);
         };
-        let round_dir = self.layout.round_dir(&task.id, round);
-        let text = read_record_text(&self.layout, &round_dir.join(PROTECTED_FILE));
+        let round_dir = self.ctx.layout.round_dir(&task.id, round);
+        let text = read_record_text(&self.ctx.layout, &round_dir.join(PROTECTED_FILE));
         let Ok(before) = serde_json::from_str::<Fingerprints>(&text) else {
             return Ok(None);
         };
-        let after = self.protected_now().await?;
+        let after = self.ctx.protected_now().await?;
         let touched: Vec<String> = changed(&before, &after)
             .into_iter()
             .filter(|p| !task.may_edit.iter().any(|g| glob_matches(g, p)))
@@ -300,11 +300,11 @@ impl Flow<'_, '_> {
              (a task may change one only when its may_edit lists it)",
             touched.join(", ")
         );
-        self.warn(state, i, task, &message)?;
-        let patch = self.git.patch_against(&base).await?;
+        self.warn(&message)?;
+        let patch = self.ctx.git.patch_against(&base).await?;
         let saved = round_dir.join(REGRESSED_PATCH_FILE);
-        write_file(&self.layout, &saved, patch.as_bytes())?;
-        let attempts = match state.tasks.get_mut(i) {
+        write_file(&self.ctx.layout, &saved, patch.as_bytes())?;
+        let attempts = match self.state.tasks.get_mut(self.i) {
             Some(t) => {
                 t.attempt += 1;
                 t.attribution = Some(Attribution::Regressed);
@@ -315,13 +315,13 @@ impl Flow<'_, '_> {
             }
             None => 0,
         };
-        if attempts > self.file().sprint.max_attempts {
+        if attempts > self.ctx.file().sprint.max_attempts {
             let reason = format!(
                 "round {round} changed protected path(s) ({}), and its attempts ({}) are used up",
                 touched.join(", "),
-                self.file().sprint.max_attempts
+                self.ctx.file().sprint.max_attempts
             );
-            return self.block(state, i, task, reason).await.map(Some);
+            return self.block(reason).await.map(Some);
         }
         let critique = format!(
             "Your change in round {round} changed {}, which the sprint protects: the check, its \
@@ -332,19 +332,19 @@ impl Flow<'_, '_> {
             saved.display()
         );
         // As after a regression: the reset is written down before it is done.
-        if let Some(p) = progress_mut(state, i) {
+        if let Some(p) = progress_mut(self.state, self.i) {
             p.reset_pending = true;
         }
-        let next = self.next_round(state, i, task, critique).await?;
-        self.emit(SprintEvent::Regressed {
+        let next = self.next_round(critique).await?;
+        self.ctx.emit(SprintEvent::Regressed {
             task: task.id.clone(),
             round,
             patch: saved.display().to_string(),
         });
-        if let Some(p) = progress_mut(state, i).filter(|p| p.reset_pending) {
+        if let Some(p) = progress_mut(self.state, self.i).filter(|p| p.reset_pending) {
             p.reset_pending = false;
-            self.git.reset_to(&base).await?;
-            self.save(state)?;
+            self.ctx.git.reset_to(&base).await?;
+            self.save()?;
         }
         Ok(Some(next))
     }

@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use super::{Flow, SprintError, write_file};
+use super::{Context, SprintError, write_file};
 
-impl Flow<'_, '_> {
+impl Context<'_, '_> {
     /// Beside a diff too long for the evaluator's prompt: every path it changes, for the
     /// prompt to list after its cut.
     pub(super) async fn save_changed_paths(

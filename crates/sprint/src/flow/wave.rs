@@ -24,13 +24,13 @@ use std::task::Poll;
 
 use super::coordinator::Coordinator;
 use super::fold::SENT_HOME_PATCH_FILE;
-use super::{Flow, SprintError, progress_mut};
+use super::{Context, SprintError, TaskCursor, progress_mut};
 use crate::error::ExecutorError;
 use crate::event::{SprintEnd, SprintEvent};
 use crate::executor::{TaskEnd, TaskExecutor, TaskHandback, TaskJob};
 use crate::names::TaskId;
 use crate::slots::Slots;
-use crate::state::{SprintState, Step, TaskStatus};
+use crate::state::{SprintState, Step, TaskState, TaskStatus};
 
 /// A task in flight: its executor's run.
 type Running<'f> = Pin<Box<dyn Future<Output = Result<TaskHandback, ExecutorError>> + Send + 'f>>;
@@ -80,7 +80,7 @@ fn sprint_error(kind: &'static str, task: TaskId, e: ExecutorError) -> SprintErr
     }
 }
 
-impl Flow<'_, '_> {
+impl Context<'_, '_> {
     /// Runs the sprint's tasks through the executor, at most `jobs` at once; `Some` when the
     /// sprint must stop (cancelled, rate limited), `None` when no task is left that can run.
     pub(super) async fn run_waves(
@@ -89,7 +89,7 @@ impl Flow<'_, '_> {
         run_id: &str,
     ) -> Result<Option<SprintEnd>, SprintError> {
         let host = Coordinator {
-            flow: self,
+            ctx: self,
             shared: Mutex::new(state.clone()),
             git_turn: Slots::new(1),
             round_slots: Slots::new(self.run.options.jobs.max(1)),
@@ -130,8 +130,11 @@ impl Flow<'_, '_> {
                 if !ready.is_empty() {
                     let head = self.git.head().await?;
                     for i in ready {
-                        self.restart_at_tip(&mut state, i, &head).await?;
-                        if let Some(job) = self.job(&mut state, i, &head, run_id) {
+                        let Some(mut task) = TaskCursor::new(self, &mut state, i) else {
+                            continue;
+                        };
+                        task.restart_at_tip(&head).await?;
+                        if let Some(job) = task.job(&head, run_id) {
                             started.push((i, job));
                         }
                     }
@@ -203,60 +206,6 @@ impl Flow<'_, '_> {
         Ok(())
     }
 
-    /// A task sent home whose round has not begun starts at the sprint branch's tip as it is
-    /// when the task starts, not as it was when it was sent home: held back behind another
-    /// task sent home with it, it would otherwise start before that task's fold and meet the
-    /// same conflict again. Only while no worktree holds its branch (the send-home removed
-    /// it); moving the branch and writing the base are each safe to redo after a stop.
-    async fn restart_at_tip(
-        &self,
-        state: &mut SprintState,
-        i: usize,
-        head: &str,
-    ) -> Result<(), SprintError> {
-        let Some(t) = state.tasks.get(i) else {
-            return Ok(());
-        };
-        let not_begun = t.status == TaskStatus::Running
-            && t.sent_home > 0
-            && t.progress.as_ref().is_some_and(|p| {
-                p.step == Step::PreVerify
-                    && p.pre_passed.is_none()
-                    && p.spawned.is_none()
-                    && p.base != head
-            });
-        if !not_begun || self.layout.worktree_dir(&t.id).join(".git").exists() {
-            return Ok(());
-        }
-        let branch = task_branch(self.file().sprint.name.as_str(), &t.id);
-        self.git.run(&["branch", "--force", &branch, head]).await?;
-        if let Some(p) = progress_mut(state, i) {
-            p.base = head.to_string();
-        }
-        self.save(state)
-    }
-
-    /// Task `i`'s job, its branch written into its entry: a fresh task starts at `head`, one
-    /// left running continues from its own base.
-    fn job(&self, state: &mut SprintState, i: usize, head: &str, run_id: &str) -> Option<TaskJob> {
-        let t = state.tasks.get_mut(i)?;
-        let branch = task_branch(self.file().sprint.name.as_str(), &t.id);
-        t.task_branch = Some(branch.clone());
-        let base = t
-            .progress
-            .as_ref()
-            .filter(|_| t.status == TaskStatus::Running)
-            .map_or_else(|| head.to_string(), |p| p.base.clone());
-        Some(TaskJob {
-            sprint: self.file().sprint.name.clone(),
-            task: t.id.clone(),
-            base,
-            branch,
-            run_id: run_id.to_string(),
-            resume: t.clone(),
-        })
-    }
-
     /// The tasks to start: at most `free`, not `busy`, pending or left running, whose
     /// dependencies are done and folded; those left running first (they were in flight).
     /// Tasks whose dependency failed are skipped on the way. A task whose paths may overlap
@@ -282,7 +231,11 @@ impl Flow<'_, '_> {
                     continue;
                 }
             };
-            if self.skip_if_dependency_failed(state, i)? {
+            let skipped = match TaskCursor::new(self, state, i) {
+                Some(mut task) => task.skip_if_dependency_failed()?,
+                None => continue,
+            };
+            if skipped {
                 continue;
             }
             let Some(task) = state.tasks.get(i).and_then(|t| self.file().task(&t.id)) else {
@@ -310,7 +263,11 @@ impl Flow<'_, '_> {
             if wave.len() >= free {
                 break;
             }
-            let mine = self.footprint(state, i);
+            let mine = state
+                .tasks
+                .get(i)
+                .map(|t| self.footprint(t))
+                .unwrap_or_default();
             let unfolded = (0..i).filter(|&j| {
                 state
                     .tasks
@@ -325,7 +282,8 @@ impl Flow<'_, '_> {
                     .copied()
                     .chain(unfolded)
                     .find_map(|j| {
-                        crate::overlap::overlap(&mine, &self.footprint(state, j)).map(|o| (j, o))
+                        let theirs = state.tasks.get(j).map(|t| self.footprint(t))?;
+                        crate::overlap::overlap(&mine, &theirs).map(|o| (j, o))
                     })
             };
             match blocker {
@@ -353,12 +311,9 @@ impl Flow<'_, '_> {
         Ok(wave)
     }
 
-    /// The paths task `i` may touch: its `touches`, and what its last attempt changed (the
+    /// The paths task `t` may touch: its `touches`, and what its last attempt changed (the
     /// latest round's diff, the change it was sent home with).
-    fn footprint(&self, state: &SprintState, i: usize) -> Vec<String> {
-        let Some(t) = state.tasks.get(i) else {
-            return Vec::new();
-        };
+    fn footprint(&self, t: &TaskState) -> Vec<String> {
         let mut paths = self
             .file()
             .task(&t.id)
@@ -389,5 +344,60 @@ impl Flow<'_, '_> {
             }
         }
         paths
+    }
+}
+
+impl TaskCursor<'_, '_, '_> {
+    /// A task sent home whose round has not begun starts at the sprint branch's tip as it is
+    /// when the task starts, not as it was when it was sent home: held back behind another
+    /// task sent home with it, it would otherwise start before that task's fold and meet the
+    /// same conflict again. Only while no worktree holds its branch (the send-home removed
+    /// it); moving the branch and writing the base are each safe to redo after a stop.
+    async fn restart_at_tip(&mut self, head: &str) -> Result<(), SprintError> {
+        let Some(t) = self.state.tasks.get(self.i) else {
+            return Ok(());
+        };
+        let not_begun = t.status == TaskStatus::Running
+            && t.sent_home > 0
+            && t.progress.as_ref().is_some_and(|p| {
+                p.step == Step::PreVerify
+                    && p.pre_passed.is_none()
+                    && p.spawned.is_none()
+                    && p.base != head
+            });
+        if !not_begun || self.ctx.layout.worktree_dir(&t.id).join(".git").exists() {
+            return Ok(());
+        }
+        let branch = task_branch(self.ctx.file().sprint.name.as_str(), &t.id);
+        self.ctx
+            .git
+            .run(&["branch", "--force", &branch, head])
+            .await?;
+        if let Some(p) = progress_mut(self.state, self.i) {
+            p.base = head.to_string();
+        }
+        self.save()
+    }
+
+    /// The task's job, its branch written into its entry: a fresh task starts at `head`, one
+    /// left running continues from its own base.
+    fn job(&mut self, head: &str, run_id: &str) -> Option<TaskJob> {
+        let branch = task_branch(self.ctx.file().sprint.name.as_str(), &self.task.id);
+        let sprint = self.ctx.file().sprint.name.clone();
+        let t = self.state.tasks.get_mut(self.i)?;
+        t.task_branch = Some(branch.clone());
+        let base = t
+            .progress
+            .as_ref()
+            .filter(|_| t.status == TaskStatus::Running)
+            .map_or_else(|| head.to_string(), |p| p.base.clone());
+        Some(TaskJob {
+            sprint,
+            task: t.id.clone(),
+            base,
+            branch,
+            run_id: run_id.to_string(),
+            resume: t.clone(),
+        })
     }
 }

@@ -1,5 +1,6 @@
-//! The check and the gates: before a task (its baseline), after each round (with the
-//! round's diff and its attribution), and on the sprint's branch after a fold.
+//! The check step: the check and the gates before a task (its baseline) and after each round
+//! (with the round's diff and its attribution); [`Context::verify`] also runs them on the
+//! sprint's branch after a fold.
 
 use std::time::Duration;
 
@@ -7,16 +8,17 @@ use corral_ports::{CommandEnd, CommandSpec};
 
 use crate::error::SprintError;
 use crate::event::{SprintEnd, SprintEvent};
-use crate::file::{Gate, Task};
+use crate::file::Gate;
 use crate::prompt::{self};
-use crate::state::{Attribution, SprintState, Step};
+use crate::state::{Attribution, Step};
 
+use super::task::TaskCursor;
 use super::{
-    CHECK_FILE, Flow, Next, PRE_VERIFY_FILE, REGRESSED_PATCH_FILE, Verification, describe_end,
+    CHECK_FILE, Context, Next, PRE_VERIFY_FILE, REGRESSED_PATCH_FILE, Verification, describe_end,
     progress_mut, write_file,
 };
 
-impl<'r, 'a> Flow<'r, 'a> {
+impl Context<'_, '_> {
     /// Runs the check and `gates`; `None` when cancelled.
     pub(super) async fn verify(
         &self,
@@ -73,22 +75,20 @@ impl<'r, 'a> Flow<'r, 'a> {
             report,
         }))
     }
+}
 
-    pub(super) async fn pre_verify(
-        &self,
-        state: &mut SprintState,
-        i: usize,
-        task: &Task,
-    ) -> Result<Next, SprintError> {
+impl TaskCursor<'_, '_, '_> {
+    pub(super) async fn pre_verify(&mut self) -> Result<Next, SprintError> {
+        let task = self.task;
         // Every gate, since the round's diff (which picks the gates after it) is not known
         // yet: the attribution compares each gate with itself.
-        let gates: Vec<&Gate> = self.file().gates.iter().collect();
+        let gates: Vec<&Gate> = self.ctx.file().gates.iter().collect();
         // On the tree the task before just committed, after its passing check and nothing
         // else that could write a file (`git::Known`), the check's answer is known: it is
         // not run a second time on the same files. Not with gates: the round's check ran only
         // the gates its diff picked, and the pre-verify runs every one.
         let known = if gates.is_empty() {
-            self.git.take_checked()
+            self.ctx.git.take_checked()
         } else {
             None
         };
@@ -102,23 +102,23 @@ impl<'r, 'a> Flow<'r, 'a> {
                     "(the check after the task before, on the same tree: this task's base)\n{report}"
                 ),
             },
-            None => match self.verify(&gates).await? {
+            None => match self.ctx.verify(&gates).await? {
                 Some(v) => v,
                 None => return Ok(Next::Pause(SprintEnd::Cancelled)),
             },
         };
         write_file(
-            &self.layout,
-            &self.layout.task_dir(&task.id).join(PRE_VERIFY_FILE),
+            &self.ctx.layout,
+            &self.ctx.layout.task_dir(&task.id).join(PRE_VERIFY_FILE),
             v.report.as_bytes(),
         )?;
-        if let Some(p) = progress_mut(state, i) {
+        if let Some(p) = progress_mut(self.state, self.i) {
             p.pre_passed = Some(v.check_passed);
             p.pre_failed_gates.clone_from(&v.failed_gates);
             p.step = Step::Generate;
         }
-        self.save(state)?;
-        self.emit(SprintEvent::Verified {
+        self.save()?;
+        self.ctx.emit(SprintEvent::Verified {
             task: task.id.clone(),
             round: 0,
             step: Step::PreVerify,
@@ -129,57 +129,55 @@ impl<'r, 'a> Flow<'r, 'a> {
         Ok(Next::Continue)
     }
 
-    pub(super) async fn post_verify(
-        &self,
-        state: &mut SprintState,
-        i: usize,
-        task: &Task,
-    ) -> Result<Next, SprintError> {
-        let Some(t) = state.tasks.get(i).cloned() else {
+    pub(super) async fn post_verify(&mut self) -> Result<Next, SprintError> {
+        let task = self.task;
+        let Some(t) = self.state.tasks.get(self.i).cloned() else {
             return Ok(Next::Finished);
         };
         let Some(progress) = t.progress.clone() else {
             return Ok(Next::Finished);
         };
         // Before any check: the check must run the version the round did not write.
-        if let Some(next) = self.guard_protected(state, i, task).await? {
+        if let Some(next) = self.guard_protected().await? {
             return Ok(next);
         }
-        let round_dir = self.layout.round_dir(&task.id, t.round);
+        let round_dir = self.ctx.layout.round_dir(&task.id, t.round);
         // The paths only choose the gates. Without gates the change is staged after the
         // check, so that nothing runs between staging and the commit or the reset (see
         // `git::Known`): the commit needs no second `git add`, the reset no `git clean`.
-        let before_check = if self.file().gates.is_empty() {
+        let before_check = if self.ctx.file().gates.is_empty() {
             None
         } else {
-            Some(self.git.diff_against(&progress.base).await?)
+            Some(self.ctx.git.diff_against(&progress.base).await?)
         };
         let paths = before_check.as_ref().map_or(&[][..], |(_, p)| p.as_slice());
         let gates: Vec<&Gate> = self
+            .ctx
             .file()
             .gates
             .iter()
             .filter(|g| paths.iter().any(|p| g.applies_to(p)))
             .collect();
-        let Some(v) = self.verify(&gates).await? else {
+        let Some(v) = self.ctx.verify(&gates).await? else {
             return Ok(Next::Pause(SprintEnd::Cancelled));
         };
-        if self.file().gates.is_empty() && v.passed {
-            self.git.checked(v.report.clone());
+        if self.ctx.file().gates.is_empty() && v.passed {
+            self.ctx.git.checked(v.report.clone());
         }
         let patch = match before_check {
             Some((patch, _)) => patch,
-            None => self.git.patch_against(&progress.base).await?,
+            None => self.ctx.git.patch_against(&progress.base).await?,
         };
         write_file(
-            &self.layout,
+            &self.ctx.layout,
             &round_dir.join(crate::flow::DIFF_FILE),
             patch.as_bytes(),
         )?;
-        self.save_changed_paths(&round_dir, &progress.base, &patch)
+        self.ctx
+            .save_changed_paths(&round_dir, &progress.base, &patch)
             .await?;
         write_file(
-            &self.layout,
+            &self.ctx.layout,
             &round_dir.join(CHECK_FILE),
             v.report.as_bytes(),
         )?;
@@ -189,10 +187,10 @@ impl<'r, 'a> Flow<'r, 'a> {
                 .iter()
                 .any(|g| progress.pre_failed_gates.contains(g));
         let attribution = Attribution::of(pre, v.passed);
-        if let Some(t) = state.tasks.get_mut(i) {
+        if let Some(t) = self.state.tasks.get_mut(self.i) {
             t.attribution = Some(attribution);
         }
-        self.emit(SprintEvent::Verified {
+        self.ctx.emit(SprintEvent::Verified {
             task: task.id.clone(),
             round: t.round,
             step: Step::PostVerify,
@@ -205,8 +203,8 @@ impl<'r, 'a> Flow<'r, 'a> {
             // here, it failed, and is treated as the failure it is.
             Attribution::Regressed | Attribution::BrokeOnFold => {
                 let saved = round_dir.join(REGRESSED_PATCH_FILE);
-                write_file(&self.layout, &saved, patch.as_bytes())?;
-                let attempts = if let Some(t) = state.tasks.get_mut(i) {
+                write_file(&self.ctx.layout, &saved, patch.as_bytes())?;
+                let attempts = if let Some(t) = self.state.tasks.get_mut(self.i) {
                     t.attempt += 1;
                     if let Some(p) = t.progress.as_mut() {
                         p.regressions += 1;
@@ -215,19 +213,14 @@ impl<'r, 'a> Flow<'r, 'a> {
                 } else {
                     0
                 };
-                if attempts > self.file().sprint.max_attempts {
+                if attempts > self.ctx.file().sprint.max_attempts {
                     // Blocking saves the change and resets the tree itself.
                     return self
-                        .block(
-                            state,
-                            i,
-                            task,
-                            format!(
-                                "round {} broke the check, and its attempts ({}) are used up",
-                                t.round,
-                                self.file().sprint.max_attempts
-                            ),
-                        )
+                        .block(format!(
+                            "round {} broke the check, and its attempts ({}) are used up",
+                            t.round,
+                            self.ctx.file().sprint.max_attempts
+                        ))
                         .await;
                 }
                 let critique = format!(
@@ -241,31 +234,31 @@ impl<'r, 'a> Flow<'r, 'a> {
                 // The next round and the reset it needs are written down before the reset is
                 // done: a kill in between resets on the next run, instead of judging the
                 // broken tree again or counting the round twice.
-                if let Some(p) = progress_mut(state, i) {
+                if let Some(p) = progress_mut(self.state, self.i) {
                     p.reset_pending = true;
                 }
-                let next = self.next_round(state, i, task, critique).await?;
-                self.emit(SprintEvent::Regressed {
+                let next = self.next_round(critique).await?;
+                self.ctx.emit(SprintEvent::Regressed {
                     task: task.id.clone(),
                     round: t.round,
                     patch: saved.display().to_string(),
                 });
-                if let Some(p) = progress_mut(state, i).filter(|p| p.reset_pending) {
+                if let Some(p) = progress_mut(self.state, self.i).filter(|p| p.reset_pending) {
                     p.reset_pending = false;
-                    self.git.reset_to(&progress.base).await?;
-                    self.save(state)?;
+                    self.ctx.git.reset_to(&progress.base).await?;
+                    self.save()?;
                 }
                 Ok(next)
             }
             Attribution::Clean | Attribution::FixedBaseline | Attribution::BaselineBroken => {
-                if let Some(p) = progress_mut(state, i) {
-                    p.step = if self.run.evaluator.is_some() {
+                if let Some(p) = progress_mut(self.state, self.i) {
+                    p.step = if self.ctx.run.evaluator.is_some() {
                         Step::Evaluate
                     } else {
                         Step::Commit
                     };
                 }
-                self.save(state)?;
+                self.save()?;
                 Ok(Next::Continue)
             }
         }

@@ -1,0 +1,267 @@
+//! The generate step: the generator's spawn (its prompt, its session, its directory made
+//! anew), the report it left or the one an earlier run of the same round left, and one spawn's
+//! bookkeeping (`role-meta.json`, usage, stray writes) for either role.
+
+use std::path::Path;
+
+use corral_contract::{Contract, Signal, read_session_id};
+use corral_ports::SessionId;
+
+use crate::agent::{RoleAgent, SpawnReport, SpawnRequest, SpawnVerdict};
+use crate::error::SprintError;
+use crate::event::SprintEvent;
+use crate::layout::{ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE};
+use crate::prompt::{self};
+use crate::state::{RoleUsage, Step};
+
+use super::task::TaskCursor;
+use super::{Context, Next, crash_resumable, earlier_report, pause_for, progress_mut, write_file};
+
+impl TaskCursor<'_, '_, '_> {
+    pub(super) async fn generate(&mut self, run_id: &str) -> Result<Next, SprintError> {
+        let task = self.task;
+        let Some(t) = self.state.tasks.get(self.i).cloned() else {
+            return Ok(Next::Finished);
+        };
+        let Some(progress) = t.progress.clone() else {
+            return Ok(Next::Finished);
+        };
+        self.ctx.fingerprint_protected(task, t.round).await?;
+        let agent = self.ctx.run.generator;
+        let dir = self
+            .ctx
+            .layout
+            .spawn_dir(&task.id, t.round, Role::Generator);
+        let contract = Contract::generator();
+        let signals = if let Some(valid) =
+            earlier_report(&progress, t.round, Role::Generator, &dir, &contract)
+        {
+            // The round ran to a valid report before the sprint stopped: not run again.
+            self.ctx.emit(SprintEvent::SpawnFinished {
+                task: task.id.clone(),
+                round: t.round,
+                role: Role::Generator,
+                outcome: None,
+                valid: true,
+                usage: corral_ports::Usage::default(),
+            });
+            let session = read_session_id(&dir.join(SESSION_ID_FILE)).ok().flatten();
+            if let Some(p) = progress_mut(self.state, self.i) {
+                p.generator_session = session
+                    .map(|s| s.to_string())
+                    .or(p.generator_session.take());
+            }
+            Some(valid.into_signals())
+        } else {
+            let learnings = self.ctx.learnings_for(task);
+            let brief = prompt::generator_brief(
+                self.ctx.file(),
+                task,
+                t.round,
+                &learnings,
+                progress.critique.as_deref(),
+            );
+            let crashed = crash_resumable(&dir, agent, &self.ctx.work_tree);
+            let previous = progress
+                .generator_session
+                .as_deref()
+                .and_then(|s| SessionId::new(s).ok())
+                .filter(|_| agent.resumes());
+            let (prompt_text, cold, resume) = match (crashed, previous) {
+                (Some(session), _) => (
+                    prompt::generator_crash_resume(task, t.round),
+                    Some(brief),
+                    Some(session),
+                ),
+                (None, Some(session)) if t.round > 1 => (
+                    prompt::generator_next_round(task, t.round, progress.critique.as_deref()),
+                    Some(brief),
+                    Some(session),
+                ),
+                (None, _) => (brief, None, None),
+            };
+            let report = self
+                .spawn(
+                    Role::Generator,
+                    agent,
+                    SpawnRequest {
+                        role: Role::Generator,
+                        dir: dir.clone(),
+                        work_tree: self.ctx.work_tree.clone(),
+                        prompt: prompt_text,
+                        cold_prompt: cold,
+                        resume,
+                        contract,
+                        read_only: false,
+                        run_id: run_id.to_string(),
+                    },
+                )
+                .await?;
+            if let Some(end) = pause_for(&report, &self.ctx.run.cancel) {
+                return Ok(Next::Pause(end));
+            }
+            if let (Some(p), Some(session)) = (progress_mut(self.state, self.i), &report.session_id)
+            {
+                p.generator_session = Some(session.to_string());
+            }
+            if let Some(next) = self.failed_spawn(Role::Generator, &report, None).await? {
+                return Ok(next);
+            }
+            match report.verdict {
+                SpawnVerdict::Valid { signals } => Some(signals),
+                SpawnVerdict::Invalid { reason } => {
+                    let critique =
+                        format!("Round {} ended without a valid report: {reason}", t.round);
+                    self.save()?;
+                    return self.next_round(critique).await;
+                }
+                SpawnVerdict::NotChecked => {
+                    let why = report.error.as_ref().map_or_else(
+                        || report.outcome.as_str().to_string(),
+                        |e| e.message.clone(),
+                    );
+                    let critique = format!("Round {} ended before a report: {why}", t.round);
+                    self.save()?;
+                    return self.next_round(critique).await;
+                }
+            }
+        };
+        if let Some(next) = self.police(Role::Generator).await? {
+            return Ok(next);
+        }
+        let blocked = signals.iter().flatten().find_map(|s| {
+            if let Signal::TaskBlocked(b) = s {
+                Some(b.reason.clone())
+            } else {
+                None
+            }
+        });
+        if let Some(reason) = blocked {
+            return self
+                .block(format!("the generator reported it blocked: {reason}"))
+                .await;
+        }
+        if let Some(p) = progress_mut(self.state, self.i) {
+            p.step = Step::PostVerify;
+        }
+        self.save()?;
+        Ok(Next::Continue)
+    }
+
+    /// Writes `role-meta.json`, runs one spawn, and counts its usage.
+    pub(super) async fn spawn(
+        &mut self,
+        role: Role,
+        agent: &dyn RoleAgent,
+        request: SpawnRequest,
+    ) -> Result<SpawnReport, SprintError> {
+        let Some(t) = self.state.tasks.get(self.i) else {
+            return Err(SprintError::Io {
+                path: request.dir,
+                source: std::io::Error::other("no such task"),
+            });
+        };
+        let (id, round, attempt) = (t.id.clone(), t.round, t.attempt);
+        self.ctx.fresh_spawn_dir(&request.dir)?;
+        // Recorded before the spawn: from now on, what is in its directory is its own.
+        if let Some(p) = progress_mut(self.state, self.i) {
+            p.spawned = Some(crate::state::SpawnMark { round, role });
+        }
+        self.save()?;
+        let meta = RoleMeta {
+            role,
+            provider: agent.provider(),
+            model: agent.model().map(str::to_string),
+            effort: agent.effort(),
+            attempt,
+            round,
+            started_at: self.ctx.now(),
+        };
+        let meta_path = request.dir.join(ROLE_META_FILE);
+        let json = serde_json::to_vec_pretty(&meta).map_err(|e| SprintError::Io {
+            path: meta_path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        write_file(&self.ctx.layout, &meta_path, &json)?;
+        self.ctx.emit(SprintEvent::SpawnStarted {
+            task: id.clone(),
+            round,
+            role,
+            provider: agent.provider(),
+            model: agent.model().map(str::to_string),
+            resumes: request.resume.is_some(),
+        });
+        let observer = self.ctx.run.events.observer(&id, round, role);
+        self.ctx.git.forget();
+        let report = agent
+            .spawn(request, self.ctx.run.cancel.clone(), observer)
+            .await;
+        if let Some(t) = self.state.tasks.get_mut(self.i) {
+            let mut usage = RoleUsage::default();
+            match role {
+                Role::Generator => usage.generator = report.usage,
+                Role::Evaluator => usage.evaluator = report.usage,
+            }
+            t.usage.add(&usage);
+            t.usage_by_provider
+                .entry(agent.provider())
+                .or_default()
+                .add(&report.usage);
+            // Not undone, and not blocking: Corral cannot take back a write outside the tree
+            // (the sandbox, when there is one, refuses it); it is named for the user to look at.
+            if !report.stray_writes.is_empty() {
+                let message = format!(
+                    "round {round}: the {role} wrote outside the paths it may write: {}",
+                    report.stray_writes.join("; ")
+                );
+                t.warnings.push(message.clone());
+                self.ctx.emit(SprintEvent::Warning {
+                    task: id.clone(),
+                    message,
+                });
+            }
+        }
+        self.save()?;
+        self.ctx.emit(SprintEvent::SpawnFinished {
+            task: id,
+            round,
+            role,
+            outcome: Some(report.outcome),
+            valid: matches!(report.verdict, SpawnVerdict::Valid { .. }),
+            usage: report.usage,
+        });
+        Ok(report)
+    }
+}
+
+impl Context<'_, '_> {
+    /// Makes a spawn's directory anew, just before the spawn: what an earlier spawn of the same
+    /// round and role left there (a crash, a report that did not validate) is moved aside to
+    /// `<role>.earlier-<n>` (kept for the record; its session was read before), so nothing in
+    /// the spawn's directory predates it. Through the record's handle: a link is moved, never
+    /// followed.
+    pub(super) fn fresh_spawn_dir(&self, dir: &Path) -> Result<(), SprintError> {
+        let Some(rel) = self.layout.below_root(dir) else {
+            return Err(SprintError::Io {
+                path: dir.to_path_buf(),
+                source: std::io::Error::other("not in the sprint's record"),
+            });
+        };
+        let record = self.layout.record()?;
+        if record.kind(rel)?.is_some() {
+            let name = rel.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = name.unwrap_or_default();
+            let mut n = 1;
+            let aside = loop {
+                let aside = rel.with_file_name(format!("{name}.earlier-{n}"));
+                if record.kind(&aside)?.is_none() {
+                    break aside;
+                }
+                n += 1;
+            };
+            record.rename(rel, &aside)?;
+        }
+        record.fresh_dir(rel)?;
+        Ok(())
+    }
+}
