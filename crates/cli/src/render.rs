@@ -57,6 +57,8 @@ struct State {
     usage: Usage,
     /// While backing off: when the next attempt starts and why, for the countdown.
     waiting: Option<(Instant, String)>,
+    /// The account hold last said in a line ("waiting for claude until T"), said once.
+    account_held: Option<String>,
 }
 
 /// How wide the status line's activity is when the terminal's width is not known.
@@ -654,6 +656,31 @@ impl RunObserver for Renderer {
         }
         self.redraw();
     }
+
+    /// The account is limited until `until` while the attempt goes on (the CLI waits for it, or
+    /// reported a rejected limit): the status line counts down to it, naming the account. Waits
+    /// of a few seconds (the CLI's own retries of a burst) are said by their retry line alone.
+    fn cli_retry_wait(&self, _attempt: u32, provider: ProviderId, status: u16, until: SystemTime) {
+        let wait = until.duration_since(SystemTime::now()).unwrap_or_default();
+        if wait < Duration::from_secs(10) {
+            return;
+        }
+        let clock = display::system_time(until);
+        let said = format!("waiting for {provider} until {clock}");
+        let repeated = match self.state.lock() {
+            Ok(mut state) => {
+                state.waiting = Some((Instant::now() + wait, said.clone()));
+                state.account_held.replace(said.clone()).as_ref() == Some(&said)
+            }
+            Err(_) => false,
+        };
+        if !repeated {
+            self.line(&format!(
+                "{said} (HTTP {status}: the account is held until its limit resets)"
+            ));
+        }
+        self.redraw();
+    }
 }
 
 #[cfg(test)]
@@ -725,6 +752,7 @@ mod tests {
                 ..Usage::default()
             },
             waiting: None,
+            account_held: None,
         };
         for columns in [80, 100, 120] {
             let text = status_text(

@@ -205,6 +205,17 @@ impl RunObserver for RendererObserver {
         self.renderer.account_wait(attempt, provider, until);
     }
 
+    fn cli_retry_wait(
+        &self,
+        attempt: u32,
+        provider: ProviderId,
+        status: u16,
+        until: std::time::SystemTime,
+    ) {
+        self.renderer
+            .cli_retry_wait(attempt, provider, status, until);
+    }
+
     fn cold_fallback(&self, _attempt: u32, stale: &SessionId) {
         self.renderer.line(&format!(
             "session {stale} not found: running the task cold, in a new session \

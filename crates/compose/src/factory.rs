@@ -47,6 +47,7 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
             max_retries: retry.rate_limit_retries,
             initial: Duration::from_millis(retry.backoff_initial_ms),
             max: Duration::from_millis(retry.backoff_max_ms),
+            auto_resume: retry.auto_resume,
             ..RetryPolicy::default()
         },
         env_inherit: settings.env.inherit,

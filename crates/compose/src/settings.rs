@@ -290,6 +290,10 @@ pub struct RetrySettings {
     /// Times the agent is asked to fix an invalid `signals.json` on its resumed session.
     #[garde(range(min = 1, max = 5))]
     pub corrective_retries: u32,
+    /// Whether a long rate limit (a wait of 5 minutes or more: an account's usage window) is
+    /// waited out and the session resumed at the reset (default). Off, the run stops as soon as
+    /// it learns of one and prints the command that resumes it; a sprint pauses (exit 4).
+    pub auto_resume: bool,
 }
 
 fn not_below_initial(initial: &u64) -> impl FnOnce(&u64, &()) -> garde::Result + '_ {
@@ -310,6 +314,7 @@ impl Default for RetrySettings {
             backoff_initial_ms: 60_000,
             backoff_max_ms: 900_000,
             corrective_retries: 2,
+            auto_resume: true,
         }
     }
 }

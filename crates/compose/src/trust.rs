@@ -92,6 +92,7 @@ pub const KEYS: &[(&str, Who)] = &[
     ("retry.backoff_initial_ms", Who::Anyone),
     ("retry.backoff_max_ms", Who::Anyone),
     ("retry.corrective_retries", Who::Anyone),
+    ("retry.auto_resume", Who::Anyone),
     (
         "env.inherit",
         user_only(

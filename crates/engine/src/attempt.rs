@@ -114,7 +114,18 @@ struct StreamState<'a> {
     /// The CLI announced that it waits, silent, until then before retrying a request: the idle
     /// watchdog does not count that wait as a hang.
     quiet_until: Option<Instant>,
+    /// The CLI reported a rejected rate limit with a reset: unless it says by then that it waits
+    /// for the reset itself (its own retry notice) or ends, the spawn is ended at this instant
+    /// and the run waits for the reset and resumes the session (see [`LIMIT_GRACE`]).
+    limit_deadline: Option<Instant>,
 }
+
+/// How long a CLI that reported a rejected rate limit may stay alive without saying what it does
+/// about it. Claude Code either ends the attempt at once (an error result follows the event) or,
+/// with `CLAUDE_CODE_RETRY_WATCHDOG`, announces its own wait (`api_retry`) right after it; one
+/// that does neither waits for the reset in silence (what Sculptor's parser notes), and is ended
+/// so that the run, not an idle process, holds the account and resumes the session at the reset.
+pub(crate) const LIMIT_GRACE: Duration = Duration::from_secs(15);
 
 impl StreamState<'_> {
     fn on_stdout_frame(&mut self, frame: Frame<'_>) {
@@ -160,7 +171,10 @@ impl StreamState<'_> {
             AgentEvent::SessionStarted { session_id, .. } => self.on_session(session_id),
             AgentEvent::Text { text } => self.result.final_text = Some(text),
             AgentEvent::Usage { usage } => self.usage_from_events.add(&usage),
-            AgentEvent::RateLimit { info } => self.result.rate_limits.push(info),
+            AgentEvent::RateLimit { info } => {
+                self.on_rate_limit(&info);
+                self.result.rate_limits.push(info);
+            }
             AgentEvent::RetryNotice {
                 status, delay_ms, ..
             } => self.on_cli_retry(status, delay_ms),
@@ -204,33 +218,85 @@ impl StreamState<'_> {
         let delay = Duration::from_millis(delay_ms);
         self.result.cli_retry_after_ms = Some(delay_ms);
         self.quiet_until = Some(Instant::now() + delay);
+        // The CLI waits for the limit itself (Claude Code with `CLAUDE_CODE_RETRY_WATCHDOG`):
+        // a rejected rate-limit event before it is that wait, not a silent stop.
+        self.limit_deadline = None;
         let until = SystemTime::now() + delay;
-        let attempt = self.ctx.attempt;
-        if let Some(account) = self.ctx.account {
-            let until_epoch_ms = gate::epoch_ms(until);
-            let basis = format!("the CLI's own retry after HTTP {status}");
-            let hold = Hold {
-                until_epoch_ms,
-                basis: basis.clone(),
-                set_by: self.ctx.run_token.to_string(),
-            };
-            match account.record_hold(&hold) {
-                Ok(()) => self.ctx.log.record(
-                    attempt,
-                    &Record::RateLimitHold {
-                        until_epoch_ms,
-                        basis: &basis,
-                    },
-                ),
-                // The other runs meet their own 429s; this one goes on.
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not record the rate-limit hold for the account");
-                }
-            }
+        let basis = format!("the CLI's own retry after HTTP {status}");
+        self.hold_account(until, &basis);
+        self.stop_if_long(delay, &basis);
+        self.ctx
+            .observer
+            .cli_retry_wait(self.ctx.attempt, self.ctx.provider, status, until);
+    }
+
+    /// A rejected rate limit with a reset, as the CLI reports it: the account is held until the
+    /// reset at once (not when the attempt ends), the idle watchdog lets the wait pass, the
+    /// observer is told until when, and unless the CLI says it waits for the reset itself within
+    /// [`LIMIT_GRACE`], the spawn is ended then (the run waits and resumes the session).
+    fn on_rate_limit(&mut self, info: &RateLimitInfo) {
+        if !info.rejected {
+            return;
+        }
+        let now = SystemTime::now();
+        let until = match (info.resets_at_epoch_s, info.retry_after_ms) {
+            (Some(reset), _) => std::time::UNIX_EPOCH + Duration::from_secs(reset),
+            (None, Some(ms)) => now + Duration::from_millis(ms),
+            (None, None) => return,
+        };
+        let Ok(wait) = until.duration_since(now) else {
+            return;
+        };
+        self.quiet_until = Some(Instant::now() + wait);
+        let basis = "the CLI's rate-limit event";
+        self.hold_account(until, basis);
+        if !self.stop_if_long(wait, basis) {
+            self.limit_deadline = Some(Instant::now() + LIMIT_GRACE);
         }
         self.ctx
             .observer
-            .cli_retry_wait(attempt, self.ctx.provider, status, until);
+            .cli_retry_wait(self.ctx.attempt, self.ctx.provider, 429, until);
+    }
+
+    /// A long limit with auto-resume off ends the spawn now: the run stops, naming the session
+    /// to resume. True when it does.
+    fn stop_if_long(&mut self, wait: Duration, basis: &str) -> bool {
+        if !self.ctx.config.retry.stops_at(wait) {
+            return false;
+        }
+        tracing::info!(
+            wait_s = wait.as_secs(),
+            basis,
+            "a long rate limit and retry.auto_resume is off: the spawn is ended"
+        );
+        self.limit_deadline = Some(Instant::now());
+        true
+    }
+
+    /// Tells the gate that the account is limited until `until`. A gate that cannot be written
+    /// costs the other runs their own 429s; this run goes on.
+    fn hold_account(&mut self, until: SystemTime, basis: &str) {
+        let Some(account) = self.ctx.account else {
+            return;
+        };
+        let until_epoch_ms = gate::epoch_ms(until);
+        let hold = Hold {
+            until_epoch_ms,
+            basis: basis.to_string(),
+            set_by: self.ctx.run_token.to_string(),
+        };
+        match account.record_hold(&hold) {
+            Ok(()) => self.ctx.log.record(
+                self.ctx.attempt,
+                &Record::RateLimitHold {
+                    until_epoch_ms,
+                    basis,
+                },
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not record the rate-limit hold for the account");
+            }
+        }
     }
 
     /// Persists a newly seen session id at once, while the child still runs.
@@ -491,6 +557,7 @@ impl<'a> Supervision<'a> {
                 terminal_usage: None,
                 terminal_seen_at: None,
                 quiet_until: None,
+                limit_deadline: None,
             },
             stdout,
             stderr,
@@ -548,6 +615,11 @@ impl<'a> Supervision<'a> {
                 .terminal_seen_at
                 .map(|t| t + config.post_terminal_grace);
             let idle_deadline = self.watch.idle_deadline;
+            // A CLI that ended or printed its result after a limit is not ended for it.
+            let limit = self
+                .stream
+                .limit_deadline
+                .filter(|_| !self.leader_done && self.stream.terminal_seen_at.is_none());
             let wall = self.watch.wall_deadline;
             let leftover = self.watch.leftover_deadline;
             tokio::select! {
@@ -563,6 +635,9 @@ impl<'a> Supervision<'a> {
                 }
                 () = sleep_opt(post_terminal), if !killing && post_terminal.is_some() && !self.leader_done => {
                     self.start_kill(KillReason::LingeredAfterResult, Some(config.post_terminal_grace));
+                }
+                () = sleep_opt(limit), if !killing && limit.is_some() => {
+                    self.start_kill(KillReason::RateLimited, Some(LIMIT_GRACE));
                 }
                 () = sleep_opt(leftover), if !killing && leftover.is_some() => {
                     self.start_kill(KillReason::LeftoversAfterExit, Some(config.leftover_grace));

@@ -18,6 +18,23 @@ pub struct RetryPolicy {
     pub jitter: f64,
     /// The longest sleep until a reported reset time; a later reset gives up instead.
     pub max_reset_wait: Duration,
+    /// Whether a long limit (a wait of [`LONG_LIMIT`] or more) is waited out and the session
+    /// resumed at its end (`retry.auto_resume`, default on). Off, the run stops as soon as it
+    /// learns of one, so that a person decides when to go on.
+    pub auto_resume: bool,
+}
+
+/// A rate limit whose wait reaches this is long: an account's usage window rather than a burst.
+/// Claude Code itself gives up on a `retry-after` above a minute; Corral's own backoff (1, 2, 4
+/// minutes by default) stays below it, so only a reported reset, a long retry-after or a CLI
+/// that waits for the reset itself make a limit long.
+pub const LONG_LIMIT: Duration = Duration::from_secs(300);
+
+impl RetryPolicy {
+    /// Whether a wait of `wait` stops the run instead: a long limit with auto-resume off.
+    pub fn stops_at(&self, wait: Duration) -> bool {
+        !self.auto_resume && wait >= LONG_LIMIT
+    }
 }
 
 impl Default for RetryPolicy {
@@ -28,6 +45,7 @@ impl Default for RetryPolicy {
             max: Duration::from_millis(900_000),
             jitter: 0.2,
             max_reset_wait: Duration::from_secs(6 * 3600),
+            auto_resume: true,
         }
     }
 }
@@ -105,6 +123,7 @@ mod tests {
             max: Duration::from_secs(60),
             jitter: 0.2,
             max_reset_wait: Duration::from_secs(3600),
+            auto_resume: true,
         }
     }
 

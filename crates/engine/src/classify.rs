@@ -99,7 +99,7 @@ pub struct ClassifyInput<'a> {
 pub fn classify(input: &ClassifyInput<'_>) -> AttemptClass {
     let watchdog = matches!(
         input.killed_by,
-        Some(KillReason::IdleTimeout | KillReason::WallTimeout)
+        Some(KillReason::IdleTimeout | KillReason::WallTimeout | KillReason::RateLimited)
     );
     if input.killed_by == Some(KillReason::Cancelled) {
         return AttemptClass::Cancelled;
@@ -149,6 +149,7 @@ pub fn classify(input: &ClassifyInput<'_>) -> AttemptClass {
         Some(KillReason::Cancelled)
         | Some(KillReason::LingeredAfterResult)
         | Some(KillReason::LeftoversAfterExit)
+        | Some(KillReason::RateLimited)
         | None => AttemptClass::Crashed,
     }
 }
@@ -172,12 +173,23 @@ fn reported_rate_limit(input: &ClassifyInput<'_>) -> Option<RateLimitInfo> {
     if let Some(info) = input.rate_limit_events.iter().rev().find(|i| i.rejected) {
         return Some(info.clone());
     }
-    let t = input.terminal?;
-    matches!(t.api_status, Some(429 | 529)).then(|| RateLimitInfo {
+    if let Some(t) = input.terminal
+        && matches!(t.api_status, Some(429 | 529))
+    {
+        return Some(RateLimitInfo {
+            resets_at_epoch_s: None,
+            retry_after_ms: None,
+            rejected: true,
+            message: t.text.clone().unwrap_or_default(),
+        });
+    }
+    // Ended by the engine while the CLI waited out a long limit of its own (auto-resume off):
+    // its last announced wait is all there is.
+    (input.killed_by == Some(KillReason::RateLimited)).then(|| RateLimitInfo {
         resets_at_epoch_s: None,
-        retry_after_ms: None,
+        retry_after_ms: input.cli_retry_after_ms,
         rejected: true,
-        message: t.text.clone().unwrap_or_default(),
+        message: "the CLI was waiting for the account's rate limit to pass".to_string(),
     })
 }
 
@@ -217,6 +229,23 @@ mod tests {
             ..input(&d)
         };
         assert_eq!(classify(&i), AttemptClass::Succeeded);
+    }
+
+    #[test]
+    fn a_spawn_ended_for_a_limit_is_rate_limited_with_the_wait_the_cli_announced() {
+        let d = Diagnosis::default();
+        let i = ClassifyInput {
+            killed_by: Some(KillReason::RateLimited),
+            exit: None,
+            cli_retry_after_ms: Some(7_200_000),
+            ..input(&d)
+        };
+        let class = classify(&i);
+        let AttemptClass::RateLimited(info) = &class else {
+            panic!("{class:?}");
+        };
+        assert_eq!(info.retry_after_ms, Some(7_200_000));
+        assert!(info.rejected);
     }
 
     #[test]

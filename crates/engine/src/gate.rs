@@ -249,6 +249,11 @@ pub(crate) fn epoch_ms(t: SystemTime) -> u64 {
 }
 
 /// How long from `now` until `until_epoch_ms`; `None` when it has passed.
+/// Seconds since the Unix epoch, `wait` from now: the reset of a limit known only by its wait.
+pub(crate) fn epoch_s_after(wait: Duration) -> Option<u64> {
+    Some(epoch_ms(SystemTime::now() + wait).div_ceil(1000))
+}
+
 pub(crate) fn remaining(until_epoch_ms: u64, now: SystemTime) -> Option<Duration> {
     let now_ms = epoch_ms(now);
     (until_epoch_ms > now_ms).then(|| Duration::from_millis(until_epoch_ms - now_ms))

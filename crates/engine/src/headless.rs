@@ -74,13 +74,25 @@ async fn attempts(
     let account = ProviderAccount::of(scope.config(), scope.provider, &scope.adapter.env_profile());
     loop {
         let attempt = progress.next_attempt();
-        if !wait_for_account(scope, observer, account.as_ref(), attempt).await {
-            return conclude(
-                scope,
-                Verdict::Cancelled,
-                &AttemptResult::default(),
-                progress,
-            );
+        match wait_for_account(scope, observer, account.as_ref(), attempt).await {
+            AccountWait::Free => {}
+            AccountWait::Cancelled => {
+                return conclude(
+                    scope,
+                    Verdict::Cancelled,
+                    &AttemptResult::default(),
+                    progress,
+                );
+            }
+            AccountWait::Stopped { until_epoch_ms } => {
+                // Nothing ran: the attempt is not counted.
+                progress.attempt -= 1;
+                let verdict = Verdict::RateLimited {
+                    resets_at_epoch_s: Some(until_epoch_ms.div_ceil(1000)),
+                    auto_resume_off: true,
+                };
+                return conclude(scope, verdict, &AttemptResult::default(), progress);
+            }
         }
         observer.attempt_started(attempt, progress.resume.as_ref());
         let context = AttemptInputs {
@@ -132,6 +144,7 @@ async fn attempts(
                 // A reset too far away to wait for still holds the account's other runs.
                 if let Verdict::RateLimited {
                     resets_at_epoch_s: Some(reset),
+                    ..
                 } = verdict
                 {
                     let until = reset.saturating_mul(1000);
@@ -174,27 +187,56 @@ fn hold_account(
     );
 }
 
-/// Waits until the account's hold has passed, when another run recorded one; `false` when the
-/// caller cancelled meanwhile. A hold further away than the longest reset wait is not waited
-/// for: the attempt runs and learns the limit for itself, as a run with no gate would.
+/// How the wait for the account's hold ended.
+enum AccountWait {
+    /// No hold, or it passed: the attempt may start.
+    Free,
+    /// The caller cancelled meanwhile.
+    Cancelled,
+    /// The hold is a long limit and auto-resume is off: the run stops without an attempt.
+    Stopped {
+        /// When the hold ends.
+        until_epoch_ms: u64,
+    },
+}
+
+/// Waits until the account's hold has passed, when another run recorded one. A hold further
+/// away than the longest reset wait is not waited for: the attempt runs and learns the limit for
+/// itself, as a run with no gate would. A long hold with auto-resume off stops the run.
 async fn wait_for_account(
     scope: &mut RunScope<'_>,
     observer: &Arc<dyn RunObserver>,
     account: Option<&ProviderAccount>,
     attempt: u32,
-) -> bool {
+) -> AccountWait {
     let Some(account) = account else {
-        return true;
+        return AccountWait::Free;
     };
     let Some(hold) = account.read() else {
-        return true;
+        return AccountWait::Free;
     };
     // This run's own hold is its backoff, already slept to its end: it has passed.
     let Some(wait) = gate::remaining(hold.until_epoch_ms, SystemTime::now()) else {
-        return true;
+        return AccountWait::Free;
     };
     if wait > scope.config().retry.max_reset_wait {
-        return true;
+        return AccountWait::Free;
+    }
+    if scope.config().retry.stops_at(wait) {
+        scope.log.record(
+            attempt,
+            &Record::Classified {
+                class: "rate-limited",
+                detail: format!(
+                    "the account is held until {} UTC (set by {}) and retry.auto_resume is off: stopped instead of waiting",
+                    gate::clock_utc(hold.until_epoch_ms),
+                    hold.set_by
+                ),
+            },
+        );
+        return AccountWait::Stopped {
+            until_epoch_ms: hold.until_epoch_ms,
+        };
     }
     let provider = account.provider();
     scope.log.record(
@@ -230,8 +272,9 @@ async fn wait_for_account(
                 detail: "cancelled while waiting for the account's rate limit".into(),
             },
         );
+        return AccountWait::Cancelled;
     }
-    !cancelled
+    AccountWait::Free
 }
 
 /// A CLI that cannot resume is refused before anything runs (not even its version probe).
@@ -654,10 +697,14 @@ fn conclude(
             });
         }
         Verdict::Cancelled => ProviderError::Cancelled { provider, evidence },
-        Verdict::RateLimited { resets_at_epoch_s } => ProviderError::RateLimited {
+        Verdict::RateLimited {
+            resets_at_epoch_s,
+            auto_resume_off,
+        } => ProviderError::RateLimited {
             provider,
             retries: progress.retries_used,
             resets_at_epoch_s,
+            auto_resume_off,
             evidence,
         },
         Verdict::ModelUnavailable(message) => ProviderError::ModelUnavailable {

@@ -46,7 +46,7 @@ pub use adapter::{
     AttemptEvidence, AttemptPlan, ChildEnv, CliAdapter, CommandSpec, ConfiguredEndpoint, Diagnosis,
     Liveness, PromptDelivery, StreamParser, TerminalSummary, VersionCheck,
 };
-pub use backoff::{RetryPolicy, WaitBasis};
+pub use backoff::{LONG_LIMIT, RetryPolicy, WaitBasis};
 pub use classify::{AttemptClass, ClassifyInput, classify};
 pub use config::EngineConfig;
 pub use corral_process::{

@@ -39,6 +39,11 @@ pub enum KillReason {
     LingeredAfterResult,
     /// The leader exited but processes of its group kept running.
     LeftoversAfterExit,
+    /// The CLI reported a rejected rate limit and stayed alive without saying it waits for the
+    /// reset itself, or the limit was long with auto-resume off: the engine waits for the reset
+    /// (or stops) and resumes the session, instead of leaving a silent process to the idle
+    /// watchdog.
+    RateLimited,
 }
 
 /// One record's body. The `kind` field names the variant.

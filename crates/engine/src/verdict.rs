@@ -119,10 +119,12 @@ pub(crate) enum Verdict {
     Recovered,
     /// The caller cancelled.
     Cancelled,
-    /// Rate limited with no retry left.
+    /// Rate limited with no retry left, or a long limit with auto-resume off.
     RateLimited {
         /// The reset time the CLI reported, if it did.
         resets_at_epoch_s: Option<u64>,
+        /// The limit was long and auto-resume is off: stopped instead of waiting.
+        auto_resume_off: bool,
     },
     /// The model is unavailable, in the CLI's words.
     ModelUnavailable(String),
@@ -186,8 +188,22 @@ pub(crate) fn step(
             let Some((wait, basis)) = wait else {
                 return Step::Done(Verdict::RateLimited {
                     resets_at_epoch_s: info.resets_at_epoch_s,
+                    auto_resume_off: false,
                 });
             };
+            if policy.stops_at(wait) {
+                // The session to resume by hand is the one this attempt captured.
+                if let Some(id) = captured {
+                    progress.last_session = Some(id.clone());
+                }
+                let wait = info.retry_after_ms.map_or(wait, Duration::from_millis);
+                return Step::Done(Verdict::RateLimited {
+                    resets_at_epoch_s: info
+                        .resets_at_epoch_s
+                        .or_else(|| crate::gate::epoch_s_after(wait)),
+                    auto_resume_off: true,
+                });
+            }
             progress.retries_used += 1;
             // Resume what this attempt captured; with nothing captured, keep what it resumed
             // (the caller's session), or go cold.
@@ -239,6 +255,7 @@ mod tests {
             max: Duration::from_millis(10),
             jitter: 0.0,
             max_reset_wait: Duration::from_secs(1),
+            auto_resume: true,
         }
     }
 
@@ -274,9 +291,59 @@ mod tests {
         assert_eq!(
             last,
             Step::Done(Verdict::RateLimited {
-                resets_at_epoch_s: Some(7)
+                resets_at_epoch_s: Some(7),
+                auto_resume_off: false,
             })
         );
+    }
+
+    #[test]
+    fn with_auto_resume_off_a_long_limit_stops_and_a_short_one_still_waits() {
+        let off = RetryPolicy {
+            max_reset_wait: Duration::from_secs(6 * 3600),
+            auto_resume: false,
+            ..policy(3)
+        };
+        let now_s = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let captured = id("captured-1");
+        let mut progress = Progress::new(None, Some(1), 0);
+        let short = step(
+            AttemptClass::RateLimited(limited(Some(now_s + 30))),
+            Some(&captured),
+            &mut progress,
+            &off,
+        );
+        assert!(matches!(short, Step::Backoff { .. }), "{short:?}");
+        let reset = now_s + 2 * 3600;
+        let long = step(
+            AttemptClass::RateLimited(limited(Some(reset))),
+            Some(&captured),
+            &mut progress,
+            &off,
+        );
+        assert_eq!(
+            long,
+            Step::Done(Verdict::RateLimited {
+                resets_at_epoch_s: Some(reset),
+                auto_resume_off: true,
+            })
+        );
+        assert_eq!(progress.last_session, Some(captured));
+        // On, the same limit is waited for.
+        let on = RetryPolicy {
+            auto_resume: true,
+            ..off
+        };
+        let waited = step(
+            AttemptClass::RateLimited(limited(Some(reset))),
+            None,
+            &mut Progress::new(None, Some(1), 0),
+            &on,
+        );
+        assert!(matches!(waited, Step::Backoff { .. }), "{waited:?}");
     }
 
     #[test]

@@ -148,7 +148,7 @@ pub enum ProviderError {
         hint: Option<String>,
     },
     /// Rate limited and every retry was used. Retryable later (resume `evidence.session_id`).
-    #[error("{provider}: rate limited; {retries} retries used{}", reset_hint(*.resets_at_epoch_s))]
+    #[error("{provider}: rate limited; {}{}", limit_words(*.retries, *.auto_resume_off), reset_hint(*.resets_at_epoch_s))]
     RateLimited {
         /// The provider.
         provider: ProviderId,
@@ -156,6 +156,9 @@ pub enum ProviderError {
         retries: u32,
         /// When the limit resets, if known.
         resets_at_epoch_s: Option<u64>,
+        /// The limit was long and `retry.auto_resume` is off: the run stopped at once instead of
+        /// waiting for the reset, with retries left. Resume `evidence.session_id` once it passed.
+        auto_resume_off: bool,
         /// What was gathered.
         evidence: Box<RunEvidence>,
     },
@@ -306,6 +309,14 @@ fn guarantee_list(unenforced: &[crate::Unenforced]) -> String {
         }
     }
     names.join(", ")
+}
+
+fn limit_words(retries: u32, auto_resume_off: bool) -> String {
+    if auto_resume_off {
+        "stopped instead of waiting for the reset (retry.auto_resume is off)".to_string()
+    } else {
+        format!("{retries} retries used")
+    }
 }
 
 fn reset_hint(resets_at: Option<u64>) -> String {

@@ -429,3 +429,160 @@ fn max_turns_reaches_claude_code_and_a_run_that_hits_it_is_not_a_success() {
     );
     assert!(!world.env.project().join("two.txt").exists(), "{text}");
 }
+
+/// The instant `ahead` from now, in seconds since the Unix epoch.
+fn epoch_s_in(ahead: std::time::Duration) -> u64 {
+    (std::time::SystemTime::now() + ahead)
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A usage limit Claude Code waits out in its own process (`CLAUDE_CODE_RETRY_WATCHDOG=1` in the
+/// user's environment, Anthropic's opt-in for unattended use): it prints a retry line every 30 s
+/// until the reset. Corral reads the wait as it happens: the account is held in the gate until
+/// the reset, the live view says "waiting for claude until T", the idle watchdog (at its 60 s
+/// floor) lets the wait pass, and the one attempt then does the task.
+#[test]
+fn a_usage_limit_claude_code_waits_out_itself_holds_the_account_until_the_reset() {
+    let reset = epoch_s_in(std::time::Duration::from_secs(90));
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::script(vec![
+            Step::UsageLimit {
+                resets_at_epoch_s: reset,
+            },
+            Step::write_signals(VALID_SIGNALS),
+            Step::text("Done."),
+        ])
+    });
+    let out = world
+        .corral_run()
+        .env("CLAUDE_CODE_RETRY_WATCHDOG", "1")
+        .env("CORRAL_RUN__IDLE_WATCHDOG_MS", "60000")
+        .args(["do the task"])
+        .output()
+        .unwrap();
+    let said = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("waiting for claude until"), "{said}");
+    let runs: Vec<_> = std::fs::read_dir(world.project().join(".corral/runs"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let log = log(&runs[0].path());
+    assert_eq!(kinds(&log, "spawn").len(), 1, "one attempt: {log:#?}");
+    assert!(kinds(&log, "kill_started").is_empty(), "{log:#?}");
+    assert!(kinds(&log, "backoff").is_empty(), "{log:#?}");
+    // Held until the reset (Claude Code counts its wait from the reset header, to the ms).
+    let holds = kinds(&log, "rate_limit_hold");
+    assert!(
+        holds
+            .iter()
+            .any(|h| h["untilEpochMs"].as_u64().unwrap() + 2_000 >= reset * 1000),
+        "{holds:#?}"
+    );
+    let steps: Vec<Option<String>> = world
+        .api
+        .model_requests()
+        .iter()
+        .map(|r| r.step.clone())
+        .collect();
+    assert_eq!(steps[0].as_deref(), Some("usage_limit"), "{steps:?}");
+    assert_eq!(
+        steps
+            .iter()
+            .filter(|s| s.as_deref() == Some("usage_limit"))
+            .count(),
+        1,
+        "the CLI's retry comes after the reset: {steps:?}"
+    );
+}
+
+/// `retry.auto_resume = false`: the same usage limit, hours away, stops the run as soon as
+/// Claude Code announces its wait, with exit 4, the reset, and the command that resumes the
+/// session; the account stays held until the reset for the other runs.
+#[test]
+fn with_auto_resume_off_a_usage_limit_the_cli_would_wait_out_stops_the_run() {
+    let reset = epoch_s_in(std::time::Duration::from_secs(2 * 3600));
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::script(vec![Step::UsageLimit {
+            resets_at_epoch_s: reset,
+        }])
+    });
+    let out = world
+        .corral_run()
+        .env("CLAUDE_CODE_RETRY_WATCHDOG", "1")
+        .env("CORRAL_RETRY__AUTO_RESUME", "false")
+        .args(["--json", "do the task"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let s = summary(&out.stdout);
+    let error = s["error"].as_str().unwrap_or_default();
+    assert!(error.contains("retry.auto_resume is off"), "{s}");
+    assert!(
+        s["resumeCommand"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("corral resume ")),
+        "{s}"
+    );
+    let log = log(&run_dir(&s));
+    let kills = kinds(&log, "kill_started");
+    assert_eq!(kills.len(), 1, "{log:#?}");
+    assert_eq!(kills[0]["reason"], "rate_limited", "{log:#?}");
+    assert!(kinds(&log, "backoff").is_empty(), "{log:#?}");
+    let holds = kinds(&log, "rate_limit_hold");
+    assert!(
+        holds
+            .iter()
+            .any(|h| h["untilEpochMs"].as_u64().unwrap() + 2_000 >= reset * 1000),
+        "{holds:#?}"
+    );
+    assert_eq!(world.api.model_requests().len(), 1);
+}
+
+/// `retry.auto_resume = false` when Claude Code gives up on a usage limit itself (no retry
+/// watchdog: its own few retries meet the limit, it exits with the reset in its error): the run
+/// stops at once with exit 4 instead of sleeping until the reset.
+#[test]
+fn with_auto_resume_off_a_usage_limit_the_cli_gave_up_on_stops_the_run() {
+    let reset = epoch_s_in(std::time::Duration::from_secs(2 * 3600));
+    let per_attempt = CLAUDE.requests_per_failed_call;
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::script(vec![
+            Step::UsageLimit {
+                resets_at_epoch_s: reset,
+            };
+            per_attempt
+        ])
+    });
+    let out = world
+        .corral_run()
+        .env("CORRAL_RETRY__AUTO_RESUME", "false")
+        .args(["--json", "do the task"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let s = summary(&out.stdout);
+    assert!(
+        s["error"].as_str().is_some_and(
+            |e| e.contains("retry.auto_resume is off") && e.contains(&reset.to_string())
+        ),
+        "{s}"
+    );
+    assert!(s["resumeCommand"].as_str().is_some(), "{s}");
+    assert_eq!(s["attempts"], 1, "{s}");
+    let log = log(&run_dir(&s));
+    assert!(kinds(&log, "backoff").is_empty(), "{log:#?}");
+}

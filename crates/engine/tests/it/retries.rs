@@ -601,3 +601,57 @@ async fn a_clis_own_retry_wait_holds_the_account_is_no_hang_and_sets_the_backoff
         .collect();
     assert_eq!(held.len(), 1, "the account's one file");
 }
+
+/// A CLI that reports a rejected rate limit with a reset and then stays alive in silence (what
+/// Sculptor's parser notes of Claude Code at a subscription limit): the account is held until the
+/// reset at once, the idle watchdog lets the wait pass, and since the CLI does not say it waits
+/// itself, the spawn is ended after the limit grace (not at the idle limit); the run waits for
+/// the reset and resumes the same session, which then does the task.
+#[tokio::test]
+async fn a_rejected_limit_followed_by_silence_ends_the_spawn_and_resumes_at_the_reset() {
+    let gate = tempfile::tempdir().unwrap();
+    let mut config = fast_config();
+    config.rate_limit_gate = Some(gate.path().join("rate-limits"));
+    config.retry.max_reset_wait = Duration::from_secs(120);
+    let reset = std::time::SystemTime::now() + Duration::from_secs(20);
+    let reset_s = reset
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let s = Scratch::new();
+    let state = s.path("state");
+    let reset_arg = reset_s.to_string();
+    let args = [
+        "--times",
+        "1",
+        "--session-id",
+        "silent-1",
+        "--state-file",
+        state.to_str().unwrap(),
+        "--resets-at",
+        &reset_arg,
+        "--sleep-ms",
+        "600000",
+    ];
+    let adapter = s.adapter("rate-limit-then-silence", &args);
+    let out = run(config, &adapter, s.session()).await.unwrap();
+    assert_eq!(out.outcome, Outcome::Succeeded);
+    assert_eq!(out.attempts, 2);
+    let log = s.log();
+    let kills = records(&log, "kill_started");
+    assert_eq!(kills.len(), 1, "{log:#?}");
+    assert_eq!(kills[0]["reason"], "rate_limited", "{log:#?}");
+    let holds = records(&log, "rate_limit_hold");
+    assert!(
+        holds
+            .iter()
+            .any(|h| h["basis"] == "the CLI's rate-limit event"
+                && h["untilEpochMs"] == reset_s * 1000),
+        "{log:#?}"
+    );
+    let backoffs = records(&log, "backoff");
+    assert_eq!(backoffs.len(), 1, "{log:#?}");
+    assert_eq!(backoffs[0]["reason"], "until the reported reset time");
+    let spawns = records(&log, "spawn");
+    assert_eq!(spawns[1]["resume"], "silent-1", "{log:#?}");
+}

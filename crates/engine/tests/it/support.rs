@@ -265,6 +265,7 @@ pub fn fast_config() -> EngineConfig {
             max: Duration::from_millis(200),
             jitter: 0.2,
             max_reset_wait: Duration::from_secs(5),
+            auto_resume: true,
         },
         jitter_seed: Some(42),
         // These tests exercise supervision, not the sandbox (see sandbox.rs): run natively, with

@@ -355,6 +355,18 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
             out.line(&FakeLine::done())?;
             Ok(0)
         }
+        Mode::RateLimitThenSilence => {
+            out.line(&FakeLine::init(&session))?;
+            if invocation.unwrap_or(1) <= opts.times.unwrap_or(1) {
+                // What a CLI that waits for the reset in silence prints: the event, then nothing.
+                out.line(&FakeLine::rate_limit(opts.resets_at))?;
+                pause(opts.sleep_ms);
+                return Ok(1);
+            }
+            out.line(&FakeLine::text(HELLO))?;
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
         Mode::RateLimitForever => {
             out.line(&FakeLine::init(&session))?;
             out.line(&FakeLine::rate_limit(opts.resets_at))?;

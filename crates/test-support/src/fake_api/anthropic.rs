@@ -146,6 +146,26 @@ pub fn reply(step: Option<&Step>, summary: &Summary, seq: u64) -> Reply {
             }
             None => error(*status, *retry_after_secs, &default_message(*status), seq),
         },
+        Step::UsageLimit { resets_at_epoch_s } => {
+            let reset = resets_at_epoch_s.to_string();
+            let mut reply = error(
+                429,
+                None,
+                &format!("Claude AI usage limit reached|{reset}"),
+                seq,
+            );
+            if let Reply::Send { headers, .. } = &mut reply {
+                headers.extend([
+                    ("anthropic-ratelimit-unified-status", "rejected".to_owned()),
+                    ("anthropic-ratelimit-unified-reset", reset),
+                    (
+                        "anthropic-ratelimit-unified-representative-claim",
+                        "five_hour".to_owned(),
+                    ),
+                ]);
+            }
+            reply
+        }
         Step::HangBeforeHeaders => Reply::Hang,
         Step::StallMidStream => {
             if summary.stream {

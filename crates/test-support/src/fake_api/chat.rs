@@ -87,6 +87,12 @@ pub fn reply(step: Option<&Step>, summary: &Summary, seq: u64) -> Reply {
             retry_after_secs,
             body,
         } => openai::http_error(*status, *retry_after_secs, body.as_deref(), seq),
+        Step::UsageLimit { resets_at_epoch_s } => openai::http_error(
+            429,
+            Some(Step::seconds_until(*resets_at_epoch_s)),
+            None,
+            seq,
+        ),
         Step::HangBeforeHeaders => Reply::Hang,
         Step::StallMidStream => {
             let chunks = if summary.stream {

@@ -123,6 +123,11 @@ pub fn reply(step: Option<&Step>, summary: &Summary, seq: u64) -> Reply {
             Some(raw) => openai::http_error(*status, *retry_after_secs, Some(raw), seq),
             None => error(*status, *retry_after_secs, &message(*status)),
         },
+        Step::UsageLimit { resets_at_epoch_s } => error(
+            429,
+            Some(Step::seconds_until(*resets_at_epoch_s)),
+            &message(429),
+        ),
         Step::HangBeforeHeaders => Reply::Hang,
         Step::StallMidStream => Reply::Send {
             status: 200,

@@ -159,6 +159,17 @@ pub enum Step {
         /// does not end with one.
         content: String,
     },
+    /// The account's usage window is spent until `resets_at_epoch_s` (a long rate limit), said
+    /// the way each API says it: Anthropic answers 429 with the subscription's
+    /// `anthropic-ratelimit-unified-status: rejected` and `anthropic-ratelimit-unified-reset`
+    /// headers (Claude Code with `CLAUDE_CODE_RETRY_WATCHDOG=1` waits for that reset in its own
+    /// process; with an OAuth token it prints a rejected `rate_limit_event`); the Responses API
+    /// answers 429 with Codex's `usage_limit_reached` body (`resets_at`, `resets_in_seconds`);
+    /// Chat Completions and Gemini answer 429 with `retry-after` until the reset.
+    UsageLimit {
+        /// When the window resets, in seconds since the Unix epoch.
+        resets_at_epoch_s: u64,
+    },
     /// Start a streamed reply, then send the API's in-stream error and end the stream:
     /// Anthropic's `error` event, the Responses API's `response.failed`, a Chat Completions
     /// `data: {"error": …}` chunk. A non-streaming request gets an HTTP error instead (529
@@ -212,12 +223,31 @@ impl Step {
         }
     }
 
+    /// [`Step::UsageLimit`] until `ahead` from now.
+    pub fn usage_limit_for(ahead: Duration) -> Self {
+        let reset = std::time::SystemTime::now() + ahead;
+        Self::UsageLimit {
+            resets_at_epoch_s: reset
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        }
+    }
+
+    /// The seconds from now until `resets_at_epoch_s` (at least 1), for a `retry-after`.
+    pub(crate) fn seconds_until(resets_at_epoch_s: u64) -> u64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        resets_at_epoch_s.saturating_sub(now).max(1)
+    }
+
     /// The short name of the step's kind, as recorded in [`RecordedRequest::step`].
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Text(_) => "text",
             Self::ToolUse { .. } => "tool_use",
             Self::HttpError { .. } => "http_error",
+            Self::UsageLimit { .. } => "usage_limit",
             Self::HangBeforeHeaders => "hang_before_headers",
             Self::StallMidStream => "stall_mid_stream",
             Self::SlowChunks { .. } => "slow_chunks",
@@ -339,6 +369,7 @@ impl Step {
             other @ (Self::Text(_)
             | Self::ToolUse { .. }
             | Self::HttpError { .. }
+            | Self::UsageLimit { .. }
             | Self::HangBeforeHeaders
             | Self::StallMidStream
             | Self::SlowChunks { .. }

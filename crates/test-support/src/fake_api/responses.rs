@@ -117,6 +117,16 @@ pub fn reply(step: Option<&Step>, summary: &Summary, seq: u64) -> Reply {
             retry_after_secs,
             body,
         } => openai::http_error(*status, *retry_after_secs, body.as_deref(), seq),
+        Step::UsageLimit { resets_at_epoch_s } => {
+            let body = json!({"error": {
+                "type": "usage_limit_reached",
+                "message": "The usage limit has been reached",
+                "plan_type": "pro",
+                "resets_at": resets_at_epoch_s,
+                "resets_in_seconds": Step::seconds_until(*resets_at_epoch_s),
+            }});
+            openai::http_error(429, None, Some(&body.to_string()), seq)
+        }
         Step::HangBeforeHeaders => Reply::Hang,
         Step::StallMidStream => {
             let chunks = if summary.stream {

@@ -441,6 +441,33 @@ fn http_errors_carry_retry_after_and_the_api_error_shape() {
     assert_eq!(body, b"not json at all");
 }
 
+/// A spent usage window: Anthropic's 429 carries the subscription's unified rate-limit headers
+/// (what Claude Code reads the reset from) and the usage-limit wording with the reset.
+#[test]
+fn a_usage_limit_is_a_429_with_the_unified_reset_headers() {
+    let api = FakeApi::start(Scenario::script([Step::UsageLimit {
+        resets_at_epoch_s: 1_900_000_000,
+    }]))
+    .unwrap();
+    let mut client = Client::connect(api.addr());
+    let (head, body) = client.exchange("POST", "/v1/messages?beta=true", &messages_body(true));
+    assert_eq!(head.status, 429);
+    let header = |name: &str| head.headers.get(name).map(String::as_str);
+    assert_eq!(
+        header("anthropic-ratelimit-unified-status"),
+        Some("rejected")
+    );
+    assert_eq!(
+        header("anthropic-ratelimit-unified-reset"),
+        Some("1900000000")
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["error"],
+        json!({"type": "rate_limit_error", "message": "Claude AI usage limit reached|1900000000"})
+    );
+    assert_eq!(api.model_requests()[0].step.as_deref(), Some("usage_limit"));
+}
+
 /// A Messages request body naming `model` with `text` as the user's words.
 fn messages_body_with(model: &str, text: &str) -> String {
     json!({

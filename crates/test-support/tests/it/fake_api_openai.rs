@@ -320,6 +320,22 @@ fn responses_without_stream_get_the_response_object() {
     assert_eq!(body["usage"], usage_responses());
 }
 
+/// Codex's spent usage window: 429 with the `usage_limit_reached` body and its reset.
+#[test]
+fn responses_usage_limit_is_codex_s_usage_limit_reached_body() {
+    let reset = 1_900_000_000;
+    let api = FakeApi::start(Scenario::script([Step::UsageLimit {
+        resets_at_epoch_s: reset,
+    }]))
+    .unwrap();
+    let reply = post(api.addr(), "/v1/responses", &responses_body(true, "hi"));
+    assert_eq!(reply.status, 429);
+    let body = reply.json();
+    assert_eq!(body["error"]["type"], "usage_limit_reached");
+    assert_eq!(body["error"]["resets_at"], reset);
+    assert!(body["error"]["resets_in_seconds"].as_u64().unwrap() > 0);
+}
+
 #[test]
 fn responses_slow_chunks_stream_one_delta_per_word() {
     let api = FakeApi::start(Scenario::script([Step::SlowChunks {

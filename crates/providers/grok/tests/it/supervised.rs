@@ -129,6 +129,7 @@ fn config() -> EngineConfig {
             max: Duration::from_millis(50),
             jitter: 0.0,
             max_reset_wait: Duration::from_secs(5),
+            auto_resume: true,
         },
         jitter_seed: Some(7),
         ambient_env: Some(vec![

@@ -38,6 +38,7 @@ pub enum Mode {
     RateLimitThenOk,
     RateLimitForever,
     RetryWaitThenRateLimit,
+    RateLimitThenSilence,
     StaleSession,
     EchoStdin,
     Flood,
@@ -180,6 +181,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         "retry-wait-then-rate-limit",
         Mode::RetryWaitThenRateLimit,
         "invocation n (--state-file): init; retry after a 429, waiting --sleep-ms in silence; then rate_limit and exit 1 while n <= --times, else text, result",
+    ),
+    (
+        "rate-limit-then-silence",
+        Mode::RateLimitThenSilence,
+        "invocation n (--state-file): init; a rejected rate_limit (--resets-at), then silence for --sleep-ms, alive, while n <= --times; else text, result",
     ),
     (
         "stale-session",
