@@ -1,7 +1,8 @@
 //! [`RayExecutor`]: each task one Ray job whose entrypoint is `corral sprint work`.
 //!
 //! Per task: the base commit is pushed to the remote (the worker must reach it), the job is
-//! submitted, its status polled and its log appended to `implement/<task>/ray-job-<n>.log`.
+//! submitted, its log polled (what is new appended to `implement/<task>/ray-job-<n>.log` and read
+//! once, [`crate::job_log`]) and its status read when it matters.
 //! When the job ends with a handback (exit 0 done, 3 blocked) the task's branch and record are
 //! fetched from the remote; when Ray lost it (its node went away, or someone stopped it) the job
 //! is resubmitted under a new id, at most `max_resubmits` times, and the worker resumes from the
@@ -31,9 +32,9 @@ use corral_sprint::{
 use std::sync::Arc;
 
 use corral_sprint::Slot;
-use serde::Deserialize;
 use tokio::sync::watch;
 
+use crate::job_log::{JobLog, WorkerHandback};
 use crate::jobs::{JobInfo, JobStatus, JobSubmission, JobsClient, JobsError, RuntimeEnv};
 
 /// The name of this executor in settings (`executor.kind`).
@@ -43,6 +44,9 @@ pub const KIND: &str = "ray";
 const STOP_WAIT: Duration = Duration::from_secs(30);
 /// Consecutive failed polls of a job's status before the cluster counts as unreachable.
 const POLL_FAILURES: u32 = 20;
+/// Every how many polls a running job's status is read even when nothing asks for it: a job
+/// that ends without its worker saying so (its node lost) is seen within this many polls.
+const STATUS_EVERY: u32 = 4;
 
 /// What the ray executor needs to know, built by the composition root from `executor.ray.*`.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,13 +149,6 @@ impl RayExecutor {
     pub fn client(&self) -> &JobsClient {
         &self.client
     }
-}
-
-/// The last stdout line of `corral sprint work --json`.
-#[derive(Debug, Deserialize)]
-struct WorkerHandback {
-    kind: String,
-    status: String,
 }
 
 /// How one job ended, as the executor sees it.
@@ -436,13 +433,14 @@ impl RayExecutor {
         attempt: &mut Attempt<'h>,
         cancel: &CancellationToken,
     ) -> Result<JobEnd, ExecutorError> {
-        let mut written = 0;
+        let mut job_log = JobLog::new(log.to_path_buf());
         let mut failures = 0;
+        let mut polls: u32 = 0;
         loop {
             let waiting = attempt.ready && attempt.gate.is_some();
             tokio::select! {
                 () = cancel.cancelled() => {
-                    self.stop(id, log, &mut written).await;
+                    self.stop(id, &mut job_log).await;
                     return Ok(JobEnd::Cancelled);
                 }
                 taken = host.round_slots().take(), if waiting => {
@@ -450,7 +448,7 @@ impl RayExecutor {
                     tracing::debug!(task = %job.task, job = %id, "took a slot; opening the gate");
                     if let Err(e) = self.open_gate(job, host, attempt).await {
                         // Its worker would wait at the gate for ever.
-                        self.stop(id, log, &mut written).await;
+                        self.stop(id, &mut job_log).await;
                         return Err(e);
                     }
                     tracing::debug!(task = %job.task, job = %id, "gate open");
@@ -458,6 +456,30 @@ impl RayExecutor {
                     continue;
                 }
                 () = tokio::time::sleep(self.settings.poll_interval) => {}
+            }
+            polls = polls.wrapping_add(1);
+            // The log every poll: what the worker says opens its gate and frees its slot. Its
+            // status only when it matters: while the job starts (the jobs started ahead wait
+            // for it), once the worker handed the task back (its job is about to end), when
+            // the log could not be read, and every few polls for a job that ends unheard
+            // (its node lost, its entrypoint killed).
+            let logs_read = self.read_logs(id, &mut job_log).await;
+            let said = job_log.said();
+            if said.ready && !attempt.ready {
+                tracing::debug!(task = %job.task, job = %id, "the worker is ready at its gate");
+            }
+            attempt.ready |= said.ready;
+            if said.rounds_over && attempt.slot.take().is_some() {
+                // The rest is the worker's pushes and Ray's end: another task's rounds
+                // may run meanwhile.
+                tracing::debug!(task = %job.task, job = %id, "rounds over; the slot is free");
+            }
+            let ask_status = attempt.starting.is_some()
+                || said.handback.is_some()
+                || !logs_read
+                || polls % STATUS_EVERY == 0;
+            if !ask_status {
+                continue;
             }
             let info = match self.client.status(id).await {
                 Ok(info) => {
@@ -474,22 +496,12 @@ impl RayExecutor {
             if info.status != JobStatus::Pending && attempt.starting.take().is_some() {
                 tracing::debug!(task = %job.task, job = %id, status = ?info.status, "the job started");
             }
-            let logs = self.append_logs(id, log, &mut written).await;
-            if let Some(logs) = logs.as_deref() {
-                let said = worker_said(logs);
-                if said.ready && !attempt.ready {
-                    tracing::debug!(task = %job.task, job = %id, "the worker is ready at its gate");
-                }
-                attempt.ready |= said.ready;
-                if said.rounds_over && attempt.slot.take().is_some() {
-                    // The rest is the worker's pushes and Ray's end: another task's rounds
-                    // may run meanwhile.
-                    tracing::debug!(task = %job.task, job = %id, "rounds over; the slot is free");
-                }
-            }
             if info.status.is_terminal() {
                 tracing::debug!(task = %job.task, job = %id, status = ?info.status, "the job ended");
-                return Ok(classify(&info, logs.as_deref()));
+                // What it printed between the last read and its end.
+                self.read_logs(id, &mut job_log).await;
+                job_log.finish();
+                return Ok(classify(&info, job_log.said().handback.clone()));
             }
         }
     }
@@ -533,7 +545,7 @@ impl RayExecutor {
                 .layout()
                 .task_dir(&job.task)
                 .join(format!("ray-leftover-{id}.log"));
-            self.stop(id, &log, &mut 0).await;
+            self.stop(id, &mut JobLog::new(log)).await;
         }
         Ok(())
     }
@@ -556,7 +568,7 @@ impl RayExecutor {
 
     /// Stops the job and waits (bounded) until Ray says it ended; best effort, the run is
     /// ending anyway.
-    async fn stop(&self, id: &str, log: &Path, written: &mut usize) {
+    async fn stop(&self, id: &str, job_log: &mut JobLog) {
         if let Err(e) = self.client.stop(id).await {
             tracing::warn!(job = %id, error = %e, "could not stop the task's Ray job");
             return;
@@ -568,29 +580,23 @@ impl RayExecutor {
                 Ok(_) | Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         }
-        let _ = self.append_logs(id, log, written).await;
+        self.read_logs(id, job_log).await;
+        job_log.finish();
     }
 
-    /// Appends what the job printed since the last call to `log`; the whole log so far.
-    async fn append_logs(&self, id: &str, log: &Path, written: &mut usize) -> Option<String> {
-        let logs = self.client.logs(id).await.ok()?;
-        if logs.len() > *written
-            && let Some(new) = logs.get(*written..)
-        {
-            use std::io::Write as _;
-            let appended = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .and_then(|mut file| file.write_all(new.as_bytes()));
-            match appended {
-                Ok(()) => *written = logs.len(),
-                Err(e) => {
-                    tracing::warn!(log = %log.display(), error = %e, "could not append the job's log")
-                }
+    /// Reads the job's log into `job_log` (what is new is appended and read); whether the
+    /// Jobs API answered.
+    async fn read_logs(&self, id: &str, job_log: &mut JobLog) -> bool {
+        match self.client.logs(id).await {
+            Ok(logs) => {
+                job_log.take(&logs);
+                true
+            }
+            Err(e) => {
+                tracing::debug!(job = %id, error = %e, "the job's log could not be read");
+                false
             }
         }
-        Some(logs)
     }
 
     /// The task's record from its record ref on the remote, restored into the task's record
@@ -709,8 +715,7 @@ impl RayExecutor {
 }
 
 /// How a job that reached a terminal status ended for the task.
-fn classify(info: &JobInfo, logs: Option<&str>) -> JobEnd {
-    let handback = logs.and_then(last_handback);
+fn classify(info: &JobInfo, handback: Option<WorkerHandback>) -> JobEnd {
     match (info.status, handback) {
         // Not by this executor (its own stop returns before asking): the worker resumes from
         // its record on a resubmission, whatever it printed on the way out.
@@ -738,41 +743,6 @@ fn classify(info: &JobInfo, logs: Option<&str>) -> JobEnd {
     }
 }
 
-/// What the worker said so far, of what the executor acts on.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct WorkerSaid {
-    /// Ready at its gate (`{"kind":"ready"}`).
-    ready: bool,
-    /// Its rounds are over (the sprint's `task-finished` event).
-    rounds_over: bool,
-}
-
-/// Reads the worker's JSON lines in `logs` for [`WorkerSaid`].
-fn worker_said(logs: &str) -> WorkerSaid {
-    #[derive(Deserialize)]
-    struct Line {
-        kind: Option<String>,
-        event: Option<String>,
-    }
-    let mut said = WorkerSaid::default();
-    for line in logs.lines().map(str::trim).filter(|l| l.starts_with('{')) {
-        if let Ok(line) = serde_json::from_str::<Line>(line) {
-            said.ready |= line.kind.as_deref() == Some("ready");
-            said.rounds_over |= line.event.as_deref() == Some("task-finished");
-        }
-    }
-    said
-}
-
-/// The last handback line the worker printed.
-fn last_handback(logs: &str) -> Option<WorkerHandback> {
-    logs.lines()
-        .rev()
-        .filter(|line| line.trim_start().starts_with('{'))
-        .filter_map(|line| serde_json::from_str::<WorkerHandback>(line.trim()).ok())
-        .find(|h| h.kind == "handback")
-}
-
 /// `word` quoted for a POSIX shell (Ray runs the entrypoint through one).
 fn shell_quote(word: &str) -> String {
     if !word.is_empty()
@@ -795,36 +765,5 @@ mod tests {
         assert_eq!(shell_quote("corral/s.tasks/a"), "corral/s.tasks/a");
         assert_eq!(shell_quote("it's here"), r"'it'\''s here'");
         assert_eq!(shell_quote(""), "''");
-    }
-
-    #[test]
-    fn the_worker_is_read_for_its_gate_and_the_end_of_its_rounds() {
-        assert_eq!(worker_said("cloning\n"), WorkerSaid::default());
-        let ready = "{\"kind\":\"ready\",\"task\":\"a\",\"gate\":\"refs/x\"}\n";
-        assert_eq!(
-            worker_said(ready),
-            WorkerSaid {
-                ready: true,
-                rounds_over: false
-            }
-        );
-        let over = format!(
-            "{ready}{{\"event\":\"task-started\",\"task\":\"a\"}}\n{{\"event\":\"task-finished\",\"task\":\"a\",\"status\":\"done\"}}\n"
-        );
-        assert_eq!(
-            worker_said(&over),
-            WorkerSaid {
-                ready: true,
-                rounds_over: true
-            }
-        );
-    }
-
-    #[test]
-    fn the_last_handback_line_is_found_among_the_workers_output() {
-        let logs = "cloning\n{\"kind\":\"progress\",\"status\":\"x\"}\n{\"kind\":\"handback\",\"task\":\"a\",\"status\":\"done\",\"head\":\"abc\"}\n";
-        let handback = last_handback(logs).expect("a handback");
-        assert_eq!(handback.status, "done");
-        assert!(last_handback("nothing\n").is_none());
     }
 }

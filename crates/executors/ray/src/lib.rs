@@ -10,6 +10,7 @@
 //! (git runs through the host's supervised runner), no settings file (its settings come built).
 
 mod executor;
+mod job_log;
 pub mod jobs;
 
 pub use executor::{KIND, RayExecutor, RaySettings};
