@@ -738,12 +738,17 @@ impl Worker<'_> {
         }
         self.git(&self.work, &["add", "-A"], &snapshot).await?;
         let tree = self.git(&self.work, &["write-tree"], &snapshot).await?;
-        let record = [(
-            "GIT_INDEX_FILE",
-            git_dir.join("corral-record.index").display().to_string(),
-        )];
-        self.git(&self.work, &["read-tree", "--empty"], &record)
-            .await?;
+        let record_index = git_dir.join("corral-record.index");
+        let record = [("GIT_INDEX_FILE", record_index.display().to_string())];
+        // Each record starts from no index at all (one process fewer than `read-tree --empty`).
+        match std::fs::remove_file(&record_index) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("removing {}", record_index.display())));
+            }
+        }
         // The record's files as seen from the sprint's directory (paths `implement/<task>/…`).
         let mut below = record.to_vec();
         below.push(("GIT_DIR", git_dir.display().to_string()));

@@ -173,8 +173,32 @@ impl Taken {
     }
 }
 
-/// Which listing: the working directory and the environment git ran with.
+/// Which listing: the working directory and the environment git ran with, less the variables
+/// that cannot change what git reads as configuration ([`NOT_CONFIG`]).
 type Key = (PathBuf, Vec<(OsString, OsString)>);
+
+/// Variables git reads for something other than where its configuration is: which index file,
+/// and who is the author or committer. A worker's record commits run the same repository's git
+/// with an index of their own and an identity; keyed apart, each would list the drivers again
+/// (three processes) for a configuration that is the same.
+const NOT_CONFIG: &[&str] = &[
+    "GIT_INDEX_FILE",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+];
+
+fn key(cwd: &Path, env: &[(OsString, OsString)]) -> Key {
+    let env = env
+        .iter()
+        .filter(|(name, _)| !NOT_CONFIG.iter().any(|n| name.as_os_str() == *n))
+        .cloned()
+        .collect();
+    (cwd.to_path_buf(), env)
+}
 
 #[derive(Debug)]
 struct Kept {
@@ -192,7 +216,7 @@ impl DriverCache {
     /// The overrides kept for git in `cwd` with `env`, when every file they came from is
     /// unchanged; a kept listing whose files changed is dropped.
     pub fn get(&self, cwd: &Path, env: &[(OsString, OsString)]) -> Option<Vec<(String, String)>> {
-        let key = (cwd.to_path_buf(), env.to_vec());
+        let key = key(cwd, env);
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = kept.get(&key)?;
         if entry.taken.unchanged() {
@@ -223,7 +247,7 @@ impl DriverCache {
             kept.clear();
         }
         kept.insert(
-            (cwd.to_path_buf(), env.to_vec()),
+            key(cwd, env),
             Kept {
                 taken: before.clone(),
                 overrides: overrides.to_vec(),
@@ -235,6 +259,21 @@ impl DriverCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_index_file_or_an_identity_does_not_key_a_listing_apart_but_a_git_dir_does() {
+        let var = |k: &str, v: &str| (OsString::from(k), OsString::from(v));
+        let cwd = Path::new("/w");
+        let plain = vec![var("PATH", "/bin")];
+        let with_index = vec![
+            var("PATH", "/bin"),
+            var("GIT_INDEX_FILE", "/w/.git/other.index"),
+            var("GIT_AUTHOR_NAME", "a"),
+        ];
+        assert_eq!(key(cwd, &plain), key(cwd, &with_index));
+        let with_dir = vec![var("PATH", "/bin"), var("GIT_DIR", "/elsewhere/.git")];
+        assert_ne!(key(cwd, &plain), key(cwd, &with_dir));
+    }
 
     #[test]
     fn a_layout_is_three_absolute_paths() {

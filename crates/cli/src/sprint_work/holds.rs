@@ -67,33 +67,61 @@ pub(super) fn accounts(
         .collect()
 }
 
-/// What a worker has passed on, so that a hold goes each way once.
+/// What a worker has passed on, so that a hold goes each way once: the end of the last hold
+/// passed per provider, and the remote's hold ref as last seen (its object id), so that an
+/// unchanged hold is not fetched and read again.
 #[derive(Debug, Default)]
-pub(super) struct Passed(HashMap<ProviderId, u64>);
+pub(super) struct Passed(HashMap<ProviderId, u64>, HashMap<String, String>);
 
 impl Worker<'_> {
     /// The remote's holds into this node's gate (those not over): the engine's next spawn on
-    /// the account waits for them.
+    /// the account waits for them. One `git ls-remote` a call; a hold ref that changed since
+    /// the last call is fetched and read (two processes more), an unchanged one is not.
     pub(super) async fn take_holds(
         &self,
         accounts: &[(ProviderId, ProviderAccount)],
         passed: &mut Passed,
     ) {
-        let refspec = "+refs/corral/holds/*:refs/corral/holds/*";
-        let fetched = self
+        let listed = self
             .git(
                 &self.work,
-                &["fetch", "--quiet", &self.remote, refspec],
+                &["ls-remote", &self.remote, "refs/corral/holds/*"],
                 &self.to_remote(),
             )
             .await;
-        if let Err(e) = fetched {
-            tracing::debug!(error = %e, "no holds fetched from the remote");
-            return;
-        }
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(e) => {
+                tracing::debug!(error = %e, "the remote's holds were not listed");
+                return;
+            }
+        };
         for (provider, account) in accounts {
+            let reference = hold_ref(*provider);
+            let Some(id) = listed.lines().find_map(|line| {
+                let (id, name) = line.split_once('\t')?;
+                (name == reference).then_some(id)
+            }) else {
+                continue;
+            };
+            if passed.1.get(&reference).is_some_and(|seen| seen == id) {
+                continue;
+            }
+            let refspec = format!("+{reference}:{reference}");
+            let fetched = self
+                .git(
+                    &self.work,
+                    &["fetch", "--quiet", &self.remote, &refspec],
+                    &self.to_remote(),
+                )
+                .await;
+            if let Err(e) = fetched {
+                tracing::debug!(error = %e, "a hold was not fetched from the remote");
+                continue;
+            }
+            passed.1.insert(reference.clone(), id.to_owned());
             let Ok(json) = self
-                .git(&self.work, &["cat-file", "blob", &hold_ref(*provider)], &[])
+                .git(&self.work, &["cat-file", "blob", &reference], &[])
                 .await
             else {
                 continue;
