@@ -33,6 +33,8 @@
 )]
 
 mod common;
+#[path = "sprint/floor.rs"]
+mod floor;
 
 use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
@@ -284,10 +286,14 @@ fn main() -> ExitCode {
     let benching = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
     let corral = PathBuf::from(env!("CARGO_BIN_EXE_corral"));
+    let claude = corral_test_support::require_cli("claude");
     if !benching {
         let place = Place::new(SMOKE_TASKS);
         let walls = rounds(&corral, &place, 1);
         eprintln!("sprint bench smoke ({SMOKE_TASKS} tasks): script, sprint {walls:?}");
+        let floor = floor::Floor::new(&claude);
+        let walls = floor.rounds(&corral, 1);
+        eprintln!("sprint bench smoke (floor, real Claude Code): loop, sprint {walls:?}");
         return ExitCode::SUCCESS;
     }
     let n = if quick { 3 } else { 7 };
@@ -298,7 +304,18 @@ fn main() -> ExitCode {
     let load_before = load_average();
     eprintln!("sprint: {n} rotating rounds of script / sprint, {TASKS} tasks × 2 rounds");
     let walls = rounds(&corral, &place, n);
-    let table = report(&walls, &load_before, &load_average());
+    let mut table = report(&walls, &load_before, &load_average());
+    let floor = floor::Floor::new(&claude);
+    floor.warm_up(&corral);
+    let load_before = load_average();
+    let floor_n = if quick { 3 } else { 5 };
+    eprintln!(
+        "sprint floor: {floor_n} alternated rounds of a `claude -p` loop / `corral sprint run`, {} tasks",
+        floor::TASKS
+    );
+    let walls = floor.rounds(&corral, floor_n);
+    table.push('\n');
+    table.push_str(&floor::report(&walls, &load_before, &load_average()));
     println!("{table}");
     let target =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-sprint-report.md");

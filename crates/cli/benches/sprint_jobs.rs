@@ -14,6 +14,12 @@
 //! `target/bench-sprint-jobs-report.md`; `docs/benchmarks.md` has the last figures. Run without
 //! `--bench` (as `cargo test --benches` does), it makes one small run of each side (two tasks)
 //! and checks both made their commits.
+//!
+//! Then the coordinator's memory (issue 38): one `corral sprint run --jobs 4` of
+//! [`MEMORY_TASKS`] independent tasks whose stand-in works 0 s, the `corral` process's peak
+//! resident set (`VmHWM`, read every [`SAMPLE_EVERY`] until it exits) against a target of
+//! [`MEMORY_TARGET_MIB`]. The agents' and checks' processes are not counted: they are the
+//! coordinator's children, each with its own memory.
 
 // A benchmark is a tool, not product: a failed run stops it loudly, and it runs git itself.
 #![allow(
@@ -30,8 +36,8 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Instant;
 
-use common::parallel::{WORK_S, sprint_file, stand_in_script};
-use common::{fmt_list, median};
+use common::parallel::{WORK_S, sprint_file, stand_in_working};
+use common::{fmt_list, hwm_kib, median};
 use common::{git, task_id};
 use corral_test_support::is_root;
 
@@ -43,6 +49,13 @@ const JOBS: usize = 4;
 const SMOKE_JOBS: usize = 2;
 /// Target: `--jobs 4` wall over `--jobs 1` wall.
 const TARGET: f64 = 0.35;
+/// Tasks of the coordinator's memory run, measured and in the smoke run.
+const MEMORY_TASKS: usize = 50;
+const SMOKE_MEMORY_TASKS: usize = 4;
+/// Target: the coordinator's peak resident set over a [`MEMORY_TASKS`]-task run.
+const MEMORY_TARGET_MIB: f64 = 64.0;
+/// How often the coordinator's `VmHWM` is read.
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// A scratch home, the stand-in, and a template repository that each run copies.
 struct Place {
@@ -56,12 +69,17 @@ struct Place {
 
 impl Place {
     fn new(tasks: usize) -> Self {
+        Self::working(tasks, WORK_S)
+    }
+
+    /// A place whose stand-in works `seconds` seconds a task.
+    fn working(tasks: usize, seconds: u32) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         let home = root.join("home");
         std::fs::create_dir_all(&home).unwrap();
         let stand_in = root.join("claude");
-        std::fs::write(&stand_in, stand_in_script()).unwrap();
+        std::fs::write(&stand_in, stand_in_working(seconds)).unwrap();
         std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
         let template = root.join("template");
         std::fs::create_dir_all(&template).unwrap();
@@ -151,6 +169,38 @@ fn run(corral: &Path, place: &Place, jobs: usize) -> f64 {
     wall
 }
 
+/// One `--jobs 4` run of `place`'s tasks, the coordinator's peak resident set sampled until it
+/// exits: its `VmHWM` in MiB and the run's wall in seconds.
+fn coordinator_memory(corral: &Path, place: &Place, jobs: usize) -> (f64, f64) {
+    let project = place.project("memory");
+    let mut cmd = place.sprint_run(corral, &project, jobs);
+    let stderr = place.root.join("memory.stderr");
+    cmd.stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Some(kib) = hwm_kib(child.id()) {
+            peak_kib = peak_kib.max(kib);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(SAMPLE_EVERY);
+    };
+    let wall = started.elapsed().as_secs_f64();
+    assert!(
+        status.success(),
+        "the memory run exited with {status}\nstderr: {}",
+        std::fs::read_to_string(&stderr).unwrap_or_default()
+    );
+    let log = git(&project, &["log", "--format=%s", "corral/bench"]);
+    let commits = log.lines().filter(|l| l.starts_with("Task t")).count();
+    assert_eq!(commits, place.tasks, "the memory run made {commits} commits");
+    (peak_kib as f64 / 1024.0, wall)
+}
+
 /// `rounds` alternating rounds of both sides; walls in seconds, `[serial, parallel]`.
 fn rounds(corral: &Path, place: &Place, jobs: usize, rounds: usize) -> [Vec<f64>; 2] {
     let mut walls: [Vec<f64>; 2] = Default::default();
@@ -200,6 +250,11 @@ fn main() -> ExitCode {
         eprintln!(
             "sprint_jobs bench smoke ({SMOKE_TASKS} tasks): --jobs 1, --jobs {SMOKE_JOBS} {walls:?}"
         );
+        let place = Place::working(SMOKE_MEMORY_TASKS, 0);
+        let (peak, wall) = coordinator_memory(&corral, &place, SMOKE_JOBS);
+        eprintln!(
+            "sprint_jobs bench smoke ({SMOKE_MEMORY_TASKS} tasks): coordinator peak {peak:.1} MiB in {wall:.1} s"
+        );
         return ExitCode::SUCCESS;
     }
     let n = if quick { 2 } else { 4 };
@@ -209,7 +264,16 @@ fn main() -> ExitCode {
     let load_before = load_average();
     eprintln!("sprint_jobs: {n} alternating rounds of --jobs 1 / --jobs {JOBS}, {TASKS} tasks");
     let walls = rounds(&corral, &place, JOBS, n);
-    let table = report(&walls, &load_before, &load_average());
+    let mut table = report(&walls, &load_before, &load_average());
+    eprintln!("sprint_jobs: the coordinator's memory over {MEMORY_TASKS} tasks, --jobs {JOBS}");
+    let place = Place::working(MEMORY_TASKS, 0);
+    let (peak, wall) = coordinator_memory(&corral, &place, JOBS);
+    let verdict = if peak <= MEMORY_TARGET_MIB { "PASS" } else { "MISS" };
+    table.push_str(&format!(
+        "\n| {MEMORY_TASKS} independent tasks, agent works 0 s, `--jobs {JOBS}` | coordinator peak RSS (VmHWM, MiB) | wall (s) | Target | Result |\n\
+         |---|---|---|---|---|\n\
+         | `corral sprint run --jobs {JOBS}` | {peak:.1} | {wall:.1} | ≤ {MEMORY_TARGET_MIB:.0} MiB | {verdict} |\n"
+    ));
     println!("{table}");
     let target =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-sprint-jobs-report.md");

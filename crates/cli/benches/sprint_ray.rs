@@ -10,8 +10,8 @@
 //! work`, cloning from and pushing to a `file://` bare remote.
 //!
 //! Each run in a fresh copy of the same repository (and, on the Ray side, a fresh remote and
-//! work root); the sides alternate round by round (ABBA). Target: the Ray side's median wall ≤
-//! 1.5× the local side's. Each run also reports the CPU seconds the whole machine spent during
+//! work root); the sides alternate round by round (ABBA). Target (issue 38): the Ray side's
+//! median wall ≤ 1.15× Ray alone's (the same tasks as bare jobs, measured in the same rounds). Each run also reports the CPU seconds the whole machine spent during
 //! it (`/proc/stat`): on a small machine the Ray side is CPU-bound. The table goes to stdout and `target/bench-sprint-ray-report.md`;
 //! `docs/benchmarks.md` has the last figures. Without Ray installed (`.cache/venv`) it says so
 //! and exits 0. Run without `--bench` (as `cargo test --benches` does), it makes one small run
@@ -48,8 +48,11 @@ const TASKS: usize = 8;
 const SMOKE_TASKS: usize = 2;
 /// `--jobs` of both sides.
 const JOBS: usize = 4;
-/// Target: the Ray side's wall over the local side's.
-const TARGET: f64 = 1.5;
+/// Target: the Ray side's wall over Ray alone's (issue 38): what Corral adds to Ray's own
+/// floor for the same tasks, measured in the same rounds. (The local side stays beside it: on a
+/// two-core machine Ray alone is already 1.4–1.7× the local side, so the old target of 1.5×
+/// the local side judged Ray, not Corral.)
+const TARGET: f64 = 1.15;
 /// CPUs each job's entrypoint reserves: the harness's cluster has three (two on the head, one
 /// on the second node), and Ray places a job on one node, so at 0.25 eight jobs fit on the
 /// head alone (the four whose rounds run and the four the executor starts ahead of a free
@@ -416,15 +419,16 @@ fn report(runs: &[Vec<Run>; 3], load_before: &str, load_after: &str) -> String {
         .map(|side| side.iter().map(|r| r.cpu).collect::<Vec<_>>());
     let [local, ray, alone] = walls.each_ref().map(|w| median(w));
     let ratio = ray / local;
-    let verdict = if ratio <= TARGET { "PASS" } else { "MISS" };
+    let over_alone = ray / alone;
+    let verdict = if over_alone <= TARGET { "PASS" } else { "MISS" };
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let [local_cpu, ray_cpu, alone_cpu] = cpus.each_ref().map(|c| median(c));
     format!(
-        "| {TASKS} independent tasks, agent works {WORK_S} s each, stand-in Claude Code, default sandbox ({} rounds) | median wall (s) | runs (s) | ratio to local | machine CPU (s) | Target | Result |\n\
-         |---|---|---|---|---|---|---|\n\
-         | `corral sprint run --jobs {JOBS}` (local worktrees) | {local:.2} | {} | 1.00 | {local_cpu:.1} | | |\n\
-         | `corral sprint run --jobs {JOBS} --executor ray` (two-node cluster on 127.0.0.1) | {ray:.2} | {} | {ratio:.2}× | {ray_cpu:.1} | ≤ {TARGET:.2}× | {verdict} |\n\
-         | Ray alone: the same {TASKS} tasks as bare `sleep {WORK_S}` jobs, {JOBS} at once, the rest started ahead (no Corral) | {alone:.2} | {} | {:.2}× | {alone_cpu:.1} | | |\n\n\
+        "| {TASKS} independent tasks, agent works {WORK_S} s each, stand-in Claude Code, default sandbox ({} rounds) | median wall (s) | runs (s) | ratio to local | ratio to Ray alone | machine CPU (s) | Target | Result |\n\
+         |---|---|---|---|---|---|---|---|\n\
+         | `corral sprint run --jobs {JOBS}` (local worktrees) | {local:.2} | {} | 1.00 | | {local_cpu:.1} | | |\n\
+         | `corral sprint run --jobs {JOBS} --executor ray` (two-node cluster on 127.0.0.1) | {ray:.2} | {} | {ratio:.2}× | {over_alone:.2}× | {ray_cpu:.1} | ≤ {TARGET:.2}× Ray alone | {verdict} |\n\
+         | Ray alone: the same {TASKS} tasks as bare `sleep {WORK_S}` jobs, {JOBS} at once, the rest started ahead (no Corral) | {alone:.2} | {} | {:.2}× | 1.00 | {alone_cpu:.1} | | |\n\n\
          Corral's part of the Ray side: {:.2} s of wall ({:.2}× Ray alone), {:.1} CPU-s.\n\n\
          Machine CPU: seconds of CPU every process on the machine spent during a run (`/proc/stat`, \
          median). On {cores} cores the Ray side's {ray_cpu:.1} CPU-s take at least {:.2} s of wall \

@@ -25,7 +25,12 @@ echo '{"type":"result","subtype":"success","is_error":false,"result":"done","ses
 
 /// The stand-in's script, working [`WORK_S`] seconds.
 pub fn stand_in_script() -> String {
-    STAND_IN.replace("WORK_S", &WORK_S.to_string())
+    stand_in_working(WORK_S)
+}
+
+/// The stand-in's script, working `seconds` seconds.
+pub fn stand_in_working(seconds: u32) -> String {
+    STAND_IN.replace("WORK_S", &seconds.to_string())
 }
 
 /// A sprint of `tasks` independent one-round tasks, evaluator off.
