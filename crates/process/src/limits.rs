@@ -35,14 +35,14 @@ use std::time::Duration;
 use crate::spawn::PreExecHook;
 
 /// What one spawn may use; `None` leaves a resource unlimited.
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct ResourceLimits {
     /// Memory of the whole group, in bytes.
     pub memory: Option<u64>,
     /// Processes and threads of the whole group.
     pub pids: Option<u64>,
-    /// CPU time per wall time, in cores (`1.5` is one and a half cores).
-    pub cpus: Option<f64>,
+    /// CPU time per wall time, in thousandths of a core (`1500` is one and a half cores).
+    pub cpu_millis: Option<u64>,
     /// Disk, in bytes: every file written, and the measured directories together.
     pub disk: Option<u64>,
 }
@@ -50,7 +50,10 @@ pub struct ResourceLimits {
 impl ResourceLimits {
     /// Whether no resource is limited.
     pub fn is_unlimited(&self) -> bool {
-        self.memory.is_none() && self.pids.is_none() && self.cpus.is_none() && self.disk.is_none()
+        self.memory.is_none()
+            && self.pids.is_none()
+            && self.cpu_millis.is_none()
+            && self.disk.is_none()
     }
 }
 
@@ -85,7 +88,7 @@ impl Limit {
 pub struct Enforcement {
     /// The resource.
     pub limit: Limit,
-    /// The cap, as the settings say it (`2147483648`, `256`, `1.5`).
+    /// The cap: bytes, processes, or cores (`2147483648`, `256`, `1.500`).
     pub cap: String,
     /// How it is enforced (`cgroup v1 memory.limit_in_bytes`, `RLIMIT_FSIZE`), or `None`.
     pub how: Option<String>,
@@ -386,11 +389,11 @@ impl LimitGroup {
                 why_not,
             });
         }
-        if let Some(cores) = limits.cpus {
+        if let Some(millis) = limits.cpu_millis {
             let (how, why_not) = match make_cgroup(&placement, "cpu", &name) {
                 Ok(cgroup) => {
-                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                    let quota = (cores * 100_000.0).round().max(1000.0) as u64;
+                    // Per 100 ms period; the kernel's smallest quota is 1 ms.
+                    let quota = millis.saturating_mul(100).max(1000);
                     let (set, file) = match cgroup.version {
                         Version::V1 => (
                             cgroup.write("cpu.cfs_period_us", "100000").and_then(|()| {
@@ -423,7 +426,7 @@ impl LimitGroup {
             };
             group.enforcement.push(Enforcement {
                 limit: Limit::Cpus,
-                cap: cores.to_string(),
+                cap: format!("{}.{:03}", millis / 1000, millis % 1000),
                 how,
                 why_not,
             });
@@ -557,7 +560,8 @@ impl LimitGroup {
             && !self.measured.is_empty()
         {
             let used: u64 = self.measured.iter().map(|dir| disk_use(dir)).sum();
-            if used > cap {
+            // At the cap is full: a file is stopped at exactly the cap (`RLIMIT_FSIZE`).
+            if used >= cap {
                 return Some(Breach {
                     limit: Limit::Disk,
                     cap,
@@ -569,13 +573,16 @@ impl LimitGroup {
         None
     }
 
-    /// The breach that ended a child by its exit: `SIGXFSZ` is a file over the disk limit.
+    /// The breach that ended a child by its exit: `SIGXFSZ` is a file over the disk limit, and
+    /// so is the exit status a shell or bubblewrap passes on for it (128 + `SIGXFSZ`).
     pub fn breach_by_exit(&self, exit: crate::spawn::ExitInfo) -> Option<Breach> {
         if let Some(breach) = self.breach() {
             return Some(breach);
         }
         let cap = self.limits.disk?;
-        (exit.signal == Some(libc::SIGXFSZ)).then(|| Breach {
+        let by_signal =
+            exit.signal == Some(libc::SIGXFSZ) || exit.code == Some(128 + libc::SIGXFSZ);
+        by_signal.then(|| Breach {
             limit: Limit::Disk,
             cap,
             peak: None,

@@ -172,6 +172,11 @@ pub(crate) struct PrivateTmp {
 }
 
 impl PrivateTmp {
+    /// Where it is.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     fn create() -> std::io::Result<Self> {
         let path = std::env::temp_dir().join(format!(
             "corral-command-{}-{:016x}",

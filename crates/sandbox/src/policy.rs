@@ -88,6 +88,9 @@ pub struct SandboxConfig {
     /// tmpfs, a file by `/dev/null`; what does not exist, and the running CLI's own state
     /// paths, are left alone (see `hide_paths`).
     pub hide: Vec<PathBuf>,
+    /// What each spawn (a CLI's attempt, a command) may use (`[limits]`); unlimited by
+    /// default here, the settings' defaults are the composition root's.
+    pub limits: corral_process::ResourceLimits,
 }
 
 impl Default for SandboxConfig {
@@ -102,6 +105,7 @@ impl Default for SandboxConfig {
             refuse_dirty_tree: false,
             watch_native_writes: true,
             hide: Vec::new(),
+            limits: corral_process::ResourceLimits::default(),
         }
     }
 }
@@ -435,6 +439,7 @@ pub fn plan(
             stray_check_why: Some("the run ended before the check".to_string()),
             read_only_links: Vec::new(),
             checked_inside: None,
+            limits: Vec::new(),
         },
         read_only_links: Vec::new(),
     })

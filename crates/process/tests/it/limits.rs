@@ -202,7 +202,7 @@ async fn a_cpu_spinner_is_held_to_its_share_and_never_breaches() {
     let dir = tempfile::tempdir().unwrap();
     let group = Arc::new(LimitGroup::create(
         ResourceLimits {
-            cpus: Some(0.2),
+            cpu_millis: Some(200),
             ..ResourceLimits::default()
         },
         Vec::new(),
