@@ -10,9 +10,9 @@
 //! - a cgroup v1 child of this process's cgroup in the controller's own hierarchy (a hybrid
 //!   host: systemd's older layout, or a container runtime's);
 //! - an rlimit: `RLIMIT_DATA` for memory (not `RLIMIT_AS`: a JavaScript engine reserves far
-//!   more address space than it ever uses), `RLIMIT_NPROC` for processes (which binds only a
-//!   user without `CAP_SYS_RESOURCE`: never root, so as root it is recorded as not enforced);
-//!   CPU has no rlimit that shares cores, so without a cgroup it is not enforced.
+//!   more address space than it ever uses). Processes and CPU have no rlimit that bounds one
+//!   spawn (`RLIMIT_NPROC` counts the whole user's processes and binds no root process; no
+//!   rlimit shares cores): without a cgroup they are recorded as not enforced.
 //!
 //! Disk has no cgroup: every file is capped at the disk limit (`RLIMIT_FSIZE`, the writer gets
 //! `SIGXFSZ`), and the directories the caller names (a run directory, a private `TMPDIR`) are
@@ -33,6 +33,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::spawn::PreExecHook;
+
+/// The memory limit without a cgroup.
+const DATA_HOW: &str = "RLIMIT_DATA (each process's data, not the group's together)";
+
+/// Why processes are not limited without a cgroup: `RLIMIT_NPROC` counts every process and
+/// thread of the user, not the spawn's (a desktop session alone may be over any useful cap, and
+/// then the spawn could not start at all), and binds no process with `CAP_SYS_RESOURCE` (root):
+/// a fork loop inside bubblewrap as root went on under `prlimit --nproc`.
+const NPROC_WHY_NOT: &str = "RLIMIT_NPROC counts every process of the user, not the spawn's, and binds no root process, so processes are not limited";
 
 /// What one spawn may use; `None` leaves a resource unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -313,7 +322,6 @@ impl LimitGroup {
     pub fn create(limits: ResourceLimits, measured: Vec<PathBuf>) -> LimitGroup {
         let placement = placement();
         let name = unique_name();
-        let root = nix::unistd::geteuid().is_root();
         let mut group = LimitGroup {
             limits,
             memory: None,
@@ -336,14 +344,11 @@ impl LimitGroup {
                         // No swap to spill into: the cap is the cap.
                         let _ = cgroup.write("memory.swap.max", "0");
                     }
-                    group.settle(cgroup, set, file, Limit::Memory, libc::RLIMIT_DATA, bytes)
+                    group.settle(cgroup, set, file, Limit::Memory)
                 }
                 Err(why) => {
                     group.rlimits.push((libc::RLIMIT_DATA, bytes));
-                    (
-                        Some("RLIMIT_DATA (each process's data, not the group's)".to_string()),
-                        Some(why),
-                    )
+                    (Some(DATA_HOW.to_string()), Some(why))
                 }
             };
             group.enforcement.push(Enforcement {
@@ -357,30 +362,9 @@ impl LimitGroup {
             let (how, why_not) = match make_cgroup(&placement, "pids", &name) {
                 Ok(cgroup) => {
                     let set = cgroup.write("pids.max", &count.to_string());
-                    group.settle(
-                        cgroup,
-                        set,
-                        "pids.max",
-                        Limit::Pids,
-                        libc::RLIMIT_NPROC,
-                        count,
-                    )
+                    group.settle(cgroup, set, "pids.max", Limit::Pids)
                 }
-                Err(why) if root => (
-                    None,
-                    Some(format!(
-                        "{why}; RLIMIT_NPROC does not bind a process with CAP_SYS_RESOURCE (root)"
-                    )),
-                ),
-                Err(why) => {
-                    group.rlimits.push((libc::RLIMIT_NPROC, count));
-                    (
-                        Some(
-                            "RLIMIT_NPROC (every process of the user, not the group's)".to_string(),
-                        ),
-                        Some(why),
-                    )
-                }
+                Err(why) => (None, Some(format!("{why}; {NPROC_WHY_NOT}"))),
             };
             group.enforcement.push(Enforcement {
                 limit: Limit::Pids,
@@ -457,15 +441,14 @@ impl LimitGroup {
     }
 
     /// Keeps a cgroup whose cap was written (its `cgroup.procs` opened for the child), or
-    /// removes it and falls back to `rlimit`.
+    /// removes it and falls back: memory to `RLIMIT_DATA`, processes to nothing (see
+    /// [`NPROC_WHY_NOT`]).
     fn settle(
         &mut self,
         cgroup: Cgroup,
         set: io::Result<()>,
         file: &str,
         limit: Limit,
-        rlimit: libc::__rlimit_resource_t,
-        value: u64,
     ) -> (Option<String>, Option<String>) {
         match set {
             Ok(()) => {
@@ -481,17 +464,13 @@ impl LimitGroup {
             Err(e) => {
                 let why = format!("{}: {e}", cgroup.dir.join(file).display());
                 let _ = fs::remove_dir(&cgroup.dir);
-                let root = nix::unistd::geteuid().is_root();
-                if rlimit == libc::RLIMIT_NPROC && root {
-                    return (None, Some(why));
+                match (limit, self.limits.memory) {
+                    (Limit::Memory, Some(bytes)) => {
+                        self.rlimits.push((libc::RLIMIT_DATA, bytes));
+                        (Some(DATA_HOW.to_string()), Some(why))
+                    }
+                    _ => (None, Some(format!("{why}; {NPROC_WHY_NOT}"))),
                 }
-                self.rlimits.push((rlimit, value));
-                let name = if rlimit == libc::RLIMIT_NPROC {
-                    "RLIMIT_NPROC (every process of the user, not the group's)"
-                } else {
-                    "RLIMIT_DATA (each process's data, not the group's)"
-                };
-                (Some(name.to_string()), Some(why))
             }
         }
     }
