@@ -85,6 +85,9 @@ pub enum SandboxBackend {
     Native,
     /// bubblewrap: a read-only root, writable binds, a fresh pid namespace.
     Bubblewrap,
+    /// A podman container on the host's root filesystem (an overlay), writable binds, its own
+    /// namespaces and cgroup.
+    Container,
 }
 
 impl SandboxBackend {
@@ -93,6 +96,7 @@ impl SandboxBackend {
         match self {
             SandboxBackend::Native => "native",
             SandboxBackend::Bubblewrap => "bubblewrap",
+            SandboxBackend::Container => "container",
         }
     }
 }
@@ -116,7 +120,7 @@ pub struct Unenforced {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Attestation {
-    /// The backend asked for (`auto`, `native`, `bubblewrap`).
+    /// The backend asked for (`auto`, `native`, `bubblewrap`, `container`).
     #[serde(alias = "requested_backend")]
     pub requested_backend: String,
     /// The backend that ran.

@@ -129,6 +129,11 @@ pub struct Usage {
     pub cpu_throttled: Option<u64>,
 }
 
+/// Thousandths of a core as cores (`1500` is `1.500`).
+pub fn cores(millis: u64) -> String {
+    format!("{}.{:03}", millis / 1000, millis % 1000)
+}
+
 /// Which cgroup hierarchy a directory belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Version {
@@ -186,6 +191,8 @@ pub struct LimitGroup {
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     enforcement: Vec<Enforcement>,
     measured: Vec<PathBuf>,
+    /// The cgroups are another program's ([`LimitGroup::adopt`]): never removed here.
+    adopted: bool,
 }
 
 /// Where this process's cgroups are: the v2 path, and the v1 path per controller.
@@ -251,9 +258,15 @@ fn placement() -> Placement {
     placement
 }
 
-/// A fresh name for one spawn's cgroups.
+/// A fresh name for one spawn's cgroups: the process, a count of this process's groups, and
+/// the clock (a later process with the same pid does not meet an old name either).
 fn unique_name() -> String {
-    format!("corral-{}-{:016x}", std::process::id(), fastrand::u64(..))
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let count = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("corral-{}-{count}-{nanos:09}", std::process::id())
 }
 
 /// Makes a child cgroup for `controller`: v2 when it is delegated to this process's cgroup,
@@ -331,6 +344,7 @@ impl LimitGroup {
             rlimits: Vec::new(),
             enforcement: Vec::new(),
             measured,
+            adopted: false,
         };
         if let Some(bytes) = limits.memory {
             let (how, why_not) = match make_cgroup(&placement, "memory", &name) {
@@ -410,7 +424,7 @@ impl LimitGroup {
             };
             group.enforcement.push(Enforcement {
                 limit: Limit::Cpus,
-                cap: format!("{}.{:03}", millis / 1000, millis % 1000),
+                cap: cores(millis),
                 how,
                 why_not,
             });
@@ -485,6 +499,67 @@ impl LimitGroup {
                 tracing::warn!(path = %path.display(), error = %e, "cannot open a cgroup to join")
             }
         }
+    }
+
+    /// The cgroups another program made at `relative` (the same path in every hierarchy, as a
+    /// container engine's `CgroupPath`), watched against `limits` as this group's own are:
+    /// [`LimitGroup::breach`], [`LimitGroup::usage`], [`LimitGroup::kill_all`]. Not made here,
+    /// they are not removed here either; nothing is joined and no rlimit is set.
+    pub fn adopt(limits: ResourceLimits, relative: &Path) -> LimitGroup {
+        let relative = relative.strip_prefix("/").unwrap_or(relative);
+        let mounts = cgroup_mounts();
+        let find = |controller: &str| -> Option<Cgroup> {
+            mounts
+                .iter()
+                .find_map(|(fstype, mount, options)| {
+                    let v1 = fstype == "cgroup" && options.split(',').any(|o| o == controller);
+                    let dir = mount.join(relative);
+                    if v1 {
+                        return Some(Cgroup {
+                            version: Version::V1,
+                            dir,
+                        });
+                    }
+                    let v2 = fstype == "cgroup2"
+                        && fs::read_to_string(dir.join("cgroup.controllers"))
+                            .is_ok_and(|c| c.split_whitespace().any(|n| n == controller));
+                    v2.then_some(Cgroup {
+                        version: Version::V2,
+                        dir,
+                    })
+                })
+                .filter(|c| c.dir.is_dir())
+        };
+        LimitGroup {
+            limits,
+            memory: limits.memory.and_then(|_| find("memory")),
+            pids: limits.pids.and_then(|_| find("pids")),
+            cpu: limits.cpu_millis.and_then(|_| find("cpu")),
+            join: Vec::new(),
+            rlimits: Vec::new(),
+            enforcement: Vec::new(),
+            measured: Vec::new(),
+            adopted: true,
+        }
+    }
+
+    /// Each limit `limits` sets, with its cap as [`Enforcement::cap`] writes it, for a caller
+    /// that enforces them by other means (a container engine's own options).
+    pub fn describe(limits: ResourceLimits) -> Vec<(Limit, String)> {
+        let mut out = Vec::new();
+        if let Some(bytes) = limits.memory {
+            out.push((Limit::Memory, bytes.to_string()));
+        }
+        if let Some(count) = limits.pids {
+            out.push((Limit::Pids, count.to_string()));
+        }
+        if let Some(millis) = limits.cpu_millis {
+            out.push((Limit::Cpus, cores(millis)));
+        }
+        if let Some(bytes) = limits.disk {
+            out.push((Limit::Disk, bytes.to_string()));
+        }
+        out
     }
 
     /// What came of each limit asked for.
@@ -642,6 +717,9 @@ impl LimitGroup {
 
 impl Drop for LimitGroup {
     fn drop(&mut self) {
+        if self.adopted {
+            return;
+        }
         self.kill_all();
         for cgroup in [&self.pids, &self.memory, &self.cpu].into_iter().flatten() {
             // A killed member leaves its cgroup as the kernel finishes its exit: a few tries.

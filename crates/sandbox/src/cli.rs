@@ -62,22 +62,12 @@ pub(crate) struct CliLine<'a> {
 /// are handed to `placeholders_made` as soon as they exist, so that the run removes them
 /// whatever happens next.
 pub(crate) fn wrap_cli(
-    line: CliLine<'_>,
+    mut line: CliLine<'_>,
     env: &mut Vec<(OsString, OsString)>,
     egress: Option<(&EgressGate, ProxyHonour)>,
     placeholders_made: impl FnOnce(Vec<Placeholder>),
 ) -> Result<Framed, WrapError> {
-    policy::prepare_state(line.state);
-    // Read-only inside what is writable: each writable tree's `.git` and the CLI's own
-    // configuration.
-    let mut protected = line.protected;
-    if line.permissions.edit_files {
-        protected.extend(policy::git_paths(line.cwd));
-    }
-    for root in line.extra_roots {
-        protected.extend(policy::git_paths(root));
-    }
-    protected.extend(line.read_only_links.iter().cloned());
+    let protected = cli_protected(&mut line);
     let tmp = private_tmpdir(line.output_dir, env)?;
     let output_dir = line.output_dir;
     let raw_stream_files = line.raw_stream_files;
@@ -96,6 +86,55 @@ pub(crate) fn wrap_cli(
             env: line.env,
         },
         protected,
+        env,
+        |protected, made| bind_record(output_dir, raw_stream_files, protected, made),
+        placeholders_made,
+    )
+}
+
+/// The CLI's state prepared, and what stays read-only inside what is writable: each writable
+/// tree's `.git`, the CLI's own configuration, files with another name elsewhere.
+fn cli_protected(line: &mut CliLine<'_>) -> Vec<PathBuf> {
+    policy::prepare_state(line.state);
+    let mut protected = std::mem::take(&mut line.protected);
+    if line.permissions.edit_files {
+        protected.extend(policy::git_paths(line.cwd));
+    }
+    for root in line.extra_roots {
+        protected.extend(policy::git_paths(root));
+    }
+    protected.extend(line.read_only_links.iter().cloned());
+    protected
+}
+
+/// Wraps `line` for the container backend: the same paths as under bubblewrap (`wrap_cli`),
+/// bound by podman into a container named `name`.
+fn wrap_cli_in_container(
+    mut line: CliLine<'_>,
+    env: &mut Vec<(OsString, OsString)>,
+    name: &str,
+    placeholders_made: impl FnOnce(Vec<Placeholder>),
+) -> Result<Vec<OsString>, WrapError> {
+    let protected = cli_protected(&mut line);
+    let tmp = private_tmpdir(line.output_dir, env)?;
+    let output_dir = line.output_dir;
+    let raw_stream_files = line.raw_stream_files;
+    crate::wrap::wrap_in_container(
+        Frame {
+            config: line.config,
+            permissions: line.permissions,
+            cwd: line.cwd,
+            output_dir,
+            extra_roots: line.extra_roots,
+            state: line.state,
+            tmp: &tmp,
+            egress: None,
+            program: line.program,
+            args: line.args,
+            env: line.env,
+        },
+        protected,
+        name,
         env,
         |protected, made| bind_record(output_dir, raw_stream_files, protected, made),
         placeholders_made,
@@ -170,6 +209,8 @@ pub(crate) struct ConfinedCli {
     pub probe: Option<InsideProbe>,
     /// Under the native backend: the write watch, until the child handed over its listener.
     pub watch: Option<PendingWatch>,
+    /// Under the container backend: the container's name, removed once the spawn ended.
+    pub container: Option<String>,
 }
 
 /// Confines one attempt's CLI under `backend` (see the module documentation). `egress_needs` is
@@ -201,6 +242,22 @@ pub(crate) fn confine_cli(
                 seccomp: None,
                 probe: None,
                 watch,
+                container: None,
+            })
+        }
+        SandboxBackend::Container => {
+            let name = crate::container::container_name();
+            let args = wrap_cli_in_container(line, env, &name, placeholders_made)?;
+            Ok(ConfinedCli {
+                program: PathBuf::from(crate::podman::PODMAN),
+                args,
+                inherit_fds: Vec::new(),
+                pre_exec: Vec::new(),
+                egress: None,
+                seccomp: None,
+                probe: None,
+                watch: None,
+                container: Some(name),
             })
         }
         SandboxBackend::Bubblewrap => {
@@ -247,6 +304,7 @@ pub(crate) fn confine_cli(
                 seccomp: Some(seccomp),
                 probe: Some(wrapped.probe),
                 watch: None,
+                container: None,
             })
         }
     }

@@ -53,6 +53,8 @@ pub(crate) struct WrappedCommand {
     pub egress: Option<(EgressGate, AllowList)>,
     /// Under bubblewrap: the probe that checks the sandbox from inside.
     pub probe: Option<InsideProbe>,
+    /// Under the container backend: the container's name, removed once the command ended.
+    pub container: Option<String>,
 }
 
 /// Wraps `command` under `backend` (see the module documentation). The command's private
@@ -84,9 +86,10 @@ pub(crate) fn wrap_command(
                 seccomp: None,
                 egress: None,
                 probe: None,
+                container: None,
             });
         }
-        SandboxBackend::Bubblewrap => command.program,
+        SandboxBackend::Bubblewrap | SandboxBackend::Container => command.program,
     };
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -105,6 +108,42 @@ pub(crate) fn wrap_command(
     // stay read-only inside the writable tree.
     let mut protected = policy::git_paths(command.cwd);
     protected.extend(policy::multi_link_files(&[command.cwd]));
+    if backend == SandboxBackend::Container {
+        let name = crate::container::container_name();
+        let args = crate::wrap::wrap_in_container(
+            Frame {
+                config,
+                permissions: &permissions,
+                cwd: command.cwd,
+                output_dir: &tmp,
+                extra_roots: &[],
+                state: &[],
+                tmp: &tmp,
+                egress: None,
+                program,
+                args: command.args,
+                env: command.env,
+            },
+            protected,
+            &name,
+            &env,
+            |protected, _| {
+                protected.extend(record_in_tree(&command));
+                Ok(())
+            },
+            placeholders_made,
+        )?;
+        return Ok(WrappedCommand {
+            program: PathBuf::from(crate::podman::PODMAN),
+            args,
+            env,
+            inherit_fds: Vec::new(),
+            seccomp: None,
+            egress: None,
+            probe: None,
+            container: Some(name),
+        });
+    }
     let egress = match config.network {
         NetworkPolicy::Allowlist => Some((
             EgressGate::new().map_err(io(&tmp))?,
@@ -132,15 +171,7 @@ pub(crate) fn wrap_command(
         protected,
         &mut env,
         |protected, _| {
-            // Corral's record in the tree: only what exists can be bound (nothing to protect
-            // otherwise), and never made here, so no placeholder is left in the user's tree.
-            protected.extend(
-                command
-                    .read_only
-                    .iter()
-                    .filter(|p| p.starts_with(command.cwd) && p.is_dir())
-                    .cloned(),
-            );
+            protected.extend(record_in_tree(&command));
             Ok(())
         },
         placeholders_made,
@@ -162,7 +193,19 @@ pub(crate) fn wrap_command(
         seccomp: Some(seccomp),
         egress,
         probe: Some(probe),
+        container: None,
     })
+}
+
+/// Corral's record in the tree: only what exists can be bound (nothing to protect otherwise),
+/// and never made here, so no placeholder is left in the user's tree.
+fn record_in_tree(command: &CommandLine<'_>) -> Vec<PathBuf> {
+    command
+        .read_only
+        .iter()
+        .filter(|p| p.starts_with(command.cwd) && p.is_dir())
+        .cloned()
+        .collect()
 }
 
 /// A sandboxed command's private temporary directory (0700), removed when dropped.

@@ -430,7 +430,7 @@ impl Confinement {
             pre_exec: confined.pre_exec,
         };
         // The run directory holds the private `TMPDIR`: one measure covers both.
-        let limits = self.limit(vec![output_dir.clone()], &mut request);
+        let limits = self.limit(planned.backend, vec![output_dir.clone()], &mut request);
         Ok(Wrapped {
             request,
             guard: SpawnGuard::new(
@@ -442,6 +442,7 @@ impl Confinement {
                     probe: confined.probe,
                     watch: confined.watch,
                     limits,
+                    container: confined.container,
                 },
             ),
         })
@@ -484,7 +485,7 @@ impl Confinement {
             output: ChildOutputs::Pipes,
             pre_exec: Vec::new(),
         };
-        let limits = self.limit(measured, &mut request);
+        let limits = self.limit(planned.backend, measured, &mut request);
         Ok(Wrapped {
             request,
             guard: SpawnGuard::new(
@@ -496,6 +497,7 @@ impl Confinement {
                     probe: wrapped.probe,
                     watch: None,
                     limits,
+                    container: wrapped.container,
                 },
             ),
         })
@@ -505,9 +507,25 @@ impl Confinement {
     /// first thing before exec, and `measured` (the run directory, a command's private
     /// `TMPDIR`) counted against the disk limit. The first spawn's enforcement goes into the
     /// attestation.
-    fn limit(&self, measured: Vec<PathBuf>, request: &mut SpawnRequest) -> Option<Arc<LimitGroup>> {
+    fn limit(
+        &self,
+        backend: SandboxBackend,
+        measured: Vec<PathBuf>,
+        request: &mut SpawnRequest,
+    ) -> Option<Arc<LimitGroup>> {
         if self.config.limits.is_unlimited() {
             return None;
+        }
+        match backend {
+            SandboxBackend::Container => {
+                // podman's own options, enforced by the container's cgroup (the container is
+                // not a child of the spawn: a group the client joined would not count it).
+                if let Some(attestation) = lock(&self.shared).attestation.as_mut() {
+                    attestation.limits = crate::container::enforcement(self.config.limits);
+                }
+                return None;
+            }
+            SandboxBackend::Native | SandboxBackend::Bubblewrap => {}
         }
         let group = Arc::new(LimitGroup::create(self.config.limits, measured));
         // First: the sandbox and every later step of the child are counted, and a hook that
@@ -648,6 +666,7 @@ struct Parts {
     probe: Option<InsideProbe>,
     watch: Option<PendingWatch>,
     limits: Option<Arc<LimitGroup>>,
+    container: Option<String>,
 }
 
 /// What serves one spawned child of a confinement: the seccomp program until bubblewrap read
@@ -657,6 +676,8 @@ struct Parts {
 pub struct SpawnGuard {
     backend: SandboxBackend,
     consent: bool,
+    /// `[limits]`, for a container's watch.
+    limit_caps: corral_process::ResourceLimits,
     bwrap: PathBuf,
     shared: Arc<Mutex<Shared>>,
     seccomp: Option<OwnedFd>,
@@ -674,6 +695,8 @@ pub struct SpawnGuard {
     breach: Arc<Mutex<Option<Breach>>>,
     /// The watch of the limits, from the spawn until the guard ends.
     limit_watch: Option<tokio::task::JoinHandle<()>>,
+    /// Under the container backend: the container's name, removed when the guard ends.
+    container: Option<String>,
 }
 
 impl SpawnGuard {
@@ -681,6 +704,7 @@ impl SpawnGuard {
         SpawnGuard {
             backend,
             consent: confinement.config.allow_degraded_native,
+            limit_caps: confinement.config.limits,
             bwrap: confinement.config.bwrap.clone(),
             shared: Arc::clone(&confinement.shared),
             seccomp: parts.seccomp,
@@ -694,6 +718,7 @@ impl SpawnGuard {
             limits: parts.limits,
             breach: Arc::default(),
             limit_watch: None,
+            container: parts.container,
         }
     }
 
@@ -701,6 +726,24 @@ impl SpawnGuard {
     /// (every process in its cgroups, and its process group), so that one runaway tool takes
     /// neither the machine nor a sibling task with it.
     fn watch_limits(&mut self, child: &dyn SpawnedChild) {
+        if let Some(name) = self.container.clone()
+            && !self.limit_caps.is_unlimited()
+        {
+            let slot = Arc::clone(&self.breach);
+            let limits = self.limit_caps;
+            self.limit_watch = Some(tokio::spawn(async move {
+                let Some((breach, group)) =
+                    crate::container::watch(name.clone(), limits, LIMIT_WATCH_PERIOD).await
+                else {
+                    return;
+                };
+                tracing::warn!(limit = breach.limit.as_str(), cap = breach.cap, peak = ?breach.peak, what = %breach.what, "a container went over its limit; it is ended");
+                *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(breach);
+                group.kill_all();
+                let _ = tokio::task::spawn_blocking(move || crate::container::kill(&name)).await;
+            }));
+            return;
+        }
         let Some(group) = self.limits.clone() else {
             return;
         };
@@ -720,6 +763,32 @@ impl SpawnGuard {
     /// child was reaped with `exit`, what the kernel counted (a file over the disk limit ends
     /// its writer with `SIGXFSZ`). Ask before [`SpawnGuard::end`].
     pub fn limit_breach(&self, exit: Option<ExitInfo>) -> Option<Breach> {
+        if let Some(found) = self
+            .breach
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            return Some(found);
+        }
+        if let (Some(name), Some(cap)) = (&self.container, self.limit_caps.memory) {
+            // The watch may miss a hog the kernel kills within its first look (the cgroup goes
+            // with the container). podman passes on the container's end: exit 137 is its first
+            // process killed by SIGKILL, which nothing of Corral's sends into a container (the
+            // kill ladder stops the client with SIGTERM, forwarded, then SIGKILL on the client
+            // itself, a signal and not an exit code), so with a memory limit it is the kernel's
+            // OOM kill; podman's own `OOMKilled` is asked too.
+            let killed = exit.is_some_and(|e| e.code == Some(137))
+                || crate::container::oom_killed(name) == Some(true);
+            if killed {
+                return Some(Breach {
+                    limit: corral_process::Limit::Memory,
+                    cap,
+                    peak: None,
+                    what: "the container's process was killed by SIGKILL (exit 137) under its memory limit".to_string(),
+                });
+            }
+        }
         if let Some(found) = self
             .breach
             .lock()
@@ -892,6 +961,9 @@ impl SpawnGuard {
         if let Some(watch) = self.limit_watch.take() {
             watch.abort();
         }
+        if let Some(name) = self.container.take() {
+            crate::container::remove(&name);
+        }
         // Only now: the proxy also holds bubblewrap's status pipe open until it was reaped.
         self.proxy = None;
         if let Some(mut unread) = self.egress_notes.take() {
@@ -928,6 +1000,15 @@ impl SpawnGuard {
             more: seen.more,
             error: seen.error,
         }]
+    }
+}
+
+impl Drop for SpawnGuard {
+    fn drop(&mut self) {
+        // Not ended (the caller's future was dropped): a container outlives its client.
+        if let Some(name) = self.container.take() {
+            crate::container::remove(&name);
+        }
     }
 }
 

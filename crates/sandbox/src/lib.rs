@@ -22,11 +22,13 @@
 mod cli;
 mod command;
 mod confinement;
+mod container;
 pub mod driver_cache;
 mod egress;
 mod error;
 mod git_check;
 mod inside;
+mod podman;
 mod policy;
 mod seccomp;
 mod wrap;
@@ -43,7 +45,8 @@ pub use git_check::{
     Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, NEUTRAL_CONFIG, driver_overrides,
     git_snapshot, neutral_env, strays,
 };
+pub use podman::{PODMAN, RUNTIME, container_usable};
 pub use policy::{
     BackendChoice, BackendReadiness, HomePolicy, NetworkPolicy, Refusal, SandboxConfig,
-    backend_readiness, bubblewrap_usable, record_paths, sandbox_uid,
+    backend_readiness, bubblewrap_usable, limits_readiness, record_paths, sandbox_uid,
 };

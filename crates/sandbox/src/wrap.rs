@@ -63,7 +63,7 @@ pub(crate) struct Framed {
 /// proxy's variables with `egress`.
 pub(crate) fn wrap(
     frame: Frame<'_>,
-    mut protected: Vec<PathBuf>,
+    protected: Vec<PathBuf>,
     env: &mut Vec<(OsString, OsString)>,
     after_placeholders: impl FnOnce(&mut Vec<PathBuf>, &mut Vec<Placeholder>) -> Result<(), WrapError>,
     placeholders_made: impl FnOnce(Vec<Placeholder>),
@@ -72,26 +72,14 @@ pub(crate) fn wrap(
         let path = path.to_path_buf();
         move |source| WrapError::Io { path, source }
     };
-    let var = |name: &str| {
-        frame
-            .env
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    // Inside the sandbox bubblewrap would report a missing program as its own failure; resolve
-    // it here, before anything is made, so the error says what it is.
-    let resolved = corral_process::resolve_program(frame.program, var("PATH"), frame.cwd)
-        .ok_or(WrapError::NotFound)?;
-    let home = var("HOME").map(PathBuf::from);
+    let prepared = prepare(&frame, protected, after_placeholders, placeholders_made)?;
+    let Prepared {
+        resolved,
+        home,
+        binding,
+        protected,
+    } = prepared;
     let account_home = policy::account_home();
-    // Held until the sandbox has bound these paths (the probe's report): no other run
-    // removes a placeholder of them meanwhile.
-    let binding = policy::lock_for_binding(&protected);
-    let mut made = policy::prepare_protected(&protected);
-    let added = after_placeholders(&mut protected, &mut made);
-    placeholders_made(made);
-    added?;
     let mut args = match frame.egress {
         Some((gate, honour)) => {
             crate::egress::confine_env(env, honour, frame.tmp).map_err(io(frame.tmp))?;
@@ -133,4 +121,92 @@ pub(crate) fn wrap(
     args.push(resolved.into_os_string());
     args.extend(frame.args.iter().cloned());
     Ok(Framed { args, probe })
+}
+
+/// What every wrapping does first, whatever the backend.
+struct Prepared {
+    /// The program, resolved on the child's `PATH`.
+    resolved: PathBuf,
+    /// The home the program sees.
+    home: Option<PathBuf>,
+    /// The binding locks, held until the sandbox has bound the protected paths.
+    binding: policy::BindingLocks,
+    /// Every path bound read-only inside what is writable.
+    protected: Vec<PathBuf>,
+}
+
+/// The program resolved (before anything is made, so a missing one is said as such and not as
+/// the sandbox's own failure), then `protected` locked and given placeholders, then the
+/// caller's own read-only paths.
+fn prepare(
+    frame: &Frame<'_>,
+    mut protected: Vec<PathBuf>,
+    after_placeholders: impl FnOnce(&mut Vec<PathBuf>, &mut Vec<Placeholder>) -> Result<(), WrapError>,
+    placeholders_made: impl FnOnce(Vec<Placeholder>),
+) -> Result<Prepared, WrapError> {
+    let var = |name: &str| {
+        frame
+            .env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let resolved = corral_process::resolve_program(frame.program, var("PATH"), frame.cwd)
+        .ok_or(WrapError::NotFound)?;
+    let home = var("HOME").map(PathBuf::from);
+    // Held until the sandbox has bound these paths (the probe's report): no other run
+    // removes a placeholder of them meanwhile.
+    let binding = policy::lock_for_binding(&protected);
+    let mut made = policy::prepare_protected(&protected);
+    let added = after_placeholders(&mut protected, &mut made);
+    placeholders_made(made);
+    added?;
+    Ok(Prepared {
+        resolved,
+        home,
+        binding,
+        protected,
+    })
+}
+
+/// Wraps `frame` for the container backend (`container`), after the same first steps as
+/// [`wrap`]: podman's arguments, the container named `name`. The binding locks are let go
+/// once podman's arguments are made: podman binds what exists when it starts, and a
+/// placeholder removed meanwhile by another run is not bound (its absence is then what the
+/// container sees, as on the host).
+pub(crate) fn wrap_in_container(
+    frame: Frame<'_>,
+    protected: Vec<PathBuf>,
+    name: &str,
+    env: &[(OsString, OsString)],
+    after_placeholders: impl FnOnce(&mut Vec<PathBuf>, &mut Vec<Placeholder>) -> Result<(), WrapError>,
+    placeholders_made: impl FnOnce(Vec<Placeholder>),
+) -> Result<Vec<OsString>, WrapError> {
+    let Prepared {
+        resolved,
+        home,
+        binding,
+        protected,
+    } = prepare(&frame, protected, after_placeholders, placeholders_made)?;
+    let mut writable: Vec<&Path> = vec![frame.output_dir, frame.tmp];
+    writable.extend(frame.extra_roots.iter().map(PathBuf::as_path));
+    let args = crate::container::podman_args(&crate::container::ContainerLine {
+        config: frame.config,
+        name,
+        cwd: frame.cwd,
+        cwd_writable: frame.permissions.edit_files,
+        writable,
+        protected: &protected,
+        home: home.as_deref(),
+        state: frame.state,
+        env_names: env.iter().filter_map(|(k, _)| k.to_str()).collect(),
+        program: &resolved,
+        args: frame.args,
+    })
+    .map_err(|source| WrapError::Io {
+        path: frame.cwd.to_path_buf(),
+        source,
+    })?;
+    drop(binding);
+    Ok(args)
 }

@@ -3,4 +3,5 @@
 // Test code: a failed expectation should panic loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod container;
 mod limits;
