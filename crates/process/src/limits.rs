@@ -269,6 +269,29 @@ fn unique_name() -> String {
     format!("corral-{}-{count}-{nanos:09}", std::process::id())
 }
 
+/// Removes the cgroups a Corral that is gone left in `parent` (killed before it could remove
+/// them): named `corral-<pid>-…` for a pid that no longer runs, and empty (`rmdir` refuses one
+/// with a member, which is then left alone).
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("corral-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir(entry.path());
+        }
+    }
+}
+
 /// Makes a child cgroup for `controller`: v2 when it is delegated to this process's cgroup,
 /// else v1. The error says why neither could be made.
 fn make_cgroup(placement: &Placement, controller: &str, name: &str) -> Result<Cgroup, String> {
@@ -277,6 +300,7 @@ fn make_cgroup(placement: &Placement, controller: &str, name: &str) -> Result<Cg
         let delegated = fs::read_to_string(own.join("cgroup.subtree_control"))
             .is_ok_and(|s| s.split_whitespace().any(|c| c == controller));
         if delegated {
+            sweep_stale(own);
             let dir = own.join(name);
             match fs::create_dir(&dir).or_else(|e| {
                 if e.kind() == io::ErrorKind::AlreadyExists {
@@ -302,6 +326,7 @@ fn make_cgroup(placement: &Placement, controller: &str, name: &str) -> Result<Cg
     }
     match placement.v1.iter().find(|(c, _)| c == controller) {
         Some((_, own)) => {
+            sweep_stale(own);
             let dir = own.join(name);
             match fs::create_dir(&dir) {
                 Ok(()) => Ok(Cgroup {

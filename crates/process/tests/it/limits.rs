@@ -228,6 +228,34 @@ async fn a_cpu_spinner_is_held_to_its_share_and_never_breaches() {
 }
 
 #[test]
+fn a_group_left_by_a_killed_corral_is_swept_by_the_next() {
+    let probe = LimitGroup::create(
+        ResourceLimits {
+            pids: Some(64),
+            ..ResourceLimits::default()
+        },
+        Vec::new(),
+    );
+    let Some(dir) = probe.cgroup_dirs().into_iter().next() else {
+        eprintln!("SKIPPED: no cgroup for pids here");
+        return;
+    };
+    // What a SIGKILLed Corral leaves: an empty cgroup named for a pid that is gone.
+    let stale = dir.with_file_name("corral-999999999-0-000000000");
+    std::fs::create_dir(&stale).unwrap();
+    drop(probe);
+    let next = LimitGroup::create(
+        ResourceLimits {
+            pids: Some(64),
+            ..ResourceLimits::default()
+        },
+        Vec::new(),
+    );
+    assert!(!stale.exists(), "the stale cgroup is still there");
+    drop(next);
+}
+
+#[test]
 fn without_limits_nothing_is_made() {
     let group = LimitGroup::create(ResourceLimits::default(), Vec::new());
     assert!(group.enforcement().is_empty());
