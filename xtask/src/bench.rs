@@ -21,7 +21,9 @@
 //! `target/bench-sprint-ray-report.md`. Last, `cargo bench -p corral-cli --bench sprint_queue`
 //! runs eight tasks in two groups that change the same file, `--jobs 4` with and without
 //! `touches` beside `--jobs 1`, counts the rounds spent and times the checks after each fold, and
-//! writes `target/bench-sprint-queue-report.md`.
+//! writes `target/bench-sprint-queue-report.md`. Last, `cargo bench -p corral-sandbox --bench
+//! start` sets the start cost of a check under bubblewrap and under the container backend
+//! (podman) beside the native backend, and writes `target/bench-sandbox-start-report.md`.
 //! `docs/benchmarks.md` explains
 //! the scenarios and targets; `cargo xtask ci` runs every bench target once in its smoke mode.
 
@@ -112,6 +114,12 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         sprint_queue.args(["--", "--quick"]);
     }
     shell::run(&mut sprint_queue)?;
+    let mut sandbox_start = shell::cargo(root);
+    sandbox_start.args(["bench", "-p", "corral-sandbox", "--bench", "start"]);
+    if opts.quick {
+        sandbox_start.args(["--", "--quick"]);
+    }
+    shell::run(&mut sandbox_start)?;
     for report in [
         "target/bench-report.md",
         "target/bench-egress-report.md",
@@ -121,6 +129,7 @@ pub fn run(root: &Path, opts: Opts) -> anyhow::Result<()> {
         "target/bench-sprint-jobs-report.md",
         "target/bench-sprint-ray-report.md",
         "target/bench-sprint-queue-report.md",
+        "target/bench-sandbox-start-report.md",
     ] {
         println!("report: {}", shell::relative(root, &root.join(report)));
     }

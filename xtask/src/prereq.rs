@@ -131,6 +131,31 @@ const BUBBLEWRAP: Prerequisite = Prerequisite {
     need: Need::Required,
 };
 
+/// podman, for the container backend's tests (`sandbox.backend = "container"`). Optional: where
+/// it cannot be had (not root, no apt-get), those tests say "SKIPPED: <why>" and the suite goes
+/// on.
+const PODMAN: Prerequisite = Prerequisite {
+    name: "podman",
+    check: Check::Runs {
+        program: "podman",
+        args: &["--version"],
+    },
+    install: Install::Debian { package: "podman" },
+    need: Need::Optional,
+};
+
+/// runc, the runtime the container backend tells podman to use: Debian's podman pulls crun,
+/// which fails on a hybrid cgroup host ("cgroups in hybrid mode not supported").
+const RUNC: Prerequisite = Prerequisite {
+    name: "runc",
+    check: Check::Runs {
+        program: "runc",
+        args: &["--version"],
+    },
+    install: Install::Debian { package: "runc" },
+    need: Need::Optional,
+};
+
 const fn pinned_cli(bin: &'static str) -> Prerequisite {
     Prerequisite {
         name: bin,
@@ -158,6 +183,8 @@ pub const CI: &[Prerequisite] = &[
         need: Need::Required,
     },
     BUBBLEWRAP,
+    PODMAN,
+    RUNC,
     NPM,
     pinned_cli("claude"),
     pinned_cli("codex"),

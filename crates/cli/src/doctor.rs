@@ -309,10 +309,40 @@ fn report_endpoints(endpoints: &ProviderEndpoints, settings: &corral_compose::Se
     ok
 }
 
+/// How each limit of `[limits]` would be enforced for a spawn here: a trial cgroup is made and
+/// removed.
+fn report_limits(settings: &corral_compose::Settings) {
+    let limits = corral_compose::engine_config(settings).sandbox.limits;
+    for limit in corral_compose::limits_readiness(limits) {
+        match (&limit.how, &limit.why_not) {
+            (Some(how), None) => outln!("  ✓ limits.{} = {}: {how}", limit.limit, limit.cap),
+            (Some(how), Some(why)) => outln!(
+                "  · limits.{} = {}: only {how} ({why})",
+                limit.limit,
+                limit.cap
+            ),
+            (None, why) => outln!(
+                "  · limits.{} = {}: not enforced here ({})",
+                limit.limit,
+                limit.cap,
+                why.as_deref().unwrap_or("no means")
+            ),
+        }
+    }
+}
+
 /// What the sandbox `corral run` would use needs: bubblewrap, unless the settings choose the
-/// native backend. Returns whether a run could start.
+/// native backend; and how `[limits]` would be enforced here (a cgroup, an rlimit, or not at
+/// all). Returns whether a run could start (an unenforced limit does not stop one).
 fn report_sandbox(settings: &corral_compose::Settings) -> bool {
     outln!("sandbox");
+    let ready = report_backend(settings);
+    report_limits(settings);
+    ready
+}
+
+/// Whether the chosen backend can confine a run here.
+fn report_backend(settings: &corral_compose::Settings) -> bool {
     let bwrap = Path::new(&settings.sandbox.bwrap);
     let degraded = settings.sandbox.allow_degraded_native;
     match corral_compose::backend_readiness(settings.sandbox.backend, bwrap, degraded) {
@@ -331,6 +361,25 @@ fn report_sandbox(settings: &corral_compose::Settings) -> bool {
                 bwrap.display()
             );
             true
+        }
+        BackendReadiness::Container(Ok(version)) => {
+            outln!(
+                "  ✓ the container backend: {version}, runtime {}",
+                corral_compose::CONTAINER_RUNTIME
+            );
+            if settings.sandbox.network.as_str() == "allowlist" {
+                outln!(
+                    "  · the container backend has no allow-list proxy yet: with sandbox.network = \"allowlist\" a run refuses unless allowed degraded; set \"none\" or \"host\""
+                );
+            }
+            true
+        }
+        BackendReadiness::Container(Err(why)) => {
+            outln!("  ✗ {why}");
+            outln!(
+                "  hint: apt-get install podman runc (or `cargo xtask prerequisites` as root), or choose sandbox.backend = \"auto\""
+            );
+            false
         }
         BackendReadiness::BubblewrapUnusable { why, falls_back } => {
             outln!("  ✗ {why}");

@@ -69,6 +69,7 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
             watch_native_writes: settings.sandbox.watch_native_writes,
             // Filled below, from the ambient home.
             hide: Vec::new(),
+            limits: settings.limits.resolve(total_memory(), available_cores()),
         },
         ..EngineConfig::default()
     };
@@ -80,6 +81,19 @@ pub fn engine_config(settings: &Settings) -> EngineConfig {
     // lift or plant a hold, so it is never in the project either.
     config.rate_limit_gate = corral_engine::user_rate_limit_dir(&config.ambient());
     config
+}
+
+/// This machine's memory in bytes (`MemTotal` of `/proc/meminfo`), for `limits.memory = "auto"`.
+fn total_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The cores this process may use, for `limits.cpus = "auto"`.
+fn available_cores() -> u64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
 }
 
 /// `sandbox.hide` as paths: `~/...` under the ambient `HOME` (an entry under a home that is

@@ -41,9 +41,10 @@ pub use corral_contract::{Contract, SignalsError, render_contract_section};
 /// `corral doctor`), and a provider account's hold in the rate-limit gate (for
 /// `corral sprint status`; tests plant one where the user's state directory would be).
 pub use corral_engine::{
-    AccountHold, BackendChoice, BackendReadiness, EngineConfig, HOST_CWD, HostProgramError,
-    ProviderAccount, ProviderEndpoints, allow_hint, backend_readiness, bubblewrap_usable,
-    host_program, kill_child_groups, record_copy, user_rate_limit_dir, write_record_file,
+    AccountHold, BackendChoice, BackendReadiness, CONTAINER_RUNTIME, EngineConfig, HOST_CWD,
+    HostProgramError, ProviderAccount, ProviderEndpoints, allow_hint, backend_readiness,
+    bubblewrap_usable, host_program, kill_child_groups, limits_readiness, record_copy,
+    user_rate_limit_dir, write_record_file,
 };
 pub use executor::{local_executor, task_executor};
 pub use factory::{
@@ -63,8 +64,9 @@ pub use run_record::{
     ignore_state_dir, new_run_id, now, read_record, write_record,
 };
 pub use settings::{
-    EnvSettings, ExecutorKind, ExecutorSettings, ProviderSettings, ProvidersSettings, RaySettings,
-    RetrySettings, RunSettings, SandboxSettings, Settings, settings_json_schema,
+    EnvSettings, ExecutorKind, ExecutorSettings, LimitsSettings, ProviderSettings,
+    ProvidersSettings, RaySettings, RetrySettings, RunSettings, SandboxSettings, Settings,
+    settings_json_schema,
 };
 pub use spawn::{NoHooks, ResumedBy, Spawn, SpawnEnd, SpawnHooks, SpawnPlan, resume_command};
 pub use trust::{

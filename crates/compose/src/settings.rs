@@ -30,6 +30,128 @@ pub struct Settings {
     /// Where the tasks of a parallel sprint (`corral sprint run --jobs N`) run.
     #[garde(dive)]
     pub executor: ExecutorSettings,
+    /// What each spawn (a CLI's attempt, a sprint's check, gate or setup step) may use.
+    #[garde(dive)]
+    pub limits: LimitsSettings,
+}
+
+/// `[limits]`: what one spawn and everything it starts may use, enforced by a cgroup where one
+/// can be made and by rlimits where not (the run's attestation says which). A spawn that goes
+/// over its memory, process or disk limit is ended with the outcome `limit-exceeded`; CPU is a
+/// rate, a spawn over it is only slowed. The defaults keep a 2-core, 24 GiB machine responsive
+/// with four tasks at once (`--jobs 4`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsSettings {
+    /// Memory: `auto` (a fifth of this machine's memory), `off`, or a size (`4GiB`, `512MiB`,
+    /// bytes).
+    #[garde(custom(valid_size))]
+    pub memory: String,
+    /// Processes and threads at once; 0 is no limit.
+    #[garde(skip)]
+    pub pids: u64,
+    /// Cores: `auto` (all but one of this machine's, at least one), `off`, or a number (`1.5`).
+    #[garde(custom(valid_cpus))]
+    pub cpus: String,
+    /// Disk in the run directory and the private temporary directory together, and for any
+    /// one file written: `off` or a size (`20GiB`).
+    #[garde(custom(valid_size))]
+    pub disk: String,
+}
+
+impl Default for LimitsSettings {
+    fn default() -> Self {
+        LimitsSettings {
+            memory: "auto".to_string(),
+            pids: 4096,
+            cpus: "auto".to_string(),
+            disk: "20GiB".to_string(),
+        }
+    }
+}
+
+impl LimitsSettings {
+    /// The limits, with `auto` worked out for this machine (`total_memory` in bytes, `cores`).
+    pub fn resolve(&self, total_memory: Option<u64>, cores: u64) -> corral_engine::ResourceLimits {
+        corral_engine::ResourceLimits {
+            memory: match self.memory.as_str() {
+                "auto" => total_memory.map(|total| total / 5),
+                other => parse_size(other).ok().flatten(),
+            },
+            pids: (self.pids > 0).then_some(self.pids),
+            cpu_millis: match self.cpus.as_str() {
+                "auto" => Some(cores.saturating_sub(1).max(1) * 1000),
+                other => parse_cpus(other).ok().flatten(),
+            },
+            disk: parse_size(&self.disk).ok().flatten(),
+        }
+    }
+}
+
+/// A size: `off` (`None`), bytes, or a number with `KiB`, `MiB`, `GiB`, `TiB` (or `K`, `M`,
+/// `G`, `T`, also powers of 1024). `auto` is left to the caller.
+pub fn parse_size(text: &str) -> Result<Option<u64>, String> {
+    let text = text.trim();
+    if text == "off" {
+        return Ok(None);
+    }
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (a number, then KiB, MiB, GiB or TiB)"))?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        "T" | "TiB" => 40,
+        other => {
+            return Err(format!(
+                "`{other}` is not a size unit (KiB, MiB, GiB or TiB)"
+            ));
+        }
+    };
+    if number == 0 {
+        return Err("a size of 0 leaves nothing; write `off` for no limit".to_string());
+    }
+    number
+        .checked_mul(1u64 << shift)
+        .map(Some)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+/// Cores: `off` (`None`) or a positive number, in thousandths of a core.
+pub fn parse_cpus(text: &str) -> Result<Option<u64>, String> {
+    let text = text.trim();
+    if text == "off" {
+        return Ok(None);
+    }
+    let cores: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of cores (`1`, `1.5`, `auto`, `off`)"))?;
+    if !(cores.is_finite() && cores >= 0.01) {
+        return Err(format!("`{text}` cores: at least 0.01"));
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // Positive and finite.
+    let millis = (cores * 1000.0).round() as u64;
+    Ok(Some(millis))
+}
+
+fn valid_size(value: &String, (): &()) -> garde::Result {
+    if value == "auto" {
+        return Ok(());
+    }
+    parse_size(value).map(|_| ()).map_err(garde::Error::new)
+}
+
+fn valid_cpus(value: &String, (): &()) -> garde::Result {
+    if value == "auto" {
+        return Ok(());
+    }
+    parse_cpus(value).map(|_| ()).map_err(garde::Error::new)
 }
 
 /// `[executor]`

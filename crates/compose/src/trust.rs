@@ -126,6 +126,25 @@ pub const KEYS: &[(&str, Who)] = &[
         user_only("what the agent can reach", ProjectMay::Only("\"none\"")),
     ),
     (
+        "limits.memory",
+        user_only(
+            "how much memory the agent's processes may use",
+            ProjectMay::Nothing,
+        ),
+    ),
+    (
+        "limits.pids",
+        user_only("how many processes the agent may run", ProjectMay::Nothing),
+    ),
+    (
+        "limits.cpus",
+        user_only("how many cores the agent may use", ProjectMay::Nothing),
+    ),
+    (
+        "limits.disk",
+        user_only("how much disk the agent may fill", ProjectMay::Nothing),
+    ),
+    (
         "sandbox.watch_native_writes",
         user_only(
             "whether Corral sees the agent's writes outside its work tree without a sandbox",

@@ -50,18 +50,18 @@ pub use backoff::{LONG_LIMIT, RetryPolicy, WaitBasis};
 pub use classify::{AttemptClass, ClassifyInput, classify};
 pub use config::EngineConfig;
 pub use corral_process::{
-    ArgvPlatform, ArgvTooLong, BoundedCommand, BoundedEnd, BoundedError, BoundedOutput, Captured,
-    ChildInput, ChildOutput, ChildOutputs, EnvInherit, EnvPolicy, EnvProfile, ExitInfo, HOST_CWD,
-    HostProgramError, LINUX_MAX_ARG_STRLEN, PreExecHook, ProviderSpawn, RUN_TOKEN_VAR, ResolvedEnv,
-    SpawnRequest, SpawnedChild, StdinMode, TokioSpawner, WINDOWS_CMD_MAX,
-    WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes, group_alive, host_program,
-    kill_child_groups, process_env, run_bounded, signal_group,
+    ArgvPlatform, ArgvTooLong, BoundedCommand, BoundedEnd, BoundedError, BoundedOutput, Breach,
+    Captured, ChildInput, ChildOutput, ChildOutputs, EnvInherit, EnvPolicy, EnvProfile, ExitInfo,
+    HOST_CWD, HostProgramError, LINUX_MAX_ARG_STRLEN, Limit, PreExecHook, ProviderSpawn,
+    RUN_TOKEN_VAR, ResolvedEnv, ResourceLimits, SpawnRequest, SpawnedChild, StdinMode,
+    TokioSpawner, WINDOWS_CMD_MAX, WINDOWS_CREATE_PROCESS_MAX, check_argv, env_block_bytes,
+    group_alive, host_program, kill_child_groups, process_env, run_bounded, signal_group,
 };
 pub use corral_sandbox::{
     AllowList, AllowRule, BackendChoice, BackendReadiness, BadRule, Change, ChangeKind,
     EgressNeeds, EgressNote, GitCheckError, GitProgram, GitSnapshot, HomePolicy, NetworkPolicy,
-    PROXY_ADDRESS_VAR, ProxyHonour, Refusal, SandboxConfig, backend_readiness, bubblewrap_usable,
-    git_snapshot, sandbox_uid, strays,
+    PROXY_ADDRESS_VAR, ProxyHonour, RUNTIME as CONTAINER_RUNTIME, Refusal, SandboxConfig,
+    backend_readiness, bubblewrap_usable, git_snapshot, limits_readiness, sandbox_uid, strays,
 };
 pub use descriptor::{
     BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,

@@ -85,6 +85,9 @@ pub enum SandboxBackend {
     Native,
     /// bubblewrap: a read-only root, writable binds, a fresh pid namespace.
     Bubblewrap,
+    /// A podman container on the host's root filesystem (an overlay), writable binds, its own
+    /// namespaces and cgroup.
+    Container,
 }
 
 impl SandboxBackend {
@@ -93,6 +96,7 @@ impl SandboxBackend {
         match self {
             SandboxBackend::Native => "native",
             SandboxBackend::Bubblewrap => "bubblewrap",
+            SandboxBackend::Container => "container",
         }
     }
 }
@@ -116,7 +120,7 @@ pub struct Unenforced {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Attestation {
-    /// The backend asked for (`auto`, `native`, `bubblewrap`).
+    /// The backend asked for (`auto`, `native`, `bubblewrap`, `container`).
     #[serde(alias = "requested_backend")]
     pub requested_backend: String,
     /// The backend that ran.
@@ -158,6 +162,27 @@ pub struct Attestation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(alias = "checked_inside")]
     pub checked_inside: Option<InsideCheck>,
+    /// The limits on what the run's spawns may use (`[limits]`), each with how it was enforced
+    /// or why it was not; empty when no limit was set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<LimitEnforced>,
+}
+
+/// How one limit of `[limits]` was enforced for a run, or why it was not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitEnforced {
+    /// `memory`, `pids`, `cpus` or `disk`.
+    pub limit: String,
+    /// The cap (bytes, processes, cores).
+    pub cap: String,
+    /// How it was enforced (`cgroup v1 memory.limit_in_bytes`, `RLIMIT_FSIZE (each file)`),
+    /// when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub how: Option<String>,
+    /// Why it was not enforced (or only in part), when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why_not: Option<String>,
 }
 
 /// Whether the git-cleanliness check (the stray writes) ran.

@@ -25,8 +25,8 @@ mod session;
 mod usage;
 
 pub use attestation::{
-    Attestation, Guarantee, InsideCheck, NamespaceSeen, SandboxBackend, StrayCheck, Unenforced,
-    WriteProbe,
+    Attestation, Guarantee, InsideCheck, LimitEnforced, NamespaceSeen, SandboxBackend, StrayCheck,
+    Unenforced, WriteProbe,
 };
 pub use capabilities::{Capabilities, CostReporting, Gate, PromptChannel, SessionIdTiming};
 pub use command::{

@@ -24,6 +24,7 @@ pub mod bounded;
 pub mod env;
 pub mod fork;
 pub mod host;
+pub mod limits;
 pub mod proc;
 pub mod process_group;
 pub mod spawn;
@@ -39,6 +40,7 @@ pub use bounded::{
 pub use env::{EnvInherit, EnvPolicy, EnvProfile, ResolvedEnv, process_env};
 pub use fork::{ForkedHelper, fork_helper};
 pub use host::{HOST_CWD, HostProgramError, host_env, host_program, resolve_program};
+pub use limits::{Breach, Enforcement, Limit, LimitGroup, ResourceLimits, Usage};
 pub use process_group::{RUN_TOKEN_VAR, group_alive, kill_child_groups, signal_group};
 pub use spawn::{
     ChildInput, ChildOutput, ChildOutputs, ExitInfo, PreExecHook, ProviderSpawn, SpawnRequest,

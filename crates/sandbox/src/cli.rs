@@ -3,7 +3,8 @@
 //! the CLI's own configuration, files with another name elsewhere, Corral's record in the run
 //! directory) locked and given placeholders, the run's private `TMPDIR`, the egress gate's and
 //! bubblewrap's arguments, the CLI resolved on the child's `PATH`, and the probe that checks the
-//! sandbox from inside put before it.
+//! sandbox from inside put before it; the sequence itself is the one wrapping (`wrap`) a
+//! command goes through too.
 //!
 //! [`confine_cli`] decides per backend what one attempt's spawn gets: under bubblewrap the
 //! egress gate (with the network confined to the allow-list), the seccomp program and the
@@ -22,8 +23,9 @@ use corral_process::PreExecHook;
 
 use crate::egress::{AllowList, EgressGate, EgressNeeds, NetworkPolicy, ProxyHonour};
 use crate::error::WrapError;
-use crate::inside::{InsideProbe, Targets};
-use crate::policy::{self, HomePolicy, Paths, Placeholder, SandboxConfig};
+use crate::inside::InsideProbe;
+use crate::policy::{self, Placeholder, SandboxConfig};
+use crate::wrap::{Frame, Framed};
 use crate::write_watch::PendingWatch;
 
 /// One attempt's CLI and the run it belongs to, in plain values.
@@ -55,40 +57,46 @@ pub(crate) struct CliLine<'a> {
     pub env: &'a [(String, String)],
 }
 
-/// bubblewrap's arguments around the CLI's, and the probe that checks the sandbox from inside.
-#[derive(Debug)]
-pub(crate) struct WrappedCli {
-    /// bubblewrap's arguments, the probe's and the CLI's included.
-    pub args: Vec<OsString>,
-    /// The probe, holding the binding locks until its report.
-    pub probe: InsideProbe,
-}
-
-/// Wraps `line` for bubblewrap; `env` (the child's, as sent) gets the private `TMPDIR` and, with
-/// `egress`, the proxy's variables. The placeholders made are handed to `placeholders_made` as
-/// soon as they exist, so that the run removes them whatever happens next.
+/// Wraps `line` for bubblewrap through the one wrapping (`wrap`); `env` (the child's, as sent)
+/// gets the private `TMPDIR` and, with `egress`, the proxy's variables. The placeholders made
+/// are handed to `placeholders_made` as soon as they exist, so that the run removes them
+/// whatever happens next.
 pub(crate) fn wrap_cli(
-    line: CliLine<'_>,
+    mut line: CliLine<'_>,
     env: &mut Vec<(OsString, OsString)>,
     egress: Option<(&EgressGate, ProxyHonour)>,
     placeholders_made: impl FnOnce(Vec<Placeholder>),
-) -> Result<WrappedCli, WrapError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| WrapError::Io { path, source }
-    };
-    let var = |name: &str| {
-        line.env
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let home = var("HOME").map(PathBuf::from);
-    let account_home = policy::account_home();
+) -> Result<Framed, WrapError> {
+    let protected = cli_protected(&mut line);
+    let tmp = private_tmpdir(line.output_dir, env)?;
+    let output_dir = line.output_dir;
+    let raw_stream_files = line.raw_stream_files;
+    crate::wrap::wrap(
+        Frame {
+            config: line.config,
+            permissions: line.permissions,
+            cwd: line.cwd,
+            output_dir,
+            extra_roots: line.extra_roots,
+            state: line.state,
+            tmp: &tmp,
+            egress,
+            program: line.program,
+            args: line.args,
+            env: line.env,
+        },
+        protected,
+        env,
+        |protected, made| bind_record(output_dir, raw_stream_files, protected, made),
+        placeholders_made,
+    )
+}
+
+/// The CLI's state prepared, and what stays read-only inside what is writable: each writable
+/// tree's `.git`, the CLI's own configuration, files with another name elsewhere.
+fn cli_protected(line: &mut CliLine<'_>) -> Vec<PathBuf> {
     policy::prepare_state(line.state);
-    // Read-only inside what is writable: each writable tree's `.git` and the CLI's own
-    // configuration.
-    let mut protected = line.protected;
+    let mut protected = std::mem::take(&mut line.protected);
     if line.permissions.edit_files {
         protected.extend(policy::git_paths(line.cwd));
     }
@@ -96,27 +104,65 @@ pub(crate) fn wrap_cli(
         protected.extend(policy::git_paths(root));
     }
     protected.extend(line.read_only_links.iter().cloned());
-    // Held until the sandbox has bound these paths (the probe's report): no other run
-    // removes a placeholder of them meanwhile.
-    let binding = policy::lock_for_binding(&protected);
-    let mut made = policy::prepare_protected(&protected);
+    protected
+}
+
+/// Wraps `line` for the container backend: the same paths as under bubblewrap (`wrap_cli`),
+/// bound by podman into a container named `name`.
+fn wrap_cli_in_container(
+    mut line: CliLine<'_>,
+    env: &mut Vec<(OsString, OsString)>,
+    name: &str,
+    placeholders_made: impl FnOnce(Vec<Placeholder>),
+) -> Result<Vec<OsString>, WrapError> {
+    let protected = cli_protected(&mut line);
+    let tmp = private_tmpdir(line.output_dir, env)?;
+    let output_dir = line.output_dir;
+    let raw_stream_files = line.raw_stream_files;
+    crate::wrap::wrap_in_container(
+        Frame {
+            config: line.config,
+            permissions: line.permissions,
+            cwd: line.cwd,
+            output_dir,
+            extra_roots: line.extra_roots,
+            state: line.state,
+            tmp: &tmp,
+            egress: None,
+            program: line.program,
+            args: line.args,
+            env: line.env,
+        },
+        protected,
+        name,
+        env,
+        |protected, made| bind_record(output_dir, raw_stream_files, protected, made),
+        placeholders_made,
+    )
+}
+
+/// Corral's own record in the run directory, read-only to the agent (a bind mount point can be
+/// neither unlinked nor renamed either). What does not exist yet is made now, as a placeholder,
+/// so that the agent cannot create it first and it is bound too: the session files, written
+/// once the id is known, and the copies whose presence makes Corral write the files it rewrites
+/// in place (a rename over a bind mount point would detach it in the sandbox). Untouched
+/// placeholders go with the sandbox. `signals.json`, its temporary files and `tmp/` stay
+/// writable.
+fn bind_record(
+    output_dir: &Path,
+    raw_stream_files: bool,
+    protected: &mut Vec<PathBuf>,
+    made: &mut Vec<Placeholder>,
+) -> Result<(), WrapError> {
     // The stream files are made after the spawn, in `raw/`: made now, it can be bound.
-    let raw = line.output_dir.join(corral_ports::run_dir::RAW_STREAMS_DIR);
-    if line.raw_stream_files
-        && let Err(e) = fs::create_dir(&raw)
-        && e.kind() != std::io::ErrorKind::AlreadyExists
+    let raw = output_dir.join(corral_ports::run_dir::RAW_STREAMS_DIR);
+    if raw_stream_files
+        && let Err(source) = fs::create_dir(&raw)
+        && source.kind() != std::io::ErrorKind::AlreadyExists
     {
-        placeholders_made(made);
-        return Err(io(&raw)(e));
+        return Err(WrapError::Io { path: raw, source });
     }
-    // Corral's own record in the run directory, read-only to the agent (a bind mount point
-    // can be neither unlinked nor renamed either). What does not exist yet is made now, as a
-    // placeholder, so that the agent cannot create it first and it is bound too: the session
-    // files, written once the id is known, and the copies whose presence makes Corral write
-    // the files it rewrites in place (a rename over a bind mount point would detach it in the
-    // sandbox). Untouched placeholders go with the sandbox. `signals.json`, its temporary
-    // files and `tmp/` stay writable.
-    let record = policy::record_paths(line.output_dir);
+    let record = policy::record_paths(output_dir);
     let missing: Vec<PathBuf> = record.iter().filter(|p| **p != raw).cloned().collect();
     made.extend(policy::prepare_protected(&missing));
     protected.extend(
@@ -124,53 +170,7 @@ pub(crate) fn wrap_cli(
             .into_iter()
             .filter(|p| fs::symlink_metadata(p).is_ok()),
     );
-    placeholders_made(made);
-    let tmp = private_tmpdir(line.output_dir, env)?;
-    let mut args = match egress {
-        Some((gate, honour)) => {
-            crate::egress::confine_env(env, honour, &tmp).map_err(io(&tmp))?;
-            gate.bwrap_args()
-        }
-        None => Vec::new(),
-    };
-    args.extend(policy::bwrap_args(
-        line.config,
-        line.permissions,
-        &Paths {
-            cwd: line.cwd,
-            output_dir: line.output_dir,
-            extra_roots: line.extra_roots,
-            state: line.state,
-            protected: &protected,
-            home: home.as_deref(),
-            account_home: account_home.as_deref(),
-        },
-    ));
-    // Inside the sandbox bubblewrap would report a missing CLI as its own failure; resolve it
-    // here so the error says what it is.
-    let resolved = corral_process::resolve_program(line.program, var("PATH"), line.cwd)
-        .ok_or(WrapError::NotFound)?;
-    let mut writable: Vec<&Path> = Vec::new();
-    if line.permissions.edit_files {
-        writable.push(line.cwd);
-    }
-    writable.push(line.output_dir);
-    writable.extend(line.extra_roots.iter().map(PathBuf::as_path));
-    writable.extend(line.state.iter().map(PathBuf::as_path));
-    let mut probe = InsideProbe::prepare(&Targets {
-        writable,
-        read_only_cwd: (!line.permissions.edit_files).then_some(line.cwd),
-        hidden_home: match line.config.home {
-            HomePolicy::Isolated => home.as_deref(),
-            HomePolicy::Host => None,
-        },
-    })
-    .map_err(io(line.output_dir))?;
-    probe.hold_until_report(binding);
-    args.extend(probe.argv());
-    args.push(resolved.into_os_string());
-    args.extend(line.args.iter().cloned());
-    Ok(WrappedCli { args, probe })
+    Ok(())
 }
 
 /// The run's private `TMPDIR` (`policy::private_tmp`), created and set in the CLI's environment,
@@ -209,6 +209,8 @@ pub(crate) struct ConfinedCli {
     pub probe: Option<InsideProbe>,
     /// Under the native backend: the write watch, until the child handed over its listener.
     pub watch: Option<PendingWatch>,
+    /// Under the container backend: the container's name, removed once the spawn ended.
+    pub container: Option<String>,
 }
 
 /// Confines one attempt's CLI under `backend` (see the module documentation). `egress_needs` is
@@ -240,6 +242,22 @@ pub(crate) fn confine_cli(
                 seccomp: None,
                 probe: None,
                 watch,
+                container: None,
+            })
+        }
+        SandboxBackend::Container => {
+            let name = crate::container::container_name();
+            let args = wrap_cli_in_container(line, env, &name, placeholders_made)?;
+            Ok(ConfinedCli {
+                program: PathBuf::from(crate::podman::PODMAN),
+                args,
+                inherit_fds: Vec::new(),
+                pre_exec: Vec::new(),
+                egress: None,
+                seccomp: None,
+                probe: None,
+                watch: None,
+                container: Some(name),
             })
         }
         SandboxBackend::Bubblewrap => {
@@ -286,6 +304,7 @@ pub(crate) fn confine_cli(
                 seccomp: Some(seccomp),
                 probe: Some(wrapped.probe),
                 watch: None,
+                container: None,
             })
         }
     }

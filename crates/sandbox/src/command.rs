@@ -17,8 +17,9 @@ use corral_ports::{Permissions, SandboxBackend};
 
 use crate::egress::{AllowList, EgressGate, NetworkPolicy, ProxyHonour};
 use crate::error::WrapError;
-use crate::inside::{InsideProbe, Targets};
-use crate::policy::{self, HomePolicy, Paths, Placeholder, SandboxConfig};
+use crate::inside::InsideProbe;
+use crate::policy::{self, Placeholder, SandboxConfig};
+use crate::wrap::Frame;
 
 /// One command line to confine, with its resolved environment.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +53,8 @@ pub(crate) struct WrappedCommand {
     pub egress: Option<(EgressGate, AllowList)>,
     /// Under bubblewrap: the probe that checks the sandbox from inside.
     pub probe: Option<InsideProbe>,
+    /// Under the container backend: the container's name, removed once the command ended.
+    pub container: Option<String>,
 }
 
 /// Wraps `command` under `backend` (see the module documentation). The command's private
@@ -83,25 +86,15 @@ pub(crate) fn wrap_command(
                 seccomp: None,
                 egress: None,
                 probe: None,
+                container: None,
             });
         }
-        SandboxBackend::Bubblewrap => command.program,
+        SandboxBackend::Bubblewrap | SandboxBackend::Container => command.program,
     };
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| WrapError::Io { path, source }
     };
-    let var = |name: &str| {
-        command
-            .env
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let program = corral_process::resolve_program(program, var("PATH"), command.cwd)
-        .ok_or(WrapError::NotFound)?;
-    let home = var("HOME").map(PathBuf::from);
-    let account_home = policy::account_home();
     let tmp = match tmp {
         Some(made) => made.path.clone(),
         None => {
@@ -115,64 +108,83 @@ pub(crate) fn wrap_command(
     // stay read-only inside the writable tree.
     let mut protected = policy::git_paths(command.cwd);
     protected.extend(policy::multi_link_files(&[command.cwd]));
-    // Held until the sandbox has bound these paths (the probe's report).
-    let binding = policy::lock_for_binding(&protected);
-    placeholders_made(policy::prepare_protected(&protected));
-    // Corral's record in the tree: only what exists can be bound (nothing to protect
-    // otherwise), and never made here, so no placeholder is left in the user's tree.
-    protected.extend(
-        command
-            .read_only
-            .iter()
-            .filter(|p| p.starts_with(command.cwd) && p.is_dir())
-            .cloned(),
-    );
+    if backend == SandboxBackend::Container {
+        let name = crate::container::container_name();
+        let args = crate::wrap::wrap_in_container(
+            Frame {
+                config,
+                permissions: &permissions,
+                cwd: command.cwd,
+                output_dir: &tmp,
+                extra_roots: &[],
+                state: &[],
+                tmp: &tmp,
+                egress: None,
+                program,
+                args: command.args,
+                env: command.env,
+            },
+            protected,
+            &name,
+            &env,
+            |protected, _| {
+                protected.extend(record_in_tree(&command));
+                Ok(())
+            },
+            placeholders_made,
+        )?;
+        return Ok(WrappedCommand {
+            program: PathBuf::from(crate::podman::PODMAN),
+            args,
+            env,
+            inherit_fds: Vec::new(),
+            seccomp: None,
+            egress: None,
+            probe: None,
+            container: Some(name),
+        });
+    }
     let egress = match config.network {
-        NetworkPolicy::Allowlist => {
-            let gate = EgressGate::new().map_err(io(&tmp))?;
-            crate::egress::confine_env(&mut env, ProxyHonour::Environment, &tmp)
-                .map_err(io(&tmp))?;
-            Some((gate, AllowList::new(config.network_allow.iter().cloned())))
-        }
+        NetworkPolicy::Allowlist => Some((
+            EgressGate::new().map_err(io(&tmp))?,
+            AllowList::new(config.network_allow.iter().cloned()),
+        )),
         NetworkPolicy::Host | NetworkPolicy::None => None,
     };
     let seccomp = crate::seccomp::program_fd().map_err(io(&tmp))?;
+    let framed = crate::wrap::wrap(
+        Frame {
+            config,
+            permissions: &permissions,
+            cwd: command.cwd,
+            output_dir: &tmp,
+            extra_roots: &[],
+            state: &[],
+            tmp: &tmp,
+            egress: egress
+                .as_ref()
+                .map(|(gate, _)| (gate, ProxyHonour::Environment)),
+            program,
+            args: command.args,
+            env: command.env,
+        },
+        protected,
+        &mut env,
+        |protected, _| {
+            protected.extend(record_in_tree(&command));
+            Ok(())
+        },
+        placeholders_made,
+    )?;
     let mut inherit_fds = egress
         .as_ref()
         .map(|(gate, _)| gate.child_fds())
         .unwrap_or_default();
     inherit_fds.push(seccomp.as_raw_fd());
+    inherit_fds.extend(framed.probe.child_fds());
     let mut args: Vec<OsString> = vec!["--seccomp".into(), seccomp.as_raw_fd().to_string().into()];
-    if let Some((gate, _)) = &egress {
-        args.extend(gate.bwrap_args());
-    }
-    args.extend(policy::bwrap_args(
-        config,
-        &permissions,
-        &Paths {
-            cwd: command.cwd,
-            output_dir: &tmp,
-            extra_roots: &[],
-            state: &[],
-            protected: &protected,
-            home: home.as_deref(),
-            account_home: account_home.as_deref(),
-        },
-    ));
-    let mut probe = InsideProbe::prepare(&Targets {
-        writable: vec![command.cwd, &tmp],
-        read_only_cwd: None,
-        hidden_home: match config.home {
-            HomePolicy::Isolated => home.as_deref(),
-            HomePolicy::Host => None,
-        },
-    })
-    .map_err(io(command.cwd))?;
-    probe.hold_until_report(binding);
-    inherit_fds.extend(probe.child_fds());
-    args.extend(probe.argv());
-    args.push(program.into_os_string());
-    args.extend(command.args.iter().cloned());
+    args.extend(framed.args);
+    let probe = framed.probe;
     Ok(WrappedCommand {
         program: config.bwrap.clone(),
         args,
@@ -181,7 +193,19 @@ pub(crate) fn wrap_command(
         seccomp: Some(seccomp),
         egress,
         probe: Some(probe),
+        container: None,
     })
+}
+
+/// Corral's record in the tree: only what exists can be bound (nothing to protect otherwise),
+/// and never made here, so no placeholder is left in the user's tree.
+fn record_in_tree(command: &CommandLine<'_>) -> Vec<PathBuf> {
+    command
+        .read_only
+        .iter()
+        .filter(|p| p.starts_with(command.cwd) && p.is_dir())
+        .cloned()
+        .collect()
 }
 
 /// A sandboxed command's private temporary directory (0700), removed when dropped.
@@ -191,6 +215,11 @@ pub(crate) struct PrivateTmp {
 }
 
 impl PrivateTmp {
+    /// Where it is.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     fn create() -> std::io::Result<Self> {
         let path = std::env::temp_dir().join(format!(
             "corral-command-{}-{:016x}",

@@ -24,9 +24,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use corral_ports::{Attestation, Guarantee, InsideCheck, Permissions, SandboxBackend, Unenforced};
+use corral_ports::{
+    Attestation, Guarantee, InsideCheck, LimitEnforced, Permissions, SandboxBackend, Unenforced,
+};
 use corral_process::bounded::AfterSpawn;
-use corral_process::spawn::{ChildOutputs, SpawnRequest, SpawnedChild, StdinMode};
+use corral_process::limits::{Breach, LimitGroup, Usage};
+use corral_process::spawn::{ChildOutputs, ExitInfo, SpawnRequest, SpawnedChild, StdinMode};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::egress::{AllowList, AllowRule, EgressGate, EgressNeeds, EgressNote, EgressProxy};
@@ -41,6 +44,10 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a sandbox killed before its program ran is waited for.
 const KILLED_WAIT: Duration = Duration::from_secs(5);
+
+/// How often a spawn's limits are looked at: a fork loop or a memory hog is ended within this
+/// (the kernel holds it at its cap meanwhile).
+const LIMIT_WATCH_PERIOD: Duration = Duration::from_millis(250);
 
 /// A CLI's run, in plain values.
 #[derive(Debug)]
@@ -411,18 +418,21 @@ impl Confinement {
             &mut env,
             |made| lock(&self.shared).placeholders.extend(made),
         )?;
+        let mut request = SpawnRequest {
+            program: confined.program,
+            args: confined.args,
+            env,
+            cwd: self.cwd.clone(),
+            stdin: StdinMode::Null,
+            parent_death_signal: true,
+            inherit_fds: confined.inherit_fds,
+            output: ChildOutputs::Pipes,
+            pre_exec: confined.pre_exec,
+        };
+        // The run directory holds the private `TMPDIR`: one measure covers both.
+        let limits = self.limit(planned.backend, vec![output_dir.clone()], &mut request);
         Ok(Wrapped {
-            request: SpawnRequest {
-                program: confined.program,
-                args: confined.args,
-                env,
-                cwd: self.cwd.clone(),
-                stdin: StdinMode::Null,
-                parent_death_signal: true,
-                inherit_fds: confined.inherit_fds,
-                output: ChildOutputs::Pipes,
-                pre_exec: confined.pre_exec,
-            },
+            request,
             guard: SpawnGuard::new(
                 self,
                 planned.backend,
@@ -431,6 +441,8 @@ impl Confinement {
                     egress: confined.egress,
                     probe: confined.probe,
                     watch: confined.watch,
+                    limits,
+                    container: confined.container,
                 },
             ),
         })
@@ -460,18 +472,22 @@ impl Confinement {
             &mut tmp,
             |made| lock(&self.shared).placeholders.extend(made),
         )?;
+        let measured: Vec<PathBuf> = tmp.iter().map(|t| t.path().to_path_buf()).collect();
+        drop(tmp);
+        let mut request = SpawnRequest {
+            program: wrapped.program,
+            args: wrapped.args,
+            env: wrapped.env,
+            cwd: self.cwd.clone(),
+            stdin: StdinMode::Null,
+            parent_death_signal: true,
+            inherit_fds: wrapped.inherit_fds,
+            output: ChildOutputs::Pipes,
+            pre_exec: Vec::new(),
+        };
+        let limits = self.limit(planned.backend, measured, &mut request);
         Ok(Wrapped {
-            request: SpawnRequest {
-                program: wrapped.program,
-                args: wrapped.args,
-                env: wrapped.env,
-                cwd: self.cwd.clone(),
-                stdin: StdinMode::Null,
-                parent_death_signal: true,
-                inherit_fds: wrapped.inherit_fds,
-                output: ChildOutputs::Pipes,
-                pre_exec: Vec::new(),
-            },
+            request,
             guard: SpawnGuard::new(
                 self,
                 planned.backend,
@@ -480,9 +496,56 @@ impl Confinement {
                     egress: wrapped.egress,
                     probe: wrapped.probe,
                     watch: None,
+                    limits,
+                    container: wrapped.container,
                 },
             ),
         })
+    }
+
+    /// The limits of one spawn (`[limits]`), when any is set: a limit group the child joins
+    /// first thing before exec, and `measured` (the run directory, a command's private
+    /// `TMPDIR`) counted against the disk limit. The first spawn's enforcement goes into the
+    /// attestation.
+    fn limit(
+        &self,
+        backend: SandboxBackend,
+        measured: Vec<PathBuf>,
+        request: &mut SpawnRequest,
+    ) -> Option<Arc<LimitGroup>> {
+        if self.config.limits.is_unlimited() {
+            return None;
+        }
+        match backend {
+            SandboxBackend::Container => {
+                // podman's own options, enforced by the container's cgroup (the container is
+                // not a child of the spawn: a group the client joined would not count it).
+                if let Some(attestation) = lock(&self.shared).attestation.as_mut() {
+                    attestation.limits = crate::container::enforcement(self.config.limits);
+                }
+                return None;
+            }
+            SandboxBackend::Native | SandboxBackend::Bubblewrap => {}
+        }
+        let group = Arc::new(LimitGroup::create(self.config.limits, measured));
+        // First: the sandbox and every later step of the child are counted, and a hook that
+        // watches the child's own calls (the native write watch) comes after it.
+        request.pre_exec.insert(0, group.hook());
+        if let Some(attestation) = lock(&self.shared).attestation.as_mut()
+            && attestation.limits.is_empty()
+        {
+            attestation.limits = group
+                .enforcement()
+                .iter()
+                .map(|e| LimitEnforced {
+                    limit: e.limit.as_str().to_string(),
+                    cap: e.cap.clone(),
+                    how: e.how.clone(),
+                    why_not: e.why_not.clone(),
+                })
+                .collect();
+        }
+        Some(group)
     }
 
     /// Finishes: every sandbox is gone by now, so what Corral made to bind read-only goes when
@@ -602,6 +665,8 @@ struct Parts {
     egress: Option<(EgressGate, AllowList)>,
     probe: Option<InsideProbe>,
     watch: Option<PendingWatch>,
+    limits: Option<Arc<LimitGroup>>,
+    container: Option<String>,
 }
 
 /// What serves one spawned child of a confinement: the seccomp program until bubblewrap read
@@ -611,6 +676,8 @@ struct Parts {
 pub struct SpawnGuard {
     backend: SandboxBackend,
     consent: bool,
+    /// `[limits]`, for a container's watch.
+    limit_caps: corral_process::ResourceLimits,
     bwrap: PathBuf,
     shared: Arc<Mutex<Shared>>,
     seccomp: Option<OwnedFd>,
@@ -622,6 +689,14 @@ pub struct SpawnGuard {
     egress_notes: Option<UnboundedReceiver<EgressNote>>,
     /// As a bounded command's [`AfterSpawn`]: what [`SpawnGuard::started`] came to.
     outcome: Option<Result<Vec<Note>, Stopped>>,
+    /// The spawn's limit group, when `[limits]` set any.
+    limits: Option<Arc<LimitGroup>>,
+    /// The limit the spawn went over, once the watch saw it (and ended the spawn).
+    breach: Arc<Mutex<Option<Breach>>>,
+    /// The watch of the limits, from the spawn until the guard ends.
+    limit_watch: Option<tokio::task::JoinHandle<()>>,
+    /// Under the container backend: the container's name, removed when the guard ends.
+    container: Option<String>,
 }
 
 impl SpawnGuard {
@@ -629,6 +704,7 @@ impl SpawnGuard {
         SpawnGuard {
             backend,
             consent: confinement.config.allow_degraded_native,
+            limit_caps: confinement.config.limits,
             bwrap: confinement.config.bwrap.clone(),
             shared: Arc::clone(&confinement.shared),
             seccomp: parts.seccomp,
@@ -639,7 +715,98 @@ impl SpawnGuard {
             proxy: None,
             egress_notes: None,
             outcome: None,
+            limits: parts.limits,
+            breach: Arc::default(),
+            limit_watch: None,
+            container: parts.container,
         }
+    }
+
+    /// Watches the spawn's limits from now on: at the first breach the whole spawn is ended
+    /// (every process in its cgroups, and its process group), so that one runaway tool takes
+    /// neither the machine nor a sibling task with it.
+    fn watch_limits(&mut self, child: &dyn SpawnedChild) {
+        if let Some(name) = self.container.clone()
+            && !self.limit_caps.is_unlimited()
+        {
+            let slot = Arc::clone(&self.breach);
+            let limits = self.limit_caps;
+            self.limit_watch = Some(tokio::spawn(async move {
+                let Some((breach, group)) =
+                    crate::container::watch(name.clone(), limits, LIMIT_WATCH_PERIOD).await
+                else {
+                    return;
+                };
+                tracing::warn!(limit = breach.limit.as_str(), cap = breach.cap, peak = ?breach.peak, what = %breach.what, "a container went over its limit; it is ended");
+                *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(breach);
+                group.kill_all();
+                let _ = tokio::task::spawn_blocking(move || crate::container::kill(&name)).await;
+            }));
+            return;
+        }
+        let Some(group) = self.limits.clone() else {
+            return;
+        };
+        let slot = Arc::clone(&self.breach);
+        let pid = child.pid();
+        self.limit_watch = Some(tokio::spawn(async move {
+            let breach = group.watch(LIMIT_WATCH_PERIOD).await;
+            tracing::warn!(limit = breach.limit.as_str(), cap = breach.cap, peak = ?breach.peak, what = %breach.what, "a spawn went over its limit; it is ended");
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(breach);
+            group.kill_all();
+            let _ =
+                corral_process::process_group::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+        }));
+    }
+
+    /// The limit the spawn went over, if it went over one: the watch's finding, or, once the
+    /// child was reaped with `exit`, what the kernel counted (a file over the disk limit ends
+    /// its writer with `SIGXFSZ`). Ask before [`SpawnGuard::end`].
+    pub fn limit_breach(&self, exit: Option<ExitInfo>) -> Option<Breach> {
+        if let Some(found) = self
+            .breach
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            return Some(found);
+        }
+        if let (Some(name), Some(cap)) = (&self.container, self.limit_caps.memory) {
+            // The watch may miss a hog the kernel kills within its first look (the cgroup goes
+            // with the container). podman passes on the container's end: exit 137 is its first
+            // process killed by SIGKILL, which nothing of Corral's sends into a container (the
+            // kill ladder stops the client with SIGTERM, forwarded, then SIGKILL on the client
+            // itself, a signal and not an exit code), so with a memory limit it is the kernel's
+            // OOM kill; podman's own `OOMKilled` is asked too.
+            let killed = exit.is_some_and(|e| e.code == Some(137))
+                || crate::container::oom_killed(name) == Some(true);
+            if killed {
+                return Some(Breach {
+                    limit: corral_process::Limit::Memory,
+                    cap,
+                    peak: None,
+                    what: "the container's process was killed by SIGKILL (exit 137) under its memory limit".to_string(),
+                });
+            }
+        }
+        if let Some(found) = self
+            .breach
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            return Some(found);
+        }
+        let group = self.limits.as_ref()?;
+        match exit {
+            Some(exit) => group.breach_by_exit(exit),
+            None => group.breach(),
+        }
+    }
+
+    /// What the spawn's limit group used, when `[limits]` set any.
+    pub fn limit_usage(&self) -> Option<Usage> {
+        self.limits.as_ref().map(|g| g.usage())
     }
 
     /// Right after the spawn: starts the write watch, opens the way out of a confined sandbox
@@ -648,6 +815,7 @@ impl SpawnGuard {
     /// run degraded, the sandbox is killed before its program ran.
     pub async fn started(&mut self, child: &mut dyn SpawnedChild) -> Result<Vec<Note>, Stopped> {
         let mut notes = Vec::new();
+        self.watch_limits(child);
         // bubblewrap holds its own copy of the seccomp program's descriptor now.
         self.seccomp = None;
         if let Some(pending) = self.pending_watch.take() {
@@ -790,6 +958,12 @@ impl SpawnGuard {
     /// After the child was reaped: closes the way out, stops the write watch and adds what it
     /// saw to the confinement's stray writes. Returns what to record.
     pub fn end(mut self) -> Vec<Note> {
+        if let Some(watch) = self.limit_watch.take() {
+            watch.abort();
+        }
+        if let Some(name) = self.container.take() {
+            crate::container::remove(&name);
+        }
         // Only now: the proxy also holds bubblewrap's status pipe open until it was reaped.
         self.proxy = None;
         if let Some(mut unread) = self.egress_notes.take() {
@@ -826,6 +1000,15 @@ impl SpawnGuard {
             more: seen.more,
             error: seen.error,
         }]
+    }
+}
+
+impl Drop for SpawnGuard {
+    fn drop(&mut self) {
+        // Not ended (the caller's future was dropped): a container outlives its client.
+        if let Some(name) = self.container.take() {
+            crate::container::remove(&name);
+        }
     }
 }
 

@@ -5,7 +5,8 @@
 //! and a [`SpawnGuard`] that serves the spawned child (the egress proxy, the check from inside),
 //! and finishes with the stray writes. Behind it, private to the crate: the plan, its refusals,
 //! the paths a run may write and the ones it must not, placeholders and locks, bubblewrap's
-//! arguments (`policy`), the wrapping of a CLI (`cli`) and of a command (`command`), the seccomp
+//! arguments (`policy`), the one wrapping every sandboxed line goes through (`wrap`) and what a
+//! CLI (`cli`) and a command (`command`) hand it, the seccomp
 //! programs (`seccomp`), the probe that checks a bubblewrap sandbox from inside it (`inside`),
 //! the network confined to an allow-list through Corral's proxy (`egress`), the native backend's
 //! write watch (`write_watch`, a `corral_process::PreExecHook`), and git's cleanliness check
@@ -21,13 +22,16 @@
 mod cli;
 mod command;
 mod confinement;
+mod container;
 pub mod driver_cache;
 mod egress;
 mod error;
 mod git_check;
 mod inside;
+mod podman;
 mod policy;
 mod seccomp;
+mod wrap;
 mod write_watch;
 
 pub use confinement::{
@@ -41,7 +45,8 @@ pub use git_check::{
     Change, ChangeKind, GitCheckError, GitProgram, GitSnapshot, NEUTRAL_CONFIG, driver_overrides,
     git_snapshot, neutral_env, strays,
 };
+pub use podman::{PODMAN, RUNTIME, container_usable};
 pub use policy::{
     BackendChoice, BackendReadiness, HomePolicy, NetworkPolicy, Refusal, SandboxConfig,
-    backend_readiness, bubblewrap_usable, record_paths, sandbox_uid,
+    backend_readiness, bubblewrap_usable, limits_readiness, record_paths, sandbox_uid,
 };

@@ -32,6 +32,8 @@ pub enum BackendChoice {
     Native,
     /// bubblewrap, or refuse.
     Bubblewrap,
+    /// A podman container on the host's root filesystem, or refuse.
+    Container,
 }
 
 impl BackendChoice {
@@ -41,6 +43,7 @@ impl BackendChoice {
             BackendChoice::Auto => "auto",
             BackendChoice::Native => "native",
             BackendChoice::Bubblewrap => "bubblewrap",
+            BackendChoice::Container => "container",
         }
     }
 }
@@ -88,6 +91,9 @@ pub struct SandboxConfig {
     /// tmpfs, a file by `/dev/null`; what does not exist, and the running CLI's own state
     /// paths, are left alone (see `hide_paths`).
     pub hide: Vec<PathBuf>,
+    /// What each spawn (a CLI's attempt, a command) may use (`[limits]`); unlimited by
+    /// default here, the settings' defaults are the composition root's.
+    pub limits: corral_process::ResourceLimits,
 }
 
 impl Default for SandboxConfig {
@@ -102,6 +108,7 @@ impl Default for SandboxConfig {
             refuse_dirty_tree: false,
             watch_native_writes: true,
             hide: Vec::new(),
+            limits: corral_process::ResourceLimits::default(),
         }
     }
 }
@@ -152,6 +159,27 @@ pub struct Refusal {
     pub unenforced: Vec<Unenforced>,
     /// What the user can do.
     pub hint: String,
+}
+
+/// What the container backend enforces of `requested`: all but the allow-list, for which it
+/// has no proxy yet (a container gets no network at all with `allowlist`).
+fn container_guarantees(requested: &[Guarantee]) -> (Vec<Guarantee>, Vec<Unenforced>) {
+    let mut enforced = Vec::new();
+    let mut not_enforced = Vec::new();
+    for &guarantee in requested {
+        match guarantee {
+            Guarantee::EgressConfined => not_enforced.push(Unenforced {
+                guarantee,
+                why: "the container backend has no allow-list proxy yet: the container gets no network (--network none), so the CLI cannot reach its model API either; set sandbox.network = \"none\" or \"host\"".to_string(),
+            }),
+            Guarantee::WritesConfined
+            | Guarantee::TreeContained
+            | Guarantee::RepoReadOnly
+            | Guarantee::NoNetwork
+            | Guarantee::HomeHidden => enforced.push(guarantee),
+        }
+    }
+    (enforced, not_enforced)
 }
 
 /// The guarantees a policy asks for.
@@ -235,6 +263,8 @@ pub enum BackendReadiness {
     NativeRefused,
     /// bubblewrap can build a sandbox here.
     Bubblewrap,
+    /// The container backend is chosen: podman's version, or why it cannot run here.
+    Container(Result<String, String>),
     /// bubblewrap cannot build a sandbox here.
     BubblewrapUnusable {
         /// Why not.
@@ -251,6 +281,9 @@ pub fn backend_readiness(choice: BackendChoice, bwrap: &Path, consented: bool) -
     match (choice, bubblewrap_usable(bwrap)) {
         (BackendChoice::Native, _) if consented => BackendReadiness::NativeConsented,
         (BackendChoice::Native, _) => BackendReadiness::NativeRefused,
+        (BackendChoice::Container, _) => {
+            BackendReadiness::Container(crate::podman::container_usable())
+        }
         (BackendChoice::Auto | BackendChoice::Bubblewrap, Ok(())) => BackendReadiness::Bubblewrap,
         (choice @ (BackendChoice::Auto | BackendChoice::Bubblewrap), Err(why)) => {
             BackendReadiness::BubblewrapUnusable {
@@ -266,11 +299,28 @@ impl SandboxConfig {
     /// works (probed once per process). Chosen but not usable, a run is refused anyway.
     pub fn runs_in_bubblewrap(&self) -> bool {
         match self.backend {
-            BackendChoice::Native => false,
+            BackendChoice::Native | BackendChoice::Container => false,
             BackendChoice::Bubblewrap => true,
             BackendChoice::Auto => bubblewrap_usable(&self.bwrap).is_ok(),
         }
     }
+}
+
+/// How `limits` would be enforced for a spawn here, each limit with its means or why it has
+/// none: a trial limit group is made and removed at once (its cgroups included).
+pub fn limits_readiness(
+    limits: corral_process::ResourceLimits,
+) -> Vec<corral_ports::LimitEnforced> {
+    corral_process::LimitGroup::create(limits, Vec::new())
+        .enforcement()
+        .iter()
+        .map(|e| corral_ports::LimitEnforced {
+            limit: e.limit.as_str().to_string(),
+            cap: e.cap.clone(),
+            how: e.how.clone(),
+            why_not: e.why_not.clone(),
+        })
+        .collect()
 }
 
 /// How long bubblewrap gets to build and leave a trial sandbox.
@@ -391,15 +441,27 @@ pub fn plan(
                 format!("bubblewrap is not usable: {why}"),
             ),
         },
+        BackendChoice::Container => match crate::podman::container_usable() {
+            Ok(_) => (SandboxBackend::Container, String::new()),
+            Err(why) => {
+                return Err(Refusal {
+                    backend: SandboxBackend::Container,
+                    reason: format!("the container backend was chosen and is not usable: {why}"),
+                    unenforced: requested.iter().map(|&g| Unenforced { guarantee: g, why: why.clone() }).collect(),
+                    hint: "install podman and runc (Debian: apt-get install podman runc; `cargo xtask prerequisites` does it as root), or choose another backend".to_string(),
+                });
+            }
+        },
     };
     let (enforced, not_enforced) = match backend {
         SandboxBackend::Bubblewrap => (requested.clone(), Vec::new()),
+        SandboxBackend::Container => container_guarantees(&requested),
         SandboxBackend::Native => {
             let why = match config.backend {
                 BackendChoice::Auto => format!(
                     "{reason}, so only the native backend is left; it runs a plain child process"
                 ),
-                BackendChoice::Native | BackendChoice::Bubblewrap => {
+                BackendChoice::Native | BackendChoice::Bubblewrap | BackendChoice::Container => {
                     format!("{reason}; it runs a plain child process")
                 }
             };
@@ -413,6 +475,17 @@ pub fn plan(
         }
     };
     let consent = (!not_enforced.is_empty()).then(|| "allow_degraded_native".to_string());
+    if !not_enforced.is_empty()
+        && !config.allow_degraded_native
+        && backend == SandboxBackend::Container
+    {
+        return Err(Refusal {
+            backend,
+            reason: "the container backend cannot keep every guarantee asked for".to_string(),
+            unenforced: not_enforced,
+            hint: "set sandbox.network = \"none\" or \"host\", or pass --allow-degraded-native (setting sandbox.allow_degraded_native = true) to run without these guarantees".to_string(),
+        });
+    }
     if !not_enforced.is_empty() && !config.allow_degraded_native {
         return Err(Refusal {
             backend,
@@ -435,6 +508,7 @@ pub fn plan(
             stray_check_why: Some("the run ended before the check".to_string()),
             read_only_links: Vec::new(),
             checked_inside: None,
+            limits: Vec::new(),
         },
         read_only_links: Vec::new(),
     })

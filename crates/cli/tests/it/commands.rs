@@ -70,6 +70,26 @@ fn doctor_reports_a_missing_cli_with_the_install_command() {
 }
 
 #[test]
+fn doctor_says_how_each_limit_is_enforced_here() {
+    let env = Env::new();
+    let out = env
+        .corral()
+        .args(["doctor", "--provider", "claude"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for limit in ["memory", "pids", "cpus", "disk"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("  ✓ limits.{limit} = "))
+                    || l.starts_with(&format!("  · limits.{limit} = "))),
+            "no line for limits.{limit}:\n{text}"
+        );
+    }
+}
+
+#[test]
 fn completions_are_generated() {
     let env = Env::new();
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {

@@ -57,11 +57,19 @@ impl Env {
     }
 }
 
-/// stdout, stderr and the exit code as one text, jj-style.
+/// stdout, stderr and the exit code as one text, jj-style. `corral doctor`'s `limits.*` lines
+/// are left out: the caps (`auto`) and their means (a cgroup or not) are the machine's, and
+/// `doctor_says_how_each_limit_is_enforced_here` checks them.
 pub fn transcript(env: &Env, output: &std::process::Output) -> String {
+    let stdout: String = env
+        .clean(&output.stdout)
+        .lines()
+        .filter(|line| !line.starts_with("  ✓ limits.") && !line.starts_with("  · limits."))
+        .map(|line| format!("{line}\n"))
+        .collect();
     format!(
         "{}[stderr]\n{}[exit status: {}]",
-        env.clean(&output.stdout),
+        stdout,
         env.clean(&output.stderr),
         output
             .status

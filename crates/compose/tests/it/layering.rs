@@ -583,3 +583,35 @@ fn every_problem_of_a_bad_file_comes_in_one_pass_at_its_line_and_column() {
         .replace(&dir.path().display().to_string(), "<tmp>");
     insta::assert_snapshot!(text);
 }
+
+#[test]
+fn limits_take_sizes_and_cores_and_a_bad_one_is_named_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        &dir.path().join("user.toml"),
+        "[limits]\nmemory = \"2GiB\"\npids = 256\ncpus = \"1.5\"\ndisk = \"off\"\n",
+    );
+    let loaded = LoadedSettings::load(&sources(dir.path())).unwrap();
+    let limits = loaded.settings.limits.resolve(Some(24 << 30), 2);
+    assert_eq!(limits.memory, Some(2 << 30));
+    assert_eq!(limits.pids, Some(256));
+    assert_eq!(limits.cpu_millis, Some(1500));
+    assert_eq!(limits.disk, None);
+    // The defaults on a 2-core, 24 GiB machine: four spawns at once fit in its memory, and
+    // none takes both cores.
+    let defaults = corral_compose::LimitsSettings::default().resolve(Some(24 << 30), 2);
+    assert!(defaults.memory.unwrap() * 4 < 24 << 30);
+    assert_eq!(defaults.cpu_millis, Some(1000));
+    assert_eq!(defaults.pids, Some(4096));
+    write(
+        &dir.path().join("user.toml"),
+        "[limits]\nmemory = \"2 gigs\"\n",
+    );
+    let lines = invalid_lines(LoadedSettings::load(&sources(dir.path())).unwrap_err());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("user.toml:2") && lines[0].contains("limits.memory"),
+        "{}",
+        lines[0]
+    );
+}

@@ -1,0 +1,273 @@
+//! The container backend: the program runs in a podman container whose image is the host's own
+//! root filesystem (`--rootfs /:O`, an overlay: a write outside the bound paths lands in the
+//! overlay and goes with the container), so no image is pulled and the CLIs and toolchains the
+//! user has are the ones the agent gets. The work tree, the run directory, the extra roots and
+//! the CLI's state are bound at their own paths as bubblewrap binds them, what must stay
+//! read-only inside them is bound read-only, the user's other secrets are hidden, and
+//! `[limits]` become podman's own (`--memory`, `--pids-limit`, `--cpus`, `--ulimit fsize`),
+//! enforced by the container's cgroup.
+//!
+//! Two traps, both found on Debian's podman 4.3: every option must come before `--rootfs /:O`
+//! (the root filesystem is the first positional argument, and what follows it is the command),
+//! and podman's default rlimits (`nofile` 1048576, a high `nproc`) make runc fail as root
+//! without `CAP_SYS_RESOURCE` ("error setting rlimit type 7"): `--ulimit nofile=1024:1024
+//! --ulimit nproc=4096:4096` are always given. Debian's podman pulls `crun`, which fails on a
+//! hybrid cgroup host ("cgroups in hybrid mode not supported"): the runtime is `runc`.
+//!
+//! Not yet: the allow-list proxy (a container gets `--network none` or the host's network, and
+//! `allowlist` is recorded as not enforced) and the probe that checks the sandbox from inside.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use corral_process::{LimitGroup, ResourceLimits};
+
+use crate::egress::NetworkPolicy;
+use crate::podman::{PODMAN_TIMEOUT, RUNTIME, podman};
+use crate::policy::{HomePolicy, SandboxConfig};
+
+/// A fresh container name for one spawn.
+pub(crate) fn container_name() -> String {
+    format!("corral-{}-{:016x}", std::process::id(), fastrand::u64(..))
+}
+
+/// Whether the kernel killed the container's process out of memory (`None`: podman could
+/// not tell).
+pub(crate) fn oom_killed(name: &str) -> Option<bool> {
+    podman(&["inspect", "--format", "{{.State.OOMKilled}}", name])
+        .ok()
+        .map(|text| text.trim() == "true")
+}
+
+/// The container's cgroup (the same path in every hierarchy), once it runs.
+pub(crate) fn cgroup_path(name: &str) -> Option<PathBuf> {
+    let text = podman(&[
+        "inspect",
+        "--format",
+        "{{.State.Running}} {{.State.CgroupPath}}",
+        name,
+    ])
+    .ok()?;
+    let (running, path) = text.trim().split_once(' ')?;
+    (running == "true" && !path.is_empty()).then(|| PathBuf::from(path))
+}
+
+/// Watches the running container `name` against `limits` through its own cgroup, as a limit
+/// group watches a spawn's: the first breach, once the container ran (`None` when it never
+/// ran or podman could not say where its cgroup is).
+pub(crate) async fn watch(
+    name: String,
+    limits: ResourceLimits,
+    period: Duration,
+) -> Option<(corral_process::Breach, LimitGroup)> {
+    let started = std::time::Instant::now();
+    let path = loop {
+        let asked = name.clone();
+        match tokio::task::spawn_blocking(move || cgroup_path(&asked)).await {
+            Ok(Some(path)) => break path,
+            Ok(None) if started.elapsed() < PODMAN_TIMEOUT => tokio::time::sleep(period).await,
+            Ok(None) | Err(_) => return None,
+        }
+    };
+    let group = LimitGroup::adopt(limits, &path);
+    let breach = group.watch(period).await;
+    Some((breach, group))
+}
+
+/// Kills the container's processes (it stays, for `remove`).
+pub(crate) fn kill(name: &str) {
+    let _ = podman(&["kill", "--signal", "KILL", name]);
+}
+
+/// Removes the container, whatever its state (killed with its client, or never started).
+pub(crate) fn remove(name: &str) {
+    if let Err(why) = podman(&["rm", "--force", "--ignore", "--time", "0", name]) {
+        tracing::warn!(container = name, why = %why, "a container could not be removed");
+    }
+}
+
+/// One line to run in a container, in plain values.
+pub(crate) struct ContainerLine<'a> {
+    pub config: &'a SandboxConfig,
+    pub name: &'a str,
+    pub cwd: &'a Path,
+    /// Whether the working directory is writable.
+    pub cwd_writable: bool,
+    /// Bound writable at their own paths (the run directory, extra roots, the CLI's state).
+    pub writable: Vec<&'a Path>,
+    /// Bound read-only at their own paths, inside what is writable.
+    pub protected: &'a [PathBuf],
+    /// The home the program sees, hidden under `HomePolicy::Isolated`.
+    pub home: Option<&'a Path>,
+    /// The CLI's state paths, kept visible in a hidden home.
+    pub state: &'a [PathBuf],
+    /// The names of the child's environment variables: podman passes each from its own
+    /// environment (`-e NAME`), so no value reaches its argv.
+    pub env_names: Vec<&'a str>,
+    /// The program, resolved on the child's `PATH`.
+    pub program: &'a Path,
+    /// Its arguments.
+    pub args: &'a [OsString],
+}
+
+/// A bind's `-v` value; a path podman cannot take in one (a `:` in it) is an error.
+fn volume(source: &Path, target: &Path, read_only: bool) -> std::io::Result<OsString> {
+    for path in [source, target] {
+        if path.as_os_str().as_encoded_bytes().contains(&b':') {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: podman cannot bind a path with a ':' in it",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    let mut value = OsString::from(source.as_os_str());
+    value.push(":");
+    value.push(target.as_os_str());
+    if read_only {
+        value.push(":ro");
+    }
+    Ok(value)
+}
+
+/// podman's arguments for `line`: every option, then `--rootfs /:O`, then the program.
+pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsString>> {
+    // No `--rm`: the guard asks whether the kernel killed it out of memory once it ended, then
+    // removes it (`remove`), killed or not.
+    let mut args: Vec<OsString> = [
+        "run",
+        "--name",
+        line.name,
+        "--runtime",
+        RUNTIME,
+        "--cap-drop",
+        "all",
+        "--security-opt",
+        "no-new-privileges",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ulimit",
+        "nproc=4096:4096",
+        "--network",
+        match line.config.network {
+            NetworkPolicy::Host => "host",
+            NetworkPolicy::None | NetworkPolicy::Allowlist => "none",
+        },
+        "--log-driver",
+        "none",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    args.extend(limit_args(line.config.limits));
+    for name in &line.env_names {
+        args.extend(["-e".into(), OsString::from(name)]);
+    }
+    if let (HomePolicy::Isolated, Some(home)) = (line.config.home, line.home) {
+        args.extend(["--tmpfs".into(), home.as_os_str().to_owned()]);
+    }
+    args.extend(["-v".into(), volume(line.cwd, line.cwd, !line.cwd_writable)?]);
+    let state: Vec<&Path> = line.state.iter().map(PathBuf::as_path).collect();
+    for path in line.writable.iter().chain(&state) {
+        if path.exists() {
+            args.extend(["-v".into(), volume(path, path, false)?]);
+        }
+    }
+    for path in line.protected {
+        if path.exists() {
+            args.extend(["-v".into(), volume(path, path, true)?]);
+        }
+    }
+    if let Some(home) = line.home {
+        args.extend(hide_args(&crate::policy::hide_home_secrets(
+            home, line.state,
+        ))?);
+    }
+    args.extend(hide_args(&crate::policy::hide_paths(
+        &line.config.hide,
+        line.state,
+    ))?);
+    args.extend(["-w".into(), line.cwd.as_os_str().to_owned()]);
+    args.extend(["--rootfs".into(), "/:O".into()]);
+    args.push(line.program.as_os_str().to_owned());
+    args.extend(line.args.iter().cloned());
+    Ok(args)
+}
+
+/// bubblewrap's hiding arguments (`--tmpfs P`, `--ro-bind SRC DST`) as podman's.
+fn hide_args(bwrap: &[OsString]) -> std::io::Result<Vec<OsString>> {
+    let mut out = Vec::new();
+    let mut rest = bwrap.iter();
+    while let Some(option) = rest.next() {
+        match option.to_str() {
+            Some("--tmpfs") => {
+                if let Some(path) = rest.next() {
+                    out.extend(["--tmpfs".into(), path.clone()]);
+                }
+            }
+            Some("--ro-bind" | "--ro-bind-try") => {
+                if let (Some(source), Some(target)) = (rest.next(), rest.next()) {
+                    out.extend([
+                        "-v".into(),
+                        volume(Path::new(source), Path::new(target), true)?,
+                    ]);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// `[limits]` as podman's options, enforced by the container's own cgroup.
+fn limit_args(limits: ResourceLimits) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    if let Some(bytes) = limits.memory {
+        // No swap to spill into: the cap is the cap.
+        args.extend([
+            "--memory".into(),
+            bytes.to_string().into(),
+            "--memory-swap".into(),
+            bytes.to_string().into(),
+        ]);
+    }
+    if let Some(count) = limits.pids {
+        args.extend(["--pids-limit".into(), count.to_string().into()]);
+    }
+    if let Some(millis) = limits.cpu_millis {
+        args.extend([
+            "--cpus".into(),
+            format!("{}.{:03}", millis / 1000, millis % 1000).into(),
+        ]);
+    }
+    if let Some(bytes) = limits.disk {
+        args.extend(["--ulimit".into(), format!("fsize={bytes}:{bytes}").into()]);
+    }
+    args
+}
+
+/// How each limit is enforced in a container, for the attestation.
+pub(crate) fn enforcement(limits: ResourceLimits) -> Vec<corral_ports::LimitEnforced> {
+    // The caps as the process crate writes them, the means podman's.
+    let trial = LimitGroup::describe(limits);
+    trial
+        .into_iter()
+        .map(|(limit, cap)| corral_ports::LimitEnforced {
+            limit: limit.as_str().to_string(),
+            cap,
+            how: Some(
+                match limit {
+                    corral_process::Limit::Memory => "podman --memory (the container's cgroup)",
+                    corral_process::Limit::Pids => "podman --pids-limit (the container's cgroup)",
+                    corral_process::Limit::Cpus => "podman --cpus (the container's cgroup)",
+                    corral_process::Limit::Disk => "podman --ulimit fsize (each file)",
+                }
+                .to_string(),
+            ),
+            why_not: None,
+        })
+        .collect()
+}
