@@ -8,7 +8,8 @@
 //! - **loop**: `sh loop.sh`: per task `claude -p --verbose --output-format stream-json
 //!   --permission-mode bypassPermissions "Write <project>/tNN.txt …"`, the check, `git add
 //!   --all`, `git commit`. Nothing else: no sandbox, no record, no resume, no validation.
-//! - **sprint**: `corral sprint run` over the same tasks (default sandbox, `max_rounds = 1`):
+//! - **sprint**: `corral sprint run` over the same tasks (default sandbox, `max_rounds = 1`),
+//!   and beside it the same with `--no-preflight` (reported):
 //!   what the sprint adds is its pre-verify check before the first task, the contract and its
 //!   validated `signals.json`, the execution log and session files, the sandbox, the stray-write
 //!   check, `sprint.json` at every step and the commit's trailers.
@@ -26,7 +27,7 @@ use std::time::Instant;
 use corral_test_support::fake_api::{FakeApi, Role, Scenario, Step};
 use corral_test_support::is_root;
 
-use crate::common::{fmt_list, git, median, task_id};
+use crate::common::{fmt_list, git, median, rotation, task_id};
 
 /// Tasks per run.
 pub const TASKS: usize = 3;
@@ -61,15 +62,19 @@ pub struct Floor {
 enum Side {
     Loop,
     Sprint,
+    /// The sprint without its preflight (one more start of the CLI, and a model request, before
+    /// the first task): a cost a longer sprint pays once.
+    SprintNoPreflight,
 }
 
 impl Side {
-    const ALL: [Side; 2] = [Side::Loop, Side::Sprint];
+    const ALL: [Side; 3] = [Side::Loop, Side::Sprint, Side::SprintNoPreflight];
 
+    /// Where the side's project is: the sprint sides share the path the sprint file names.
     fn dir(self) -> &'static str {
         match self {
             Side::Loop => "loop",
-            Side::Sprint => "sprint",
+            Side::Sprint | Side::SprintNoPreflight => "sprint",
         }
     }
 }
@@ -95,11 +100,15 @@ impl Floor {
         let template = root.join("template");
         std::fs::create_dir_all(&template).unwrap();
         std::fs::write(template.join("README"), "bench\n").unwrap();
-        std::fs::write(template.join(".gitignore"), ".corral/\n").unwrap();
+        std::fs::write(template.join(".gitignore"), ".corral/\n.checks\n").unwrap();
         // The check counts its runs in a file outside the repository, on both sides alike.
-        let counter = root.join("checks");
-        let check = format!("echo x >> {}; {CHECK}", counter.display());
-        std::fs::write(template.join("check.sh"), format!("#!/bin/sh\n{check}\n")).unwrap();
+        // The check counts its runs in an ignored file of the project (a sprint's check runs in
+        // the sandbox, where the work tree is writable and a scratch directory outside is not).
+        std::fs::write(
+            template.join("check.sh"),
+            format!("#!/bin/sh\necho x >> .checks\n{CHECK}\n"),
+        )
+        .unwrap();
         let project = root.join(Side::Sprint.dir());
         let mut sprint = format!(
             "[sprint]\nname = \"floor\"\ncheck = \"sh check.sh\"\ncheck_timeout_ms = 30000\n\
@@ -169,7 +178,7 @@ impl Floor {
             Side::Loop => Scenario::script((1..=TASKS).flat_map(|n| {
                 [write(&task_id(n)).unwrap(), Step::text("Done.")]
             })),
-            Side::Sprint => (1..=TASKS).fold(Scenario::default(), |s, n| {
+            Side::Sprint | Side::SprintNoPreflight => (1..=TASKS).fold(Scenario::default(), |s, n| {
                 let id = task_id(n);
                 s.with_round(
                     Role::Generator,
@@ -188,12 +197,11 @@ impl Floor {
     /// One run of `side`: its wall in seconds and what it did.
     fn run(&self, corral: &Path, side: Side) -> (f64, Counted) {
         let project = self.project(side);
-        let counter = self.root.join("checks");
-        let _ = std::fs::remove_file(&counter);
+        let counter = project.join(".checks");
         let api = FakeApi::start(Self::scenario(side)).unwrap();
         let program = match side {
             Side::Loop => Path::new("sh"),
-            Side::Sprint => corral,
+            Side::Sprint | Side::SprintNoPreflight => corral,
         };
         let mut cmd = corral_test_support::command(program);
         cmd.env_clear()
@@ -215,9 +223,12 @@ impl Floor {
             Side::Loop => {
                 cmd.env("CLAUDE", &self.claude).arg("loop.sh");
             }
-            Side::Sprint => {
+            Side::Sprint | Side::SprintNoPreflight => {
                 cmd.env("CORRAL_PROVIDERS__CLAUDE__COMMAND", &self.claude)
                     .args(["sprint", "run"]);
+                if matches!(side, Side::SprintNoPreflight) {
+                    cmd.arg("--no-preflight");
+                }
             }
         }
         let started = Instant::now();
@@ -256,13 +267,12 @@ impl Floor {
         }
     }
 
-    /// `n` alternated rounds (ABBA); walls in seconds and the last run's counts, indexed like
+    /// `n` rotating rounds; walls in seconds and the last run's counts, indexed like
     /// `Side::ALL`.
-    pub fn rounds(&self, corral: &Path, n: usize) -> [(Vec<f64>, Counted); 2] {
-        let mut out: [(Vec<f64>, Counted); 2] = Default::default();
+    pub fn rounds(&self, corral: &Path, n: usize) -> [(Vec<f64>, Counted); 3] {
+        let mut out: [(Vec<f64>, Counted); 3] = Default::default();
         for round in 0..n {
-            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-            for i in order {
+            for i in rotation(round, Side::ALL.len()) {
                 let side = Side::ALL[i];
                 let (wall, counted) = self.run(corral, side);
                 eprintln!("  floor {side:?} round {}/{n}: {wall:.2} s", round + 1);
@@ -275,10 +285,9 @@ impl Floor {
 }
 
 /// The floor's table.
-pub fn report(runs: &[(Vec<f64>, Counted); 2], load_before: &str, load_after: &str) -> String {
+pub fn report(runs: &[(Vec<f64>, Counted); 3], load_before: &str, load_after: &str) -> String {
     let floor = median(&runs[0].0);
-    let sprint = median(&runs[1].0);
-    let ratio = sprint / floor;
+    let ratio = median(&runs[1].0) / floor;
     let verdict = if ratio <= TARGET { "PASS" } else { "MISS" };
     let row = |name: &str, walls: &[f64], c: Counted, ratio: &str, target: &str, result: &str| {
         format!(
@@ -310,6 +319,14 @@ pub fn report(runs: &[(Vec<f64>, Counted); 2], load_before: &str, load_after: &s
         &format!("{ratio:.2}×"),
         &format!("≤ {TARGET:.2}×"),
         verdict,
+    ));
+    out.push_str(&row(
+        "`corral sprint run --no-preflight`",
+        &runs[2].0,
+        runs[2].1,
+        &format!("{:.2}×", median(&runs[2].0) / floor),
+        "",
+        "",
     ));
     let _ = write!(
         out,
