@@ -159,6 +159,7 @@ pub(crate) fn exit_for(end: SprintEnd) -> Exit {
         SprintEnd::Cancelled => Exit::Cancelled,
         SprintEnd::DiskFull => Exit::Internal,
         SprintEnd::PermanentFailure => Exit::Unavailable,
+        SprintEnd::BudgetExhausted => Exit::BudgetExhausted,
     }
 }
 

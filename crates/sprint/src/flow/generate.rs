@@ -10,6 +10,7 @@ use corral_ports::SessionId;
 use crate::agent::{RoleAgent, SpawnReport, SpawnRequest, SpawnVerdict};
 use crate::error::SprintError;
 use crate::event::SprintEvent;
+use crate::file::Usd;
 use crate::layout::{ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE};
 use crate::prompt::{self};
 use crate::state::{RoleUsage, Step};
@@ -80,6 +81,9 @@ impl TaskCursor<'_, '_, '_> {
                 ),
                 (None, _) => (brief, None, None),
             };
+            if let Some(pause) = self.spend_cap()? {
+                return Ok(pause);
+            }
             let report = self
                 .spawn(
                     Role::Generator,
@@ -94,6 +98,8 @@ impl TaskCursor<'_, '_, '_> {
                         contract,
                         read_only: false,
                         run_id: run_id.to_string(),
+                        max_budget_usd: self.ctx.file().sprint.max_budget_usd.map(Usd::dollars),
+                        max_turns: self.ctx.file().sprint.max_turns,
                     },
                 )
                 .await?;

@@ -22,6 +22,7 @@ use corral_test_support::HostCommandRunner;
 // What an agent must not be able to do to its judges and the sprint's inputs (issue 29).
 mod guard;
 mod learnings;
+mod night;
 mod parallel;
 mod queue;
 mod queue_crash;
