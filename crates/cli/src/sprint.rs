@@ -37,6 +37,21 @@ pub async fn sprint(cmd: SprintCommand) -> anyhow::Result<Exit> {
     }
 }
 
+/// The sprint's price table: the built-in list prices with the settings' `[prices]` over them.
+pub(crate) fn price_table(settings: &Settings) -> corral_sprint::PriceTable {
+    corral_sprint::PriceTable::builtin().with(settings.prices.iter().map(|(model, p)| {
+        (
+            model.clone(),
+            corral_sprint::ModelPrice {
+                input: p.input,
+                output: p.output,
+                cache_read: p.cache_read,
+                cache_write: p.cache_write,
+            },
+        )
+    }))
+}
+
 fn init(path: &Path) -> anyhow::Result<Exit> {
     let cwd = std::env::current_dir()?;
     let loaded = crate::config_cmd::load_settings(&cwd, Vec::new())?;

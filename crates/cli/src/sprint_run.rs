@@ -78,6 +78,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
             now,
             git_env,
             jobs: usize::from(args.jobs),
+            prices: crate::sprint::price_table(settings),
         },
         cancel,
     })

@@ -63,8 +63,9 @@ pub use run_record::{
     ignore_state_dir, new_run_id, now, read_record, write_record,
 };
 pub use settings::{
-    EnvSettings, ExecutorKind, ExecutorSettings, ProviderSettings, ProvidersSettings, RaySettings,
-    RetrySettings, RunSettings, SandboxSettings, Settings, settings_json_schema,
+    EnvSettings, ExecutorKind, ExecutorSettings, PriceSettings, ProviderSettings,
+    ProvidersSettings, RaySettings, RetrySettings, RunSettings, SandboxSettings, Settings,
+    settings_json_schema,
 };
 pub use spawn::{NoHooks, ResumedBy, Spawn, SpawnEnd, SpawnHooks, SpawnPlan, resume_command};
 pub use trust::{

@@ -30,6 +30,31 @@ pub struct Settings {
     /// Where the tasks of a parallel sprint (`corral sprint run --jobs N`) run.
     #[garde(dive)]
     pub executor: ExecutorSettings,
+    /// `[prices."<model>"]`: what a model costs, in US dollars per million tokens, for a
+    /// sprint's spend caps when a CLI reports only tokens; added to the built-in list prices,
+    /// replacing the one of the same model.
+    #[garde(dive)]
+    pub prices: std::collections::BTreeMap<String, PriceSettings>,
+}
+
+/// `[prices."<model>"]`: one model's price, US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PriceSettings {
+    /// Input tokens.
+    #[garde(range(min = 0.0, max = 10_000.0))]
+    pub input: f64,
+    /// Output tokens.
+    #[garde(range(min = 0.0, max = 10_000.0))]
+    pub output: f64,
+    /// Input tokens read from the cache (default: as input).
+    #[serde(default)]
+    #[garde(inner(range(min = 0.0, max = 10_000.0)))]
+    pub cache_read: Option<f64>,
+    /// Input tokens written to the cache (default: as input).
+    #[serde(default)]
+    #[garde(inner(range(min = 0.0, max = 10_000.0)))]
+    pub cache_write: Option<f64>,
 }
 
 /// `[executor]`

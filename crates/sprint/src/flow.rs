@@ -87,6 +87,9 @@ pub struct RunOptions {
     /// How many tasks may run at once (1: one by one in the project's work tree; more: each
     /// ready task in its own git worktree on its own branch, folded back in run order).
     pub jobs: usize,
+    /// What a spawn whose CLI reports only tokens is estimated to cost (the spend caps count
+    /// it; the task's entry says `costEstimated`).
+    pub prices: crate::price::PriceTable,
 }
 
 /// Everything a sprint run works with.

@@ -34,6 +34,7 @@ mod names;
 mod order;
 mod overlap;
 mod parse;
+mod price;
 mod prompt;
 mod slots;
 mod state;
@@ -67,6 +68,7 @@ pub use layout::{
 };
 pub use lock::LOCK_FILE;
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
+pub use price::{ModelPrice, PriceTable};
 pub use slots::{Slot, Slots};
 pub use state::{
     Attribution, Durability, FailureClass, RoleUsage, RunProgress, STATE_SCHEMA_VERSION,

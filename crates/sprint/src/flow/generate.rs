@@ -202,17 +202,24 @@ impl TaskCursor<'_, '_, '_> {
         let report = agent
             .spawn(request, self.ctx.run.cancel.clone(), observer)
             .await;
+        // A CLI that reports only tokens: its cost estimated from the run's price table.
+        let mut spent = report.usage;
+        let estimate = self.ctx.run.options.prices.estimate(agent.model(), &spent);
+        if estimate.is_some() {
+            spent.cost_usd = estimate;
+        }
         if let Some(t) = self.state.tasks.get_mut(self.i) {
             let mut usage = RoleUsage::default();
             match role {
-                Role::Generator => usage.generator = report.usage,
-                Role::Evaluator => usage.evaluator = report.usage,
+                Role::Generator => usage.generator = spent,
+                Role::Evaluator => usage.evaluator = spent,
             }
+            t.cost_estimated |= estimate.is_some();
             t.usage.add(&usage);
             t.usage_by_provider
                 .entry(agent.provider())
                 .or_default()
-                .add(&report.usage);
+                .add(&spent);
             // Not undone, and not blocking: Corral cannot take back a write outside the tree
             // (the sandbox, when there is one, refuses it); it is named for the user to look at.
             if !report.stray_writes.is_empty() {

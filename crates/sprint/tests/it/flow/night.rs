@@ -284,3 +284,78 @@ async fn a_tasks_own_cap_pauses_it_before_its_next_round() {
         a.warnings
     );
 }
+
+/// A fake whose CLI reports tokens and no cost, as Codex and OpenCode do.
+struct TokensOnly(Arc<FakeAgent>);
+
+#[async_trait]
+impl RoleAgent for TokensOnly {
+    fn provider(&self) -> ProviderId {
+        self.0.provider()
+    }
+    fn model(&self) -> Option<&str> {
+        self.0.model()
+    }
+    fn effort(&self) -> Option<Effort> {
+        None
+    }
+    fn resumes(&self) -> bool {
+        self.0.resumes()
+    }
+    async fn spawn(
+        &self,
+        request: SpawnRequest,
+        cancel: CancellationToken,
+        observer: Arc<dyn RunObserver>,
+    ) -> SpawnReport {
+        let mut report = self.0.spawn(request, cancel, observer).await;
+        report.usage.cost_usd = None;
+        report
+    }
+}
+
+#[tokio::test]
+async fn a_cost_only_counted_in_tokens_is_estimated_from_the_price_table_and_marked_so() {
+    // 110 tokens a spawn at $100 a million (the tests' table): $0.011 each.
+    let head = CAPPED_HEAD
+        .replace("max_cost_usd = 0.025", "max_cost_usd = 0.02")
+        .replace("max_budget_usd = 0.5\nmax_turns = 12\n", "")
+        .replace(
+            "[roles.evaluator]\nprovider = \"codex\"",
+            "[roles.evaluator]\nenabled = false",
+        );
+    let p = project_with(&head, THREE_TASKS).await;
+    let generator = TokensOnly(FakeAgent::new(ProviderId::Codex));
+    let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
+    let commands = runner();
+    let summary = run_sprint(corral_sprint::SprintRun {
+        file: &file,
+        project_root: &p.root,
+        generator: &generator,
+        evaluator: None,
+        commands: &commands,
+        executor: &corral_executor_local::LocalExecutor,
+        events: &Recorder::default(),
+        options: RunOptions {
+            dirty: DirtyTree::Refuse,
+            run_id: "run-1".to_string(),
+            now,
+            git_env: IDENTITY
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            jobs: 1,
+            prices: prices(),
+        },
+        cancel: CancellationToken::new(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::BudgetExhausted);
+    let spent = summary.roll_up.total.cost_usd.unwrap();
+    assert!((spent - 0.022).abs() < 1e-9, "{spent}");
+    let state = state(&p);
+    assert!(state.tasks[0].cost_estimated && state.tasks[1].cost_estimated);
+    assert!(!state.tasks[2].cost_estimated);
+    assert_eq!(state.tasks[2].status, TaskStatus::Running);
+}
