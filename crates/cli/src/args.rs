@@ -250,9 +250,13 @@ pub enum SprintCommand {
         /// The sprint's name (default: the only one recorded, or the one corral-sprint.toml
         /// here names).
         name: Option<String>,
-        /// The state as JSON.
+        /// The state as JSON (with --follow: each event as its JSON line).
         #[arg(long)]
         json: bool,
+        /// Follow the sprint's events (.corral/sprints/NAME/events.jsonl) as they are written,
+        /// from the start of its latest run, until it ends or Ctrl-C.
+        #[arg(long)]
+        follow: bool,
     },
 }
 
@@ -340,6 +344,8 @@ Exit codes:
        spawned for a task); or a spawn failed in a way no rerun mends (a model unavailable, a
        login refused, ...): stopped at that spawn, the fix in the task's warnings (run again
        once fixed to continue)
+  9    a spend cap was reached ([sprint] or a task's max_cost_usd): paused before the next
+       spawn, the cap named in the task's warnings (raise it and run again to continue)
   130  cancelled (run again to continue)
 
 Preflight: before the first task, each role's CLI is found and its version checked, then asked

@@ -27,6 +27,9 @@ pub enum Exit {
     /// 8: the CLI cannot be used (not installed, untested version, model unavailable, refused:
     /// authentication, rejected flags).
     Unavailable,
+    /// 9: `corral sprint run` paused at a spend cap (`max_cost_usd`); raising it and running
+    /// again continues.
+    BudgetExhausted,
     /// 130: cancelled (Ctrl-C).
     Cancelled,
 }
@@ -44,6 +47,7 @@ impl Exit {
             Exit::Crashed => 6,
             Exit::SignalsInvalid => 7,
             Exit::Unavailable => 8,
+            Exit::BudgetExhausted => 9,
             Exit::Cancelled => 130,
         }
     }
@@ -61,6 +65,7 @@ impl Exit {
             Exit::Crashed,
             Exit::SignalsInvalid,
             Exit::Unavailable,
+            Exit::BudgetExhausted,
             Exit::Cancelled,
         ]
         .into_iter()

@@ -24,6 +24,7 @@ mod render;
 mod run;
 mod runs;
 mod sprint;
+mod sprint_follow;
 mod sprint_init;
 mod sprint_run;
 mod sprint_view;

@@ -33,8 +33,23 @@ pub async fn sprint(cmd: SprintCommand) -> anyhow::Result<Exit> {
         SprintCommand::Check { file } => {
             check(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))).await
         }
-        SprintCommand::Status { name, json } => status(name.as_deref(), json),
+        SprintCommand::Status { name, json, follow } => status(name.as_deref(), json, follow).await,
     }
+}
+
+/// The sprint's price table: the built-in list prices with the settings' `[prices]` over them.
+pub(crate) fn price_table(settings: &Settings) -> corral_sprint::PriceTable {
+    corral_sprint::PriceTable::builtin().with(settings.prices.iter().map(|(model, p)| {
+        (
+            model.clone(),
+            corral_sprint::ModelPrice {
+                input: p.input,
+                output: p.output,
+                cache_read: p.cache_read,
+                cache_write: p.cache_write,
+            },
+        )
+    }))
 }
 
 fn init(path: &Path) -> anyhow::Result<Exit> {
@@ -218,7 +233,7 @@ fn print_summary(file: &SprintFile) {
     }
 }
 
-fn status(name: Option<&str>, json: bool) -> anyhow::Result<Exit> {
+async fn status(name: Option<&str>, json: bool, follow: bool) -> anyhow::Result<Exit> {
     let cwd = std::env::current_dir()?;
     let root = corral_compose::project_root(&cwd);
     let name = match name {
@@ -226,6 +241,9 @@ fn status(name: Option<&str>, json: bool) -> anyhow::Result<Exit> {
         None => only_sprint(&root, &cwd)?,
     };
     let layout = SprintLayout::new(&root, &name);
+    if follow {
+        return crate::sprint_follow::follow(&layout, json).await;
+    }
     let state = match read_state(&layout.state_file()) {
         Ok(state) => state,
         Err(StateError::Missing { path }) => {

@@ -78,6 +78,7 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
             now,
             git_env,
             jobs: usize::from(args.jobs),
+            prices: crate::sprint::price_table(settings),
         },
         cancel,
     })
@@ -159,6 +160,7 @@ pub(crate) fn exit_for(end: SprintEnd) -> Exit {
         SprintEnd::Cancelled => Exit::Cancelled,
         SprintEnd::DiskFull => Exit::Internal,
         SprintEnd::PermanentFailure => Exit::Unavailable,
+        SprintEnd::BudgetExhausted => Exit::BudgetExhausted,
     }
 }
 

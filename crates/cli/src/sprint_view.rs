@@ -160,6 +160,11 @@ struct SpawnObserver {
 }
 
 impl SpawnObserver {
+    /// The agent waits on purpose from now on: its quiet is not silence.
+    fn waiting(&self) {
+        self.shared.with_running(&self.task, |r| r.waiting = true);
+    }
+
     fn activity(&self, text: impl Into<Activity>) {
         let text = text.into();
         self.shared.with_running(&self.task, |r| r.activity = text);
@@ -169,6 +174,10 @@ impl SpawnObserver {
 
 impl RunObserver for SpawnObserver {
     fn attempt_started(&self, attempt: u32, resume: Option<&SessionId>) {
+        self.shared.with_running(&self.task, |r| {
+            r.heard = Instant::now();
+            r.waiting = false;
+        });
         if attempt > 1 {
             let how = resume.map_or("cold".to_string(), |id| format!("resuming {id}"));
             self.shared.log(&format!(
@@ -180,6 +189,11 @@ impl RunObserver for SpawnObserver {
     }
 
     fn event(&self, _attempt: u32, event: &AgentEvent) {
+        // Whatever the CLI printed, it is not silent.
+        self.shared.with_running(&self.task, |r| {
+            r.heard = Instant::now();
+            r.waiting = false;
+        });
         match event {
             AgentEvent::SessionStarted { .. } | AgentEvent::Thinking { .. } => {
                 self.activity("thinking");
@@ -215,6 +229,7 @@ impl RunObserver for SpawnObserver {
     }
 
     fn backoff(&self, _attempt: u32, wait: Duration, reason: &str) {
+        self.waiting();
         self.shared.log(&format!(
             "{}  round {}  {}: waiting {} before retrying ({reason})",
             self.task,
@@ -230,6 +245,7 @@ impl RunObserver for SpawnObserver {
     }
 
     fn account_wait(&self, _attempt: u32, provider: ProviderId, until: std::time::SystemTime) {
+        self.waiting();
         let clock = display::system_time(until);
         self.shared.log(&format!(
             "{}  round {}  {}: waiting for {provider} until {clock} (another run found the \
@@ -246,6 +262,7 @@ impl RunObserver for SpawnObserver {
         status: u16,
         until: std::time::SystemTime,
     ) {
+        self.waiting();
         let clock = display::system_time(until);
         self.shared.log(&format!(
             "{}  round {}  {}: {provider} retries on its own after HTTP {status}, waiting until \

@@ -151,15 +151,14 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
             TaskEnd::Paused(corral_sprint::SprintEnd::Cancelled),
         ))
     } else {
-        // One task, no parallel run: the executor is never asked.
-        let executor = corral_compose::local_executor();
         let run = SprintRun {
             file: &file,
             project_root: &work,
             generator: &*generator,
             evaluator: evaluator.as_deref().map(|e| e as &dyn RoleAgent),
             commands: &*commands,
-            executor,
+            // One task, no parallel run: the executor is never asked.
+            executor: corral_compose::local_executor(),
             events: &view,
             options: RunOptions {
                 dirty: corral_sprint::DirtyTree::Keep,
@@ -167,6 +166,7 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
                 now,
                 git_env: worker.env.clone(),
                 jobs: 1,
+                prices: crate::sprint::price_table(settings),
             },
             cancel,
         };

@@ -124,8 +124,8 @@ impl RoleAgent for ComposedRoleAgent {
             cancel,
             signals_file,
             output_dir: request.dir.clone(),
-            max_budget_usd: None,
-            max_turns: None,
+            max_budget_usd: request.max_budget_usd,
+            max_turns: request.max_turns,
             // A session that is gone gets the cold prompt in a new one (the provider's one
             // cold retry), as `corral run --resume` does.
             cold_fallback: true,

@@ -33,6 +33,11 @@ pub struct Settings {
     /// What each spawn (a CLI's attempt, a sprint's check, gate or setup step) may use.
     #[garde(dive)]
     pub limits: LimitsSettings,
+    /// `[prices."<model>"]`: what a model costs, in US dollars per million tokens, for a
+    /// sprint's spend caps when a CLI reports only tokens; added to the built-in list prices,
+    /// replacing the one of the same model.
+    #[garde(dive)]
+    pub prices: std::collections::BTreeMap<String, PriceSettings>,
 }
 
 /// `[limits]`: what one spawn and everything it starts may use, enforced by a cgroup where one
@@ -152,6 +157,26 @@ fn valid_cpus(value: &String, (): &()) -> garde::Result {
         return Ok(());
     }
     parse_cpus(value).map(|_| ()).map_err(garde::Error::new)
+}
+
+/// `[prices."<model>"]`: one model's price, US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Validate, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PriceSettings {
+    /// Input tokens.
+    #[garde(range(min = 0.0, max = 10_000.0))]
+    pub input: f64,
+    /// Output tokens.
+    #[garde(range(min = 0.0, max = 10_000.0))]
+    pub output: f64,
+    /// Input tokens read from the cache (default: as input).
+    #[serde(default)]
+    #[garde(inner(range(min = 0.0, max = 10_000.0)))]
+    pub cache_read: Option<f64>,
+    /// Input tokens written to the cache (default: as input).
+    #[serde(default)]
+    #[garde(inner(range(min = 0.0, max = 10_000.0)))]
+    pub cache_write: Option<f64>,
 }
 
 /// `[executor]`

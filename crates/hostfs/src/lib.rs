@@ -578,6 +578,22 @@ impl HostDir {
     ///
     /// [`HostFsError::Tampered`], [`HostFsError::Io`].
     pub fn append(&self, rel: impl AsRef<Path>, contents: &[u8]) -> Result<(), HostFsError> {
+        self.append_with(rel, contents, Flush::Cached)
+    }
+
+    /// Appends `contents` to the file `rel` as [`HostDir::append`] does, and with
+    /// [`Flush::Synced`] forces the file's data to disk before returning: a log whose lines
+    /// must outlast a power cut at the moments that matter.
+    ///
+    /// # Errors
+    ///
+    /// [`HostFsError::Tampered`], [`HostFsError::Io`].
+    pub fn append_with(
+        &self,
+        rel: impl AsRef<Path>,
+        contents: &[u8],
+        flush: Flush,
+    ) -> Result<(), HostFsError> {
         let rel = rel.as_ref();
         let (here, last) = self.parent_of(rel, true)?;
         let path = self.path.join(rel);
@@ -592,7 +608,11 @@ impl HostDir {
         let file = File::from(fd);
         own_file(&file, &path)?;
         let mut file = file;
-        file.write_all(contents).map_err(|e| io_error(&path, e))
+        file.write_all(contents).map_err(|e| io_error(&path, e))?;
+        match flush {
+            Flush::Cached => Ok(()),
+            Flush::Synced => file.sync_data().map_err(|e| io_error(&path, e)),
+        }
     }
 
     /// Reads the regular file `rel` whole, if it holds at most `limit` bytes: never through a

@@ -44,6 +44,11 @@ pub struct SpawnRequest {
     pub read_only: bool,
     /// The sprint run's id: recorded in `run.json`, and the `Corral-Run:` trailer.
     pub run_id: String,
+    /// The spawn's spend cap in US dollars (`[sprint] max_budget_usd`), for the CLIs that
+    /// enforce one.
+    pub max_budget_usd: Option<f64>,
+    /// The spawn's turn cap (`[sprint] max_turns`), for the CLIs that enforce one.
+    pub max_turns: Option<u32>,
 }
 
 /// What the signals the agent wrote amounted to.

@@ -210,6 +210,15 @@ pub enum SprintEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The sprint's record of events (`events.jsonl`) could not be written (something planted
+    /// in its place, a full disk): told once, and the sprint goes on without it.
+    #[serde(rename_all = "camelCase")]
+    RecordUnwritable {
+        /// The file.
+        file: String,
+        /// Why.
+        message: String,
+    },
     /// The sprint stopped; the last event.
     #[serde(rename_all = "camelCase")]
     SprintFinished {
@@ -238,6 +247,10 @@ pub enum SprintEnd {
     /// before the other tasks spend their rounds on it, the provider and the fix named in the
     /// task's warnings; running again once it is fixed continues at the same spawn.
     PermanentFailure,
+    /// A spend cap was reached (`[sprint] max_cost_usd`, a task's `max_cost_usd`): paused
+    /// before the next spawn, the cap and the spend named in the task's warnings; raising the
+    /// cap and running again continues where it stopped.
+    BudgetExhausted,
 }
 
 impl SprintEnd {
@@ -252,6 +265,8 @@ impl SprintEnd {
             SprintEnd::DiskFull => 1,
             // `corral run`'s "the CLI cannot be used", and the preflight's.
             SprintEnd::PermanentFailure => 8,
+            // The next code free after `corral run`'s.
+            SprintEnd::BudgetExhausted => 9,
         }
     }
 }

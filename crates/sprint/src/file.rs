@@ -33,6 +33,15 @@ pub mod limits {
     pub const TIMEOUT_MS: (i64, i64) = (1_000, 86_400_000);
     /// The default `check_timeout_ms`: ten minutes.
     pub const DEFAULT_CHECK_TIMEOUT_MS: u64 = 600_000;
+    /// `max_cost_usd` (the sprint's and a task's) and `max_budget_usd` (a spawn's): more than
+    /// nothing, at most a million dollars.
+    pub const COST_USD: (f64, f64) = (0.0001, 1_000_000.0);
+    /// `max_turns`: a spawn's turns.
+    pub const MAX_TURNS: (i64, i64) = (1, 10_000);
+    /// `[hooks] timeout_ms`: how long a hook may run, one second to an hour.
+    pub const HOOK_TIMEOUT_MS: (i64, i64) = (1_000, 3_600_000);
+    /// The default `[hooks] timeout_ms`: thirty seconds.
+    pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 30_000;
     /// The largest sprint file or brief read, in bytes.
     pub const FILE_LIMIT: u64 = 1024 * 1024;
 }
@@ -46,6 +55,8 @@ pub struct SprintFile {
     pub sprint: SprintSection,
     /// `[roles.generator]`.
     pub generator: RoleSettings,
+    /// `[hooks]`: the commands run when the sprint reaches a moment worth telling someone.
+    pub hooks: Hooks,
     /// `[roles.evaluator]`; `None` when it is turned off (`enabled = false`).
     pub evaluator: Option<RoleSettings>,
     /// `[[gates]]`, in file order.
@@ -82,6 +93,80 @@ pub struct SprintSection {
     /// `fold_check`: whether the check runs on the sprint's branch after each fold of a
     /// parallel run.
     pub fold_check: FoldCheck,
+    /// `max_cost_usd`: the sprint's spend cap; checked before every spawn against the cost of
+    /// every spawn so far (every run of the sprint), the sprint pauses (`budget-exhausted`)
+    /// once it is reached.
+    pub max_cost_usd: Option<Usd>,
+    /// `max_budget_usd`: each spawn's spend cap, passed to the CLIs that enforce one.
+    pub max_budget_usd: Option<Usd>,
+    /// `max_turns`: each spawn's turn cap, passed to the CLIs that enforce one.
+    pub max_turns: Option<u32>,
+}
+
+/// An amount of US dollars, kept in millionths so that it compares exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Usd(u64);
+
+impl Usd {
+    /// `dollars` as an amount; `None` when it is not a finite number of at least zero.
+    pub fn from_dollars(dollars: f64) -> Option<Usd> {
+        let micros = (dollars * 1_000_000.0).round();
+        if !(dollars.is_finite() && (0.0..1.8e19).contains(&micros)) {
+            return None;
+        }
+        // Whole, not negative and within u64 (above): the cast keeps it.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        Some(Usd(micros as u64))
+    }
+
+    /// The amount in dollars.
+    #[allow(clippy::cast_precision_loss)]
+    pub fn dollars(self) -> f64 {
+        self.0 as f64 / 1_000_000.0
+    }
+}
+
+impl std::fmt::Display for Usd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cents = self.0 / 10_000;
+        if self.0.is_multiple_of(10_000) {
+            write!(f, "${}.{:02}", cents / 100, cents % 100)
+        } else {
+            write!(f, "${}", self.dollars())
+        }
+    }
+}
+
+/// `[hooks]`: a command (`sh -c`) per moment of the sprint, each run with the moment's event as
+/// one JSON object on its standard input, bounded by `timeout_ms`, off the sprint's path (a
+/// hook that fails or hangs is logged and killed, never stops the sprint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hooks {
+    /// `task_finished`: a task ended (done, blocked or skipped).
+    pub task_finished: Option<String>,
+    /// `blocked`: a task was blocked.
+    pub blocked: Option<String>,
+    /// `rate_limited`: the sprint paused on a rate limit.
+    pub rate_limited: Option<String>,
+    /// `budget_exhausted`: the sprint paused at a spend cap.
+    pub budget_exhausted: Option<String>,
+    /// `sprint_finished`: the sprint ended, however it ended.
+    pub sprint_finished: Option<String>,
+    /// `timeout_ms`: how long each hook may run before its process group is killed.
+    pub timeout_ms: u64,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks {
+            task_finished: None,
+            blocked: None,
+            rate_limited: None,
+            budget_exhausted: None,
+            sprint_finished: None,
+            timeout_ms: limits::DEFAULT_HOOK_TIMEOUT_MS,
+        }
+    }
 }
 
 /// `fold_check`: what runs on the sprint's branch after a parallel task's fold.
@@ -156,6 +241,9 @@ pub struct Task {
     /// two tasks whose `touches` overlap at the same time (they would likely conflict at the
     /// fold); a hint, never enforced on what the task does change.
     pub touches: Vec<String>,
+    /// `max_cost_usd`: the task's spend cap, over all its spawns; the sprint pauses
+    /// (`budget-exhausted`) before the task's next spawn once it is reached.
+    pub max_cost_usd: Option<Usd>,
     /// The line of the task's `[[tasks]]` header (for messages about it).
     pub line: usize,
 }

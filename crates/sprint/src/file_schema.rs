@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 
 use crate::file::{FoldCheck, limits};
 use crate::parse::{
-    EVALUATOR_KEYS, GATE_KEYS, GENERATOR_KEYS, ROLES_KEYS, SPRINT_KEYS, TASK_KEYS, TOP_KEYS,
+    EVALUATOR_KEYS, GATE_KEYS, GENERATOR_KEYS, HOOK_KEYS, ROLES_KEYS, SPRINT_KEYS, TASK_KEYS,
+    TOP_KEYS,
 };
 
 /// A whole number of milliseconds, or a duration as text (`"90s"`, `"15m"`), within `range`.
@@ -30,6 +31,11 @@ fn text(description: &str) -> Schema {
 
 fn globs(description: &str) -> Schema {
     json_schema!({"type": "array", "items": {"type": "string"}, "description": description})
+}
+
+fn dollars(description: &str) -> Schema {
+    let (min, max) = limits::COST_USD;
+    json_schema!({"type": "number", "minimum": min, "maximum": max, "description": description})
 }
 
 fn whole((min, max): (i64, i64), description: &str) -> Schema {
@@ -69,6 +75,16 @@ fn key_schema(generator: &mut SchemaGenerator, table: &str, key: &str) -> Option
                 "description": "With --jobs: whether the check (and the gates of the paths it changed) runs on the sprint's branch after each fold (each, the default) or not (off).",
             })
         }
+        ("sprint", "max_cost_usd") => dollars(
+            "The sprint's spend cap in US dollars: it pauses (exit 9) before a spawn once its spawns cost this much; raise it and run again to go on.",
+        ),
+        ("sprint", "max_budget_usd") => dollars(
+            "Each spawn's spend cap in US dollars, passed to the CLIs that enforce one (Claude Code).",
+        ),
+        ("sprint", "max_turns") => whole(
+            limits::MAX_TURNS,
+            "Each spawn's turn cap, passed to the CLIs that enforce one (Claude Code, Grok CLI).",
+        ),
         ("generator" | "evaluator", "provider") => {
             let mut schema = generator.subschema_for::<ProviderId>();
             schema.insert("description".into(), "The CLI that plays the role.".into());
@@ -91,6 +107,25 @@ fn key_schema(generator: &mut SchemaGenerator, table: &str, key: &str) -> Option
             text("The command that must pass when that directory changed (sh -c).")
         }
         ("gates", "timeout_ms") => duration(limits::TIMEOUT_MS, "How long the gate may run."),
+        ("hooks", "task_finished") => text(
+            "Run (sh -c) when a task ends, done, blocked or skipped; the event is on its stdin as JSON.",
+        ),
+        ("hooks", "blocked") => {
+            text("Run (sh -c) when a task is blocked; the event is on its stdin.")
+        }
+        ("hooks", "rate_limited") => {
+            text("Run (sh -c) when the sprint pauses on a rate limit; the event is on its stdin.")
+        }
+        ("hooks", "budget_exhausted") => {
+            text("Run (sh -c) when the sprint pauses at a spend cap; the event is on its stdin.")
+        }
+        ("hooks", "sprint_finished") => {
+            text("Run (sh -c) when the sprint ends, however; the event is on its stdin.")
+        }
+        ("hooks", "timeout_ms") => duration(
+            limits::HOOK_TIMEOUT_MS,
+            "How long each hook may run before it is killed (default 30s).",
+        ),
         ("tasks", "id") => text("The task's id (letters, digits, - and _)."),
         ("tasks", "title") => {
             text("The task's title: the commit subject unless the agent gives one.")
@@ -106,6 +141,9 @@ fn key_schema(generator: &mut SchemaGenerator, table: &str, key: &str) -> Option
         ("tasks", "may_edit") => {
             globs("Paths the task may change beyond the protected ones (globs).")
         }
+        ("tasks", "max_cost_usd") => dollars(
+            "The task's spend cap in US dollars, over all its spawns: the sprint pauses (exit 9) before its next spawn once reached.",
+        ),
         ("tasks", "touches") => globs(
             "Paths the task is expected to change (globs); two tasks that overlap are not run at once.",
         ),
@@ -137,6 +175,7 @@ pub fn sprint_file_schema() -> Schema {
     let evaluator_role = table(&mut generator, "evaluator", EVALUATOR_KEYS, &[]);
     let gate = table(&mut generator, "gates", GATE_KEYS, &["path", "command"]);
     let task = table(&mut generator, "tasks", TASK_KEYS, &["id", "title"]);
+    let hooks = table(&mut generator, "hooks", HOOK_KEYS, &[]);
     let mut roles = Map::new();
     for role in ROLES_KEYS {
         let schema = match *role {
@@ -155,6 +194,7 @@ pub fn sprint_file_schema() -> Schema {
                 "additionalProperties": false,
             }),
             "gates" => serde_json::json!({"type": "array", "items": gate}),
+            "hooks" => hooks.clone(),
             "tasks" => serde_json::json!({"type": "array", "items": task, "minItems": 1}),
             _ => Value::Object(Map::new()),
         };
@@ -188,6 +228,7 @@ mod tests {
             ("generator", GENERATOR_KEYS),
             ("evaluator", EVALUATOR_KEYS),
             ("gates", GATE_KEYS),
+            ("hooks", HOOK_KEYS),
             ("tasks", TASK_KEYS),
         ] {
             for key in keys {

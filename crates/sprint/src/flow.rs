@@ -39,6 +39,8 @@ use crate::event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary
 use crate::executor::{TaskEnd, TaskExecutor, TaskHandback, TaskJob, TaskRecorder};
 use crate::file::{SprintFile, Task};
 use crate::git::{Git, GitError};
+use crate::hooks::HookQueue;
+use crate::journal::Journal;
 use crate::layout::{
     ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE, SIGNALS_FILE, SprintLayout,
 };
@@ -85,6 +87,9 @@ pub struct RunOptions {
     /// How many tasks may run at once (1: one by one in the project's work tree; more: each
     /// ready task in its own git worktree on its own branch, folded back in run order).
     pub jobs: usize,
+    /// What a spawn whose CLI reports only tokens is estimated to cost (the spend caps count
+    /// it; the task's entry says `costEstimated`).
+    pub prices: crate::price::PriceTable,
 }
 
 /// Everything a sprint run works with.
@@ -164,7 +169,29 @@ enum Next {
 
 /// Runs the sprint, or continues it from its `sprint.json`. Returns how it ended; an `Err` is
 /// a refusal before any task ran (exit 2) or a failure of the machinery (exit 1).
+///
+/// Every event also goes to the sprint's `events.jsonl` (`journal`), and the sprint file's
+/// `[hooks]` run beside the sprint (`hooks`): the run returns once the hooks it queued ran.
 pub async fn run_sprint(run: SprintRun<'_>) -> Result<SprintSummary, SprintError> {
+    let layout = SprintLayout::new(run.project_root, &run.file.sprint.name);
+    let (commands, project_root, now) = (run.commands, run.project_root, run.options.now);
+    let hooks = HookQueue::new(run.file.hooks.clone());
+    let journal = Journal::new(run.events, layout.clone(), now, &hooks);
+    let recorded = SprintRun {
+        events: &journal,
+        ..run
+    };
+    let sprint = async {
+        let result = run_recorded(recorded).await;
+        hooks.close();
+        result
+    };
+    let hooks_run = crate::hooks::run_hooks(&hooks, commands, &layout, project_root, now);
+    crate::hooks::beside(sprint, hooks_run).await
+}
+
+/// [`run_sprint`] with its events recorded.
+async fn run_recorded(run: SprintRun<'_>) -> Result<SprintSummary, SprintError> {
     // Held to the end of the run, whatever its end: one sprint at a time per repository.
     // (A cancel during the lock's git command is a stop like any other, below.)
     let (result, _lock) = match crate::lock::lock_repository(&run).await {
@@ -358,6 +385,7 @@ fn summarize(state: &SprintState, end: SprintEnd) -> SprintSummary {
 }
 
 mod branch;
+mod budget;
 mod check;
 mod commit;
 mod coordinator;

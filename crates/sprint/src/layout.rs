@@ -122,6 +122,11 @@ impl SprintLayout {
         self.root.join(STATE_FILE)
     }
 
+    /// `events.jsonl`: every event of every run of the sprint, one JSON object a line.
+    pub fn events_file(&self) -> PathBuf {
+        self.root.join(EVENTS_FILE)
+    }
+
     /// `learnings.ndjson`.
     pub fn learnings_file(&self) -> PathBuf {
         self.root.join(LEARNINGS_FILE)

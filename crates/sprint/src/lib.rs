@@ -24,14 +24,17 @@ mod file;
 mod file_schema;
 mod flow;
 mod git;
+mod hooks;
 mod inert;
 mod intree;
+mod journal;
 mod layout;
 mod lock;
 mod names;
 mod order;
 mod overlap;
 mod parse;
+mod price;
 mod prompt;
 mod slots;
 mod state;
@@ -46,8 +49,8 @@ pub use executor::{
     TaskRecorder, git_transport, record_ref,
 };
 pub use file::{
-    FoldCheck, Gate, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection, Task,
-    TaskPrompt, TouchOverlap, limits, load,
+    FoldCheck, Gate, Hooks, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection,
+    Task, TaskPrompt, TouchOverlap, Usd, limits, load,
 };
 pub use file_schema::sprint_file_schema;
 pub use flow::{
@@ -56,6 +59,8 @@ pub use flow::{
     RunOptions, SENT_HOME_PATCH_FILE, SprintRun, run_sprint, work_task,
 };
 pub use git::{GitError, extract_tree};
+pub use hooks::{HOOK_EVENTS_DIR, HOOKS_LOG_FILE, HookMoment};
+pub use journal::{MONOTONIC_KEY, WALL_TIME_KEY, complete_lines, read_events};
 pub use layout::{
     EVALUATION_FILE, EVENTS_FILE, IMPLEMENT_DIR, LEARNINGS_FILE, PROMPT_FILE, ROLE_META_FILE,
     ROUNDS_DIR, RUN_FILE, Role, RoleMeta, SESSION_ID_FILE, SESSION_META_FILE, SIGNALS_FILE,
@@ -63,6 +68,7 @@ pub use layout::{
 };
 pub use lock::LOCK_FILE;
 pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
+pub use price::{ModelPrice, PriceTable};
 pub use slots::{Slot, Slots};
 pub use state::{
     Attribution, Durability, FailureClass, RoleUsage, RunProgress, STATE_SCHEMA_VERSION,

@@ -13,11 +13,12 @@ use toml_edit::{ImDocument, Item, TableLike, Value};
 
 use crate::diagnostic::{Diagnostic, Rule, did_you_mean, line_col};
 use crate::file::{
-    FoldCheck, Gate, RoleSettings, SprintFile, SprintFileError, SprintSection, Task, limits,
+    FoldCheck, Gate, Hooks, RoleSettings, SprintFile, SprintFileError, SprintSection, Task, Usd,
+    limits,
 };
 use crate::names::{SprintName, TaskId};
 
-pub(crate) const TOP_KEYS: &[&str] = &["sprint", "roles", "gates", "tasks"];
+pub(crate) const TOP_KEYS: &[&str] = &["sprint", "roles", "gates", "hooks", "tasks"];
 pub(crate) const SPRINT_KEYS: &[&str] = &[
     "name",
     "branch",
@@ -29,11 +30,22 @@ pub(crate) const SPRINT_KEYS: &[&str] = &[
     "transient_retries",
     "protected",
     "fold_check",
+    "max_cost_usd",
+    "max_budget_usd",
+    "max_turns",
 ];
 pub(crate) const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
 pub(crate) const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
 pub(crate) const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
 pub(crate) const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
+pub(crate) const HOOK_KEYS: &[&str] = &[
+    "task_finished",
+    "blocked",
+    "rate_limited",
+    "budget_exhausted",
+    "sprint_finished",
+    "timeout_ms",
+];
 pub(crate) use tasks::TASK_KEYS;
 /// Validates the sprint file `path` whose text is `src`; briefs are read relative to its
 /// directory.
@@ -63,17 +75,24 @@ pub(crate) fn parse(path: &Path, src: &str) -> Result<SprintFile, SprintFileErro
         .as_ref()
         .map_or(limits::DEFAULT_CHECK_TIMEOUT_MS, |s| s.check_timeout_ms);
     let gates = cx.gates(root, default_timeout);
+    let hooks = match cx.table(root, "", "hooks", false, None) {
+        Some((t, _)) => cx.hooks(t),
+        None => Some(Hooks::default()),
+    };
     let entries = cx.tasks(root);
     cx.cross_check(&entries);
-    match (sprint, generator, evaluator) {
-        (Some(sprint), Some(generator), Some(evaluator)) if cx.found.is_empty() => Ok(SprintFile {
-            path: path.to_path_buf(),
-            sprint,
-            generator,
-            evaluator,
-            gates,
-            tasks: entries.into_iter().filter_map(|e| e.task).collect(),
-        }),
+    match (sprint, generator, evaluator, hooks) {
+        (Some(sprint), Some(generator), Some(evaluator), Some(hooks)) if cx.found.is_empty() => {
+            Ok(SprintFile {
+                path: path.to_path_buf(),
+                sprint,
+                generator,
+                hooks,
+                evaluator,
+                gates,
+                tasks: entries.into_iter().filter_map(|e| e.task).collect(),
+            })
+        }
         _ => Err(cx.into_error()),
     }
 }
@@ -286,6 +305,47 @@ impl Cx<'_> {
         }
     }
 
+    /// An amount of dollars at `key` within [`limits::COST_USD`]: `Ok(None)` when absent,
+    /// `Err` (reported) when it is no number or out of range.
+    pub(crate) fn dollars(
+        &mut self,
+        table: &dyn TableLike,
+        path: &str,
+        key: &str,
+    ) -> Result<Option<Usd>, ()> {
+        let Some(item) = table.get(key) else {
+            return Ok(None);
+        };
+        let full = join(path, key);
+        let span = Self::span_of(table, key);
+        #[allow(clippy::cast_precision_loss)]
+        let value = item
+            .as_float()
+            .or_else(|| item.as_integer().map(|n| n as f64));
+        let Some(value) = value else {
+            self.report(
+                span,
+                &full,
+                Rule::WrongType,
+                format!("is {}, expected a number of US dollars", kind(item)),
+            );
+            return Err(());
+        };
+        let (min, max) = limits::COST_USD;
+        match Usd::from_dollars(value).filter(|_| (min..=max).contains(&value)) {
+            Some(usd) => Ok(Some(usd)),
+            None => {
+                self.report(
+                    span,
+                    &full,
+                    Rule::OutOfRange,
+                    format!("is {value}; it must be from {min} to {max} (US dollars)"),
+                );
+                Err(())
+            }
+        }
+    }
+
     /// A whole number at `key` within `range` (both ends included), or `default` when absent;
     /// `None` (reported) when it is no integer or out of range.
     fn number(
@@ -419,6 +479,9 @@ impl Cx<'_> {
                 found
             }
         };
+        let max_cost_usd = self.dollars(t, "sprint", "max_cost_usd");
+        let max_budget_usd = self.dollars(t, "sprint", "max_budget_usd");
+        let max_turns = self.number(t, "sprint", "max_turns", limits::MAX_TURNS, 0);
         Some(SprintSection {
             name: name?,
             branch: branch?,
@@ -430,6 +493,44 @@ impl Cx<'_> {
             transient_retries: u32::try_from(transient_retries?).ok()?,
             protected: protected?,
             fold_check: fold_check?,
+            max_cost_usd: max_cost_usd.ok()?,
+            max_budget_usd: max_budget_usd.ok()?,
+            // Absent is 0, below the range a written value must be in.
+            max_turns: u32::try_from(max_turns?).ok().filter(|&n| n > 0),
+        })
+    }
+
+    /// `[hooks]`: a command per moment, and their time; `None` when a value is wrong
+    /// (reported).
+    fn hooks(&mut self, t: &dyn TableLike) -> Option<Hooks> {
+        self.unknown_keys(t, "hooks", HOOK_KEYS);
+        let command = |cx: &mut Self, key: &str| {
+            let bad = t.get(key).is_some();
+            match cx.string(t, "hooks", key, false, None) {
+                Some((s, _)) => Ok(Some(s)),
+                None if bad => Err(()),
+                None => Ok(None),
+            }
+        };
+        let task_finished = command(self, "task_finished");
+        let blocked = command(self, "blocked");
+        let rate_limited = command(self, "rate_limited");
+        let budget_exhausted = command(self, "budget_exhausted");
+        let sprint_finished = command(self, "sprint_finished");
+        let timeout_ms = self.number(
+            t,
+            "hooks",
+            "timeout_ms",
+            limits::HOOK_TIMEOUT_MS,
+            limits::DEFAULT_HOOK_TIMEOUT_MS,
+        );
+        Some(Hooks {
+            task_finished: task_finished.ok()?,
+            blocked: blocked.ok()?,
+            rate_limited: rate_limited.ok()?,
+            budget_exhausted: budget_exhausted.ok()?,
+            sprint_finished: sprint_finished.ok()?,
+            timeout_ms: timeout_ms?,
         })
     }
 

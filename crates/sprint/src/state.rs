@@ -103,6 +103,10 @@ pub struct TaskState {
     /// the spawn, no round) and which permanent one stopped the sprint.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<SpawnFailureRecord>,
+    /// Whether any of the task's cost is an estimate (a spawn whose CLI reported only tokens,
+    /// priced by the run's price table) rather than what a CLI reported.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_estimated: bool,
 }
 
 /// A spawn that failed, as the task's record keeps it.
@@ -388,6 +392,7 @@ impl SprintState {
                     fold_onto: None,
                     sent_home: 0,
                     failures: Vec::new(),
+                    cost_estimated: false,
                 })
                 .collect(),
             run: None,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use corral_ports::{ProviderId, Usage};
 use corral_sprint::{Role, SprintEvent, TaskId};
@@ -28,7 +28,14 @@ pub(super) struct Running {
     pub(super) usage: Usage,
     pub(super) activity: Activity,
     pub(super) bar: Option<ProgressBar>,
+    /// When its agent's CLI last printed anything (or its spawn started).
+    pub(super) heard: Instant,
+    /// Whether its agent waits on purpose (a backoff, a rate limit's reset): not silent then.
+    pub(super) waiting: bool,
 }
+
+/// How long a running agent may print nothing before its status line says so.
+pub(super) const SILENT_AFTER: Duration = Duration::from_secs(30);
 
 /// How wide a status line's activity is when the terminal's width is not known.
 const ACTIVITY_COLUMNS: usize = 60;
@@ -43,8 +50,14 @@ pub(super) fn status_text(
 ) -> String {
     let role = r.role.map_or("check", Role::as_str);
     let provider = r.provider.map(|p| format!("  {p}")).unwrap_or_default();
+    let quiet = now.saturating_duration_since(r.heard);
+    let silent = if r.role.is_some() && !r.waiting && quiet >= SILENT_AFTER {
+        format!("silent for {} s  ", quiet.as_secs())
+    } else {
+        String::new()
+    };
     let head = format!(
-        "▶ {task}  round {}  {role}{provider}  {}  {}  ",
+        "▶ {task}  round {}  {role}{provider}  {}  {}  {silent}",
         r.round,
         display::duration(now.saturating_duration_since(r.since)),
         usage_text(&r.usage),
@@ -119,6 +132,8 @@ impl Live {
                         usage: Usage::default(),
                         activity: "checking".into(),
                         bar,
+                        heard: now,
+                        waiting: false,
                     },
                 );
             }
@@ -136,6 +151,8 @@ impl Live {
                 r.since = now;
                 r.usage = Usage::default();
                 r.activity = if *resumes { "resuming" } else { "starting" }.into();
+                r.heard = now;
+                r.waiting = false;
             }),
             SprintEvent::SpawnFinished { task, .. } => self.with_running(task, |r| {
                 r.role = None;
@@ -162,6 +179,7 @@ impl Live {
             | SprintEvent::Branch { .. }
             | SprintEvent::Setup { .. }
             | SprintEvent::Warning { .. }
+            | SprintEvent::RecordUnwritable { .. }
             | SprintEvent::WaveStarted { .. }
             | SprintEvent::Folded { .. }
             | SprintEvent::FoldChecked { .. }

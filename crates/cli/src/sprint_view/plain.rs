@@ -170,7 +170,8 @@ impl Steps {
                 )
             }
             SprintEvent::Warning { task, message } => format!("{task}  warning: {message}"),
-            SprintEvent::WaveStarted { .. }
+            SprintEvent::RecordUnwritable { .. }
+            | SprintEvent::WaveStarted { .. }
             | SprintEvent::Folded { .. }
             | SprintEvent::FoldChecked { .. }
             | SprintEvent::SentHome { .. }
@@ -200,10 +201,13 @@ impl Steps {
     }
 }
 
-/// The line of a parallel run's own events (`--jobs` above 1): which tasks run at once, and
-/// each fold onto the sprint's branch.
+/// The line of the events that are no task's step: a parallel run's own (`--jobs` above 1:
+/// which tasks run at once, and each fold onto the sprint's branch), and the record's.
 fn parallel_text(event: &SprintEvent) -> Option<String> {
     match event {
+        SprintEvent::RecordUnwritable { file, message } => Some(format!(
+            "the sprint's record of events ({file}) cannot be written: {message}"
+        )),
         SprintEvent::WaveStarted { tasks, jobs, ahead } => {
             let names = |tasks: &[TaskId]| {
                 tasks
@@ -289,6 +293,7 @@ pub(crate) fn summary_lines(name: &str, summary: &SprintSummary) -> Vec<String> 
         SprintEnd::Cancelled => "cancelled",
         SprintEnd::DiskFull => "stopped: no space left on device",
         SprintEnd::PermanentFailure => "stopped: a provider cannot be used as set up",
+        SprintEnd::BudgetExhausted => "paused: a spend cap was reached",
     };
     let mut lines = vec![format!(
         "sprint {name}: {end}; {done} of {} tasks done (exit {})",
@@ -359,6 +364,13 @@ pub(crate) fn summary_lines(name: &str, summary: &SprintSummary) -> Vec<String> 
             lines.push(
                 "continue   fix what the stopped task's last warning names, then corral sprint run \
                  (it goes on at the same task and round)"
+                    .into(),
+            );
+        }
+        SprintEnd::BudgetExhausted => {
+            lines.push(
+                "continue   raise the cap the paused task's last warning names, then corral sprint \
+                 run (it goes on at the same task and round)"
                     .into(),
             );
         }

@@ -373,12 +373,43 @@ fn the_status_line_names_task_round_role_provider_and_activity() {
         usage: usage(1500, 40, 0.0123),
         activity: "Edit src/lib.rs".into(),
         bar: None,
+        heard: now + Duration::from_secs(65),
+        waiting: false,
     };
     let text = status_text(&id("t1"), &running, now + Duration::from_secs(65), None);
     assert_eq!(
         text,
         "▶ t1  round 2  generator  claude  1m 5s  in 1.5k out 40 $0.0123  Edit src/lib.rs"
     );
+}
+
+/// A CLI that printed nothing for a while is said to be silent, unless it waits on purpose.
+#[test]
+fn the_status_line_says_how_long_a_quiet_agent_has_been_silent() {
+    let now = Instant::now();
+    let mut running = Running {
+        round: 1,
+        role: Some(Role::Generator),
+        provider: Some(ProviderId::Claude),
+        since: now,
+        usage: usage(1500, 40, 0.0123),
+        activity: "thinking".into(),
+        bar: None,
+        heard: now + Duration::from_secs(5),
+        waiting: false,
+    };
+    let later = now + Duration::from_secs(50);
+    assert_eq!(
+        status_text(&id("t1"), &running, later, None),
+        "▶ t1  round 1  generator  claude  50s  in 1.5k out 40 $0.0123  silent for 45 s  thinking"
+    );
+    // Quiet for less than the threshold: nothing said.
+    let soon = now + Duration::from_secs(20);
+    assert!(!status_text(&id("t1"), &running, soon, None).contains("silent"));
+    // Waiting for a rate limit's reset is not silence.
+    running.waiting = true;
+    running.activity = "waiting for claude until 12:00".into();
+    assert!(!status_text(&id("t1"), &running, later, None).contains("silent"));
 }
 
 /// On a narrow terminal the status line fits, and a tool call keeps its file name.
@@ -397,6 +428,8 @@ fn the_status_line_fits_the_terminal_and_keeps_the_file_name() {
             &serde_json::json!({"file_path": path}),
         )),
         bar: None,
+        heard: now,
+        waiting: false,
     };
     for columns in [100, 120] {
         let text = status_text(&id("t1"), &running, now, Some(columns));

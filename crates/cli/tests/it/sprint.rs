@@ -2,6 +2,7 @@
 //! overwrites, check names every error's file, line, key and rule, and status reads what a
 //! sprint recorded, or says that none did.
 
+use std::io::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use corral_compose::{AccountHold, Settings, engine_config, provider_account, user_rate_limit_dir};
@@ -613,4 +614,88 @@ fn check_refuses_a_brief_linked_out_of_the_tree_without_showing_its_target() {
         "{err}"
     );
     assert!(!err.contains("BEGIN") && !env.clean(&out.stdout).contains("BEGIN"));
+}
+
+/// `status --follow` shows the latest run's events as they are written (a line still being
+/// written only once it is whole), and ends with the run.
+#[test]
+fn status_follow_shows_the_latest_runs_events_as_they_are_written_and_ends_with_the_run() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    let dir = env.project().join(".corral/sprints/example");
+    std::fs::create_dir_all(&dir).unwrap();
+    let events = dir.join("events.jsonl");
+    let at = |t: &str, ms: u64| format!(r#""wallTime":"2026-12-02T{t}.000Z","monotonicMs":{ms}"#);
+    std::fs::write(
+        &events,
+        [
+            format!(
+                r#"{{"event":"sprint-started","name":"example",{}}}"#,
+                at("09:00:00", 0)
+            ),
+            format!(
+                r#"{{"event":"sprint-finished","summary":{{"end":"cancelled"}},{}}}"#,
+                at("09:10:00", 9)
+            ),
+            format!(
+                r#"{{"event":"sprint-started","name":"example",{}}}"#,
+                at("10:00:00", 0)
+            ),
+            format!(
+                r#"{{"event":"task-started","task":"a","round":1,{}}}"#,
+                at("10:00:01", 5)
+            ),
+            r#"{"event":"task-fin"#.to_string(),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let mut child = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"))
+        .args(["sprint", "status", "example", "--follow"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.home())
+        .env("TZ", "UTC0")
+        .current_dir(env.project())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Whether the follower has read the first lines yet or not, it shows the same.
+    std::thread::sleep(Duration::from_millis(500));
+    let rest = [
+        format!(
+            r#"ished","task":"a","status":"done",{}}}"#,
+            at("10:00:09", 9)
+        ),
+        format!(
+            r#"{{"event":"sprint-finished","summary":{{"end":"done"}},{}}}"#,
+            at("10:00:10", 10)
+        ),
+        String::new(),
+    ]
+    .join("\n");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&events)
+        .unwrap()
+        .write_all(rest.as_bytes())
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("--follow did not end with the run");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "10:00:00  sprint-started\n\
+         10:00:01  task-started  task a  round 1\n\
+         10:00:09  task-finished  task a  status done\n\
+         10:00:10  sprint-finished  end done\n"
+    );
 }

@@ -115,6 +115,8 @@ echo '{result}'
             contract: Contract::generator(),
             read_only: false,
             run_id: "sprint-run-1".to_string(),
+            max_budget_usd: None,
+            max_turns: None,
         }
     }
 

@@ -6,6 +6,7 @@ use corral_contract::{Contract, EvaluationStatus, Signal, render_evaluation_md};
 use crate::agent::{SpawnRequest, SpawnVerdict};
 use crate::error::SprintError;
 use crate::event::SprintEvent;
+use crate::file::Usd;
 use crate::layout::{EVALUATION_FILE, Role};
 use crate::prompt::{self};
 use crate::state::{Attribution, Step};
@@ -66,6 +67,9 @@ impl TaskCursor<'_, '_, '_> {
                     changed_paths: &changed,
                 },
             );
+            if let Some(pause) = self.spend_cap()? {
+                return Ok(pause);
+            }
             let report = self
                 .spawn(
                     Role::Evaluator,
@@ -80,6 +84,8 @@ impl TaskCursor<'_, '_, '_> {
                         contract,
                         read_only: true,
                         run_id: run_id.to_string(),
+                        max_budget_usd: self.ctx.file().sprint.max_budget_usd.map(Usd::dollars),
+                        max_turns: self.ctx.file().sprint.max_turns,
                     },
                 )
                 .await?;

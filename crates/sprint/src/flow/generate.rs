@@ -10,6 +10,7 @@ use corral_ports::SessionId;
 use crate::agent::{RoleAgent, SpawnReport, SpawnRequest, SpawnVerdict};
 use crate::error::SprintError;
 use crate::event::SprintEvent;
+use crate::file::Usd;
 use crate::layout::{ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE};
 use crate::prompt::{self};
 use crate::state::{RoleUsage, Step};
@@ -80,6 +81,9 @@ impl TaskCursor<'_, '_, '_> {
                 ),
                 (None, _) => (brief, None, None),
             };
+            if let Some(pause) = self.spend_cap()? {
+                return Ok(pause);
+            }
             let report = self
                 .spawn(
                     Role::Generator,
@@ -94,6 +98,8 @@ impl TaskCursor<'_, '_, '_> {
                         contract,
                         read_only: false,
                         run_id: run_id.to_string(),
+                        max_budget_usd: self.ctx.file().sprint.max_budget_usd.map(Usd::dollars),
+                        max_turns: self.ctx.file().sprint.max_turns,
                     },
                 )
                 .await?;
@@ -196,17 +202,24 @@ impl TaskCursor<'_, '_, '_> {
         let report = agent
             .spawn(request, self.ctx.run.cancel.clone(), observer)
             .await;
+        // A CLI that reports only tokens: its cost estimated from the run's price table.
+        let mut spent = report.usage;
+        let estimate = self.ctx.run.options.prices.estimate(agent.model(), &spent);
+        if estimate.is_some() {
+            spent.cost_usd = estimate;
+        }
         if let Some(t) = self.state.tasks.get_mut(self.i) {
             let mut usage = RoleUsage::default();
             match role {
-                Role::Generator => usage.generator = report.usage,
-                Role::Evaluator => usage.evaluator = report.usage,
+                Role::Generator => usage.generator = spent,
+                Role::Evaluator => usage.evaluator = spent,
             }
+            t.cost_estimated |= estimate.is_some();
             t.usage.add(&usage);
             t.usage_by_provider
                 .entry(agent.provider())
                 .or_default()
-                .add(&report.usage);
+                .add(&spent);
             // Not undone, and not blocking: Corral cannot take back a write outside the tree
             // (the sandbox, when there is one, refuses it); it is named for the user to look at.
             if !report.stray_writes.is_empty() {

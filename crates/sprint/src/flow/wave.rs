@@ -123,6 +123,11 @@ impl Context<'_, '_> {
             if self.run.cancel.is_cancelled() {
                 pause.get_or_insert(SprintEnd::Cancelled);
             }
+            // The sprint's cap over every task's spend, which a task in flight sees only its
+            // own share of: no task starts once it is reached.
+            if pause.is_none() && self.sprint_cap_reached(&state).is_some() {
+                pause = Some(SprintEnd::BudgetExhausted);
+            }
             let mut started = Vec::new();
             if pause.is_none() && failure.is_none() && running.len() < in_flight {
                 let busy: Vec<usize> = running.iter().map(|(i, _)| *i).collect();

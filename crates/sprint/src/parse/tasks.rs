@@ -22,6 +22,7 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "depends_on",
     "may_edit",
     "touches",
+    "max_cost_usd",
 ];
 
 impl Cx<'_> {
@@ -72,18 +73,34 @@ impl Cx<'_> {
         let deps = self.depends_on(t, &path);
         let may_edit = self.globs(t, &path, "may_edit");
         let touches = self.globs(t, &path, "touches");
-        let task = match (id.clone(), title, prompt, &deps, may_edit, touches) {
-            (Some(id), Some(title), Some(prompt), Some(deps), Some(may_edit), Some(touches)) => {
-                Some(Task {
-                    id,
-                    title,
-                    prompt,
-                    depends_on: deps.iter().map(|(d, _)| d.clone()).collect(),
-                    may_edit,
-                    touches,
-                    line,
-                })
-            }
+        let max_cost_usd = self.dollars(t, &path, "max_cost_usd");
+        let task = match (
+            id.clone(),
+            title,
+            prompt,
+            &deps,
+            may_edit,
+            touches,
+            max_cost_usd,
+        ) {
+            (
+                Some(id),
+                Some(title),
+                Some(prompt),
+                Some(deps),
+                Some(may_edit),
+                Some(touches),
+                Ok(max_cost_usd),
+            ) => Some(Task {
+                id,
+                title,
+                prompt,
+                depends_on: deps.iter().map(|(d, _)| d.clone()).collect(),
+                may_edit,
+                touches,
+                max_cost_usd,
+                line,
+            }),
             _ => None,
         };
         Entry {
@@ -309,6 +326,7 @@ impl Cx<'_> {
                     depends_on: e.deps.iter().map(|(d, _)| d.clone()).collect(),
                     may_edit: Vec::new(),
                     touches: Vec::new(),
+                    max_cost_usd: None,
                     line: e.line,
                 };
                 Some((task, e.index))

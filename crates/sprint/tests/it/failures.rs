@@ -303,6 +303,7 @@ async fn run_jobs(
             now,
             git_env: identity(),
             jobs,
+            prices: corral_sprint::PriceTable::default(),
         },
         cancel: CancellationToken::new(),
     })

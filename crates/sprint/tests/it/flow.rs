@@ -22,6 +22,7 @@ use corral_test_support::HostCommandRunner;
 // What an agent must not be able to do to its judges and the sprint's inputs (issue 29).
 mod guard;
 mod learnings;
+mod night;
 mod parallel;
 mod queue;
 mod queue_crash;
@@ -530,6 +531,20 @@ title = "Task c"
 prompt = "Write c.txt."
 "#;
 
+/// The tests' price table: the fakes' model at a dollar per million tokens in and out (the
+/// fakes report a cost of their own, which is never replaced; a test that strips it sees this).
+fn prices() -> corral_sprint::PriceTable {
+    corral_sprint::PriceTable::default().with([(
+        "fake-model".to_string(),
+        corral_sprint::ModelPrice {
+            input: 100.0,
+            output: 100.0,
+            cache_read: None,
+            cache_write: None,
+        },
+    )])
+}
+
 pub(crate) fn now() -> String {
     "2026-12-02T12:00:00.000Z".to_string()
 }
@@ -591,6 +606,7 @@ async fn run_through(
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
                 .collect(),
             jobs,
+            prices: prices(),
         },
         cancel,
     };

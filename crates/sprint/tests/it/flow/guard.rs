@@ -405,6 +405,7 @@ async fn a_full_disk_ends_with_the_summary_and_a_rerun_continues() {
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
                 .collect(),
             jobs: 1,
+            prices: corral_sprint::PriceTable::default(),
         },
         cancel: CancellationToken::new(),
     };

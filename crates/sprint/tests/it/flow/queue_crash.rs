@@ -113,6 +113,7 @@ async fn run_dropped(
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
                 .collect(),
             jobs: 2,
+            prices: corral_sprint::PriceTable::default(),
         },
         cancel: CancellationToken::new(),
     };

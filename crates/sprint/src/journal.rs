@@ -1,0 +1,166 @@
+//! The night's record: every [`SprintEvent`] of a sprint run, as `--json` prints it, appended
+//! to the sprint's `events.jsonl` (`.corral/sprints/<name>/events.jsonl`) with the wall-clock
+//! time (`wallTime`, RFC 3339) and the time since the run began (`monotonicMs`, which no clock
+//! change moves), whatever the output style. `corral sprint status --follow` reads it as it
+//! grows; a post-mortem reads it after.
+//!
+//! Crash-safe as an append-only log is: each event is one `write` of one line, and the line that
+//! ends a task or the sprint (and the one that starts a task) is forced to disk before the run
+//! goes on, so a power cut loses at most the steps of the task in flight. A `kill -9` in the
+//! middle of a write leaves a last line cut short, which [`read_events`] leaves out. The file is
+//! written through the record's handle (`SprintLayout::record`), never through a link, a FIFO or
+//! a second hard link an agent planted there: such a file is refused, the refusal told once
+//! ([`SprintEvent::RecordUnwritable`]) and the sprint goes on without its record.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use corral_hostfs::Flush;
+use corral_ports::RunObserver;
+use serde_json::{Map, Value};
+
+use crate::event::{EventSink, SprintEvent};
+use crate::hooks::HookQueue;
+use crate::layout::{EVENTS_FILE, Role, SprintLayout};
+use crate::names::TaskId;
+
+/// The key of an event line's wall-clock time (RFC 3339, as the run's clock gives it).
+pub const WALL_TIME_KEY: &str = "wallTime";
+/// The key of an event line's milliseconds since the run began (a monotonic clock).
+pub const MONOTONIC_KEY: &str = "monotonicMs";
+
+/// An [`EventSink`] that writes every event to the sprint's `events.jsonl`, hands it on to the
+/// caller's sink, and offers it to the sprint's hooks.
+pub(crate) struct Journal<'a> {
+    inner: &'a dyn EventSink,
+    layout: SprintLayout,
+    now: fn() -> String,
+    started: Instant,
+    hooks: &'a HookQueue,
+    /// Held while a line is written (one line at a time), and whether a write failed already
+    /// (the failure is told once).
+    failed: Mutex<bool>,
+}
+
+impl std::fmt::Debug for Journal<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("file", &self.layout.events_file())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Journal<'a> {
+    pub(crate) fn new(
+        inner: &'a dyn EventSink,
+        layout: SprintLayout,
+        now: fn() -> String,
+        hooks: &'a HookQueue,
+    ) -> Self {
+        Journal {
+            inner,
+            layout,
+            now,
+            started: Instant::now(),
+            hooks,
+            failed: Mutex::new(false),
+        }
+    }
+
+    /// `event` as one line of `events.jsonl`: its `--json` object with the two times.
+    fn line(&self, event: &SprintEvent) -> String {
+        let mut object = match serde_json::to_value(event) {
+            Ok(Value::Object(object)) => object,
+            // Every event serialises to an object (a tagged enum); anything else is kept whole.
+            Ok(other) => Map::from_iter([("event".to_string(), other)]),
+            Err(e) => Map::from_iter([("unserialisable".to_string(), e.to_string().into())]),
+        };
+        object.insert(WALL_TIME_KEY.to_string(), (self.now)().into());
+        let millis = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        object.insert(MONOTONIC_KEY.to_string(), millis.into());
+        let mut line = Value::Object(object).to_string();
+        line.push('\n');
+        line
+    }
+
+    fn append(&self, event: &SprintEvent, line: &str) {
+        // A task's start and end and the sprint's end are on disk before the run goes on.
+        let flush = match event {
+            SprintEvent::TaskStarted { .. }
+            | SprintEvent::TaskFinished { .. }
+            | SprintEvent::SprintFinished { .. } => Flush::Synced,
+            SprintEvent::SprintStarted { .. }
+            | SprintEvent::DirtyTree { .. }
+            | SprintEvent::Branch { .. }
+            | SprintEvent::Setup { .. }
+            | SprintEvent::Verified { .. }
+            | SprintEvent::SpawnStarted { .. }
+            | SprintEvent::SpawnFinished { .. }
+            | SprintEvent::Evaluated { .. }
+            | SprintEvent::Regressed { .. }
+            | SprintEvent::Warning { .. }
+            | SprintEvent::WaveStarted { .. }
+            | SprintEvent::Folded { .. }
+            | SprintEvent::FoldChecked { .. }
+            | SprintEvent::SentHome { .. }
+            | SprintEvent::Held { .. }
+            | SprintEvent::RecordUnwritable { .. } => Flush::Cached,
+        };
+        let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        if *failed {
+            return;
+        }
+        let written = self
+            .layout
+            .record()
+            .and_then(|record| record.append_with(EVENTS_FILE, line.as_bytes(), flush));
+        if let Err(e) = written {
+            *failed = true;
+            drop(failed);
+            self.inner.event(&SprintEvent::RecordUnwritable {
+                file: self.layout.events_file().display().to_string(),
+                message: e.to_string(),
+            });
+        }
+    }
+}
+
+impl EventSink for Journal<'_> {
+    fn event(&self, event: &SprintEvent) {
+        let line = self.line(event);
+        self.append(event, &line);
+        self.inner.event(event);
+        self.hooks.offer(event, &line);
+    }
+
+    fn observer(&self, task: &TaskId, round: u32, role: Role) -> Arc<dyn RunObserver> {
+        self.inner.observer(task, round, role)
+    }
+}
+
+/// The events of `text`, the contents of an `events.jsonl`, each line one JSON object, in
+/// order. A last line without its newline (a write a kill cut short) is left out, as is a
+/// line that is not a JSON object; [`complete_lines`] says where reading should go on.
+pub fn read_events(text: &str) -> Vec<Map<String, Value>> {
+    let (events, _) = complete_lines(text.as_bytes());
+    events
+}
+
+/// The events of the complete lines at the start of `bytes` (up to its last newline), and how
+/// many bytes they take: a reader that follows the file as it grows reads on from there once
+/// more has been written.
+pub fn complete_lines(bytes: &[u8]) -> (Vec<Map<String, Value>>, usize) {
+    let Some(end) = bytes.iter().rposition(|&b| b == b'\n').map(|i| i + 1) else {
+        return (Vec::new(), 0);
+    };
+    let events = bytes
+        .get(..end)
+        .unwrap_or_default()
+        .split(|&b| b == b'\n')
+        .filter_map(|line| match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(object)) => Some(object),
+            _ => None,
+        })
+        .collect();
+    (events, end)
+}
