@@ -477,7 +477,7 @@ impl RayExecutor {
             let ask_status = attempt.starting.is_some()
                 || said.handback.is_some()
                 || !logs_read
-                || polls % STATUS_EVERY == 0;
+                || polls.is_multiple_of(STATUS_EVERY);
             if !ask_status {
                 continue;
             }
