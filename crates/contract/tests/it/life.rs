@@ -1,0 +1,133 @@
+//! The kinds of the sprint's life: a plan's ids, dependencies and cycles are issues with their
+//! JSON paths (so the corrective prompt can name them), and the readiness kinds' own rules.
+
+use corral_contract::{Contract, IssueStage, Signal};
+use serde_json::{Value, json};
+
+use crate::support::{TS, check, doc, issues, paths};
+
+fn task(id: &str, depends_on: &[&str]) -> Value {
+    json!({
+        "id": id,
+        "title": format!("Task {id}"),
+        "brief": "Do it.",
+        "dependsOn": depends_on,
+        "acceptanceCriteria": ["It is done"]
+    })
+}
+
+fn plan(tasks: Vec<Value>) -> Value {
+    doc(json!([{ "type": "task-plan", "timestamp": TS, "tasks": tasks }]))
+}
+
+#[test]
+fn a_valid_plan_keeps_its_tasks_in_order() {
+    let validated = check(
+        &plan(vec![task("a", &[]), task("b", &["a"])]),
+        &Contract::plan(),
+    )
+    .unwrap();
+    let Some(Signal::TaskPlan(plan)) = validated.signals().first() else {
+        panic!("no plan: {:?}", validated.signals());
+    };
+    let ids: Vec<&str> = plan.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(plan.tasks[1].depends_on, ["a"]);
+    assert_eq!(plan.tasks[1].acceptance_criteria, ["It is done"]);
+}
+
+#[test]
+fn a_repeated_id_is_named() {
+    let found = issues(check(
+        &plan(vec![task("a", &[]), task("a", &[])]),
+        &Contract::plan(),
+    ));
+    assert_eq!(paths(&found), ["signals[0].tasks"]);
+    assert_eq!(found[0].stage, IssueStage::Rule);
+    assert!(
+        found[0].message.contains("`a` used more than once"),
+        "{}",
+        found[0].message
+    );
+}
+
+#[test]
+fn an_unknown_dependency_and_a_self_dependency_are_named() {
+    let found = issues(check(
+        &plan(vec![task("a", &["nope"]), task("b", &["b"])]),
+        &Contract::plan(),
+    ));
+    assert!(!found.is_empty());
+    let all: String = found.iter().map(|i| i.message.clone()).collect();
+    assert!(
+        all.contains("`a` depends on `nope`, which is not a task of the plan"),
+        "{all}"
+    );
+    assert!(all.contains("`b` depends on itself"), "{all}");
+}
+
+#[test]
+fn a_cycle_is_named_with_its_path() {
+    let found = issues(check(
+        &plan(vec![
+            task("a", &["c"]),
+            task("b", &["a"]),
+            task("c", &["b"]),
+        ]),
+        &Contract::plan(),
+    ));
+    assert_eq!(paths(&found), ["signals[0].tasks"]);
+    assert!(
+        found[0].message.contains("cycle: a → c → b → a"),
+        "{}",
+        found[0].message
+    );
+}
+
+#[test]
+fn a_bad_task_id_is_named_at_the_task() {
+    let found = issues(check(
+        &plan(vec![task("two words", &[])]),
+        &Contract::plan(),
+    ));
+    assert_eq!(paths(&found), ["signals[0].tasks[0].id"]);
+}
+
+#[test]
+fn an_empty_plan_and_blank_criteria_are_refused() {
+    let found = issues(check(&plan(vec![]), &Contract::plan()));
+    assert_eq!(paths(&found), ["signals[0].tasks"]);
+
+    let mut blank = task("a", &[]);
+    blank["acceptanceCriteria"] = json!(["ok", "  "]);
+    let found = issues(check(&plan(vec![blank]), &Contract::plan()));
+    assert_eq!(paths(&found), ["signals[0].tasks[0].acceptanceCriteria[1]"]);
+}
+
+#[test]
+fn a_refined_ticket_needs_a_criterion() {
+    let ticket = |criteria: Value| {
+        doc(json!([{
+            "type": "refined-ticket", "timestamp": TS, "title": "T", "spec": "S",
+            "acceptanceCriteria": criteria
+        }]))
+    };
+    assert!(check(&ticket(json!(["works"])), &Contract::refine()).is_ok());
+    let found = issues(check(&ticket(json!([])), &Contract::refine()));
+    assert_eq!(paths(&found), ["signals[0].acceptanceCriteria"]);
+}
+
+#[test]
+fn a_context_file_proposal_names_a_known_file() {
+    let proposal = |path: &str| {
+        doc(json!([
+            { "type": "agents-md-proposal", "timestamp": TS, "path": path, "content": "# x" },
+            { "type": "verify-script", "timestamp": TS, "command": "make test" }
+        ]))
+    };
+    assert!(check(&proposal("CLAUDE.md"), &Contract::ready()).is_ok());
+    for bad in ["../AGENTS.md", "/etc/passwd", "README.md"] {
+        let found = issues(check(&proposal(bad), &Contract::ready()));
+        assert_eq!(paths(&found), ["signals[0].path"], "{bad}");
+    }
+}
