@@ -156,6 +156,9 @@ pub struct Task {
     /// two tasks whose `touches` overlap at the same time (they would likely conflict at the
     /// fold); a hint, never enforced on what the task does change.
     pub touches: Vec<String>,
+    /// `acceptance_criteria`: what the evaluator checks the work against, one statement each
+    /// (a plan's, or written by hand); empty when the task has none.
+    pub acceptance_criteria: Vec<String>,
     /// The line of the task's `[[tasks]]` header (for messages about it).
     pub line: usize,
 }

@@ -101,6 +101,7 @@ mod tests {
                 depends_on: deps.iter().map(|d| TaskId::new(*d).unwrap()).collect(),
                 may_edit: Vec::new(),
                 touches: Vec::new(),
+                acceptance_criteria: Vec::new(),
                 line: i + 1,
             })
             .collect()
