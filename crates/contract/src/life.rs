@@ -3,9 +3,10 @@
 //!
 //! These payloads travel the same way as the implementation's (`signals.json`, validated in
 //! stages, a corrective prompt on a resumed session when they are wrong), so their rules are
-//! garde rules like every other kind's: an agent's plan with a repeated task id, an unknown
-//! dependency or a cycle is answered with the JSON path of the mistake, not accepted and
-//! refused later. The task id rule mirrors the sprint file's (`corral-sprint`'s `check_name`):
+//! garde rules like every other kind's: an agent's plan with a repeated task id or a cycle is
+//! answered with the JSON path of the mistake, not accepted and refused later. (A dependency
+//! on an id the plan does not have may be a task already in the sprint file, which this crate
+//! does not see; the sprint file's own check names it when the plan meets the file.) The task id rule mirrors the sprint file's (`corral-sprint`'s `check_name`):
 //! this crate cannot use that crate, and the sprint file is checked again when the plan is
 //! written into it.
 
@@ -52,12 +53,14 @@ pub struct TaskPlan {
     /// When the signal was emitted.
     #[garde(dive)]
     pub timestamp: Timestamp,
-    /// At least one task; ids unique, dependencies among the plan's ids, no cycle.
+    /// At least one task; ids unique, no task depending on itself, no cycle among them. A
+    /// dependency may name a task the sprint file already has, so whether each is known is
+    /// checked when the plan meets the file.
     #[garde(
         length(min = 1),
         dive,
         custom(unique_task_ids),
-        custom(known_dependencies),
+        custom(no_self_dependency),
         custom(no_dependency_cycle)
     )]
     pub tasks: Vec<PlannedTask>,
@@ -227,32 +230,34 @@ fn unique_task_ids(tasks: &[PlannedTask], _ctx: &()) -> garde::Result {
     )))
 }
 
-fn known_dependencies(tasks: &[PlannedTask], _ctx: &()) -> garde::Result {
-    let mut unknown: Vec<String> = Vec::new();
-    for task in tasks {
-        for dependency in &task.depends_on {
-            if dependency == &task.id {
-                unknown.push(format!("`{}` depends on itself", task.id));
-            } else if !tasks.iter().any(|t| &t.id == dependency) {
-                unknown.push(format!(
-                    "`{}` depends on `{dependency}`, which is not a task of the plan",
-                    task.id
-                ));
-            }
-        }
-    }
-    if unknown.is_empty() {
+fn no_self_dependency(tasks: &[PlannedTask], _ctx: &()) -> garde::Result {
+    let selfish: Vec<String> = tasks
+        .iter()
+        .filter(|task| task.depends_on.contains(&task.id))
+        .map(|task| format!("`{}`", task.id))
+        .collect();
+    if selfish.is_empty() {
         Ok(())
     } else {
         Err(garde::Error::new(format!(
-            "{}; `dependsOn` names ids of other tasks in this plan",
-            unknown.join("; ")
+            "task(s) {} depend on themselves; `dependsOn` names other tasks",
+            selfish.join(", ")
         )))
     }
 }
 
 fn no_dependency_cycle(tasks: &[PlannedTask], _ctx: &()) -> garde::Result {
-    match dependency_cycle(tasks) {
+    // A task depending on itself is named by its own rule; here it would be said twice.
+    let without_self: Vec<PlannedTask> = tasks
+        .iter()
+        .map(|task| {
+            let mut task = task.clone();
+            let id = task.id.clone();
+            task.depends_on.retain(|d| *d != id);
+            task
+        })
+        .collect();
+    match dependency_cycle(&without_self) {
         None => Ok(()),
         Some(cycle) => Err(garde::Error::new(format!(
             "the dependencies form a cycle: {}; a task cannot wait for itself",
@@ -362,7 +367,8 @@ pub(crate) const TASK_PLAN_FIELDS: &[FieldDoc] = &[FieldDoc {
         FieldDoc::list_of_text(
             "dependsOn",
             false,
-            "ids of tasks of this plan that must be done first; no cycles",
+            "ids of tasks that must be done first: of this plan, or tasks the sprint \
+                         file already has; no cycles",
         ),
         FieldDoc::list_of_text(
             "acceptanceCriteria",
