@@ -25,6 +25,7 @@ mod run;
 mod runs;
 mod sprint;
 mod sprint_init;
+mod sprint_life;
 mod sprint_run;
 mod sprint_view;
 mod sprint_work;

@@ -34,6 +34,7 @@ pub async fn sprint(cmd: SprintCommand) -> anyhow::Result<Exit> {
             check(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))).await
         }
         SprintCommand::Status { name, json } => status(name.as_deref(), json),
+        SprintCommand::Life(command) => crate::sprint_life::run(command).await,
     }
 }
 

@@ -3,7 +3,8 @@
 //! conformance cases every provider's CLI must pass, Claude Code's own contract, and giant
 //! replies and writes that must lose nothing (`lossless.rs`); and the sandbox's probe suite, as
 //! root and as an unprivileged user (`probes.rs`); and `corral sprint run` through the real CLIs
-//! (`sprint_cases.rs`, which assert the command is still missing until it exists).
+//! (`sprint_cases.rs`, which assert the command is still missing until it exists); and
+//! `corral sprint plan` through the real Claude Code (`sprint_plan.rs`).
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
@@ -36,5 +37,6 @@ mod sandbox_holds;
 mod schemas;
 mod sprint;
 mod sprint_cases;
+mod sprint_plan;
 mod sprint_queue;
 mod sprint_work;

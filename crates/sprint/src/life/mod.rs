@@ -14,7 +14,7 @@ mod source;
 
 pub use error::LifeError;
 pub use plan::{
-    PLAN_DIR, PLAN_FILE, PlanMerge, merge_plan, plan_prompt, plan_spawn_dir, record_plan,
+    PLAN_DIR, PLAN_FILE, PlanMerge, merge_plan, plan_of, plan_prompt, plan_spawn_dir, record_plan,
     write_sprint_file,
 };
 pub use source::{SOURCE_MAX_BYTES, SOURCE_MAX_LINES, SourceText, check_source, read_source};

@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use corral_contract::TaskPlan;
+use corral_contract::{Signal, TaskPlan};
 use corral_hostfs::{Flush, HostDir};
 use toml_edit::{Array, ArrayOfTables, DocumentMut, Item, Table, value};
 
@@ -105,6 +105,31 @@ fn fence_for(text: &str) -> String {
         }
     }
     "`".repeat((longest + 1).max(3))
+}
+
+/// The `task-plan` among a planning spawn's validated signals (its contract asks for exactly
+/// one).
+#[must_use]
+pub fn plan_of(signals: &[Signal]) -> Option<&TaskPlan> {
+    signals.iter().find_map(|signal| match signal {
+        Signal::TaskPlan(plan) => Some(plan),
+        Signal::TaskComplete(_)
+        | Signal::TaskBlocked(_)
+        | Signal::TaskVerified(_)
+        | Signal::Note(_)
+        | Signal::Decision(_)
+        | Signal::Learning(_)
+        | Signal::Change(_)
+        | Signal::CommitMessage(_)
+        | Signal::PrContent(_)
+        | Signal::VerifyGates(_)
+        | Signal::Evaluation(_)
+        | Signal::RefinedTicket(_)
+        | Signal::IdeatedTickets(_)
+        | Signal::AgentsMdProposal(_)
+        | Signal::SetupScript(_)
+        | Signal::VerifyScript(_) => None,
+    })
 }
 
 /// A new, empty directory for the next planning spawn: `plan/<n>/` with `n` one above the
