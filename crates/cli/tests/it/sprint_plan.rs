@@ -3,13 +3,17 @@
 //! passes `sprint check`; a plan with a cycle is sent back through the corrective loop on the
 //! resumed session; a plan that closes a cycle through a hand-written task, and bad sources (a
 //! link out of the tree, a PRD of 10 000 lines), each get one message and leave the sprint
-//! file as it was, the last two before any agent is asked.
+//! file as it was, the last two before any agent is asked; and the same plan through each of
+//! the other CLIs.
 
 use serde_json::{Value, json};
 
-use corral_test_support::fake_api::{Scenario, Step};
+use corral_ports::PromptChannel;
+use corral_test_support::fake_api::{Scenario, Step, shell_tool_input};
 
-use crate::providers::{CLAUDE, RUN_CAP, World};
+use crate::providers::{
+    CLAUDE, CODEX, COPILOT, Cli, GEMINI, GROK, OPENCODE, RUN_CAP, World, canonical,
+};
 use crate::support::*;
 
 const TS: &str = "2026-12-07T10:00:00Z";
@@ -222,10 +226,17 @@ fn bad_sources_are_refused_before_any_agent_and_leave_the_file_as_it_was() {
 
 #[test]
 fn without_a_sprint_file_plan_writes_one_from_the_example_named_after_the_ticket() {
-    let world = world(vec![plan(vec![task("parse", &[]), task("names", &["parse"])])]);
+    let world = world(vec![plan(vec![
+        task("parse", &[]),
+        task("names", &["parse"]),
+    ])]);
     let project = world.project();
     git(&project, &["init", "-q", "-b", "main"]);
-    std::fs::write(project.join("parse-dates.md"), "# Parse dates\n\nISO dates.\n").unwrap();
+    std::fs::write(
+        project.join("parse-dates.md"),
+        "# Parse dates\n\nISO dates.\n",
+    )
+    .unwrap();
 
     let out = sprint_plan(&world, &["--from", "parse-dates.md"]);
     let shown = transcript(&world.env, &out);
@@ -235,6 +246,67 @@ fn without_a_sprint_file_plan_writes_one_from_the_example_named_after_the_ticket
     let ids: Vec<&str> = file.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(ids, ["parse", "names"], "the example's tasks are replaced");
     let text = std::fs::read_to_string(project.join("corral-sprint.toml")).unwrap();
-    assert!(text.contains("# The check:"), "the example's comments stay: {text}");
-    assert!(project.join(".corral/sprints/parse-dates/plan/1/plan.json").is_file());
+    assert!(
+        text.contains("# The check:"),
+        "the example's comments stay: {text}"
+    );
+    assert!(
+        project
+            .join(".corral/sprints/parse-dates/plan/1/plan.json")
+            .is_file()
+    );
+}
+
+/// The plan of [`SPRINT`]'s ticket through `cli`: a CLI that reads its prompt from a file is
+/// first made to read it, as a real model would.
+fn plan_with(cli: &'static Cli) {
+    let world = World::new(cli, |project| {
+        let mut steps = Vec::new();
+        if cli.caps().prompt == PromptChannel::PointerFile {
+            let read = format!(
+                "cat {}/.corral/sprints/dates/plan/1/*prompt.md",
+                canonical(project).display()
+            );
+            steps.push(Step::tool_use(
+                cli.shell_tool,
+                shell_tool_input(cli.shell_tool, &read),
+            ));
+        }
+        let good = plan(vec![task("parse", &["setup"]), task("names", &["parse"])]);
+        steps.push(Step::write_signals_for(cli.bin, good).unwrap());
+        steps.push(Step::text("Planned."));
+        Scenario::script(steps)
+    });
+    let project = project(&world);
+    let out = sprint_plan(&world, &["ticket.md", "--provider", cli.id.as_str()]);
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let file = corral_sprint::load(&project.join("corral-sprint.toml")).unwrap();
+    let ids: Vec<&str> = file.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["setup", "parse", "names"], "{shown}");
+}
+
+#[test]
+fn a_plan_through_codex() {
+    plan_with(&CODEX);
+}
+
+#[test]
+fn a_plan_through_copilot() {
+    plan_with(&COPILOT);
+}
+
+#[test]
+fn a_plan_through_opencode() {
+    plan_with(&OPENCODE);
+}
+
+#[test]
+fn a_plan_through_grok() {
+    plan_with(&GROK);
+}
+
+#[test]
+fn a_plan_through_gemini() {
+    plan_with(&GEMINI);
 }
