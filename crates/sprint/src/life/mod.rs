@@ -1,5 +1,5 @@
 //! The sprint's life around its implementation: turning tickets into a plan of tasks written
-//! into `corral-sprint.toml` (and, later, refining, ideating, readiness and the pull request).
+//! into `corral-sprint.toml`, and the pull request's text (later: refining, ideating, readiness).
 //!
 //! Each flow has an agent write one signal kind (`task-plan`, ...) through the same spawn path as
 //! `corral run`, with its contract; what is here is everything around that spawn that needs no
@@ -10,11 +10,13 @@
 
 mod error;
 mod plan;
+mod pr;
 mod source;
 
 pub use error::LifeError;
 pub use plan::{
-    PLAN_DIR, PLAN_FILE, PlanMerge, merge_plan, plan_of, plan_prompt, plan_spawn_dir, record_plan,
-    write_sprint_file,
+    PLAN_DIR, PLAN_FILE, PlanMerge, flow_spawn_dir, merge_plan, plan_of, plan_prompt,
+    plan_spawn_dir, record_flow_file, record_plan, write_sprint_file,
 };
+pub use pr::{FACTS_HEADING, PR_DIR, PR_FILE, pr_body, pr_content_of, pr_facts, pr_prompt};
 pub use source::{SOURCE_MAX_BYTES, SOURCE_MAX_LINES, SourceText, check_source, read_source};

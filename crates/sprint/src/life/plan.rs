@@ -132,32 +132,72 @@ pub fn plan_of(signals: &[Signal]) -> Option<&TaskPlan> {
     })
 }
 
-/// A new, empty directory for the next planning spawn: `plan/<n>/` with `n` one above the
-/// highest there, made through the sprint's record (no link followed). An interrupted plan
-/// leaves its directory as evidence; the next starts beside it.
+/// A new, empty directory for the next planning spawn: `plan/<n>/` (see [`flow_spawn_dir`]).
 ///
 /// # Errors
 ///
 /// [`LifeError::Write`] when the record cannot be made or is tampered with.
 pub fn plan_spawn_dir(layout: &SprintLayout) -> Result<PathBuf, LifeError> {
-    let write = |source| LifeError::Write {
-        what: format!("the plan's record under {}", layout.root().display()),
-        source,
-    };
-    let plans = layout
-        .record()
-        .and_then(|r| r.create_dir(PLAN_DIR))
-        .map_err(write)?;
-    let mut n: u32 = 1;
-    while plans.kind(n.to_string()).map_err(write)?.is_some() {
-        n += 1;
-    }
-    plans.fresh_dir(n.to_string()).map_err(write)?;
-    Ok(layout.root().join(PLAN_DIR).join(n.to_string()))
+    flow_spawn_dir(layout, PLAN_DIR)
 }
 
-/// Writes the accepted `plan` as `plan.json` in its spawn's directory `spawn_dir` (one of the
-/// layout's paths).
+/// A new, empty directory for the next spawn of the flow `flow`: `<flow>/<n>/` under the
+/// sprint's record, with `n` one above the highest there, made without following a link. An
+/// interrupted flow leaves its directory as evidence; the next starts beside it.
+///
+/// # Errors
+///
+/// [`LifeError::Write`] when the record cannot be made or is tampered with.
+pub fn flow_spawn_dir(layout: &SprintLayout, flow: &str) -> Result<PathBuf, LifeError> {
+    let write = |source| LifeError::Write {
+        what: format!("the {flow} record under {}", layout.root().display()),
+        source,
+    };
+    let dirs = layout
+        .record()
+        .and_then(|r| r.create_dir(flow))
+        .map_err(write)?;
+    let mut n: u32 = 1;
+    while dirs.kind(n.to_string()).map_err(write)?.is_some() {
+        n += 1;
+    }
+    dirs.fresh_dir(n.to_string()).map_err(write)?;
+    Ok(layout.root().join(flow).join(n.to_string()))
+}
+
+/// Writes `contents` as the file `name` in the flow's spawn directory `spawn_dir` (one of the
+/// layout's paths), replaced whole, no link followed.
+///
+/// # Errors
+///
+/// [`LifeError::Write`].
+pub fn record_flow_file(
+    layout: &SprintLayout,
+    spawn_dir: &Path,
+    name: &str,
+    contents: &[u8],
+) -> Result<(), LifeError> {
+    let write = |source| LifeError::Write {
+        what: spawn_dir.join(name).display().to_string(),
+        source,
+    };
+    let rel = layout
+        .below_root(spawn_dir)
+        .map(|dir| dir.join(name))
+        .ok_or_else(|| LifeError::Write {
+            what: spawn_dir.join(name).display().to_string(),
+            source: corral_hostfs::HostFsError::Io {
+                path: spawn_dir.to_owned(),
+                source: std::io::Error::other("not in the sprint's record"),
+            },
+        })?;
+    layout
+        .record()
+        .and_then(|r| r.replace(rel, contents))
+        .map_err(write)
+}
+
+/// Writes the accepted `plan` as `plan.json` in its spawn's directory `spawn_dir`.
 ///
 /// # Errors
 ///
@@ -167,19 +207,8 @@ pub fn record_plan(
     spawn_dir: &Path,
     plan: &TaskPlan,
 ) -> Result<(), LifeError> {
-    let write = |source| LifeError::Write {
-        what: spawn_dir.join(PLAN_FILE).display().to_string(),
-        source,
-    };
-    let rel = layout
-        .below_root(spawn_dir)
-        .unwrap_or(Path::new(PLAN_DIR))
-        .join(PLAN_FILE);
     let json = serde_json::to_vec_pretty(plan).unwrap_or_default();
-    layout
-        .record()
-        .and_then(|r| r.replace(rel, &json))
-        .map_err(write)
+    record_flow_file(layout, spawn_dir, PLAN_FILE, &json)
 }
 
 /// Applies `plan` to the sprint file `file` whose text is `current`. With `drop_tasks` the
