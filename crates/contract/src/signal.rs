@@ -536,50 +536,7 @@ impl SignalKind {
                     }]
                 }
             }
-            Self::Evaluation => {
-                const {
-                    &[
-                        FieldDoc {
-                            name: "status",
-                            required: true,
-                            ty: "`\"passed\"` | `\"failed\"` | `\"malformed\"`",
-                            description: "your verdict; `passed` only if every dimension and every \
-                                  criterion passed; `malformed` if the work could not be \
-                                  evaluated at all",
-                            items: &[],
-                        },
-                        FieldDoc {
-                            name: "dimensions",
-                            required: true,
-                            ty: "list",
-                            description: "one entry for each of `correctness`, `completeness`, `safety`, \
-                                  `consistency`, `robustness` (more are allowed, no duplicates); \
-                                  each entry is an object with:",
-                            items: &[
-                                FieldDoc::text("name", "the dimension"),
-                                FieldDoc::boolean("passed", "whether the work passes it"),
-                                FieldDoc::optional(
-                                    "finding",
-                                    "string",
-                                    "what you found; required and non-empty when `passed` is false",
-                                ),
-                            ],
-                        },
-                        FieldDoc {
-                            name: "criteria",
-                            required: false,
-                            ty: "list",
-                            description: "the task's acceptance criteria, if it has any; each entry is \
-                                  an object with:",
-                            items: &[
-                                FieldDoc::text("name", "the criterion"),
-                                FieldDoc::boolean("passed", "whether the work meets it"),
-                                FieldDoc::optional("finding", "string", "what you found"),
-                            ],
-                        },
-                    ]
-                }
-            }
+            Self::Evaluation => EVALUATION_FIELDS,
             Self::RefinedTicket => life::REFINED_TICKET_FIELDS,
             Self::TaskPlan => life::TASK_PLAN_FIELDS,
             Self::IdeatedTickets => life::IDEATED_TICKETS_FIELDS,
@@ -747,9 +704,71 @@ fn example_evaluation(timestamp: Timestamp) -> Evaluation {
             name: "Empty input returns ParseError::Empty".to_owned(),
             passed: true,
             finding: None,
+            applicable: None,
+            execution_evidence: Some("cargo test -p parser empty: 1 passed".to_owned()),
         }],
+        critique: Some("Handle whitespace-only input as empty input.".to_owned()),
     }
 }
+
+/// The fields of `evaluation` for the prompt.
+const EVALUATION_FIELDS: &[FieldDoc] = &[
+    FieldDoc {
+        name: "status",
+        required: true,
+        ty: "`\"passed\"` | `\"failed\"` | `\"malformed\"`",
+        description: "your verdict; `passed` only if every dimension and every \
+                                  criterion passed; `malformed` if the work could not be \
+                                  evaluated at all",
+        items: &[],
+    },
+    FieldDoc {
+        name: "dimensions",
+        required: true,
+        ty: "list",
+        description: "one entry for each of `correctness`, `completeness`, `safety`, \
+                                  `consistency`, `robustness` (more are allowed, no duplicates); \
+                                  each entry is an object with:",
+        items: &[
+            FieldDoc::text("name", "the dimension"),
+            FieldDoc::boolean("passed", "whether the work passes it"),
+            FieldDoc::optional(
+                "finding",
+                "string",
+                "what you found; required and non-empty when `passed` is false",
+            ),
+        ],
+    },
+    FieldDoc {
+        name: "criteria",
+        required: false,
+        ty: "list",
+        description: "the task's acceptance criteria, if it has any; each entry is \
+                                  an object with:",
+        items: &[
+            FieldDoc::text("name", "the criterion"),
+            FieldDoc::boolean("passed", "whether the work meets it"),
+            FieldDoc::optional("finding", "string", "what you found"),
+            FieldDoc::optional(
+                "applicable",
+                "boolean",
+                "`false` when the criterion does not apply to this work \
+                                     (it then fails nothing); leave it out otherwise",
+            ),
+            FieldDoc::optional(
+                "executionEvidence",
+                "string",
+                "what you ran or read to decide: a command and its result, \
+                                     a test's name",
+            ),
+        ],
+    },
+    FieldDoc::optional(
+        "critique",
+        "string",
+        "the verdict in your words: what the next round should change first",
+    ),
+];
 
 /// One field of a signal kind, as the prompt describes it.
 #[derive(Debug, Clone, Copy)]

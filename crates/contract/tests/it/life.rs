@@ -132,3 +132,41 @@ fn a_context_file_proposal_names_a_known_file() {
         assert_eq!(paths(&found), ["signals[0].path"], "{bad}");
     }
 }
+
+#[test]
+fn the_seed_evaluation_shape_is_accepted_and_a_criterion_that_does_not_apply_fails_nothing() {
+    let dims: Vec<Value> = corral_contract::FLOOR_DIMENSIONS
+        .iter()
+        .map(|name| json!({"name": name, "passed": true}))
+        .collect();
+    let verdict = |criteria: Value| {
+        doc(json!([{
+            "type": "evaluation", "timestamp": TS, "status": "passed", "dimensions": dims,
+            "criteria": criteria, "critique": "Nothing left to change."
+        }]))
+    };
+    let validated = check(
+        &verdict(json!([
+            {"name": "Dates parse", "passed": true, "executionEvidence": "cargo test dates: 3 passed"},
+            {"name": "Works on Windows", "passed": false, "applicable": false}
+        ])),
+        &Contract::evaluator(),
+    )
+    .unwrap();
+    let evaluation = validated.evaluation().unwrap();
+    assert_eq!(evaluation.failed_criteria().count(), 0);
+    assert_eq!(
+        evaluation.critique.as_deref(),
+        Some("Nothing left to change.")
+    );
+    assert_eq!(
+        evaluation.criteria[0].execution_evidence.as_deref(),
+        Some("cargo test dates: 3 passed")
+    );
+    // A criterion that applies and failed still cannot stand beside `passed`.
+    let found = issues(check(
+        &verdict(json!([{"name": "Dates parse", "passed": false}])),
+        &Contract::evaluator(),
+    ));
+    assert_eq!(paths(&found), ["signals[0].status"]);
+}
