@@ -245,6 +245,9 @@ pub enum SprintCommand {
     /// entrypoint): clone the repository, run the task's rounds, push its branch back, and
     /// after every step push its record to `refs/corral/<sprint>/<task>/record`.
     Work(SprintWorkArgs),
+    /// The sprint's life around the run (`plan`).
+    #[command(flatten)]
+    Life(crate::sprint_life::SprintLifeCommand),
     /// Show what a sprint recorded (sprint.json in .corral/sprints/NAME/).
     Status {
         /// The sprint's name (default: the only one recorded, or the one corral-sprint.toml
@@ -388,7 +391,7 @@ pub struct DoctorArgs {
 }
 
 /// The provider names as clap's possible values (listed in `--help`, completed by the shells).
-fn provider_parser() -> impl clap::builder::TypedValueParser<Value = ProviderId> {
+pub(crate) fn provider_parser() -> impl clap::builder::TypedValueParser<Value = ProviderId> {
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(ProviderId::ALL.map(|p| p.as_str()))
         .try_map(|s: String| parse_provider(&s))

@@ -26,6 +26,7 @@ mod runs;
 mod sprint;
 mod sprint_follow;
 mod sprint_init;
+mod sprint_life;
 mod sprint_run;
 mod sprint_view;
 mod sprint_work;

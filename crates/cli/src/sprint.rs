@@ -34,6 +34,7 @@ pub async fn sprint(cmd: SprintCommand) -> anyhow::Result<Exit> {
             check(&file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE))).await
         }
         SprintCommand::Status { name, json, follow } => status(name.as_deref(), json, follow).await,
+        SprintCommand::Life(command) => crate::sprint_life::run(command).await,
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! A contract is data, not code: the validator checks a document against it, the renderer tells
 //! the agent about it, and the corrective message restates it. The built-in contracts are
-//! [`Contract::generator`] and [`Contract::evaluator`]; callers build others with
-//! [`Contract::new`] and [`Contract::accept`].
+//! [`Contract::generator`] and [`Contract::evaluator`] for the implementation's rounds, and one
+//! per flow of the sprint's life ([`Contract::refine`], [`Contract::plan`], [`Contract::ideate`],
+//! [`Contract::ready`], [`Contract::pull_request`]); callers build others with [`Contract::new`]
+//! and [`Contract::accept`].
 
 use std::fmt;
 
@@ -116,6 +118,50 @@ impl Contract {
         Self::new("evaluator")
             .accept(SignalKind::Evaluation, Multiplicity::ExactlyOne)
             .accept(SignalKind::Note, Multiplicity::Any)
+    }
+
+    /// Refining a ticket: exactly one `refined-ticket`, and any notes.
+    #[must_use]
+    pub fn refine() -> Self {
+        Self::new("refine")
+            .accept(SignalKind::RefinedTicket, Multiplicity::ExactlyOne)
+            .accept(SignalKind::Note, Multiplicity::Any)
+    }
+
+    /// Planning a sprint: exactly one `task-plan`, and any notes and decisions.
+    #[must_use]
+    pub fn plan() -> Self {
+        Self::new("plan")
+            .accept(SignalKind::TaskPlan, Multiplicity::ExactlyOne)
+            .accept(SignalKind::Note, Multiplicity::Any)
+            .accept(SignalKind::Decision, Multiplicity::Any)
+    }
+
+    /// Ideating: exactly one `ideated-tickets`, and any notes.
+    #[must_use]
+    pub fn ideate() -> Self {
+        Self::new("ideate")
+            .accept(SignalKind::IdeatedTickets, Multiplicity::ExactlyOne)
+            .accept(SignalKind::Note, Multiplicity::Any)
+    }
+
+    /// Readiness: exactly one verify script (the sprint's check), at most one setup script and
+    /// one set of gates, and any context-file proposals (the validator does not compare their
+    /// paths, so the caller keeps the last proposal per path).
+    #[must_use]
+    pub fn ready() -> Self {
+        Self::new("ready")
+            .accept(SignalKind::AgentsMdProposal, Multiplicity::Any)
+            .accept(SignalKind::SetupScript, Multiplicity::AtMostOne)
+            .accept(SignalKind::VerifyScript, Multiplicity::ExactlyOne)
+            .accept(SignalKind::VerifyGates, Multiplicity::AtMostOne)
+            .accept(SignalKind::Note, Multiplicity::Any)
+    }
+
+    /// Writing the pull request: exactly one `pr-content`.
+    #[must_use]
+    pub fn pull_request() -> Self {
+        Self::new("pull-request").accept(SignalKind::PrContent, Multiplicity::ExactlyOne)
     }
 
     /// The contract's name.

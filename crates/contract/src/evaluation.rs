@@ -3,7 +3,8 @@
 //! Beyond the shape, three rules hold for a validated evaluation:
 //! - every floor dimension ([`FLOOR_DIMENSIONS`]) is present, and no dimension name repeats;
 //! - a dimension with `passed: false` carries a non-empty `finding`;
-//! - `status: passed` never stands beside a failed dimension or a failed criterion.
+//! - `status: passed` never stands beside a failed dimension or a failed criterion (one marked
+//!   `applicable: false` fails nothing).
 //!
 //! The rules are garde custom validators, so a violation is reported with its JSON path like any
 //! other issue; the same rules are written into the JSON Schema (`contains`, `if`/`then`) so a
@@ -35,7 +36,10 @@ pub const FLOOR_DIMENSIONS: [&str; 5] = [
     "then" = {
         "properties": {
             "dimensions": { "items": { "properties": { "passed": { "const": true } } } },
-            "criteria": { "items": { "properties": { "passed": { "const": true } } } }
+            "criteria": { "items": { "anyOf": [
+                { "properties": { "passed": { "const": true } } },
+                { "properties": { "applicable": { "const": false } }, "required": ["applicable"] }
+            ] } }
         }
     }
 ))]
@@ -61,6 +65,10 @@ pub struct Evaluation {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[garde(dive)]
     pub criteria: Vec<Criterion>,
+    /// The whole verdict in the evaluator's words: what the next round should change first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[garde(skip)]
+    pub critique: Option<String>,
 }
 
 impl Evaluation {
@@ -69,9 +77,9 @@ impl Evaluation {
         self.dimensions.iter().filter(|d| !d.passed)
     }
 
-    /// The criteria that were not met.
+    /// The criteria that apply and were not met.
     pub fn failed_criteria(&self) -> impl Iterator<Item = &Criterion> {
-        self.criteria.iter().filter(|c| !c.passed)
+        self.criteria.iter().filter(|c| c.counts_as_failed())
     }
 }
 
@@ -141,6 +149,23 @@ pub struct Criterion {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[garde(skip)]
     pub finding: Option<String>,
+    /// Whether the criterion applies to this work at all; absent means it does. One that does
+    /// not apply never fails the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[garde(skip)]
+    pub applicable: Option<bool>,
+    /// What the evaluator ran or read to decide (a command and its result, a test's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[garde(skip)]
+    pub execution_evidence: Option<String>,
+}
+
+impl Criterion {
+    /// Whether this criterion fails the verdict: it applies and was not met.
+    #[must_use]
+    pub fn counts_as_failed(&self) -> bool {
+        self.applicable != Some(false) && !self.passed
+    }
 }
 
 fn status_agrees_with<'a>(
@@ -159,7 +184,7 @@ fn status_agrees_with<'a>(
             .chain(
                 criteria
                     .iter()
-                    .filter(|c| !c.passed)
+                    .filter(|c| c.counts_as_failed())
                     .map(|c| format!("criterion `{}`", c.name)),
             )
             .collect();

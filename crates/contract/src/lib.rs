@@ -29,6 +29,7 @@ mod corrective;
 mod document;
 mod error;
 mod evaluation;
+mod life;
 mod markdown;
 mod migrate;
 mod render;
@@ -50,6 +51,11 @@ pub use document::{
 };
 pub use error::{Issue, IssueStage, SignalsError};
 pub use evaluation::{Criterion, Dimension, Evaluation, EvaluationStatus, FLOOR_DIMENSIONS};
+pub use life::{
+    AGENTS_CONTEXT_FILES, AgentsMdProposal, IdeatedTicket, IdeatedTickets, PLANNED_TASK_ID_MAX_LEN,
+    PlannedTask, RefinedTicket, SetupScript, TaskPlan, VerifyScript, dependency_cycle,
+    task_id_problem,
+};
 pub use render::render_contract_section;
 pub use schema::signals_json_schema;
 pub use session_id::{SessionIdFileError, read_session_id};

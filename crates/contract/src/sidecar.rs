@@ -128,6 +128,22 @@ fn gist(signal: &Signal) -> String {
                 .collect();
             gates.join(", ")
         }
+        Signal::RefinedTicket(s) => format!(
+            "{} ({} acceptance criteria)",
+            short(&s.title),
+            s.acceptance_criteria.len()
+        ),
+        Signal::TaskPlan(s) => {
+            let ids: Vec<String> = s.tasks.iter().map(|t| code(&t.id)).collect();
+            format!("{} task(s): {}", s.tasks.len(), ids.join(", "))
+        }
+        Signal::IdeatedTickets(s) => {
+            let titles: Vec<String> = s.tickets.iter().map(|t| short(&t.title)).collect();
+            titles.join("; ")
+        }
+        Signal::AgentsMdProposal(s) => code(&s.path),
+        Signal::SetupScript(s) => code(&short(&s.command)),
+        Signal::VerifyScript(s) => code(&short(&s.command)),
         Signal::Evaluation(s) => {
             let failed: Vec<&str> = s.failed_dimensions().map(|d| d.name.as_str()).collect();
             if failed.is_empty() {

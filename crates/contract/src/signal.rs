@@ -17,6 +17,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::evaluation::{Criterion, Dimension, Evaluation, EvaluationStatus, FLOOR_DIMENSIONS};
+use crate::life::{
+    self, AgentsMdProposal, IdeatedTicket, IdeatedTickets, PlannedTask, RefinedTicket, SetupScript,
+    TaskPlan, VerifyScript,
+};
 use crate::rules::{max_chars, non_blank, relative_path_prefix, single_line};
 use crate::timestamp::Timestamp;
 
@@ -52,6 +56,18 @@ pub enum Signal {
     VerifyGates(VerifyGates),
     /// An evaluator's verdict on a piece of work, dimension by dimension.
     Evaluation(Evaluation),
+    /// A ticket made precise enough to plan: its spec and acceptance criteria.
+    RefinedTicket(RefinedTicket),
+    /// A plan of tasks: ids, titles, briefs, dependencies and acceptance criteria.
+    TaskPlan(TaskPlan),
+    /// Tickets proposed from a prompt and the repository.
+    IdeatedTickets(IdeatedTickets),
+    /// The content proposed for one of the agents' context files.
+    AgentsMdProposal(AgentsMdProposal),
+    /// The command that prepares a fresh work tree.
+    SetupScript(SetupScript),
+    /// The command that checks the whole repository after each round.
+    VerifyScript(VerifyScript),
 }
 
 impl Signal {
@@ -70,6 +86,12 @@ impl Signal {
             Self::PrContent(_) => SignalKind::PrContent,
             Self::VerifyGates(_) => SignalKind::VerifyGates,
             Self::Evaluation(_) => SignalKind::Evaluation,
+            Self::RefinedTicket(_) => SignalKind::RefinedTicket,
+            Self::TaskPlan(_) => SignalKind::TaskPlan,
+            Self::IdeatedTickets(_) => SignalKind::IdeatedTickets,
+            Self::AgentsMdProposal(_) => SignalKind::AgentsMdProposal,
+            Self::SetupScript(_) => SignalKind::SetupScript,
+            Self::VerifyScript(_) => SignalKind::VerifyScript,
         }
     }
 
@@ -88,6 +110,12 @@ impl Signal {
             Self::PrContent(s) => &s.timestamp,
             Self::VerifyGates(s) => &s.timestamp,
             Self::Evaluation(s) => &s.timestamp,
+            Self::RefinedTicket(s) => &s.timestamp,
+            Self::TaskPlan(s) => &s.timestamp,
+            Self::IdeatedTickets(s) => &s.timestamp,
+            Self::AgentsMdProposal(s) => &s.timestamp,
+            Self::SetupScript(s) => &s.timestamp,
+            Self::VerifyScript(s) => &s.timestamp,
         }
     }
 
@@ -106,6 +134,12 @@ impl Signal {
             Self::PrContent(s) => s.validate(),
             Self::VerifyGates(s) => s.validate(),
             Self::Evaluation(s) => s.validate(),
+            Self::RefinedTicket(s) => s.validate(),
+            Self::TaskPlan(s) => s.validate(),
+            Self::IdeatedTickets(s) => s.validate(),
+            Self::AgentsMdProposal(s) => s.validate(),
+            Self::SetupScript(s) => s.validate(),
+            Self::VerifyScript(s) => s.validate(),
         }
     }
 }
@@ -308,11 +342,23 @@ pub enum SignalKind {
     VerifyGates,
     /// `evaluation`
     Evaluation,
+    /// `refined-ticket`
+    RefinedTicket,
+    /// `task-plan`
+    TaskPlan,
+    /// `ideated-tickets`
+    IdeatedTickets,
+    /// `agents-md-proposal`
+    AgentsMdProposal,
+    /// `setup-script`
+    SetupScript,
+    /// `verify-script`
+    VerifyScript,
 }
 
 impl SignalKind {
     /// Every kind, in the order documentation lists them.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 17] = [
         Self::TaskComplete,
         Self::TaskBlocked,
         Self::TaskVerified,
@@ -324,6 +370,12 @@ impl SignalKind {
         Self::PrContent,
         Self::VerifyGates,
         Self::Evaluation,
+        Self::RefinedTicket,
+        Self::TaskPlan,
+        Self::IdeatedTickets,
+        Self::AgentsMdProposal,
+        Self::SetupScript,
+        Self::VerifyScript,
     ];
 
     /// The `"type"` value of this kind.
@@ -341,6 +393,12 @@ impl SignalKind {
             Self::PrContent => "pr-content",
             Self::VerifyGates => "verify-gates",
             Self::Evaluation => "evaluation",
+            Self::RefinedTicket => "refined-ticket",
+            Self::TaskPlan => "task-plan",
+            Self::IdeatedTickets => "ideated-tickets",
+            Self::AgentsMdProposal => "agents-md-proposal",
+            Self::SetupScript => "setup-script",
+            Self::VerifyScript => "verify-script",
         }
     }
 
@@ -368,6 +426,24 @@ impl SignalKind {
             }
             Self::Evaluation => {
                 "Your verdict on the work you were asked to evaluate, dimension by dimension."
+            }
+            Self::RefinedTicket => {
+                "The ticket made precise enough to plan: its spec and the criteria that say \
+                 when it is done."
+            }
+            Self::TaskPlan => {
+                "The plan: the tasks that carry out the ticket, with their dependencies and \
+                 acceptance criteria."
+            }
+            Self::IdeatedTickets => "The tickets you propose.",
+            Self::AgentsMdProposal => {
+                "The whole content you propose for one of the agents' context files."
+            }
+            Self::SetupScript => {
+                "The command that prepares a fresh clone of the repository (dependencies, build)."
+            }
+            Self::VerifyScript => {
+                "The command that checks the whole repository after each round of work."
             }
         }
     }
@@ -460,50 +536,13 @@ impl SignalKind {
                     }]
                 }
             }
-            Self::Evaluation => {
-                const {
-                    &[
-                        FieldDoc {
-                            name: "status",
-                            required: true,
-                            ty: "`\"passed\"` | `\"failed\"` | `\"malformed\"`",
-                            description: "your verdict; `passed` only if every dimension and every \
-                                  criterion passed; `malformed` if the work could not be \
-                                  evaluated at all",
-                            items: &[],
-                        },
-                        FieldDoc {
-                            name: "dimensions",
-                            required: true,
-                            ty: "list",
-                            description: "one entry for each of `correctness`, `completeness`, `safety`, \
-                                  `consistency`, `robustness` (more are allowed, no duplicates); \
-                                  each entry is an object with:",
-                            items: &[
-                                FieldDoc::text("name", "the dimension"),
-                                FieldDoc::boolean("passed", "whether the work passes it"),
-                                FieldDoc::optional(
-                                    "finding",
-                                    "string",
-                                    "what you found; required and non-empty when `passed` is false",
-                                ),
-                            ],
-                        },
-                        FieldDoc {
-                            name: "criteria",
-                            required: false,
-                            ty: "list",
-                            description: "the task's acceptance criteria, if it has any; each entry is \
-                                  an object with:",
-                            items: &[
-                                FieldDoc::text("name", "the criterion"),
-                                FieldDoc::boolean("passed", "whether the work meets it"),
-                                FieldDoc::optional("finding", "string", "what you found"),
-                            ],
-                        },
-                    ]
-                }
-            }
+            Self::Evaluation => EVALUATION_FIELDS,
+            Self::RefinedTicket => life::REFINED_TICKET_FIELDS,
+            Self::TaskPlan => life::TASK_PLAN_FIELDS,
+            Self::IdeatedTickets => life::IDEATED_TICKETS_FIELDS,
+            Self::AgentsMdProposal => life::AGENTS_MD_PROPOSAL_FIELDS,
+            Self::SetupScript => life::SETUP_SCRIPT_FIELDS,
+            Self::VerifyScript => life::VERIFY_SCRIPT_FIELDS,
         }
     }
 
@@ -565,6 +604,65 @@ impl SignalKind {
                 }],
             }),
             Self::Evaluation => Signal::Evaluation(example_evaluation(timestamp)),
+            Self::RefinedTicket => Signal::RefinedTicket(RefinedTicket {
+                timestamp,
+                title: "Reject empty input in the parser".to_owned(),
+                spec: "The parser panics on empty input. It should return a named error \
+                       instead; nothing else about parsing changes."
+                    .to_owned(),
+                acceptance_criteria: vec![
+                    "Empty input returns ParseError::Empty".to_owned(),
+                    "Input that is only whitespace returns ParseError::Empty".to_owned(),
+                ],
+            }),
+            Self::TaskPlan => Signal::TaskPlan(TaskPlan {
+                timestamp,
+                tasks: vec![
+                    PlannedTask {
+                        id: "empty-error".to_owned(),
+                        title: "Add ParseError::Empty".to_owned(),
+                        brief: "Add an `Empty` variant to `ParseError` in src/parser.rs."
+                            .to_owned(),
+                        depends_on: Vec::new(),
+                        acceptance_criteria: vec![
+                            "ParseError::Empty exists and is documented".to_owned(),
+                        ],
+                    },
+                    PlannedTask {
+                        id: "reject-empty".to_owned(),
+                        title: "Return ParseError::Empty for empty input".to_owned(),
+                        brief: "Make `parse` return `ParseError::Empty` for empty or \
+                                whitespace-only input, with a test for each."
+                            .to_owned(),
+                        depends_on: vec!["empty-error".to_owned()],
+                        acceptance_criteria: vec![
+                            "Empty input returns ParseError::Empty".to_owned(),
+                        ],
+                    },
+                ],
+            }),
+            Self::IdeatedTickets => Signal::IdeatedTickets(IdeatedTickets {
+                timestamp,
+                tickets: vec![IdeatedTicket {
+                    title: "Reject empty input in the parser".to_owned(),
+                    description: "The parser panics on empty input (src/parser.rs:88).".to_owned(),
+                }],
+            }),
+            Self::AgentsMdProposal => Signal::AgentsMdProposal(AgentsMdProposal {
+                timestamp,
+                path: "AGENTS.md".to_owned(),
+                content: "# Agents\n\nRun `cargo test` before you finish.\n".to_owned(),
+            }),
+            Self::SetupScript => Signal::SetupScript(SetupScript {
+                timestamp,
+                command: "cargo fetch".to_owned(),
+                rationale: Some("Downloads the dependencies once.".to_owned()),
+            }),
+            Self::VerifyScript => Signal::VerifyScript(VerifyScript {
+                timestamp,
+                command: "cargo test --workspace".to_owned(),
+                rationale: None,
+            }),
         }
     }
 }
@@ -606,9 +704,71 @@ fn example_evaluation(timestamp: Timestamp) -> Evaluation {
             name: "Empty input returns ParseError::Empty".to_owned(),
             passed: true,
             finding: None,
+            applicable: None,
+            execution_evidence: Some("cargo test -p parser empty: 1 passed".to_owned()),
         }],
+        critique: Some("Handle whitespace-only input as empty input.".to_owned()),
     }
 }
+
+/// The fields of `evaluation` for the prompt.
+const EVALUATION_FIELDS: &[FieldDoc] = &[
+    FieldDoc {
+        name: "status",
+        required: true,
+        ty: "`\"passed\"` | `\"failed\"` | `\"malformed\"`",
+        description: "your verdict; `passed` only if every dimension and every \
+                                  criterion passed; `malformed` if the work could not be \
+                                  evaluated at all",
+        items: &[],
+    },
+    FieldDoc {
+        name: "dimensions",
+        required: true,
+        ty: "list",
+        description: "one entry for each of `correctness`, `completeness`, `safety`, \
+                                  `consistency`, `robustness` (more are allowed, no duplicates); \
+                                  each entry is an object with:",
+        items: &[
+            FieldDoc::text("name", "the dimension"),
+            FieldDoc::boolean("passed", "whether the work passes it"),
+            FieldDoc::optional(
+                "finding",
+                "string",
+                "what you found; required and non-empty when `passed` is false",
+            ),
+        ],
+    },
+    FieldDoc {
+        name: "criteria",
+        required: false,
+        ty: "list",
+        description: "the task's acceptance criteria, if it has any; each entry is \
+                                  an object with:",
+        items: &[
+            FieldDoc::text("name", "the criterion"),
+            FieldDoc::boolean("passed", "whether the work meets it"),
+            FieldDoc::optional("finding", "string", "what you found"),
+            FieldDoc::optional(
+                "applicable",
+                "boolean",
+                "`false` when the criterion does not apply to this work \
+                                     (it then fails nothing); leave it out otherwise",
+            ),
+            FieldDoc::optional(
+                "executionEvidence",
+                "string",
+                "what you ran or read to decide: a command and its result, \
+                                     a test's name",
+            ),
+        ],
+    },
+    FieldDoc::optional(
+        "critique",
+        "string",
+        "the verdict in your words: what the next round should change first",
+    ),
+];
 
 /// One field of a signal kind, as the prompt describes it.
 #[derive(Debug, Clone, Copy)]
@@ -626,7 +786,7 @@ pub(crate) struct FieldDoc {
 }
 
 impl FieldDoc {
-    const fn text(name: &'static str, description: &'static str) -> Self {
+    pub(crate) const fn text(name: &'static str, description: &'static str) -> Self {
         Self {
             name,
             required: true,
@@ -636,7 +796,7 @@ impl FieldDoc {
         }
     }
 
-    const fn boolean(name: &'static str, description: &'static str) -> Self {
+    pub(crate) const fn boolean(name: &'static str, description: &'static str) -> Self {
         Self {
             name,
             required: true,
@@ -646,7 +806,25 @@ impl FieldDoc {
         }
     }
 
-    const fn optional(name: &'static str, ty: &'static str, description: &'static str) -> Self {
+    pub(crate) const fn list_of_text(
+        name: &'static str,
+        required: bool,
+        description: &'static str,
+    ) -> Self {
+        Self {
+            name,
+            required,
+            ty: "list of non-empty strings",
+            description,
+            items: &[],
+        }
+    }
+
+    pub(crate) const fn optional(
+        name: &'static str,
+        ty: &'static str,
+        description: &'static str,
+    ) -> Self {
         Self {
             name,
             required: false,

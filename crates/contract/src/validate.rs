@@ -73,7 +73,13 @@ impl ValidatedSignals {
             | Signal::Change(_)
             | Signal::CommitMessage(_)
             | Signal::PrContent(_)
-            | Signal::VerifyGates(_) => None,
+            | Signal::VerifyGates(_)
+            | Signal::RefinedTicket(_)
+            | Signal::TaskPlan(_)
+            | Signal::IdeatedTickets(_)
+            | Signal::AgentsMdProposal(_)
+            | Signal::SetupScript(_)
+            | Signal::VerifyScript(_) => None,
         })
     }
 

@@ -244,6 +244,9 @@ pub struct Task {
     /// `max_cost_usd`: the task's spend cap, over all its spawns; the sprint pauses
     /// (`budget-exhausted`) before the task's next spawn once it is reached.
     pub max_cost_usd: Option<Usd>,
+    /// `acceptance_criteria`: what the evaluator checks the work against, one statement each
+    /// (a plan's, or written by hand); empty when the task has none.
+    pub acceptance_criteria: Vec<String>,
     /// The line of the task's `[[tasks]]` header (for messages about it).
     pub line: usize,
 }

@@ -147,6 +147,10 @@ fn key_schema(generator: &mut SchemaGenerator, table: &str, key: &str) -> Option
         ("tasks", "touches") => globs(
             "Paths the task is expected to change (globs); two tasks that overlap are not run at once.",
         ),
+        ("tasks", "acceptance_criteria") => json_schema!({
+            "type": "array", "items": {"type": "string", "minLength": 1},
+            "description": "What the evaluator checks the work against, one statement each."
+        }),
         _ => return None,
     };
     Some(schema)

@@ -479,6 +479,15 @@ fn critique_of(evaluation: &Evaluation, round: u32) -> String {
             c.finding.as_deref().unwrap_or("failed")
         ));
     }
+    // The evaluator's own summary (seed 002's `critique`), when it wrote one.
+    if let Some(critique) = evaluation
+        .critique
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+    {
+        out.push_str(&format!("\nThe reviewer's critique: {critique}\n"));
+    }
     out
 }
 
@@ -551,5 +560,48 @@ fn ignore_state_dir(project_root: &Path) -> Result<(), SprintError> {
                 b"# Written by corral: its run records stay out of git.\n*\n",
             )?)
         }
+    }
+}
+
+#[cfg(test)]
+mod critique_tests {
+    use corral_contract::{Criterion, Dimension, Evaluation, EvaluationStatus, Timestamp};
+
+    #[test]
+    fn the_critique_names_failed_criteria_and_the_reviewers_summary() {
+        let Ok(timestamp) = Timestamp::parse("2026-12-07T10:00:00Z") else {
+            panic!("a valid timestamp");
+        };
+        let criterion = |name: &str, passed: bool, applicable: Option<bool>| Criterion {
+            name: name.to_owned(),
+            passed,
+            finding: (!passed).then(|| format!("{name} is not met")),
+            applicable,
+            execution_evidence: None,
+        };
+        let evaluation = Evaluation {
+            timestamp,
+            status: EvaluationStatus::Failed,
+            dimensions: vec![Dimension {
+                name: "correctness".into(),
+                passed: true,
+                finding: None,
+            }],
+            criteria: vec![
+                criterion("Dates parse", false, None),
+                criterion("Works on Windows", false, Some(false)),
+            ],
+            critique: Some("Parse the offset too.".into()),
+        };
+        let critique = super::critique_of(&evaluation, 1);
+        assert!(
+            critique.contains("- criterion Dates parse: Dates parse is not met"),
+            "{critique}"
+        );
+        assert!(!critique.contains("Windows"), "{critique}");
+        assert!(
+            critique.contains("The reviewer's critique: Parse the offset too."),
+            "{critique}"
+        );
     }
 }

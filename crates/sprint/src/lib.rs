@@ -9,6 +9,10 @@
 //! handed out, its branch handed back), with the entry that runs one task's rounds in a given
 //! work tree ([`work_task`]) for the executors and the worker of `corral sprint work`.
 //!
+//! Around the implementation, [`life`] holds what the sprint's other flows need besides their
+//! agent: a plan's sources read safely, its prompt, its record, and the plan applied to the
+//! sprint file with the user's comments and hand edits kept.
+//!
 //! It sits on the ports (providers, models, efforts, the run directory's names) and the
 //! signals contract (reading files an agent could have replaced). It knows nothing about
 //! processes, the engine, any provider's CLI, settings files or the terminal: the composition
@@ -29,6 +33,7 @@ mod inert;
 mod intree;
 mod journal;
 mod layout;
+pub mod life;
 mod lock;
 mod names;
 mod order;

@@ -102,6 +102,7 @@ mod tests {
                 may_edit: Vec::new(),
                 touches: Vec::new(),
                 max_cost_usd: None,
+                acceptance_criteria: Vec::new(),
                 line: i + 1,
             })
             .collect()

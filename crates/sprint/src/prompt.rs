@@ -58,6 +58,13 @@ pub(crate) fn generator_brief(
         task.title,
         task.prompt.text().trim_end()
     );
+    if !task.acceptance_criteria.is_empty() {
+        out.push_str(
+            "\n## Acceptance criteria\n\nThe review holds your work to each of these; meet \
+             every one:\n\n",
+        );
+        criteria_list(&mut out, task);
+    }
     if !learnings.is_empty() {
         out.push_str("\n## What earlier tasks learned\n\n");
         for l in learnings {
@@ -139,6 +146,15 @@ pub(crate) fn evaluator_prompt(
         task.title,
         task.prompt.text().trim_end()
     );
+    if !task.acceptance_criteria.is_empty() {
+        out.push_str(
+            "\n## Acceptance criteria\n\nAnswer each of these in the evaluation's `criteria`, \
+             one entry per criterion with its `name` written as here, `passed`, and a `finding` \
+             that says what you saw (the test or command you ran, the code you read); the \
+             verdict is `passed` only if every criterion passed too:\n\n",
+        );
+        criteria_list(&mut out, task);
+    }
     let verdict = match attribution {
         Attribution::Clean => "passed, as it did before the task",
         Attribution::FixedBaseline => "passed; it failed before the task",
@@ -175,6 +191,13 @@ pub(crate) fn evaluator_prompt(
     out
 }
 
+/// The task's acceptance criteria as a Markdown list.
+fn criteria_list(out: &mut String, task: &Task) {
+    for criterion in &task.acceptance_criteria {
+        let _ = writeln!(out, "- {}", one_line(criterion));
+    }
+}
+
 /// `text` cut to at most `limit` bytes, at a character boundary.
 pub(crate) fn cut(text: &str, limit: usize) -> &str {
     if text.len() <= limit {
@@ -189,4 +212,46 @@ pub(crate) fn cut(text: &str, limit: usize) -> &str {
 
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RoundDiff, evaluator_prompt, generator_brief};
+    use crate::state::Attribution;
+
+    const FILE: &str = "[sprint]\nname = \"s\"\ncheck = \"true\"\n\n[roles.generator]\n\
+        provider = \"claude\"\n\n[[tasks]]\nid = \"a\"\ntitle = \"A\"\nprompt = \"Do a.\"\n\
+        acceptance_criteria = [\"Dates parse\", \"Bad dates are named\"]\n\n\
+        [[tasks]]\nid = \"b\"\ntitle = \"B\"\nprompt = \"Do b.\"\n";
+
+    #[test]
+    fn acceptance_criteria_reach_the_generator_and_the_evaluator() {
+        let Ok(file) = crate::parse::parse(std::path::Path::new("corral-sprint.toml"), FILE) else {
+            panic!("the test's sprint file is invalid");
+        };
+        let diff = RoundDiff {
+            text: "",
+            file: "diff.patch",
+            changed_paths: "",
+        };
+        let brief = generator_brief(&file, &file.tasks[0], 1, &[], None);
+        assert!(
+            brief.contains("## Acceptance criteria\n\nThe review holds your work to each of these; meet every one:\n\n- Dates parse\n- Bad dates are named\n"),
+            "{brief}"
+        );
+        let review = evaluator_prompt(&file.tasks[0], 1, "true", Attribution::Clean, "", &diff);
+        assert!(
+            review.contains("in the evaluation's `criteria`"),
+            "{review}"
+        );
+        assert!(
+            review.contains("- Dates parse\n- Bad dates are named\n"),
+            "{review}"
+        );
+        // A task without criteria gets no such section.
+        let brief = generator_brief(&file, &file.tasks[1], 1, &[], None);
+        assert!(!brief.contains("Acceptance criteria"), "{brief}");
+        let review = evaluator_prompt(&file.tasks[1], 1, "true", Attribution::Clean, "", &diff);
+        assert!(!review.contains("Acceptance criteria"), "{review}");
+    }
 }

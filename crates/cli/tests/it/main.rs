@@ -3,7 +3,9 @@
 //! conformance cases every provider's CLI must pass, Claude Code's own contract, and giant
 //! replies and writes that must lose nothing (`lossless.rs`); and the sandbox's probe suite, as
 //! root and as an unprivileged user (`probes.rs`); and `corral sprint run` through the real CLIs
-//! (`sprint_cases.rs`, which assert the command is still missing until it exists).
+//! (`sprint_cases.rs`, which assert the command is still missing until it exists); and
+//! `corral sprint plan` and `corral sprint pr` through the real CLIs (`sprint_plan.rs`,
+//! `sprint_pr.rs`).
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
@@ -36,5 +38,7 @@ mod sandbox_holds;
 mod schemas;
 mod sprint;
 mod sprint_cases;
+mod sprint_plan;
+mod sprint_pr;
 mod sprint_queue;
 mod sprint_work;

@@ -3,6 +3,7 @@
 //! - `stages`: every validation stage, each with a test that fails if the stage broke.
 //! - `rules`: the per-kind rules (garde) and the evaluation rules, with their JSON paths.
 //! - `contracts`: kinds not accepted, multiplicities, collecting every issue.
+//! - `life`: the kinds of the sprint's life (plan, refine, ideate, ready) and their rules.
 //! - `render`: the prompt section (snapshot) and its example round-tripping for every contract.
 //! - `corrective`: the corrective message (snapshot) and its cap.
 //! - `sidecar`: `evaluation.md` and the signals summary (snapshots).
@@ -15,6 +16,7 @@
 
 mod contracts;
 mod corrective;
+mod life;
 mod render;
 mod rules;
 mod schema;

@@ -21,6 +21,11 @@ pub fn contracts() -> Vec<Contract> {
     vec![
         Contract::generator(),
         Contract::evaluator(),
+        Contract::refine(),
+        Contract::plan(),
+        Contract::ideate(),
+        Contract::ready(),
+        Contract::pull_request(),
         all,
         outcome_only,
     ]
@@ -31,6 +36,14 @@ fn json_block(markdown: &str) -> &str {
     let start = markdown.find("```json\n").unwrap() + "```json\n".len();
     let end = start + markdown[start..].find("\n```").unwrap();
     &markdown[start..end]
+}
+
+#[test]
+fn plan_section() {
+    insta::assert_snapshot!(render_contract_section(
+        &Contract::plan(),
+        Path::new(SIGNALS)
+    ));
 }
 
 #[test]
@@ -90,7 +103,8 @@ fn every_accepted_kind_and_field_is_described() {
             );
         }
     }
-    let all = render_contract_section(&contracts()[2], Path::new(SIGNALS));
+    let all_contract = contracts().into_iter().find(|c| c.name() == "all").unwrap();
+    let all = render_contract_section(&all_contract, Path::new(SIGNALS));
     for field in [
         "reason",
         "pathPrefix",
@@ -99,6 +113,9 @@ fn every_accepted_kind_and_field_is_described() {
         "dimensions",
         "finding",
         "subject",
+        "dependsOn",
+        "acceptanceCriteria",
+        "content",
     ] {
         assert!(all.contains(&format!("`{field}` (")), "{field}");
     }

@@ -38,7 +38,13 @@ impl TaskCursor<'_, '_, '_> {
         let reported = t
             .progress
             .as_ref()
-            .and_then(|p| earlier_report(p, t.round, Role::Evaluator, &dir, &contract));
+            .and_then(|p| earlier_report(p, t.round, Role::Evaluator, &dir, &contract))
+            // A `malformed` verdict left by the review being rerun is not taken again.
+            .filter(|valid| {
+                valid
+                    .evaluation()
+                    .is_none_or(|e| e.status != EvaluationStatus::Malformed)
+            });
         let (evaluation, fresh) = if let Some(valid) = reported {
             self.ctx.emit(SprintEvent::SpawnFinished {
                 task: task.id.clone(),
@@ -107,16 +113,24 @@ impl TaskCursor<'_, '_, '_> {
         if let Some(next) = self.police(Role::Evaluator).await? {
             return Ok(next);
         }
-        // An evaluator that failed, or answered without a valid evaluation, is the review's
-        // failure, not the round's: the review runs again, and no generator round is spent.
+        // An evaluator that failed, answered without a valid evaluation, or said it could not
+        // evaluate the work at all (`malformed`), is the review's failure, not the round's:
+        // the review runs again, and no generator round is spent.
+        let malformed = evaluation
+            .as_ref()
+            .is_some_and(|e| e.status == EvaluationStatus::Malformed);
         if let Some(report) = &fresh {
-            let no_evaluation = evaluation.is_none().then(|| match &report.verdict {
-                SpawnVerdict::Invalid { reason } => {
-                    format!("its report is not a valid evaluation: {reason}")
-                }
-                SpawnVerdict::Valid { .. } => "its report holds no evaluation".to_string(),
-                SpawnVerdict::NotChecked => "it ended before a report".to_string(),
-            });
+            let no_evaluation = if malformed {
+                Some("its verdict is `malformed`: it could not evaluate the work".to_string())
+            } else {
+                evaluation.is_none().then(|| match &report.verdict {
+                    SpawnVerdict::Invalid { reason } => {
+                        format!("its report is not a valid evaluation: {reason}")
+                    }
+                    SpawnVerdict::Valid { .. } => "its report holds no evaluation".to_string(),
+                    SpawnVerdict::NotChecked => "it ended before a report".to_string(),
+                })
+            };
             if let Some(next) = self
                 .failed_spawn(Role::Evaluator, report, no_evaluation)
                 .await?

@@ -23,6 +23,7 @@ pub(crate) const TASK_KEYS: &[&str] = &[
     "may_edit",
     "touches",
     "max_cost_usd",
+    "acceptance_criteria",
 ];
 
 impl Cx<'_> {
@@ -74,6 +75,7 @@ impl Cx<'_> {
         let may_edit = self.globs(t, &path, "may_edit");
         let touches = self.globs(t, &path, "touches");
         let max_cost_usd = self.dollars(t, &path, "max_cost_usd");
+        let criteria = self.criteria(t, &path);
         let task = match (
             id.clone(),
             title,
@@ -82,6 +84,7 @@ impl Cx<'_> {
             may_edit,
             touches,
             max_cost_usd,
+            criteria,
         ) {
             (
                 Some(id),
@@ -91,6 +94,7 @@ impl Cx<'_> {
                 Some(may_edit),
                 Some(touches),
                 Ok(max_cost_usd),
+                Some(acceptance_criteria),
             ) => Some(Task {
                 id,
                 title,
@@ -99,6 +103,7 @@ impl Cx<'_> {
                 may_edit,
                 touches,
                 max_cost_usd,
+                acceptance_criteria,
                 line,
             }),
             _ => None,
@@ -221,6 +226,53 @@ impl Cx<'_> {
 
     /// `depends_on`: a list of task ids, duplicates dropped, each with its span; `None` when
     /// it is not a list of valid ids (reported).
+    /// `acceptance_criteria`: a list of non-empty statements; empty when absent; `None` when it
+    /// is no such list (reported).
+    fn criteria(&mut self, t: &dyn TableLike, path: &str) -> Option<Vec<String>> {
+        let full = join(path, "acceptance_criteria");
+        let Some(item) = t.get("acceptance_criteria") else {
+            return Some(Vec::new());
+        };
+        let Some(array) = item.as_array() else {
+            self.report(
+                Self::span_of(t, "acceptance_criteria"),
+                &full,
+                Rule::WrongType,
+                format!("is {}, expected a list of criteria (strings)", kind(item)),
+            );
+            return None;
+        };
+        let mut criteria = Vec::new();
+        let mut ok = true;
+        for value in array.iter() {
+            match value.as_str() {
+                Some(s) if !s.trim().is_empty() => criteria.push(s.trim().to_string()),
+                Some(_) => {
+                    self.report(
+                        value.span(),
+                        &full,
+                        Rule::Empty,
+                        "holds an empty criterion".to_string(),
+                    );
+                    ok = false;
+                }
+                None => {
+                    self.report(
+                        value.span(),
+                        &full,
+                        Rule::WrongType,
+                        format!(
+                            "holds {}, expected criteria (strings)",
+                            kind(&Item::Value(value.clone()))
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(criteria)
+    }
+
     fn depends_on(&mut self, t: &dyn TableLike, path: &str) -> Option<Vec<(TaskId, Span)>> {
         let full = join(path, "depends_on");
         let Some(item) = t.get("depends_on") else {
@@ -327,6 +379,7 @@ impl Cx<'_> {
                     may_edit: Vec::new(),
                     touches: Vec::new(),
                     max_cost_usd: None,
+                    acceptance_criteria: Vec::new(),
                     line: e.line,
                 };
                 Some((task, e.index))

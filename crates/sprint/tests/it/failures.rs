@@ -59,6 +59,8 @@ enum Fail {
     Permanent(Outcome, &'static str),
     /// An evaluator that answers, with a report that holds no evaluation.
     NoEvaluation,
+    /// An evaluator whose valid verdict is `malformed`: it could not evaluate at all.
+    Malformed,
 }
 
 /// One spawn as the fake saw it.
@@ -115,6 +117,18 @@ fn evaluation_passed() -> serde_json::Value {
         .collect();
     serde_json::json!({"schemaVersion": 1, "signals": [
         {"type": "evaluation", "timestamp": TS, "status": "passed", "dimensions": dims}
+    ]})
+}
+
+fn evaluation_malformed() -> serde_json::Value {
+    let dims: Vec<serde_json::Value> = corral_contract::FLOOR_DIMENSIONS
+        .iter()
+        .map(
+            |name| serde_json::json!({"name": name, "passed": false, "finding": "no diff to read"}),
+        )
+        .collect();
+    serde_json::json!({"schemaVersion": 1, "signals": [
+        {"type": "evaluation", "timestamp": TS, "status": "malformed", "dimensions": dims}
     ]})
 }
 
@@ -195,6 +209,7 @@ impl RoleAgent for FailingAgent {
                 return failed(outcome, ErrorClass::Permanent, message);
             }
             Some(Fail::NoEvaluation) => completed(),
+            Some(Fail::Malformed) => evaluation_malformed(),
             None => match request.role {
                 Role::Generator => {
                     std::fs::write(request.work_tree.join(format!("{task}.txt")), "done\n")
@@ -419,6 +434,29 @@ async fn an_evaluator_that_fails_reruns_the_review_only() {
                 Outcome::Succeeded
             ),
         ]
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_verdict_reruns_the_review_and_costs_no_round() {
+    let p = project(&["a"], "").await;
+    let generator = FailingAgent::new(ProviderId::Claude);
+    let evaluator = FailingAgent::new(ProviderId::Codex);
+    evaluator.fails("a", Role::Evaluator, [Fail::Malformed]);
+    let events = Events::default();
+    let summary = run(&p, &generator, &evaluator, &events).await;
+    assert_eq!(summary.end, SprintEnd::Done, "{summary:?}");
+    assert_eq!(summary.tasks[0].rounds, 1);
+    assert_eq!(generator.spawns("a", Role::Generator).len(), 1);
+    assert_eq!(evaluator.spawns("a", Role::Evaluator).len(), 2);
+    assert_eq!(
+        classes(&state(&p), "a"),
+        [(
+            1,
+            Role::Evaluator,
+            FailureClass::NoEvaluation,
+            Outcome::Succeeded
+        )]
     );
 }
 

@@ -13,4 +13,5 @@ mod extract;
 mod failures;
 mod file;
 mod flow;
+mod life;
 mod state;

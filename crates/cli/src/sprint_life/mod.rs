@@ -1,0 +1,80 @@
+//! The sprint's life around `corral sprint run`: `corral sprint plan` turns tickets into the
+//! sprint file's tasks, and `corral sprint pr` writes the pull request of a sprint that ran,
+//! each through an agent with its flow's contract and the corrective loop of `corral run`.
+
+mod plan;
+mod pr;
+mod spawn;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use corral_ports::ProviderId;
+
+use crate::exit::Exit;
+
+/// The sprint's life commands, flattened into `corral sprint`.
+#[derive(Debug, Subcommand)]
+pub enum SprintLifeCommand {
+    /// Turn a ticket, a Markdown PRD or GitHub issues into the sprint file's tasks: an agent
+    /// writes a task plan (ids, briefs, dependencies, acceptance criteria); Corral checks it
+    /// as `sprint check` does and writes it into corral-sprint.toml, keeping your comments and
+    /// hand edits (a new file is made from `sprint init`'s example when there is none).
+    Plan(SprintPlanArgs),
+    /// Write the sprint's pull request: an agent writes its title and description from the
+    /// branch, Corral adds what it recorded (each task's status, rounds, check, commit, cost),
+    /// and the text is printed with the `git push` and `gh pr create` commands that open it.
+    Pr(SprintPrArgs),
+}
+
+/// `corral sprint pr`'s arguments.
+#[derive(Debug, Args)]
+pub struct SprintPrArgs {
+    /// The sprint file (default: corral-sprint.toml).
+    pub file: Option<PathBuf>,
+    /// The branch the pull request goes into.
+    #[arg(long, value_name = "BRANCH", default_value = "main")]
+    pub base: String,
+    /// The provider that writes it (default: the sprint file's generator).
+    #[arg(long, value_name = "ID", value_parser = crate::args::provider_parser())]
+    pub provider: Option<ProviderId>,
+    /// The model (default: the sprint file's generator's, else the provider's setting).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// One JSON object per event on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `corral sprint plan`'s arguments.
+#[derive(Debug, Args)]
+pub struct SprintPlanArgs {
+    /// A ticket file (Markdown or text) inside the project.
+    pub ticket: Option<PathBuf>,
+    /// A Markdown PRD (or another ticket) inside the project; may be given more than once.
+    #[arg(long = "from", value_name = "FILE")]
+    pub from: Vec<PathBuf>,
+    /// The sprint file (default: corral-sprint.toml).
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The sprint's name when the sprint file is new (default: the ticket's file name).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// The provider that plans (default: the sprint file's generator, else `run.provider`).
+    #[arg(long, value_name = "ID", value_parser = crate::args::provider_parser())]
+    pub provider: Option<ProviderId>,
+    /// The model (default: the sprint file's generator's, else the provider's setting).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// One JSON object per event on stdout, ending with the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs one of the sprint's life commands.
+pub async fn run(command: SprintLifeCommand) -> anyhow::Result<Exit> {
+    match command {
+        SprintLifeCommand::Plan(args) => plan::plan(args).await,
+        SprintLifeCommand::Pr(args) => pr::pr(args).await,
+    }
+}
