@@ -132,7 +132,7 @@ const BUBBLEWRAP: Prerequisite = Prerequisite {
 };
 
 /// podman, for the container backend's tests (`sandbox.backend = "container"`). Optional: where
-/// it cannot be had (not root, no apt-get), those tests say "SKIPPED: <why>" and the suite goes
+/// it cannot be had (not root, no apt-get), those tests say `SKIPPED: <why>` and the suite goes
 /// on.
 const PODMAN: Prerequisite = Prerequisite {
     name: "podman",

@@ -197,7 +197,10 @@ fn coordinator_memory(corral: &Path, place: &Place, jobs: usize) -> (f64, f64) {
     );
     let log = git(&project, &["log", "--format=%s", "corral/bench"]);
     let commits = log.lines().filter(|l| l.starts_with("Task t")).count();
-    assert_eq!(commits, place.tasks, "the memory run made {commits} commits");
+    assert_eq!(
+        commits, place.tasks,
+        "the memory run made {commits} commits"
+    );
     (peak_kib as f64 / 1024.0, wall)
 }
 
@@ -268,7 +271,11 @@ fn main() -> ExitCode {
     eprintln!("sprint_jobs: the coordinator's memory over {MEMORY_TASKS} tasks, --jobs {JOBS}");
     let place = Place::working(MEMORY_TASKS, 0);
     let (peak, wall) = coordinator_memory(&corral, &place, JOBS);
-    let verdict = if peak <= MEMORY_TARGET_MIB { "PASS" } else { "MISS" };
+    let verdict = if peak <= MEMORY_TARGET_MIB {
+        "PASS"
+    } else {
+        "MISS"
+    };
     table.push_str(&format!(
         "\n| {MEMORY_TASKS} independent tasks, agent works 0 s, `--jobs {JOBS}` | coordinator peak RSS (VmHWM, MiB) | wall (s) | Target | Result |\n\
          |---|---|---|---|---|\n\

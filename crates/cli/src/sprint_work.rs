@@ -745,8 +745,9 @@ impl Worker<'_> {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                return Err(anyhow::Error::new(e)
-                    .context(format!("removing {}", record_index.display())));
+                return Err(
+                    anyhow::Error::new(e).context(format!("removing {}", record_index.display()))
+                );
             }
         }
         // The record's files as seen from the sprint's directory (paths `implement/<task>/…`).

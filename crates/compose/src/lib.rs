@@ -64,8 +64,7 @@ pub use run_record::{
     ignore_state_dir, new_run_id, now, read_record, write_record,
 };
 pub use settings::{
-    EnvSettings, ExecutorKind, ExecutorSettings, LimitsSettings, PriceSettings,
-    ProviderSettings,
+    EnvSettings, ExecutorKind, ExecutorSettings, LimitsSettings, PriceSettings, ProviderSettings,
     ProvidersSettings, RaySettings, RetrySettings, RunSettings, SandboxSettings, Settings,
     settings_json_schema,
 };

@@ -110,10 +110,10 @@ impl Floor {
         )
         .unwrap();
         let project = root.join(Side::Sprint.dir());
-        let mut sprint = format!(
+        let mut sprint = String::from(
             "[sprint]\nname = \"floor\"\ncheck = \"sh check.sh\"\ncheck_timeout_ms = 30000\n\
              max_rounds = 1\n\n[roles.generator]\nprovider = \"claude\"\n\n\
-             [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n"
+             [roles.evaluator]\nprovider = \"claude\"\nenabled = false\n",
         );
         for n in 1..=TASKS {
             let id = task_id(n);
@@ -175,22 +175,24 @@ impl Floor {
     fn scenario(side: Side) -> Scenario {
         let write = |id: &str| Step::write_named_for("claude", format!("{id}.txt"), CONTENT);
         match side {
-            Side::Loop => Scenario::script((1..=TASKS).flat_map(|n| {
-                [write(&task_id(n)).unwrap(), Step::text("Done.")]
-            })),
-            Side::Sprint | Side::SprintNoPreflight => (1..=TASKS).fold(Scenario::default(), |s, n| {
-                let id = task_id(n);
-                s.with_round(
-                    Role::Generator,
-                    &id,
-                    1,
-                    [
-                        write(&id).unwrap(),
-                        Step::write_signals_for("claude", complete(&id)).unwrap(),
-                        Step::text("Done."),
-                    ],
-                )
-            }),
+            Side::Loop => Scenario::script(
+                (1..=TASKS).flat_map(|n| [write(&task_id(n)).unwrap(), Step::text("Done.")]),
+            ),
+            Side::Sprint | Side::SprintNoPreflight => {
+                (1..=TASKS).fold(Scenario::default(), |s, n| {
+                    let id = task_id(n);
+                    s.with_round(
+                        Role::Generator,
+                        &id,
+                        1,
+                        [
+                            write(&id).unwrap(),
+                            Step::write_signals_for("claude", complete(&id)).unwrap(),
+                            Step::text("Done."),
+                        ],
+                    )
+                })
+            }
         }
     }
 
@@ -242,7 +244,10 @@ impl Floor {
         );
         let log = git(&project, &["log", "--format=%s"]);
         let commits = log.lines().filter(|l| l.starts_with("Task t")).count();
-        assert_eq!(commits, TASKS, "floor {side:?} made {commits} commits:\n{log}");
+        assert_eq!(
+            commits, TASKS,
+            "floor {side:?} made {commits} commits:\n{log}"
+        );
         for n in 1..=TASKS {
             let id = task_id(n);
             let text = std::fs::read_to_string(project.join(format!("{id}.txt"))).unwrap();

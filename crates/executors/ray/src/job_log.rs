@@ -148,7 +148,10 @@ mod tests {
         let (_dir, mut log) = log();
         log.take("cloning\n{\"kind\":\"progress\",\"status\":\"x\"}\n{\"kind\":\"handback\",\"task\":\"a\",\"status\":\"blocked\"}\n");
         log.take("cloning\n{\"kind\":\"progress\",\"status\":\"x\"}\n{\"kind\":\"handback\",\"task\":\"a\",\"status\":\"blocked\"}\n{\"kind\":\"handback\",\"task\":\"a\",\"status\":\"done\",\"head\":\"abc\"}\n");
-        assert_eq!(log.said().handback.as_ref().map(|h| h.status.as_str()), Some("done"));
+        assert_eq!(
+            log.said().handback.as_ref().map(|h| h.status.as_str()),
+            Some("done")
+        );
         let (_dir, mut quiet) = self::log();
         quiet.take("nothing\n");
         assert!(quiet.said().handback.is_none());
@@ -157,7 +160,8 @@ mod tests {
     #[test]
     fn a_line_cut_by_a_poll_is_read_when_its_end_arrives_and_the_copy_has_each_byte_once() {
         let (dir, mut log) = log();
-        let whole = "a\n{\"kind\":\"ready\",\"task\":\"a\"}\n{\"kind\":\"handback\",\"status\":\"done\"}";
+        let whole =
+            "a\n{\"kind\":\"ready\",\"task\":\"a\"}\n{\"kind\":\"handback\",\"status\":\"done\"}";
         let cut = whole.find("\"ready\"").unwrap();
         log.take(&whole[..cut]);
         assert!(!log.said().ready);
@@ -167,11 +171,17 @@ mod tests {
         // The last line has no newline: read only once the job has ended.
         assert!(log.said().handback.is_none());
         log.finish();
-        assert_eq!(log.said().handback.as_ref().map(|h| h.status.as_str()), Some("done"));
+        assert_eq!(
+            log.said().handback.as_ref().map(|h| h.status.as_str()),
+            Some("done")
+        );
         let copy = std::fs::read_to_string(dir.path().join("job.log")).unwrap();
         assert_eq!(copy, whole);
         // A log that seems to have shrunk (another answer of a restarted dashboard) adds nothing.
         log.take("a\n");
-        assert_eq!(std::fs::read_to_string(dir.path().join("job.log")).unwrap(), whole);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("job.log")).unwrap(),
+            whole
+        );
     }
 }
