@@ -557,12 +557,8 @@ fn a_second_run_in_the_same_repository_is_refused_naming_the_first_and_a_dead_on
         std::fs::read_to_string(&lock).is_ok_and(|t| t.contains(&format!("\"pid\":{}", first.id())))
     });
     assert!(held, "the first run never took the lock");
-    // And it has saved its state (it is in `setup`): killed between checking out the sprint's
-    // branch and its first save, a rerun would find the branch checked out and no state.
-    let saved = wait_until(Duration::from_secs(60), || {
-        project.join(".corral/sprints/s/sprint.json").exists()
-    });
-    assert!(saved, "the first run never saved its state");
+    // Killed this early, the first run may not have checked out the sprint's branch yet, or may
+    // have: its state is saved before the checkout, so the rerun below resumes either way.
     let second = env
         .corral()
         .env(name, &path)

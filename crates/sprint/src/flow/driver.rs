@@ -49,6 +49,10 @@ impl<'r, 'a> Driver<'r, 'a> {
         });
         ctx.refuse_users_branch(resumed).await?;
         ctx.settle_fold(&self.state).await?;
+        // Saved before the branch is checked out: a run killed between the checkout and its
+        // first save would leave the sprint's branch checked out and no state, and the rerun
+        // would take that branch for the user's own and refuse it.
+        self.ctx.save(&mut self.state)?;
         self.preflight().await?;
         self.ctx.save(&mut self.state)?;
         if !self.state.run.as_ref().is_some_and(|r| r.setup_done) {
