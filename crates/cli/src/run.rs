@@ -183,9 +183,12 @@ fn install_signal_handlers(
     });
 }
 
-/// Forwards a run's events to the renderer (compose's spawn keeps `run.json` up to date).
-struct RendererObserver {
-    renderer: Arc<Renderer>,
+/// Forwards a run's events to the renderer (compose's spawn keeps `run.json` up to date);
+/// `corral run`'s and the sprint life's flows' (`sprint_life::spawn`).
+pub(crate) struct RendererObserver {
+    pub(crate) renderer: Arc<Renderer>,
+    /// Whether the command has `--no-cold-fallback`, which the cold-fallback line then names.
+    pub(crate) names_no_cold_fallback: bool,
 }
 
 impl RunObserver for RendererObserver {
@@ -217,17 +220,21 @@ impl RunObserver for RendererObserver {
     }
 
     fn cold_fallback(&self, _attempt: u32, stale: &SessionId) {
+        let hint = if self.names_no_cold_fallback {
+            " (--no-cold-fallback makes this an error)"
+        } else {
+            ""
+        };
         self.renderer.line(&format!(
-            "session {stale} not found: running the task cold, in a new session \
-             (--no-cold-fallback makes this an error)"
+            "session {stale} not found: running the task cold, in a new session{hint}"
         ));
     }
 }
 
 /// What the terminal shows of a spawn besides its events: records that could not be written,
-/// and corrective retries.
-struct RendererHooks {
-    renderer: Arc<Renderer>,
+/// and corrective retries; `corral run`'s and the sprint life's flows'.
+pub(crate) struct RendererHooks {
+    pub(crate) renderer: Arc<Renderer>,
 }
 
 impl SpawnHooks for RendererHooks {
@@ -481,6 +488,7 @@ async fn run_task(args: RunArgs, from: Option<&Resumed>) -> anyhow::Result<Exit>
         spawn.started(),
     );
     let observer: Arc<dyn RunObserver> = Arc::new(RendererObserver {
+        names_no_cold_fallback: true,
         renderer: Arc::clone(&renderer),
     });
     let end = spawn
@@ -636,7 +644,7 @@ fn extra_roots(dirs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         .collect()
 }
 
-fn short_error(e: &SignalsError) -> String {
+pub(crate) fn short_error(e: &SignalsError) -> String {
     let text = e.to_string();
     text.lines().next().unwrap_or("").to_string()
 }

@@ -7,13 +7,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use corral_compose::{
-    Contract, ContractRun, ResumedBy, RunRecord, Settings, SignalsError, SignalsVerdict, Spawn,
-    SpawnHooks, SpawnPlan, engine_config, headless_provider,
+    Contract, ContractRun, ResumedBy, RunRecord, Settings, SignalsVerdict, Spawn, SpawnPlan,
+    engine_config, headless_provider,
 };
 use corral_ports::run_dir::SIGNALS_FILE;
-use corral_ports::{
-    AgentEvent, AiSession, CancellationToken, Permissions, ProviderId, RunObserver, SessionId,
-};
+use corral_ports::{AiSession, CancellationToken, Permissions, ProviderId, RunObserver};
 
 use crate::exit::{Exit, usage};
 use crate::render::{Renderer, Style};
@@ -95,7 +93,7 @@ pub(crate) async fn run_flow_spawn(spawn: FlowSpawn<'_>) -> anyhow::Result<FlowE
             corrective_retries: spawn.settings.retry.corrective_retries,
             resumed_by: ResumedBy::ItsOwner,
         },
-        Arc::new(Hooks {
+        Arc::new(crate::run::RendererHooks {
             renderer: Arc::clone(&renderer),
         }),
     );
@@ -111,8 +109,9 @@ pub(crate) async fn run_flow_spawn(spawn: FlowSpawn<'_>) -> anyhow::Result<FlowE
             cancel.cancel();
         })
     };
-    let observer: Arc<dyn RunObserver> = Arc::new(Observer {
+    let observer: Arc<dyn RunObserver> = Arc::new(crate::run::RendererObserver {
         renderer: Arc::clone(&renderer),
+        names_no_cold_fallback: false,
     });
     let end = running
         .run(&*provider, observer, |run| Some(exit_of(run).code()))
@@ -138,53 +137,4 @@ fn exit_of(run: &ContractRun) -> Exit {
     }
 }
 
-/// The first line of a signals error.
-pub(crate) fn short_error(e: &SignalsError) -> String {
-    e.to_string().lines().next().unwrap_or("").to_string()
-}
-
-struct Hooks {
-    renderer: Arc<Renderer>,
-}
-
-impl SpawnHooks for Hooks {
-    fn record_failed(&self, what: &str, error: &std::io::Error) {
-        self.renderer
-            .line(&format!("warning: cannot write {what}: {error}"));
-    }
-
-    fn corrective(&self, error: &SignalsError) {
-        self.renderer.line(&format!(
-            "signals.json is not acceptable ({}); asking the agent to fix it",
-            short_error(error)
-        ));
-    }
-}
-
-struct Observer {
-    renderer: Arc<Renderer>,
-}
-
-impl RunObserver for Observer {
-    fn attempt_started(&self, attempt: u32, resume: Option<&SessionId>) {
-        self.renderer.attempt_started(attempt, resume);
-    }
-
-    fn event(&self, attempt: u32, event: &AgentEvent) {
-        self.renderer.event(attempt, event);
-    }
-
-    fn backoff(&self, attempt: u32, wait: std::time::Duration, reason: &str) {
-        self.renderer.backoff(attempt, wait, reason);
-    }
-
-    fn account_wait(&self, attempt: u32, provider: ProviderId, until: std::time::SystemTime) {
-        self.renderer.account_wait(attempt, provider, until);
-    }
-
-    fn cold_fallback(&self, _attempt: u32, stale: &SessionId) {
-        self.renderer.line(&format!(
-            "session {stale} not found: running cold, in a new session"
-        ));
-    }
-}
+pub(crate) use crate::run::short_error;
