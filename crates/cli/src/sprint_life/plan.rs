@@ -18,7 +18,7 @@ use corral_sprint::life::{
 use corral_sprint::{SPRINT_FILE, SprintFile, SprintLayout, SprintName};
 
 use super::SprintPlanArgs;
-use super::spawn::{FlowSpawn, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, run_flow_spawn, short_error};
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -78,12 +78,7 @@ pub async fn plan(args: SprintPlanArgs) -> anyhow::Result<Exit> {
 
     let layout = SprintLayout::new(&root, &name);
     let dir = plan_spawn_dir(&layout).map_err(life_usage)?;
-    let run_id = format!(
-        "plan-{}",
-        dir.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    );
+    let run_id = flow_run_id("plan", &dir);
     let end = run_flow_spawn(FlowSpawn {
         run_id,
         settings: &loaded.settings,

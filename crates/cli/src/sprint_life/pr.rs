@@ -14,7 +14,7 @@ use corral_sprint::life::{
 use corral_sprint::{SPRINT_FILE, SprintLayout, read_state};
 
 use super::SprintPrArgs;
-use super::spawn::{FlowSpawn, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, run_flow_spawn, short_error};
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -58,12 +58,7 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
         })
         .or_else(|| loaded.settings.providers.get(provider).model.clone());
     let dir = flow_spawn_dir(&layout, PR_DIR).map_err(life_usage)?;
-    let run_id = format!(
-        "pr-{}",
-        dir.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    );
+    let run_id = flow_run_id("pr", &dir);
     let end = run_flow_spawn(FlowSpawn {
         run_id,
         settings: &loaded.settings,

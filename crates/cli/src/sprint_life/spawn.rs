@@ -138,3 +138,13 @@ fn exit_of(run: &ContractRun) -> Exit {
 }
 
 pub(crate) use crate::run::short_error;
+
+/// A flow spawn's run id: the flow and its numbered directory (`plan-3`).
+pub(crate) fn flow_run_id(flow: &str, dir: &std::path::Path) -> String {
+    format!(
+        "{flow}-{}",
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    )
+}
