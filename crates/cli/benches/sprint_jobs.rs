@@ -37,8 +37,8 @@ use std::process::{ExitCode, Stdio};
 use std::time::Instant;
 
 use common::parallel::{WORK_S, sprint_file, stand_in_working};
+use common::{commit_template, fresh_copy, git, task_id};
 use common::{fmt_list, hwm_kib, median};
-use common::{git, task_id};
 use corral_test_support::is_root;
 
 /// Tasks per run, measured and in the smoke run.
@@ -86,15 +86,7 @@ impl Place {
         std::fs::write(template.join("README"), "bench\n").unwrap();
         std::fs::write(template.join(".gitignore"), ".corral/\n").unwrap();
         std::fs::write(template.join("corral-sprint.toml"), sprint_file(tasks)).unwrap();
-        for args in [
-            &["init", "--quiet", "--initial-branch=main"][..],
-            &["config", "user.name", "Bench"],
-            &["config", "user.email", "bench@example.invalid"],
-            &["add", "--all"],
-            &["commit", "--quiet", "-m", "start"],
-        ] {
-            git(&template, args);
-        }
+        commit_template(&template);
         Place {
             _dir: dir,
             root,
@@ -108,14 +100,7 @@ impl Place {
     /// A fresh copy of the template repository.
     fn project(&self, name: &str) -> PathBuf {
         let project = self.root.join(name);
-        let _ = std::fs::remove_dir_all(&project);
-        let status = corral_test_support::command(Path::new("cp"))
-            .arg("-a")
-            .arg(&self.template)
-            .arg(&project)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        fresh_copy(&self.template, &project);
         project
     }
 

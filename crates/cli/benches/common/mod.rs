@@ -11,6 +11,37 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     corral_test_support::git_ok(dir, &[], args)
 }
 
+/// Makes `dir` a git repository on `main` with a bench identity and one commit of what it holds:
+/// the template every run of a sprint bench copies.
+pub fn commit_template(dir: &Path) {
+    for args in [
+        &["init", "--quiet", "--initial-branch=main"][..],
+        &["config", "user.name", "Bench"],
+        &["config", "user.email", "bench@example.invalid"],
+        &["add", "--all"],
+        &["commit", "--quiet", "-m", "start"],
+    ] {
+        git(dir, args);
+    }
+}
+
+/// `dest` made afresh as a copy of `template` (`cp -a`, so the repository comes along).
+pub fn fresh_copy(template: &Path, dest: &Path) {
+    let _ = std::fs::remove_dir_all(dest);
+    let status = corral_test_support::command(Path::new("cp"))
+        .arg("-a")
+        .arg(template)
+        .arg(dest)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        template.display(),
+        dest.display()
+    );
+}
+
 /// The id of the `n`th task.
 pub fn task_id(n: usize) -> String {
     format!("t{n:02}")

@@ -27,7 +27,7 @@ use std::time::Instant;
 use corral_test_support::fake_api::{FakeApi, Role, Scenario, Step};
 use corral_test_support::is_root;
 
-use crate::common::{fmt_list, git, median, rotation, task_id};
+use crate::common::{commit_template, fmt_list, fresh_copy, git, median, rotation, task_id};
 
 /// Tasks per run.
 pub const TASKS: usize = 3;
@@ -139,15 +139,7 @@ impl Floor {
             .unwrap();
         }
         std::fs::write(template.join("loop.sh"), looped).unwrap();
-        for args in [
-            &["init", "--quiet", "--initial-branch=main"][..],
-            &["config", "user.name", "Bench"],
-            &["config", "user.email", "bench@example.invalid"],
-            &["add", "--all"],
-            &["commit", "--quiet", "-m", "start"],
-        ] {
-            git(&template, args);
-        }
+        commit_template(&template);
         Floor {
             _dir: dir,
             root,
@@ -160,14 +152,7 @@ impl Floor {
     /// A fresh copy of the template at the side's own path.
     fn project(&self, side: Side) -> PathBuf {
         let project = self.root.join(side.dir());
-        let _ = std::fs::remove_dir_all(&project);
-        let status = corral_test_support::command(Path::new("cp"))
-            .arg("-a")
-            .arg(&self.template)
-            .arg(&project)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        fresh_copy(&self.template, &project);
         project
     }
 
