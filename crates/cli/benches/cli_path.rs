@@ -25,7 +25,8 @@
 //! Build it in release (`cargo bench` does): the figures are the product's. The table goes to
 //! stdout and `target/bench-cli-path-report.md`; `docs/benchmarks.md` has the last figures. Run
 //! without `--bench` (as `cargo test --benches` does, a step of `cargo xtask ci`), it makes one
-//! run of each side with a short flood and checks them.
+//! run of each side with a short flood and checks them. `--corral PATH` measures another build of
+//! the binary (another commit's) with this harness and workload.
 
 // A benchmark is a tool, not product: a failed run stops it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -577,7 +578,14 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let benching = args.iter().any(|a| a == "--bench");
     let quick = args.iter().any(|a| a == "--quick");
-    let corral = PathBuf::from(env!("CARGO_BIN_EXE_corral"));
+    // `--corral PATH` measures another build of the binary with this same harness, so two
+    // commits can be set side by side on the same workload (issue 30's before and after).
+    let corral = args
+        .iter()
+        .position(|a| a == "--corral")
+        .and_then(|i| args.get(i + 1))
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_corral")), PathBuf::from);
+    eprintln!("corral under test: {}", corral.display());
     let claude = corral_test_support::require_cli("claude");
     if !benching {
         let start = start_rounds(&corral, &claude, 1);
