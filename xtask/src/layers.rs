@@ -232,6 +232,26 @@ pub const LAYERS: &[Layer] = &[
             ]),
         },
     },
+    // What runs on the host with the user's network and login (ADR 0015): the ports' forge
+    // over git push and gh, started through corral-process, never the engine or the sandbox.
+    Layer {
+        name: "corral-host",
+        rules: Rules::Product {
+            internal: &[
+                any("corral-ports"),
+                any("corral-process"),
+                dev("corral-test-support"),
+            ],
+            external: Externals::Only(&[
+                any("async-trait"),
+                any("serde_json"),
+                any("tokio-util"),
+                any("tracing"),
+                dev("tempfile"),
+                dev("tokio"),
+            ]),
+        },
+    },
     // The supervised process runner: it implements what the ports describe.
     Layer {
         name: "corral-engine",
@@ -286,6 +306,8 @@ pub const LAYERS: &[Layer] = &[
                 // The executors, built from `executor.kind` (ADR 0007).
                 any("corral-executor-local"),
                 any("corral-executor-ray"),
+                // The forge's host commands (ADR 0015).
+                any("corral-host"),
                 dev("corral-test-support"),
             ],
             external: Externals::Any,

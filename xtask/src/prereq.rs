@@ -156,6 +156,18 @@ const RUNC: Prerequisite = Prerequisite {
     need: Need::Optional,
 };
 
+/// GitHub's CLI, which the sprint's pull request and `--from-issues` run on the host; the
+/// tests run the real one (Debian's, 2.23) against the fake forge of `corral-test-support`.
+const GH: Prerequisite = Prerequisite {
+    name: "gh",
+    check: Check::Runs {
+        program: "gh",
+        args: &["--version"],
+    },
+    install: Install::Debian { package: "gh" },
+    need: Need::Required,
+};
+
 const fn pinned_cli(bin: &'static str) -> Prerequisite {
     Prerequisite {
         name: bin,
@@ -185,6 +197,7 @@ pub const CI: &[Prerequisite] = &[
     BUBBLEWRAP,
     PODMAN,
     RUNC,
+    GH,
     NPM,
     pinned_cli("claude"),
     pinned_cli("codex"),

@@ -210,6 +210,18 @@ pub fn command_runner(config: EngineConfig) -> Arc<dyn CommandRunner> {
     Arc::new(Engine::new(config))
 }
 
+/// The forge (the sprint's branch pushed, its pull request, issues) through `git` and `gh` on
+/// the host, with the environment `config` gives programs (its ambient environment: the
+/// host's network and the user's login are what these programs are for) and its kill grace
+/// (ADR 0015).
+pub fn forge(config: &EngineConfig) -> Arc<dyn corral_ports::Forge> {
+    Arc::new(corral_host::HostForge {
+        ambient: config.ambient(),
+        timeout: corral_host::DEFAULT_TIMEOUT,
+        kill_grace: config.kill_grace,
+    })
+}
+
 /// Provider `id`'s model probe, starting what it must through an engine configured by `config`
 /// (its spawner and environment setting), as a run with these settings would.
 pub fn model_probe(

@@ -49,7 +49,7 @@ pub use corral_engine::{
 pub use executor::{local_executor, task_executor};
 pub use factory::{
     CliVersion, ComposeError, Provider, ProviderFacts, capabilities, cli_version, command_runner,
-    descriptor, engine_config, headless_provider, interactive_provider, model_probe,
+    descriptor, engine_config, forge, headless_provider, interactive_provider, model_probe,
     other_providers_credentials, provider, provider_account, provider_facts, provider_settings,
     tested_version,
 };

@@ -7,7 +7,8 @@
 //! ([`Usage`]), the error taxonomy ([`ProviderError`]), the validated [`SessionId`] and the
 //! names of the run directory's files ([`run_dir`]), and the supervised command port
 //! ([`CommandRunner`]) through which a caller has a check, a gate or git run without creating a
-//! process itself.
+//! process itself, and the forge port ([`Forge`]): the branch pushed and its pull request opened
+//! on the host, each operation typed so that no caller hands over a command line.
 //!
 //! It knows nothing about processes, `tokio::process`, argv, settings files, figment, or any one
 //! provider's flags and stream format. Its only dependencies are serde, thiserror, async-trait,
@@ -19,6 +20,7 @@ mod capabilities;
 mod command;
 mod error;
 mod event;
+mod forge;
 mod provider;
 pub mod run_dir;
 mod session;
@@ -35,6 +37,7 @@ pub use command::{
 };
 pub use error::{ErrorClass, ProviderError, RunEvidence};
 pub use event::{AgentEvent, RateLimitInfo, ShortenedString};
+pub use forge::{Forge, ForgeError, ForgeIssue, ForgeRepo, PullRequest, PullRequestText};
 pub use provider::{
     HeadlessAiProvider, InteractiveAiProvider, InteractiveOutcome, ModelAvailability,
     ModelAvailabilityProbe, NoopObserver, RunObserver,

@@ -16,6 +16,9 @@
 //! [`ray_cluster`] starts a real two-node Ray cluster on 127.0.0.1 (from the pinned Ray in
 //! `.cache/venv`) for the `ray` executor's tests, and stops exactly its processes on drop.
 //!
+//! [`fake_forge`] is a loopback GitHub REST API the real `gh` is pointed at (`gh_env`), for the
+//! sprint's pull request and `--from-issues`; it records what it was asked.
+//!
 //! [`raw_reader`] is the raw tokio baseline the `corral-cli` benches measure `corral run` against.
 //!
 //! [`unprivileged_user`] gives the sandbox tests a user to run `corral` as when they run as root
@@ -26,6 +29,7 @@
 
 mod clis;
 pub mod fake_api;
+pub mod fake_forge;
 pub mod fake_protocol;
 pub mod host_commands;
 mod host_user;
@@ -38,6 +42,7 @@ pub mod recorded;
 pub mod session;
 
 pub use clis::{install_cli, installed_cli, non_temp_dir, require_cli, workspace_root};
+pub use fake_forge::{FAKE_GH_HOST, FakeForge, FakeIssue, FakePullRequest, ForgeRequest};
 pub use host_commands::HostCommandRunner;
 pub use host_user::{HostUser, PROBE_USER, is_root, unprivileged_user};
 /// The signals [`send_signal`] sends, for crates that may not depend on `nix` themselves.
