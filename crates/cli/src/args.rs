@@ -289,6 +289,10 @@ pub struct SprintRunArgs {
     /// cheap request (see "Preflight" below).
     #[arg(long)]
     pub no_preflight: bool,
+    /// Once every task is done, open the sprint's pull request as `corral sprint pr` does
+    /// (into `main`, the branch pushed to `origin`; run `corral sprint pr` for others).
+    #[arg(long)]
+    pub pr: bool,
 }
 
 #[derive(Debug, Args)]

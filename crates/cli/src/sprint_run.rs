@@ -28,7 +28,10 @@ use crate::term::{errln, outln};
 
 /// Runs `corral sprint run`.
 pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
-    let path = args.file.unwrap_or_else(|| PathBuf::from(SPRINT_FILE));
+    let path = args
+        .file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(SPRINT_FILE));
     let file = match crate::sprint::load_or_report(&path)? {
         Ok(file) => file,
         Err(exit) => return Ok(exit),
@@ -91,6 +94,9 @@ pub async fn run(args: SprintRunArgs) -> anyhow::Result<Exit> {
         Ok(summary) => {
             if view.style() != Style::Json {
                 print_summary(file.sprint.name.as_str(), &summary);
+            }
+            if args.pr && summary.end == SprintEnd::Done {
+                return crate::sprint_life::pr_after_run(path, args.json).await;
             }
             Ok(exit_for(summary.end))
         }

@@ -21,9 +21,10 @@ pub enum SprintLifeCommand {
     /// as `sprint check` does and writes it into corral-sprint.toml, keeping your comments and
     /// hand edits (a new file is made from `sprint init`'s example when there is none).
     Plan(SprintPlanArgs),
-    /// Write the sprint's pull request: an agent writes its title and description from the
+    /// Open the sprint's pull request: an agent writes its title and description from the
     /// branch, Corral adds what it recorded (each task's status, rounds, check, commit, cost),
-    /// and the text is printed with the `git push` and `gh pr create` commands that open it.
+    /// pushes the branch and opens the pull request with `gh` (a rerun updates the same one);
+    /// without gh, its login or the remote it prints the commands instead.
     Pr(SprintPrArgs),
 }
 
@@ -44,6 +45,15 @@ pub struct SprintPrArgs {
     /// One JSON object per event on stdout.
     #[arg(long)]
     pub json: bool,
+    /// The git remote the sprint's branch is pushed to.
+    #[arg(long, value_name = "NAME", default_value = "origin")]
+    pub remote: String,
+    /// The GitHub repository as `[HOST/]OWNER/REPO` (default: gh infers it from the remotes).
+    #[arg(long, value_name = "REPO")]
+    pub repo: Option<String>,
+    /// Write and print the pull request and the commands that open it; push nothing.
+    #[arg(long)]
+    pub print_only: bool,
 }
 
 /// `corral sprint plan`'s arguments.
@@ -54,6 +64,14 @@ pub struct SprintPlanArgs {
     /// A Markdown PRD (or another ticket) inside the project; may be given more than once.
     #[arg(long = "from", value_name = "FILE")]
     pub from: Vec<PathBuf>,
+    /// GitHub issues, each a ticket, found through `gh` with GitHub's search syntax
+    /// (`label:sprint-7`, `milestone:v2 label:bug`); open issues of the repository only.
+    #[arg(long, value_name = "QUERY")]
+    pub from_issues: Option<String>,
+    /// The GitHub repository of `--from-issues` as `[HOST/]OWNER/REPO` (default: gh infers it
+    /// from the remotes).
+    #[arg(long, value_name = "REPO", requires = "from_issues")]
+    pub repo: Option<String>,
     /// The sprint file (default: corral-sprint.toml).
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
@@ -69,6 +87,22 @@ pub struct SprintPlanArgs {
     /// One JSON object per event on stdout, ending with the summary.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `corral sprint run --pr`: the pull request of the sprint in `file` that just finished, with
+/// `corral sprint pr`'s defaults.
+pub(crate) async fn pr_after_run(file: PathBuf, json: bool) -> anyhow::Result<Exit> {
+    pr::pr(SprintPrArgs {
+        file: Some(file),
+        base: "main".to_owned(),
+        provider: None,
+        model: None,
+        json,
+        remote: "origin".to_owned(),
+        repo: None,
+        print_only: false,
+    })
+    .await
 }
 
 /// Runs one of the sprint's life commands.

@@ -1,6 +1,6 @@
 //! `corral sprint plan`: tickets in, the sprint file's tasks out.
 //!
-//! The sources are read first (each refused, with one message, when it leaves the project, is
+//! The sources are read first (GitHub issues through the forge, `gh` on the host; each file refused, with one message, when it leaves the project, is
 //! not a regular file or is too long), then the sprint file (its errors printed as `sprint
 //! check` prints them); only then does an agent spawn, in `.corral/sprints/<name>/plan/<n>/`.
 //! Its `task-plan` is validated by the plan's contract (ids, dependencies, cycles: the
@@ -10,10 +10,11 @@
 
 use std::path::{Path, PathBuf};
 
-use corral_compose::{Contract, SignalsVerdict};
+use corral_compose::{Contract, SignalsVerdict, engine_config, forge};
+use corral_ports::{CancellationToken, ForgeRepo};
 use corral_sprint::life::{
-    LifeError, SourceText, merge_plan, plan_of, plan_prompt, plan_spawn_dir, read_source,
-    record_plan, write_sprint_file,
+    ISSUES_MAX, LifeError, SourceText, issue_sources, merge_plan, plan_of, plan_prompt,
+    plan_spawn_dir, read_source, record_plan, write_sprint_file,
 };
 use corral_sprint::{SPRINT_FILE, SprintFile, SprintLayout, SprintName};
 
@@ -38,15 +39,21 @@ pub async fn plan(args: SprintPlanArgs) -> anyhow::Result<Exit> {
     let path = sprint_file_path(&cwd, &root, args.file.as_deref())?;
 
     let named: Vec<&PathBuf> = args.ticket.iter().chain(&args.from).collect();
-    if named.is_empty() {
+    if named.is_empty() && args.from_issues.is_none() {
         return Err(usage(
-            "nothing to plan from: name a ticket file (`corral sprint plan TICKET.md`) or a PRD \
-             (`--from PRD.md`)",
+            "nothing to plan from: name a ticket file (`corral sprint plan TICKET.md`), a PRD \
+             (`--from PRD.md`) or GitHub issues (`--from-issues label:sprint`)",
         ));
     }
     let mut sources: Vec<SourceText> = Vec::new();
     for file in named {
         sources.push(read_source(&root, file).map_err(life_usage)?);
+    }
+    if let Some(query) = &args.from_issues {
+        match issues(&loaded, &root, query, args.repo.as_deref()).await? {
+            Ok(found) => sources.extend(found),
+            Err(exit) => return Ok(exit),
+        }
     }
 
     let before = match read_before(&path, &cwd, &root, &loaded, args.name.as_deref(), &sources)? {
@@ -284,6 +291,33 @@ fn new_sprint_name(name: Option<&str>, sources: &[SourceText]) -> anyhow::Result
     })
     .or_else(|_| SprintName::new("sprint"))
     .map_err(|e| usage(format!("no sprint name: {e}; give one with --name")))
+}
+
+/// The open issues `query` finds, through the forge (`gh` on the host), as sources; a forge
+/// that cannot answer is one message and exit 8, before anything else happened.
+async fn issues(
+    loaded: &corral_compose::LoadedSettings,
+    root: &Path,
+    query: &str,
+    repo: Option<&str>,
+) -> anyhow::Result<Result<Vec<SourceText>, Exit>> {
+    let forge = forge(&engine_config(&loaded.settings));
+    let repo = ForgeRepo {
+        dir: root.to_owned(),
+        remote: "origin".to_owned(),
+        repo: repo.map(str::to_owned),
+    };
+    let found = match forge
+        .issues(&repo, query, ISSUES_MAX, &CancellationToken::new())
+        .await
+    {
+        Ok(found) => found,
+        Err(e) => {
+            errln!("plan: --from-issues {query:?}: {e}; the plan was not made");
+            return Ok(Err(Exit::Unavailable));
+        }
+    };
+    Ok(Ok(issue_sources(query, &found).map_err(life_usage)?))
 }
 
 fn life_usage(error: LifeError) -> anyhow::Error {

@@ -2,14 +2,16 @@
 //!
 //! An agent writes the title and description (`pr-content`) in `.corral/sprints/<name>/pr/<n>/`;
 //! Corral adds the facts it recorded in `sprint.json` and writes the whole as `pr.md` there. It
-//! then prints the text and the commands that push the branch and open the pull request (or,
-//! when one is open, update it): Corral's supervised commands run either git on the host or a
-//! command in the agents' sandbox, and `gh` needs the host's network and login, so it is not
-//! run from here yet.
+//! then publishes it through the forge (compose's `forge`: `git push` and `gh` on the host,
+//! ADR 0015): the branch pushed, and the branch's open pull request updated, or a new one
+//! opened. Without `gh`, a login or the remote, or with `--print-only`, it prints the commands
+//! that would do it instead, saying which was missing.
 
-use corral_compose::{Contract, SignalsVerdict};
+use corral_compose::{Contract, SignalsVerdict, engine_config, forge};
+use corral_ports::{CancellationToken, ForgeRepo, PullRequestText};
 use corral_sprint::life::{
-    LifeError, PR_DIR, PR_FILE, flow_spawn_dir, pr_body, pr_content_of, pr_prompt, record_flow_file,
+    LifeError, PR_DIR, PR_FILE, Published, flow_spawn_dir, pr_body, pr_content_of, pr_prompt,
+    publish_pr, record_flow_file,
 };
 use corral_sprint::{SPRINT_FILE, SprintLayout, read_state};
 
@@ -96,30 +98,107 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
     let body = pr_body(content, &state);
     let text = format!("{}\n\n{body}", content.title);
     record_flow_file(&layout, &dir, PR_FILE, text.as_bytes()).map_err(life_usage)?;
-    let body_file = dir.join(PR_FILE);
-
-    outln!("{}\n", content.title);
-    outln!("{}", body.trim_end());
+    let written = Written {
+        text: PullRequestText {
+            title: content.title.clone(),
+            body,
+        },
+        file: dir.join(PR_FILE),
+        branch: state.branch.clone(),
+    };
+    outln!("{}\n", written.text.title);
+    outln!("{}", written.text.body.trim_end());
     outln!("");
+    if args.print_only {
+        outln!(
+            "pr: written to {}; to open the pull request:",
+            written.file.display()
+        );
+        print_commands(&written, &args);
+        return Ok(Exit::Success);
+    }
+    let repo = ForgeRepo {
+        dir: root.clone(),
+        remote: args.remote.clone(),
+        repo: args.repo.clone(),
+    };
+    let forge = forge(&engine_config(&loaded.settings));
+    let cancel = CancellationToken::new();
+    match publish_pr(
+        &*forge,
+        &repo,
+        &written.branch,
+        &args.base,
+        &written.text,
+        &cancel,
+    )
+    .await
+    {
+        Ok(published) => {
+            let pr = published.pull_request();
+            let done = match published {
+                Published::Opened(_) => "opened",
+                Published::Updated(_) => "updated",
+            };
+            outln!(
+                "pr: pushed {} to {} and {done} pull request #{}: {}",
+                written.branch,
+                repo.remote,
+                pr.number,
+                pr.url
+            );
+            Ok(Exit::Success)
+        }
+        Err(e) if e.is_unavailable() => {
+            errln!("pr: not opened: {e}");
+            outln!(
+                "pr: written to {}; to open the pull request:",
+                written.file.display()
+            );
+            print_commands(&written, &args);
+            Ok(Exit::Success)
+        }
+        Err(e) => {
+            errln!("pr: failed: {e}");
+            outln!(
+                "pr: written to {}; to open the pull request by hand:",
+                written.file.display()
+            );
+            print_commands(&written, &args);
+            Ok(Exit::Unavailable)
+        }
+    }
+}
+
+/// The pull request as written: its text, the file it is in, the branch it is of.
+struct Written {
+    text: PullRequestText,
+    file: std::path::PathBuf,
+    branch: String,
+}
+
+/// The commands that push the branch and open the pull request (or update the open one).
+fn print_commands(written: &Written, args: &SprintPrArgs) {
+    let repo = args
+        .repo
+        .as_deref()
+        .map_or(String::new(), |r| format!(" --repo {}", shell_quote(r)));
     outln!(
-        "pr: written to {}; Corral does not run git push or gh itself yet. To open the pull \
-         request:",
-        body_file.display()
+        "  git push {} {}",
+        shell_quote(&args.remote),
+        written.branch
     );
-    outln!("  git push -u origin {}", state.branch);
     outln!(
-        "  gh pr create --head {} --base {} --title {} --body \"$(tail -n +3 {})\"",
-        state.branch,
+        "  gh pr create{repo} --head {} --base {} --title {} --body \"$(tail -n +3 {})\"",
+        written.branch,
         shell_quote(&args.base),
-        shell_quote(&content.title),
-        shell_quote(&body_file.display().to_string())
+        shell_quote(&written.text.title),
+        shell_quote(&written.file.display().to_string())
     );
     outln!(
-        "  (once it is open, run `corral sprint pr` again and use `gh pr edit {}` with the same \
-         --title and --body to update it)",
-        state.branch
+        "  (when one is open already: `gh pr edit{repo} {}` with the same --title and --body)",
+        written.branch
     );
-    Ok(Exit::Success)
 }
 
 /// `text` in single quotes for a POSIX shell.

@@ -310,3 +310,119 @@ fn a_plan_through_grok() {
 fn a_plan_through_gemini() {
     plan_with(&GEMINI);
 }
+
+const TOKEN: &str = "gho_fake";
+
+/// `corral sprint plan --from-issues QUERY --repo <the fake forge's>` with the real gh pointed
+/// at `forge`, logged in with `token`.
+fn plan_from_issues(
+    world: &World,
+    forge: &corral_test_support::FakeForge,
+    token: Option<&str>,
+    query: &str,
+) -> std::process::Output {
+    let gh_config = world.project().parent().unwrap().join("gh-config");
+    std::fs::create_dir_all(&gh_config).unwrap();
+    world
+        .env
+        .corral()
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .envs(forge.gh_env(&gh_config, token))
+        .timeout(RUN_CAP)
+        .args([
+            "sprint",
+            "plan",
+            "--from-issues",
+            query,
+            "--repo",
+            &forge.repo(),
+        ])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn issues_found_by_label_through_gh_become_tasks() {
+    let world = world(vec![plan(vec![
+        task("parse", &["setup"]),
+        task("names", &["parse"]),
+    ])]);
+    let project = project(&world);
+    let forge = corral_test_support::FakeForge::start("octo/widgets", TOKEN).unwrap();
+    forge.add_issue(
+        7,
+        "Parse ISO dates",
+        "Dates like 2026-12-07 must parse.",
+        &["sprint"],
+    );
+    forge.add_issue(
+        8,
+        "Name bad dates",
+        "Say which date was bad.",
+        &["sprint", "bug"],
+    );
+    forge.add_issue(9, "Someday", "Not now.", &["later"]);
+
+    let out = plan_from_issues(&world, &forge, Some(TOKEN), "label:sprint");
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let file = corral_sprint::load(&project.join("corral-sprint.toml")).unwrap();
+    let ids: Vec<&str> = file.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["setup", "parse", "names"]);
+    let prompt =
+        std::fs::read_to_string(project.join(".corral/sprints/dates/plan/1/prompt.md")).unwrap();
+    for expected in [
+        "## Ticket: GitHub issue #7",
+        "Dates like 2026-12-07 must parse.",
+        "## Ticket: GitHub issue #8",
+        "Labels: sprint, bug",
+    ] {
+        assert!(
+            prompt.contains(expected),
+            "{expected:?} not in the prompt:\n{prompt}"
+        );
+    }
+    assert!(!prompt.contains("Someday"), "{prompt}");
+}
+
+#[test]
+fn no_issues_no_login_or_a_forge_in_trouble_each_say_so_and_leave_the_file_as_it_was() {
+    let world = world(Vec::new());
+    let project = project(&world);
+    let forge = corral_test_support::FakeForge::start("octo/widgets", TOKEN).unwrap();
+    forge.add_issue(7, "Parse ISO dates", "Dates.", &["later"]);
+
+    let cases: [(Option<&str>, &str, i32, &str); 3] = [
+        (
+            Some(TOKEN),
+            "label:sprint",
+            2,
+            "no open issue matches `label:sprint`",
+        ),
+        (None, "label:later", 8, "gh is not logged in"),
+        (Some(TOKEN), "label:later", 8, "the forge answered HTTP 500"),
+    ];
+    for (i, (token, query, code, says)) in cases.into_iter().enumerate() {
+        if i == 2 {
+            forge.fail_with(500);
+        }
+        let out = plan_from_issues(&world, &forge, token, query);
+        let shown = transcript(&world.env, &out);
+        assert_eq!(out.status.code(), Some(code), "{query}: {shown}");
+        assert!(shown.contains(says), "{says:?} not in:\n{shown}");
+        assert_eq!(
+            shown
+                .lines()
+                .filter(|l| !l.trim().is_empty() && *l != "[stderr]" && !l.starts_with("[exit"))
+                .count(),
+            1,
+            "one message: {shown}"
+        );
+    }
+    assert_eq!(world.api.requests().len(), 0, "no agent was asked");
+    assert_eq!(
+        std::fs::read_to_string(project.join("corral-sprint.toml")).unwrap(),
+        SPRINT
+    );
+    assert!(!project.join(".corral/sprints/dates/plan").exists());
+}

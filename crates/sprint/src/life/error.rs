@@ -51,6 +51,15 @@ pub enum LifeError {
         /// The limit.
         limit: usize,
     },
+    /// A query for issues found none. Retryable: no; change the query or label the issues.
+    #[error(
+        "no open issue matches `{query}`: there is nothing to plan (label the issues, or try the \
+         query with `gh search issues`)"
+    )]
+    NoIssues {
+        /// The query.
+        query: String,
+    },
     /// The sprint file is not TOML Corral can edit. Retryable: no.
     #[error("{}: {message}; fix it (`corral sprint check`) and plan again", file.display())]
     NotToml {

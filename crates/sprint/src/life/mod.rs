@@ -15,8 +15,11 @@ mod source;
 
 pub use error::LifeError;
 pub use plan::{
-    PLAN_DIR, PLAN_FILE, PlanMerge, flow_spawn_dir, merge_plan, plan_of, plan_prompt,
-    plan_spawn_dir, record_flow_file, record_plan, write_sprint_file,
+    ISSUES_MAX, PLAN_DIR, PLAN_FILE, PlanMerge, flow_spawn_dir, issue_sources, merge_plan, plan_of,
+    plan_prompt, plan_spawn_dir, record_flow_file, record_plan, write_sprint_file,
 };
-pub use pr::{FACTS_HEADING, PR_DIR, PR_FILE, pr_body, pr_content_of, pr_facts, pr_prompt};
+pub use pr::{
+    FACTS_HEADING, PR_DIR, PR_FILE, Published, pr_body, pr_content_of, pr_facts, pr_prompt,
+    publish_pr,
+};
 pub use source::{SOURCE_MAX_BYTES, SOURCE_MAX_LINES, SourceText, check_source, read_source};

@@ -338,6 +338,50 @@ pub fn write_sprint_file(project_root: &Path, file: &Path, text: &str) -> Result
         .map_err(write)
 }
 
+/// The most issues one `--from-issues` query plans from: more is several sprints.
+pub const ISSUES_MAX: usize = 30;
+
+/// The tickets of `issues` (found by `query`), one source each, held to a source's rules (not
+/// empty, within [`super::SOURCE_MAX_LINES`]), and together to [`super::SOURCE_MAX_LINES`] and
+/// [`super::SOURCE_MAX_BYTES`] as one PRD would be.
+///
+/// # Errors
+///
+/// [`LifeError::NoIssues`] when there are none; [`LifeError::TooManyLines`] when together they
+/// are too long.
+pub fn issue_sources(
+    query: &str,
+    issues: &[corral_ports::ForgeIssue],
+) -> Result<Vec<SourceText>, LifeError> {
+    if issues.is_empty() {
+        return Err(LifeError::NoIssues {
+            query: query.to_owned(),
+        });
+    }
+    let mut sources = Vec::new();
+    for issue in issues {
+        let mut text = format!("# {}\n\n{}\n", issue.title.trim(), issue.url);
+        if !issue.labels.is_empty() {
+            let _ = writeln!(text, "Labels: {}", issue.labels.join(", "));
+        }
+        let _ = write!(text, "\n{}\n", issue.body.trim_end());
+        sources.push(super::check_source(
+            format!("GitHub issue #{}", issue.number),
+            text,
+        )?);
+    }
+    let lines: usize = sources.iter().map(|s| s.text.lines().count()).sum();
+    let bytes: usize = sources.iter().map(|s| s.text.len()).sum();
+    if lines > super::SOURCE_MAX_LINES || bytes as u64 > super::SOURCE_MAX_BYTES {
+        return Err(LifeError::TooManyLines {
+            label: format!("the {} issues of `{query}`", sources.len()),
+            lines,
+            limit: super::SOURCE_MAX_LINES,
+        });
+    }
+    Ok(sources)
+}
+
 #[cfg(test)]
 mod tests {
     use super::fence_for;

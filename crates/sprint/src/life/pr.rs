@@ -1,11 +1,13 @@
 //! The pull request of a sprint: the prompt asking an agent for its title and description
 //! (`pr-content`), and the section Corral adds from what it recorded for certain (each task's
 //! status, rounds and attempts, what its check said, its commit and its cost), which no agent
-//! writes.
+//! writes; and the pull request published through the [`Forge`] port: the branch pushed, the
+//! branch's open pull request updated or a new one opened.
 
 use std::fmt::Write as _;
 
 use corral_contract::{PrContent, Signal};
+use corral_ports::{CancellationToken, Forge, ForgeError, ForgeRepo, PullRequest, PullRequestText};
 
 use crate::state::{SprintState, TaskState, UsageRollUp};
 
@@ -135,4 +137,208 @@ fn one_line(text: &str) -> String {
 #[must_use]
 pub fn pr_body(content: &PrContent, state: &SprintState) -> String {
     format!("{}\n\n{}", content.body.trim_end(), pr_facts(state))
+}
+
+/// What publishing a sprint's pull request did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    /// No pull request of the branch was open: this one was opened.
+    Opened(PullRequest),
+    /// The branch's open pull request got the new title and body (a rerun).
+    Updated(PullRequest),
+}
+
+impl Published {
+    /// The pull request either way.
+    #[must_use]
+    pub fn pull_request(&self) -> &PullRequest {
+        match self {
+            Published::Opened(pr) | Published::Updated(pr) => pr,
+        }
+    }
+}
+
+/// Pushes the sprint's `branch` and opens its pull request into `base` with `text`, or, when
+/// one is already open for the branch, updates that one: a rerun never opens a second.
+///
+/// The order is the one that changes nothing on the forge until everything it needs is known
+/// to be there: the remote and the forge's program (no network), then the open pull request
+/// (which proves the login), then the push, then the pull request.
+///
+/// # Errors
+///
+/// The forge's [`ForgeError`]; [`ForgeError::is_unavailable`] ones come before anything was
+/// pushed.
+pub async fn publish_pr(
+    forge: &dyn Forge,
+    repo: &ForgeRepo,
+    branch: &str,
+    base: &str,
+    text: &PullRequestText,
+    cancel: &CancellationToken,
+) -> Result<Published, ForgeError> {
+    forge.check(repo, cancel).await?;
+    let open = forge.pull_request_for(repo, branch, cancel).await?;
+    forge.push_branch(repo, branch, cancel).await?;
+    match open {
+        Some(pr) => forge
+            .update_pull_request(repo, pr.number, text, cancel)
+            .await
+            .map(Published::Updated),
+        None => forge
+            .open_pull_request(repo, branch, base, text, cancel)
+            .await
+            .map(Published::Opened),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use corral_ports::ForgeIssue;
+
+    use super::*;
+
+    /// A forge that records the operations asked of it, with an open pull request or not, and
+    /// optionally no login.
+    struct Recording {
+        open: Option<PullRequest>,
+        logged_in: bool,
+        asked: Mutex<Vec<&'static str>>,
+    }
+
+    impl Recording {
+        fn note(&self, what: &'static str) {
+            self.asked.lock().unwrap().push(what);
+        }
+    }
+
+    fn pr(number: u64) -> PullRequest {
+        PullRequest {
+            number,
+            url: format!("https://forge.invalid/pull/{number}"),
+        }
+    }
+
+    #[async_trait]
+    impl Forge for Recording {
+        async fn check(&self, _: &ForgeRepo, _: &CancellationToken) -> Result<(), ForgeError> {
+            self.note("check");
+            Ok(())
+        }
+        async fn push_branch(
+            &self,
+            _: &ForgeRepo,
+            _: &str,
+            _: &CancellationToken,
+        ) -> Result<(), ForgeError> {
+            self.note("push");
+            Ok(())
+        }
+        async fn pull_request_for(
+            &self,
+            _: &ForgeRepo,
+            _: &str,
+            _: &CancellationToken,
+        ) -> Result<Option<PullRequest>, ForgeError> {
+            self.note("find");
+            if self.logged_in {
+                Ok(self.open.clone())
+            } else {
+                Err(ForgeError::NotLoggedIn {
+                    program: "gh".into(),
+                    detail: "no token".into(),
+                })
+            }
+        }
+        async fn open_pull_request(
+            &self,
+            _: &ForgeRepo,
+            _: &str,
+            _: &str,
+            _: &PullRequestText,
+            _: &CancellationToken,
+        ) -> Result<PullRequest, ForgeError> {
+            self.note("open");
+            Ok(pr(1))
+        }
+        async fn update_pull_request(
+            &self,
+            _: &ForgeRepo,
+            number: u64,
+            _: &PullRequestText,
+            _: &CancellationToken,
+        ) -> Result<PullRequest, ForgeError> {
+            self.note("update");
+            Ok(pr(number))
+        }
+        async fn issues(
+            &self,
+            _: &ForgeRepo,
+            _: &str,
+            _: usize,
+            _: &CancellationToken,
+        ) -> Result<Vec<ForgeIssue>, ForgeError> {
+            Ok(Vec::new())
+        }
+    }
+
+    async fn publish(forge: &Recording) -> Result<Published, ForgeError> {
+        let repo = ForgeRepo {
+            dir: "/p".into(),
+            remote: "origin".into(),
+            repo: None,
+        };
+        let text = PullRequestText {
+            title: "t".into(),
+            body: "b".into(),
+        };
+        publish_pr(
+            forge,
+            &repo,
+            "corral/x",
+            "main",
+            &text,
+            &CancellationToken::new(),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_branch_without_a_pull_request_gets_one_and_a_rerun_updates_it() {
+        let fresh = Recording {
+            open: None,
+            logged_in: true,
+            asked: Mutex::new(Vec::new()),
+        };
+        assert_eq!(publish(&fresh).await, Ok(Published::Opened(pr(1))));
+        assert_eq!(
+            *fresh.asked.lock().unwrap(),
+            ["check", "find", "push", "open"]
+        );
+        let rerun = Recording {
+            open: Some(pr(7)),
+            logged_in: true,
+            asked: Mutex::new(Vec::new()),
+        };
+        assert_eq!(publish(&rerun).await, Ok(Published::Updated(pr(7))));
+        assert_eq!(
+            *rerun.asked.lock().unwrap(),
+            ["check", "find", "push", "update"]
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_is_pushed_before_the_login_is_known() {
+        let forge = Recording {
+            open: None,
+            logged_in: false,
+            asked: Mutex::new(Vec::new()),
+        };
+        let e = publish(&forge).await.unwrap_err();
+        assert!(e.is_unavailable());
+        assert_eq!(*forge.asked.lock().unwrap(), ["check", "find"]);
+    }
 }
