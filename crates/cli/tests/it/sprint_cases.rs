@@ -1843,3 +1843,79 @@ fn a_generator_cannot_plant_links_or_a_verdict_in_the_sprints_record() {
             .is_file()
     );
 }
+
+/// `corral sprint run --pr`: once its one task is done, the sprint's branch is pushed to a bare
+/// repository and its pull request opened through the real `gh` against the fake forge, with
+/// the pull request's text written by the agent (a spawn of its own, after the sprint's).
+#[test]
+fn run_with_pr_opens_the_pull_request_once_every_task_is_done() {
+    let pr_content = json!({"schemaVersion": 1, "signals": [{
+        "type": "pr-content", "timestamp": TS,
+        "title": "Write t1", "body": "Writes t1.txt."
+    }]})
+    .to_string();
+    let world = World::new(&CLAUDE, |project| {
+        Scenario::script([
+            Step::write_signals_for(CLAUDE.bin, pr_content).unwrap(),
+            Step::text("Written."),
+        ])
+        .with_round(
+            Role::Generator,
+            "t1",
+            1,
+            spawn_steps(
+                &CLAUDE,
+                project,
+                &key(Role::Generator, "t1", 1),
+                &[("t1.txt", "ok")],
+                &complete("Write t1"),
+            ),
+        )
+    });
+    let project = world.project();
+    repository(
+        &world,
+        &sprint_file(&project, &[task("t1")], CHECK, &CLAUDE, None, 2),
+    );
+    let bare = project.parent().unwrap().join("remote.git");
+    git(
+        project.parent().unwrap(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    git(
+        &project,
+        &["remote", "add", "origin", bare.to_str().unwrap()],
+    );
+    let forge = corral_test_support::FakeForge::start("octo/widgets", "gho_fake").unwrap();
+    let gh_config = project.parent().unwrap().join("gh-config");
+    std::fs::create_dir_all(&gh_config).unwrap();
+    // `--pr` finds the repository from the remotes, as gh does; a bare path names none, so the
+    // test names it as GH_REPO would be set by hand.
+    let mut extra = forge.gh_env(&gh_config, Some("gho_fake"));
+    extra.push(("GH_REPO".into(), forge.repo()));
+
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().chain(&extra).map(|(k, v)| (k, v)))
+        .timeout(RUN_CAP * 3)
+        .args(["sprint", "run", "--no-preflight", "--pr"])
+        .output()
+        .unwrap();
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert_eq!(
+        sprint_commits(&world),
+        [("Write t1".to_owned(), "t1".to_owned())]
+    );
+    assert!(shown.contains("and opened pull request #1"), "{shown}");
+    let prs = forge.pull_requests();
+    assert_eq!(prs.len(), 1, "{prs:?}");
+    assert_eq!(prs[0].title, "Write t1");
+    assert!(
+        prs[0].body.contains("| `t1` | done | 1 |"),
+        "{}",
+        prs[0].body
+    );
+    assert_eq!(prs[0].head, format!("corral/{NAME}"));
+}
