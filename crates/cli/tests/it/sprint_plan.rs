@@ -4,7 +4,9 @@
 //! resumed session; a plan that closes a cycle through a hand-written task, and bad sources (a
 //! link out of the tree, a PRD of 10 000 lines), each get one message and leave the sprint
 //! file as it was, the last two before any agent is asked; and the same plan through each of
-//! the other CLIs.
+//! the other CLIs. `--from-issues` takes the issues the real gh finds on the fake forge (through
+//! Claude, Codex and Gemini); no issues, no login and a forge answering 500 each get one message
+//! before any agent, the sprint file untouched.
 
 use serde_json::{Value, json};
 
@@ -260,6 +262,12 @@ fn without_a_sprint_file_plan_writes_one_from_the_example_named_after_the_ticket
 /// The plan of [`SPRINT`]'s ticket through `cli`: a CLI that reads its prompt from a file is
 /// first made to read it, as a real model would.
 fn plan_with(cli: &'static Cli) {
+    plan_from(cli, None);
+}
+
+/// The plan through `cli`, from [`SPRINT`]'s ticket or, with `issues`, from an issue the real
+/// gh finds on that fake forge.
+fn plan_from(cli: &'static Cli, issues: Option<&corral_test_support::FakeForge>) {
     let world = World::new(cli, |project| {
         let mut steps = Vec::new();
         if cli.caps().prompt == PromptChannel::PointerFile {
@@ -278,7 +286,29 @@ fn plan_with(cli: &'static Cli) {
         Scenario::script(steps)
     });
     let project = project(&world);
-    let out = sprint_plan(&world, &["ticket.md", "--provider", cli.id.as_str()]);
+    let out = match issues {
+        None => sprint_plan(&world, &["ticket.md", "--provider", cli.id.as_str()]),
+        Some(forge) => {
+            forge.add_issue(
+                7,
+                "Parse dates",
+                "ISO dates, and bad ones named.",
+                &["sprint"],
+            );
+            let gh_config = world.project().parent().unwrap().join("gh-config");
+            std::fs::create_dir_all(&gh_config).unwrap();
+            world
+                .env
+                .corral()
+                .envs(world.vars().iter().map(|(k, v)| (k, v)))
+                .envs(forge.gh_env(&gh_config, Some(TOKEN)))
+                .timeout(RUN_CAP)
+                .args(["sprint", "plan", "--from-issues", "label:sprint"])
+                .args(["--repo", &forge.repo(), "--provider", cli.id.as_str()])
+                .output()
+                .unwrap()
+        }
+    };
     let shown = transcript(&world.env, &out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
     let file = corral_sprint::load(&project.join("corral-sprint.toml")).unwrap();
@@ -425,4 +455,16 @@ fn no_issues_no_login_or_a_forge_in_trouble_each_say_so_and_leave_the_file_as_it
         SPRINT
     );
     assert!(!project.join(".corral/sprints/dates/plan").exists());
+}
+
+#[test]
+fn a_plan_from_issues_through_codex() {
+    let forge = corral_test_support::FakeForge::start("octo/widgets", TOKEN).unwrap();
+    plan_from(&CODEX, Some(&forge));
+}
+
+#[test]
+fn a_plan_from_issues_through_gemini() {
+    let forge = corral_test_support::FakeForge::start("octo/widgets", TOKEN).unwrap();
+    plan_from(&GEMINI, Some(&forge));
 }

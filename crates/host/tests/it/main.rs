@@ -248,6 +248,24 @@ async fn each_way_the_forge_cannot_be_used_is_told_apart() {
     assert!(matches!(e, ForgeError::NotLoggedIn { .. }), "{e:?}");
     assert!(e.is_unavailable());
 
+    // No login at all for github.com: gh itself refuses (its exit 4) before any request.
+    let mut github = scene.host(None);
+    github
+        .ambient
+        .retain(|(k, _)| !matches!(k.as_str(), "GH_HOST" | "HTTP_PROXY"));
+    let on_github = ForgeRepo {
+        repo: Some("octo/widgets".into()),
+        ..repo.clone()
+    };
+    let e = github
+        .pull_request_for(&on_github, "corral/dates", &cancel)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, ForgeError::NotLoggedIn { detail, .. } if detail.contains("gh auth login")),
+        "{e:?}"
+    );
+
     // A forge in trouble: its 500, retryable, nothing opened.
     scene.forge.fail_with(500);
     let e = scene
