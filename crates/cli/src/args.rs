@@ -354,6 +354,8 @@ Exit codes:
   9    a spend cap was reached ([sprint] or a task's max_cost_usd): paused before the next
        spawn, the cap named in the task's warnings (raise it and run again to continue)
   130  cancelled (run again to continue)
+With --pr, once every task is done the code is the pull request's: 0 opened, updated, or its
+commands printed (no gh, login or remote), 7 its text not valid, 8 the forge failed.
 
 Preflight: before the first task, each role's CLI is found and its version checked, then asked
 one cheap request (a one-word answer) through the same engine and sandbox as its spawns, which

@@ -372,6 +372,10 @@ impl Forge for HostForge {
                         "push".into(),
                         "--no-verify".into(),
                         "--porcelain".into(),
+                        // The default, named: a `remote.<name>.receivepack` in the
+                        // repository's configuration would otherwise be run for a local
+                        // remote.
+                        "--receive-pack=git-receive-pack".into(),
                         "--".into(),
                         repo.remote.clone(),
                         refspec,

@@ -309,3 +309,61 @@ async fn each_way_the_forge_cannot_be_used_is_told_apart() {
         "{e:?}"
     );
 }
+
+/// What a hostile repository's configuration could run on a push: a pre-push hook, a
+/// receive-pack of its own for a local remote, an fsmonitor. None of them runs.
+#[tokio::test]
+async fn the_repositorys_own_programs_do_not_run_on_a_push() {
+    let Some(scene) = scene() else { return };
+    let repo = scene.repo(true);
+    let ran = scene.project.parent().unwrap().join("ran");
+    let plant = |name: &str| {
+        let script = scene.project.parent().unwrap().join(name);
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho {name} >> {}\nexec git-receive-pack \"$@\"\n",
+                ran.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        script
+    };
+    let hooks = scene.project.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::copy(plant("pre-push"), hooks.join("pre-push")).unwrap();
+    let receive = plant("receive-pack");
+    git(
+        &scene.project,
+        &[
+            "config",
+            "remote.origin.receivepack",
+            receive.to_str().unwrap(),
+        ],
+    );
+    git(
+        &scene.project,
+        &[
+            "config",
+            "core.fsmonitor",
+            plant("fsmonitor").to_str().unwrap(),
+        ],
+    );
+
+    scene
+        .host(Some(TOKEN))
+        .push_branch(&repo, "corral/dates", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        git(&scene.remote, &["rev-parse", "corral/dates"]),
+        git(&scene.project, &["rev-parse", "corral/dates"])
+    );
+    assert!(
+        !ran.exists(),
+        "ran: {}",
+        std::fs::read_to_string(&ran).unwrap_or_default()
+    );
+}
