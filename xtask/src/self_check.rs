@@ -437,6 +437,30 @@ const CASES: &[Case] = &[
             ),
         ],
     },
+    // ADR 0015: what runs on the host with the user's login is built by the composition root
+    // alone; the sprint reaches it through the ports' Forge.
+    Case {
+        dir: "sprint-uses-host",
+        violation: "corral-sprint -> corral-host (normal dep): the sprint running git push and gh past the forge port",
+        plant: Plant::Dependency {
+            manifest: "crates/sprint/Cargo.toml",
+            line: "corral-host.workspace = true",
+        },
+        expect: Expect::Reject,
+        gates: &[
+            (
+                Gate::CargoDeny,
+                &[
+                    "direct parent 'corral-sprint",
+                    "error[banned]: crate 'corral-host",
+                ],
+            ),
+            (
+                Gate::Layers,
+                &["corral-sprint -> corral-host (normal dep) is not allowed"],
+            ),
+        ],
+    },
     // ADR 0011: the sandbox knows the ports and corral-process, never the rest of Corral.
     Case {
         dir: "sandbox-uses-contract",
