@@ -10,8 +10,8 @@
 use corral_compose::{Contract, SignalsVerdict, engine_config, forge};
 use corral_ports::{CancellationToken, ForgeRepo, PullRequestText};
 use corral_sprint::life::{
-    LifeError, PR_DIR, PR_FILE, Published, flow_spawn_dir, pr_body, pr_content_of, pr_prompt,
-    publish_pr, record_flow_file,
+    LifeError, PR_DIR, PR_FILE, PUBLISHED_FILE, Published, flow_spawn_dir, pr_body, pr_content_of,
+    pr_prompt, publish_pr, record_flow_file,
 };
 use corral_sprint::{SPRINT_FILE, SprintLayout, read_state};
 
@@ -140,6 +140,17 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
                 Published::Opened(_) => "opened",
                 Published::Updated(_) => "updated",
             };
+            let record = serde_json::json!({
+                "action": done, "number": pr.number, "url": pr.url,
+                "branch": written.branch, "base": args.base, "remote": repo.remote,
+            });
+            record_flow_file(
+                &layout,
+                &dir,
+                PUBLISHED_FILE,
+                format!("{record:#}\n").as_bytes(),
+            )
+            .map_err(life_usage)?;
             outln!(
                 "pr: pushed {} to {} and {done} pull request #{}: {}",
                 written.branch,

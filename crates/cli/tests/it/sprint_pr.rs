@@ -211,6 +211,13 @@ fn the_pull_request_is_opened_through_gh_and_a_rerun_updates_the_same_one() {
         "{}",
         prs[0].body
     );
+    let published: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(project.join(".corral/sprints/dates/pr/1/published.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(published["action"], "opened", "{published}");
+    assert_eq!(published["number"], 1, "{published}");
 
     // More work on the branch, and a rerun: pushed again, the same pull request updated.
     git(

@@ -19,7 +19,7 @@ pub use plan::{
     plan_prompt, plan_spawn_dir, record_flow_file, record_plan, write_sprint_file,
 };
 pub use pr::{
-    FACTS_HEADING, PR_DIR, PR_FILE, Published, pr_body, pr_content_of, pr_facts, pr_prompt,
-    publish_pr,
+    FACTS_HEADING, PR_DIR, PR_FILE, PUBLISHED_FILE, Published, pr_body, pr_content_of, pr_facts,
+    pr_prompt, publish_pr,
 };
 pub use source::{SOURCE_MAX_BYTES, SOURCE_MAX_LINES, SourceText, check_source, read_source};

@@ -17,6 +17,10 @@ pub const PR_DIR: &str = "pr";
 /// The composed pull request (title line, blank line, body), in its spawn's directory.
 pub const PR_FILE: &str = "pr.md";
 
+/// What publishing did, in the spawn's directory: `{"action": "opened"|"updated", "number",
+/// "url", "branch", "base", "remote"}`.
+pub const PUBLISHED_FILE: &str = "published.json";
+
 /// The heading of the section Corral adds to the agent's description.
 pub const FACTS_HEADING: &str = "## What Corral recorded";
 
