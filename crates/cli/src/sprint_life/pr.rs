@@ -117,12 +117,26 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
         print_commands(&written, &args);
         return Ok(Exit::Success);
     }
+    publish(&args, &loaded.settings, &layout, &root, &written).await
+}
+
+/// Publishes `written` through the forge (`git push` and `gh` on the host) and records what
+/// it did as `published.json` beside `pr.md`; prints the commands instead when the forge cannot
+/// be used here, or failed.
+async fn publish(
+    args: &SprintPrArgs,
+    settings: &corral_compose::Settings,
+    layout: &SprintLayout,
+    root: &std::path::Path,
+    written: &Written,
+) -> anyhow::Result<Exit> {
+    let dir = written.file.parent().unwrap_or(root);
     let repo = ForgeRepo {
-        dir: root.clone(),
+        dir: root.to_owned(),
         remote: args.remote.clone(),
         repo: args.repo.clone(),
     };
-    let forge = forge(&engine_config(&loaded.settings));
+    let forge = forge(&engine_config(settings));
     let cancel = CancellationToken::new();
     match publish_pr(
         &*forge,
@@ -145,8 +159,8 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
                 "branch": written.branch, "base": args.base, "remote": repo.remote,
             });
             record_flow_file(
-                &layout,
-                &dir,
+                layout,
+                dir,
                 PUBLISHED_FILE,
                 format!("{record:#}\n").as_bytes(),
             )
@@ -166,7 +180,7 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
                 "pr: written to {}; to open the pull request:",
                 written.file.display()
             );
-            print_commands(&written, &args);
+            print_commands(written, args);
             Ok(Exit::Success)
         }
         Err(e) => {
@@ -175,7 +189,7 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
                 "pr: written to {}; to open the pull request by hand:",
                 written.file.display()
             );
-            print_commands(&written, &args);
+            print_commands(written, args);
             Ok(Exit::Unavailable)
         }
     }
