@@ -13,7 +13,7 @@ use corral_test_support::FakeForge;
 use corral_test_support::fake_api::{Scenario, Step};
 use serde_json::json;
 
-use crate::providers::{CLAUDE, RUN_CAP, World};
+use crate::providers::{CLAUDE, CODEX, Cli, RUN_CAP, World};
 use crate::support::*;
 
 const SPRINT: &str = "[sprint]\nname = \"dates\"\ncheck = \"true\"\n\n[roles.generator]\n\
@@ -35,16 +35,21 @@ fn world() -> World {
 
 /// A world whose agent writes one pull request per run, with these titles.
 fn worlds(titles: &[&str]) -> World {
+    world_of(&CLAUDE, titles)
+}
+
+/// [`worlds`] through `cli`.
+fn world_of(cli: &'static Cli, titles: &[&str]) -> World {
     let steps: Vec<Step> = titles
         .iter()
         .flat_map(|title| {
             [
-                Step::write_signals_for(CLAUDE.bin, pr_content(title)).unwrap(),
+                Step::write_signals_for(cli.bin, pr_content(title)).unwrap(),
                 Step::text("Written."),
             ]
         })
         .collect();
-    World::new(&CLAUDE, move |_| Scenario::script(steps))
+    World::new(cli, move |_| Scenario::script(steps))
 }
 
 fn pr(world: &World) -> std::process::Output {
@@ -300,4 +305,40 @@ fn without_a_remote_or_a_login_the_commands_are_printed_and_a_forge_in_trouble_f
             .join(".corral/sprints/dates/pr/3/pr.md")
             .is_file()
     );
+}
+
+/// The same through Codex (its prompt on stdin, its own sandbox inside Corral's): the pull
+/// request's text is Codex's, and gh opens it.
+#[test]
+fn a_pull_request_written_through_codex_is_opened() {
+    let world = world_of(&CODEX, &["Parse ISO dates"]);
+    let state = ran(&world);
+    let bare = remote(&world);
+    let forge = FakeForge::start("octo/widgets", TOKEN).unwrap();
+    let gh_config = world.project().parent().unwrap().join("gh-config");
+    std::fs::create_dir_all(&gh_config).unwrap();
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .envs(forge.gh_env(&gh_config, Some(TOKEN)))
+        .timeout(RUN_CAP)
+        .args([
+            "sprint",
+            "pr",
+            "--provider",
+            "codex",
+            "--repo",
+            &forge.repo(),
+        ])
+        .output()
+        .unwrap();
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("and opened pull request #1"), "{shown}");
+    assert_eq!(
+        rev(&bare, &state.branch),
+        rev(&world.project(), &state.branch)
+    );
+    assert_eq!(forge.pull_requests()[0].title, "Parse ISO dates");
 }
