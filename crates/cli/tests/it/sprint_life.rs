@@ -745,3 +745,66 @@ fn a_readiness_proposal_that_breaks_the_sprint_file_changes_nothing() {
     assert!(shown.contains("plan one first"), "{shown}");
     assert_eq!(world.api.requests().len(), before);
 }
+
+#[test]
+fn on_a_terminal_ready_asks_and_applies_only_on_yes() {
+    let world = ready_world(vec![proposal(60_000), proposal(60_000)]);
+    let project = project(&world);
+
+    let mut term = Terminal::start(&world, &["sprint", "ready"]);
+    term.wait_for("apply these changes? [y/N]", 0);
+    term.type_line("n");
+    let (code, screen) = term.finish();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(
+        screen.contains(&strip(b"ready: not applied; the proposal is in")),
+        "{screen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("corral-sprint.toml")).unwrap(),
+        SPRINT
+    );
+    assert!(!project.join("AGENTS.md").exists());
+
+    let mut term = Terminal::start(&world, &["sprint", "ready"]);
+    term.wait_for("apply these changes? [y/N]", 0);
+    term.type_line("y");
+    let (code, screen) = term.finish();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(project.join("AGENTS.md").is_file(), "{screen}");
+    assert!(
+        std::fs::read_to_string(project.join("corral-sprint.toml"))
+            .unwrap()
+            .contains("check = \"cargo test --workspace\"")
+    );
+}
+
+#[test]
+fn plan_fills_a_sprint_file_written_with_its_settings_and_no_tasks() {
+    let plan = plan_signals().replace(r#"["setup"]"#, "[]");
+    let world = World::new(&CLAUDE, move |_| {
+        Scenario::script([
+            Step::write_signals_for(CLAUDE.bin, plan).unwrap(),
+            Step::text("Planned."),
+        ])
+    });
+    let project = project(&world);
+    let settings_only = SPRINT.split("[[tasks]]").next().unwrap().to_owned();
+    std::fs::write(project.join("corral-sprint.toml"), &settings_only).unwrap();
+    // `sprint check` still wants a task; plan fills them in.
+    let out = corral(&world, &["sprint", "check"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let out = corral(&world, &["sprint", "plan", "ticket.md"]);
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("added    parse, names"), "{shown}");
+    let text = std::fs::read_to_string(project.join("corral-sprint.toml")).unwrap();
+    assert!(text.starts_with(&settings_only), "{text}");
+    let file = corral_sprint::load(&project.join("corral-sprint.toml")).unwrap();
+    assert_eq!(file.tasks.len(), 2);
+}
