@@ -289,13 +289,7 @@ fn record_applied(layout: &SprintLayout, dir: &Path, files: &[&str]) -> anyhow::
 
 /// Asks `question` on stderr and reads the answer from the terminal: yes only for `y`/`yes`.
 async fn ask(question: &str) -> bool {
-    crate::term::flush();
-    {
-        use std::io::Write as _;
-        let mut stderr = std::io::stderr();
-        let _ = write!(stderr, "{question}");
-        let _ = stderr.flush();
-    }
+    crate::term::err_question(question);
     let answer = tokio::task::spawn_blocking(|| {
         let mut line = String::new();
         std::io::stdin().read_line(&mut line).map(|_| line)
