@@ -6,15 +6,14 @@
 //! one; a readiness proposal shown as a diff and applied only with `--yes`, comments kept; and
 //! bad input to each flow refused with one message before any agent, its files as they were.
 
-use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use corral_ports::PromptChannel;
 use corral_test_support::fake_api::{Scenario, Step, shell_tool_input};
+use corral_test_support::{Terminal, make_fifo, strip_screen};
 
 use crate::providers::{
     CLAUDE, CODEX, COPILOT, Cli, GEMINI, GROK, OPENCODE, RUN_CAP, World, canonical,
@@ -79,151 +78,31 @@ fn corral(world: &World, args: &[&str]) -> std::process::Output {
 // ---------------------------------------------------------------------------------------------
 // refine, with a person at a pseudo-terminal
 
-/// `corral` on a pseudo-terminal that is its controlling terminal (through util-linux's
-/// `setsid --ctty`, as a login shell has one), read on a thread, typed into by the test.
-struct Terminal {
-    child: std::process::Child,
-    master: std::fs::File,
-    rx: mpsc::Receiver<Vec<u8>>,
-    seen: Vec<u8>,
+/// How long a step of a person's conversation may take to appear: a guard, not a speed limit.
+const SHOWN_WITHIN: Duration = Duration::from_secs(180);
+
+/// `corral ARGS` in the world's project on a pseudo-terminal that is its controlling terminal.
+fn terminal(world: &World, args: &[&str]) -> Terminal {
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+        ("HOME".into(), world.env.home().display().to_string()),
+        ("TZ".into(), "UTC0".into()),
+        ("TERM".into(), "xterm".into()),
+    ];
+    env.extend(world.vars().iter().cloned());
+    Terminal::start(
+        &assert_cmd::cargo::cargo_bin("corral"),
+        args,
+        env,
+        &world.project(),
+    )
+    .unwrap()
 }
 
-impl Terminal {
-    fn start(world: &World, args: &[&str]) -> Terminal {
-        let size = nix::pty::Winsize {
-            ws_row: 50,
-            ws_col: 120,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        let pty = nix::pty::openpty(Some(&size), None).unwrap();
-        let slave = || std::process::Stdio::from(pty.slave.try_clone().unwrap());
-        // Test code starting the binary under test, as assert_cmd does.
-        #[allow(clippy::disallowed_methods)]
-        let mut cmd = std::process::Command::new("setsid");
-        cmd.arg("--ctty")
-            .arg(assert_cmd::cargo::cargo_bin("corral"))
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", world.env.home())
-            .env("TZ", "UTC0")
-            .env("TERM", "xterm")
-            .envs(world.vars().iter().map(|(k, v)| (k, v)))
-            .current_dir(world.project())
-            .stdin(slave())
-            .stdout(slave())
-            .stderr(slave());
-        let child = cmd.spawn().unwrap();
-        drop(cmd);
-        drop(pty.slave);
-        let master = std::fs::File::from(pty.master);
-        let mut reader = master.try_clone().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                    break;
-                }
-            }
-        });
-        Terminal {
-            child,
-            master,
-            rx,
-            seen: Vec::new(),
-        }
-    }
-
-    /// What the terminal showed, escape sequences and spaces left out (a TUI moves its cursor
-    /// instead of writing spaces).
-    fn screen(&self) -> String {
-        strip(&self.seen)
-    }
-
-    /// Waits until the terminal has shown `needle` (compared without spaces), after `from`.
-    fn wait_for(&mut self, needle: &str, from: usize) -> usize {
-        let needle: String = needle.chars().filter(|c| !c.is_whitespace()).collect();
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            let screen = self.screen();
-            if let Some(at) = screen.get(from..).and_then(|s| s.find(&needle)) {
-                return from + at + needle.len();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left.min(Duration::from_secs(1))) {
-                Ok(chunk) => self.seen.extend_from_slice(&chunk),
-                Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => {}
-                Err(_) => panic!("never saw {needle:?}; the terminal showed:\n{screen}"),
-            }
-        }
-    }
-
-    /// Types `text`, then Enter a moment later (a TUI reads a burst of keys as a paste).
-    fn type_line(&mut self, text: &str) {
-        self.master.write_all(text.as_bytes()).unwrap();
-        std::thread::sleep(Duration::from_millis(700));
-        self.master.write_all(b"\r").unwrap();
-    }
-
-    /// Waits for `corral` to exit, reading what it shows meanwhile.
-    fn finish(mut self) -> (Option<i32>, String) {
-        let deadline = Instant::now() + RUN_CAP;
-        let code = loop {
-            while let Ok(chunk) = self.rx.try_recv() {
-                self.seen.extend_from_slice(&chunk);
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "corral never exited:\n{}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        while let Ok(chunk) = self.rx.recv_timeout(Duration::from_millis(500)) {
-            self.seen.extend_from_slice(&chunk);
-        }
-        (code, self.screen())
-    }
-}
-
-/// `bytes` without escape sequences, control characters and whitespace.
-fn strip(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            match chars.next() {
-                Some('[') => {
-                    for n in chars.by_ref() {
-                        if ('@'..='~').contains(&n) {
-                            break;
-                        }
-                    }
-                }
-                Some(']') => {
-                    while let Some(n) = chars.next() {
-                        if n == '\u{7}' {
-                            break;
-                        }
-                        if n == '\u{1b}' {
-                            chars.next();
-                            break;
-                        }
-                    }
-                }
-                _ => {}
-            }
-        } else if !c.is_whitespace() && !c.is_control() {
-            out.push(c);
-        }
-    }
-    out
+/// Waits for `needle` on `term` after `from`, failing with what it showed.
+fn wait_for(term: &mut Terminal, needle: &str, from: usize) -> usize {
+    term.wait_for(needle, from, SHOWN_WITHIN)
+        .unwrap_or_else(|screen| panic!("never saw {needle:?}; the terminal showed:\n{screen}"))
 }
 
 /// Claude Code's first-run screens answered, and the project trusted, in the world's HOME: what
@@ -263,12 +142,12 @@ fn refine_hands_the_terminal_to_claude_asks_takes_it_back_and_corrects_on_the_re
     let project = project(&world);
     claude_has_been_used_here(&world);
 
-    let mut term = Terminal::start(&world, &["sprint", "refine", "ticket.md"]);
-    let at = term.wait_for("QUESTION: which date formats", 0);
-    term.type_line("ISO 8601 only");
-    term.wait_for("WRITTEN: leave the session", at);
-    term.type_line("/exit");
-    let (code, screen) = term.finish();
+    let mut term = terminal(&world, &["sprint", "refine", "ticket.md"]);
+    let at = wait_for(&mut term, "QUESTION: which date formats", 0);
+    term.type_line("ISO 8601 only").unwrap();
+    wait_for(&mut term, "WRITTEN: leave the session", at);
+    term.type_line("/exit").unwrap();
+    let (code, screen) = term.finish(RUN_CAP).unwrap();
     assert_eq!(code, Some(0), "{screen}");
 
     // The person's answer reached the model, in the session the corrective retry resumed.
@@ -288,7 +167,7 @@ fn refine_hands_the_terminal_to_claude_asks_takes_it_back_and_corrects_on_the_re
         "no corrective prompt named the missing criteria"
     );
     assert!(
-        screen.contains(&strip(b"the agent corrects it on its session")),
+        screen.contains(&strip_screen(b"the agent corrects it on its session")),
         "{screen}"
     );
 
@@ -314,11 +193,7 @@ fn refine_without_a_terminal_asks_for_headless_and_bad_input_is_refused_before_a
     let outside = world.env.write("elsewhere/secret.md", "not the project's");
     std::os::unix::fs::symlink(&outside, project.join("linked.md")).unwrap();
     std::fs::write(project.join("long.md"), "- a line\n".repeat(10_000)).unwrap();
-    nix::unistd::mkfifo(
-        &project.join("fifo.md"),
-        nix::sys::stat::Mode::from_bits_truncate(0o600),
-    )
-    .unwrap();
+    make_fifo(&project.join("fifo.md")).unwrap();
 
     for (args, says) in [
         (
@@ -751,13 +626,13 @@ fn on_a_terminal_ready_asks_and_applies_only_on_yes() {
     let world = ready_world(vec![proposal(60_000), proposal(60_000)]);
     let project = project(&world);
 
-    let mut term = Terminal::start(&world, &["sprint", "ready"]);
-    term.wait_for("apply these changes? [y/N]", 0);
-    term.type_line("n");
-    let (code, screen) = term.finish();
+    let mut term = terminal(&world, &["sprint", "ready"]);
+    wait_for(&mut term, "apply these changes? [y/N]", 0);
+    term.type_line("n").unwrap();
+    let (code, screen) = term.finish(RUN_CAP).unwrap();
     assert_eq!(code, Some(0), "{screen}");
     assert!(
-        screen.contains(&strip(b"ready: not applied; the proposal is in")),
+        screen.contains(&strip_screen(b"ready: not applied; the proposal is in")),
         "{screen}"
     );
     assert_eq!(
@@ -766,10 +641,10 @@ fn on_a_terminal_ready_asks_and_applies_only_on_yes() {
     );
     assert!(!project.join("AGENTS.md").exists());
 
-    let mut term = Terminal::start(&world, &["sprint", "ready"]);
-    term.wait_for("apply these changes? [y/N]", 0);
-    term.type_line("y");
-    let (code, screen) = term.finish();
+    let mut term = terminal(&world, &["sprint", "ready"]);
+    wait_for(&mut term, "apply these changes? [y/N]", 0);
+    term.type_line("y").unwrap();
+    let (code, screen) = term.finish(RUN_CAP).unwrap();
     assert_eq!(code, Some(0), "{screen}");
     assert!(project.join("AGENTS.md").is_file(), "{screen}");
     assert!(
