@@ -226,6 +226,15 @@ fn refine_without_a_terminal_asks_for_headless_and_bad_input_is_refused_before_a
         assert!(shown.contains(says), "{args:?}: {shown}");
         assert_eq!(shown.matches("error").count(), 1, "one message: {shown}");
     }
+    // A sprint file with errors is named as `sprint check` names them, and nothing starts.
+    let broken = SPRINT.replace("check = \"true\"", "chek = \"true\"");
+    std::fs::write(project.join("corral-sprint.toml"), &broken).unwrap();
+    let out = corral(&world, &["sprint", "refine", "ticket.md", "--headless"]);
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("sprint.chek: unknown key"), "{shown}");
+    assert!(shown.contains("fix these first"), "{shown}");
+
     assert!(world.api.requests().is_empty());
     assert_eq!(
         std::fs::read_to_string(project.join("ticket.md")).unwrap(),

@@ -338,3 +338,74 @@ fn summarise(flow: LifeFlow, bytes: &[u8]) -> Option<String> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{LifeFlow, LifeStage, life_status, sprints_with_records};
+    use crate::layout::SprintLayout;
+    use crate::names::SprintName;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(".corral/sprints/s").join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    const REFINED: &str = r#"{"timestamp": "2026-12-07T10:00:00Z", "title": "T", "spec": "S",
+        "acceptanceCriteria": ["a", "b"]}"#;
+    const PROPOSAL: &str = r#"{"contextFiles": [], "setup": null, "gates": null,
+        "check": {"timestamp": "2026-12-07T10:00:00Z", "command": "make test"}}"#;
+
+    #[test]
+    fn the_stage_is_the_furthest_result_and_a_proposal_counts_once_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let name = SprintName::new("s").unwrap();
+        let layout = SprintLayout::new(root, &name);
+        assert_eq!(life_status(root, &layout, None).stage, LifeStage::New);
+        assert!(sprints_with_records(root).unwrap().is_empty());
+
+        // A spawn that stopped before its result, then one that came to it.
+        std::fs::create_dir_all(root.join(".corral/sprints/s/refine/1")).unwrap();
+        let life = life_status(root, &layout, None);
+        assert_eq!(life.stage, LifeStage::New);
+        assert_eq!(life.flow(LifeFlow::Refine).unwrap().spawns, 1);
+        write(root, "refine/2/refined.json", REFINED);
+        let life = life_status(root, &layout, None);
+        assert_eq!(life.stage, LifeStage::Refined);
+        let done = life.flow(LifeFlow::Refine).unwrap().done.clone().unwrap();
+        assert_eq!(
+            (done.spawn, done.summary.as_str()),
+            (2, "\"T\", 2 criteria")
+        );
+        assert_eq!(sprints_with_records(root).unwrap(), [name.clone()]);
+
+        write(root, "ready/1/proposal.json", PROPOSAL);
+        let life = life_status(root, &layout, None);
+        assert_eq!(life.stage, LifeStage::Refined, "proposed, not applied");
+        assert_eq!(life.flow(LifeFlow::Ready).unwrap().applied, Some(false));
+        write(
+            root,
+            "ready/1/applied.json",
+            r#"{"at": "2026-12-07T10:00:00Z", "files": []}"#,
+        );
+        assert_eq!(life_status(root, &layout, None).stage, LifeStage::Ready);
+
+        // A forged artefact that is not what the flow writes is no result.
+        write(root, "pr/1/pr.md", "Title\n\nBody\n");
+        assert_eq!(
+            life_status(root, &layout, None).stage,
+            LifeStage::PullRequest
+        );
+        write(root, "plan/1/plan.json", "not json");
+        assert!(
+            life_status(root, &layout, None)
+                .flow(LifeFlow::Plan)
+                .unwrap()
+                .done
+                .is_none()
+        );
+    }
+}
