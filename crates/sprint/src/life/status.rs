@@ -380,7 +380,7 @@ mod tests {
             (done.spawn, done.summary.as_str()),
             (2, "\"T\", 2 criteria")
         );
-        assert_eq!(sprints_with_records(root).unwrap(), [name.clone()]);
+        assert_eq!(sprints_with_records(root).unwrap(), [name]);
 
         write(root, "ready/1/proposal.json", PROPOSAL);
         let life = life_status(root, &layout, None);
