@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::ideate::{IDEATE_DIR, IDEATED_FILE};
 use super::plan::{PLAN_DIR, PLAN_FILE};
-use super::pr::{PR_DIR, PR_FILE};
+use super::pr::{PR_DIR, PR_FILE, PUBLISHED_FILE};
 use super::ready::{APPLIED_FILE, PROPOSAL_FILE, READY_DIR, ReadyApplied, ReadyProposal};
 use super::refine::{REFINE_DIR, REFINED_FILE};
 use crate::layout::{SPRINTS_DIR, STATE_FILE, SprintLayout};
@@ -274,9 +274,14 @@ fn flow_status(record: Option<&HostDir>, layout: &SprintLayout, flow: LifeFlow) 
         let Ok(Some(bytes)) = flow_dir.read_if_exists(&rel, ARTEFACT_MAX_BYTES) else {
             continue;
         };
-        let Some(summary) = summarise(flow, &bytes) else {
+        let Some(mut summary) = summarise(flow, &bytes) else {
             continue;
         };
+        if flow == LifeFlow::Pr
+            && let Some(published) = published(&flow_dir, n)
+        {
+            summary.push_str(&format!(" ({published})"));
+        }
         if flow == LifeFlow::Ready {
             let applied = Path::new(&n.to_string()).join(APPLIED_FILE);
             let applied = flow_dir
@@ -298,6 +303,19 @@ fn flow_status(record: Option<&HostDir>, layout: &SprintLayout, flow: LifeFlow) 
         break;
     }
     status
+}
+
+/// What `pr/<n>/published.json` says was done on the forge: `opened #7 https://…`.
+fn published(flow_dir: &HostDir, n: u32) -> Option<String> {
+    let rel = Path::new(&n.to_string()).join(PUBLISHED_FILE);
+    let bytes = flow_dir.read_if_exists(&rel, ARTEFACT_MAX_BYTES).ok()??;
+    let record: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    Some(format!(
+        "{} #{} {}",
+        record["action"].as_str()?,
+        record["number"].as_u64()?,
+        record["url"].as_str()?
+    ))
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -395,9 +413,21 @@ mod tests {
 
         // A forged artefact that is not what the flow writes is no result.
         write(root, "pr/1/pr.md", "Title\n\nBody\n");
+        write(
+            root,
+            "pr/1/published.json",
+            r#"{"action": "opened", "number": 7, "url": "http://forge/pr/7"}"#,
+        );
+        let life = life_status(root, &layout, None);
+        assert_eq!(life.stage, LifeStage::PullRequest);
         assert_eq!(
-            life_status(root, &layout, None).stage,
-            LifeStage::PullRequest
+            life.flow(LifeFlow::Pr)
+                .unwrap()
+                .done
+                .as_ref()
+                .unwrap()
+                .summary,
+            "\"Title\" (opened #7 http://forge/pr/7)"
         );
         write(root, "plan/1/plan.json", "not json");
         assert!(
