@@ -45,8 +45,8 @@ enum Step {
     Sprint,
     /// `corral sprint status`, and the sprint's commits.
     SprintStatus,
-    /// `corral sprint pr`: the pull request's text (the agent's, and Corral's record of each
-    /// task) and the commands that open it, against a fake API playing `sprint-pr`.
+    /// `corral sprint pr --print-only`: the pull request's text (the agent's, and Corral's record
+    /// of each task) and the commands that open it, against a fake API playing `sprint-pr`.
     Pr,
 }
 
@@ -571,10 +571,13 @@ impl Demo {
 
     fn pr(&mut self) -> anyhow::Result<()> {
         let (api, url) = self.spawn_api("sprint-pr", "pr-api-requests.jsonl", None)?;
-        println!("    corral sprint pr (no gh here: it prints the text and the commands)\n");
+        println!(
+            "    corral sprint pr --print-only (the demo stays offline: the text and the commands \
+             that would push the branch and open it)\n"
+        );
         let output = self
             .corral_sprint(&url)
-            .args(["sprint", "pr"])
+            .args(["sprint", "pr", "--print-only"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .output()
