@@ -187,6 +187,50 @@ fn refine_hands_the_terminal_to_claude_asks_takes_it_back_and_corrects_on_the_re
 }
 
 #[test]
+fn a_person_who_leaves_before_the_ticket_is_written_leaves_it_as_it_was() {
+    let world = World::new(&CLAUDE, |project| {
+        let pointer =
+            canonical(project).join(".corral/sprints/dates/refine/1/interactive-prompt.md");
+        Scenario::script([
+            Step::tool_use("Read", json!({"file_path": pointer.display().to_string()})),
+            Step::text("QUESTION: which date formats must be accepted?"),
+        ])
+    });
+    let project = project(&world);
+    claude_has_been_used_here(&world);
+
+    let mut term = terminal(&world, &["sprint", "refine", "ticket.md"]);
+    wait_for(&mut term, "QUESTION: which date formats", 0);
+    term.type_line("/exit").unwrap();
+    let (code, screen) = term.finish(RUN_CAP).unwrap();
+    assert_eq!(code, Some(7), "{screen}");
+    assert!(
+        screen.contains(&strip_screen(
+            b"the session ended before the agent wrote the refined ticket"
+        )),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(&strip_screen(b"ticket.md was left as it was")),
+        "{screen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("ticket.md")).unwrap(),
+        TICKET
+    );
+    // No headless run was started behind the person's back.
+    assert_eq!(
+        world
+            .api
+            .requests()
+            .iter()
+            .filter(|r| r.step.is_some())
+            .count(),
+        2
+    );
+}
+
+#[test]
 fn refine_without_a_terminal_asks_for_headless_and_bad_input_is_refused_before_any_agent() {
     let world = World::new(&CLAUDE, |_| Scenario::script([]));
     let project = project(&world);
