@@ -2,8 +2,10 @@
 //! where it can be had) is there, starts Corral's fake model API on 127.0.0.1, and runs
 //! `corral run` end to end in a scratch project, so a new user sees the live view, a rate limit
 //! survived by resuming the session, the validated `signals.json`, and the run directory; then a
-//! two-task `corral sprint run` in a second project (one task needs a second round) and its
-//! `corral sprint status`, without an account or any network but the package registries.
+//! two-task sprint in a second project: planned from a ticket file by `corral sprint plan`, run by
+//! `corral sprint run` (one task needs a second round), shown by `corral sprint status`, and its
+//! pull request's text printed by `corral sprint pr`, without an account or any network but the
+//! package registries.
 //!
 //! The demo is a list of named steps ([`STEPS`]), each printing its name and time; the first that
 //! fails stops the demo with one message and a `hint:` line. A new step is one variant of
@@ -35,11 +37,17 @@ enum Step {
     Run,
     /// hello.txt written and signals.json validated; the run directory shown.
     Check,
+    /// `corral sprint plan ticket.md`: the two tasks planned into a sprint file that has only its
+    /// settings, against a fake API playing the `sprint-plan` scenario.
+    Plan,
     /// `corral sprint run`: a two-task sprint in a second scratch project, one task needing a
     /// second round, against a second fake API playing the `sprint` scenario.
     Sprint,
     /// `corral sprint status`, and the sprint's commits.
     SprintStatus,
+    /// `corral sprint pr --print-only`: the pull request's text (the agent's, and Corral's record
+    /// of each task) and the commands that open it, against a fake API playing `sprint-pr`.
+    Pr,
 }
 
 /// The demo, in order.
@@ -49,8 +57,10 @@ const STEPS: &[Step] = &[
     Step::FakeApi,
     Step::Run,
     Step::Check,
+    Step::Plan,
     Step::Sprint,
     Step::SprintStatus,
+    Step::Pr,
 ];
 
 impl Step {
@@ -61,8 +71,10 @@ impl Step {
             Self::FakeApi => "fake-api",
             Self::Run => "run",
             Self::Check => "check",
+            Self::Plan => "plan",
             Self::Sprint => "sprint",
             Self::SprintStatus => "sprint-status",
+            Self::Pr => "pr",
         }
     }
 
@@ -73,8 +85,10 @@ impl Step {
             Self::FakeApi => demo.start_api(),
             Self::Run => demo.run_corral(),
             Self::Check => demo.check(),
+            Self::Plan => demo.plan(),
             Self::Sprint => demo.sprint(),
             Self::SprintStatus => demo.sprint_status(),
+            Self::Pr => demo.pr(),
         }
     }
 
@@ -97,15 +111,32 @@ impl Step {
                  and the fake API's requests are under {}",
                 shell::relative(&demo.root, &demo.dir)
             )),
-            Self::Sprint | Self::SprintStatus => Some(format!(
+            Self::Plan | Self::Sprint | Self::SprintStatus | Self::Pr => Some(format!(
                 "corral's output above says what failed; the sprint's state and every spawn's \
                  record are under {}, the fake API's requests in {}",
                 shell::relative(
                     &demo.root,
                     &demo.sprint_project().join(".corral/sprints/demo")
                 ),
-                shell::relative(&demo.root, &demo.dir.join("sprint-api-requests.jsonl"))
+                shell::relative(&demo.root, &demo.dir.join(self.api_log()))
             )),
+        }
+    }
+}
+
+impl Step {
+    /// The fake API's request log of a sprint step.
+    fn api_log(self) -> &'static str {
+        match self {
+            Self::Plan => "plan-api-requests.jsonl",
+            Self::Pr => "pr-api-requests.jsonl",
+            Self::Prerequisites
+            | Self::Build
+            | Self::FakeApi
+            | Self::Run
+            | Self::Check
+            | Self::Sprint
+            | Self::SprintStatus => "sprint-api-requests.jsonl",
         }
     }
 }
@@ -114,7 +145,8 @@ impl Step {
 #[derive(Debug)]
 struct Demo {
     root: PathBuf,
-    /// `target/demo`: the scratch project, HOME and the fake API's request log.
+    /// `target/demo` (in `CARGO_TARGET_DIR` when it is set): the scratch projects, HOME and
+    /// the fake APIs' request logs.
     dir: PathBuf,
     /// Why bubblewrap is not used, when it is not (the run gets `--allow-degraded-native`).
     degraded: Option<String>,
@@ -128,7 +160,7 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut demo = Demo {
         root: root.to_path_buf(),
-        dir: root.join("target/demo"),
+        dir: cargo_target(root).join("demo"),
         degraded: None,
         api: None,
         url: String::new(),
@@ -168,12 +200,13 @@ impl Demo {
         self.dir.join("home")
     }
 
+    // Where `cargo build` put them: the target directory `CARGO_TARGET_DIR` names, if any.
     fn corral_bin(&self) -> PathBuf {
-        self.root.join("target/debug/corral")
+        cargo_target(&self.root).join("debug/corral")
     }
 
     fn fake_api_bin(&self) -> PathBuf {
-        self.root.join("target/debug/corral-fake-api")
+        cargo_target(&self.root).join("debug/corral-fake-api")
     }
 
     fn prerequisites(&mut self) -> anyhow::Result<()> {
@@ -215,18 +248,28 @@ impl Demo {
         )
         .context("could not make the scratch project a git repository (is git installed?)")?;
         println!("    scenario: a 429, then hello.txt, then signals.json, then done");
-        let (api, url) = self.spawn_api("demo", "api-requests.jsonl")?;
+        let (api, url) = self.spawn_api("demo", "api-requests.jsonl", None)?;
         println!("    listening on {url}");
         self.url = url;
         self.api = Some(api);
         Ok(())
     }
 
-    /// `corral-fake-api --scenario <scenario>`, logging to `<dir>/<log>`, and its URL.
-    fn spawn_api(&self, scenario: &str, log: &str) -> anyhow::Result<(FakeApiProcess, String)> {
-        let mut child = Command::new(self.fake_api_bin())
-            .args(["--scenario", scenario, "--log"])
-            .arg(self.dir.join(log))
+    /// `corral-fake-api --scenario <scenario>`, logging to `<dir>/<log>`, and its URL; a
+    /// scenario that names files of a project is given it.
+    fn spawn_api(
+        &self,
+        scenario: &str,
+        log: &str,
+        project: Option<&Path>,
+    ) -> anyhow::Result<(FakeApiProcess, String)> {
+        let mut api = Command::new(self.fake_api_bin());
+        api.args(["--scenario", scenario, "--log"])
+            .arg(self.dir.join(log));
+        if let Some(project) = project {
+            api.arg("--project").arg(project);
+        }
+        let mut child = api
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -383,10 +426,9 @@ impl Demo {
         self.dir.join("sprint-project")
     }
 
-    /// The sprint file of the demo: two tasks, the second after the first, and a check that
-    /// rejects a TODO left in a file.
+    /// The sprint file of the demo before planning: its settings (a check that rejects a TODO
+    /// left in a file) and roles, no tasks yet.
     fn sprint_file(&self, evaluator: bool) -> String {
-        let project = self.sprint_project();
         let evaluator = if evaluator {
             "[roles.evaluator]\nprovider = \"claude\"\n"
         } else {
@@ -397,16 +439,35 @@ impl Demo {
             "[sprint]\nname = \"demo\"\ncheck = \"! grep -q TODO *.txt\"\ncheck_timeout_ms = 60000\n\
              max_rounds = 3\nmax_attempts = 2\n\n[roles.generator]\nprovider = \"claude\"\n\n\
              {evaluator}\n\
-             [[tasks]]\nid = \"greet\"\ntitle = \"Add a greeting\"\n\
-             prompt = \"Write a one-line greeting to {}.\"\n\n\
-             [[tasks]]\nid = \"farewell\"\ntitle = \"Add a farewell\"\n\
-             prompt = \"Write a one-line farewell to {}.\"\ndepends_on = [\"greet\"]\n",
-            project.join("hello.txt").display(),
-            project.join("bye.txt").display(),
+             # The tasks are planned from ticket.md: `corral sprint plan ticket.md` adds them below.\n"
         )
     }
 
-    fn sprint(&mut self) -> anyhow::Result<()> {
+    /// The ticket the demo's sprint is planned from.
+    const TICKET: &'static str = "# Greet and say goodbye\n\n\
+        The project needs a one-line greeting in hello.txt and, once it is there, a one-line \
+        farewell in bye.txt. No TODO may be left in either.\n";
+
+    /// `corral` for a sprint step in the sprint project, talking to the fake API at `url`, with
+    /// the degraded sandbox's consent when bubblewrap is not usable here.
+    fn corral_sprint(&self, url: &str) -> Command {
+        let mut cmd = self.corral(&self.sprint_project(), url);
+        if self.degraded.is_some() {
+            cmd.env("CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE", "true");
+        }
+        cmd
+    }
+
+    fn sprint_git(&self, args: &[&str]) -> anyhow::Result<()> {
+        shell::run(
+            Command::new("git")
+                .args(args)
+                .current_dir(self.sprint_project())
+                .env("GIT_CONFIG_GLOBAL", "/dev/null"),
+        )
+    }
+
+    fn plan(&mut self) -> anyhow::Result<()> {
         let project = self.sprint_project();
         std::fs::create_dir_all(&project)
             .with_context(|| format!("could not create {}", project.display()))?;
@@ -416,35 +477,54 @@ impl Demo {
             self.sprint_file(evaluator),
         )
         .context("could not write the demo's corral-sprint.toml")?;
-        let git = |args: &[&str]| {
-            shell::run(
-                Command::new("git")
-                    .args(args)
-                    .current_dir(&project)
-                    .env("GIT_CONFIG_GLOBAL", "/dev/null"),
-            )
-        };
-        git(&["init", "-q", "-b", "main"])
+        std::fs::write(project.join("ticket.md"), Self::TICKET)
+            .context("could not write the demo's ticket.md")?;
+        self.sprint_git(&["init", "-q", "-b", "main"])
             .context("could not make the sprint project a git repository (is git installed?)")?;
-        git(&["config", "user.name", "Corral demo"])?;
-        git(&["config", "user.email", "demo@corral.invalid"])?;
-        git(&["add", "-A"])?;
-        git(&["commit", "-q", "-m", "The demo's sprint file"])?;
+        self.sprint_git(&["config", "user.name", "Corral demo"])?;
+        self.sprint_git(&["config", "user.email", "demo@corral.invalid"])?;
+        println!("    ticket.md:");
+        for line in Self::TICKET.lines() {
+            println!("      {line}");
+        }
+        println!(
+            "    corral-sprint.toml has the check and the roles and no tasks; the agent plans them\n"
+        );
+        let (api, url) =
+            self.spawn_api("sprint-plan", "plan-api-requests.jsonl", Some(&project))?;
+        println!("    corral sprint plan ticket.md\n");
+        let status = self
+            .corral_sprint(&url)
+            .args(["sprint", "plan", "ticket.md"])
+            .status()
+            .context("could not start corral")?;
+        drop(api);
+        if !status.success() {
+            bail!("corral sprint plan exited with {status}");
+        }
+        self.sprint_git(&["add", "-A"])?;
+        self.sprint_git(&[
+            "commit",
+            "-q",
+            "-m",
+            "The demo's sprint, planned from ticket.md",
+        ])?;
+        Ok(())
+    }
+
+    fn sprint(&mut self) -> anyhow::Result<()> {
         println!(
             "    sprint: greet passes in round 1; farewell leaves a TODO that the check rejects, \
              and round 2 (the same session, told the check's output) fixes it"
         );
-        let (api, url) = self.spawn_api("sprint", "sprint-api-requests.jsonl")?;
-        let mut run = self.corral(&project, &url);
+        let (api, url) = self.spawn_api("sprint", "sprint-api-requests.jsonl", None)?;
+        let mut run = self.corral_sprint(&url);
         run.args(["sprint", "run"]);
         match &self.degraded {
-            Some(_) => {
-                println!(
-                    "    sandbox: DEGRADED by consent, as above; the evaluator is off (a read-only \
-                     review needs bubblewrap)"
-                );
-                run.env("CORRAL_SANDBOX__ALLOW_DEGRADED_NATIVE", "true");
-            }
+            Some(_) => println!(
+                "    sandbox: DEGRADED by consent, as above; the evaluator is off (a read-only \
+                 review needs bubblewrap)"
+            ),
             None => println!("    sandbox: bubblewrap; the evaluator reviews read-only"),
         }
         println!("    corral sprint run\n");
@@ -489,9 +569,42 @@ impl Demo {
         Ok(())
     }
 
+    fn pr(&mut self) -> anyhow::Result<()> {
+        let (api, url) = self.spawn_api("sprint-pr", "pr-api-requests.jsonl", None)?;
+        println!(
+            "    corral sprint pr --print-only (the demo stays offline: the text and the commands \
+             that would push the branch and open it)\n"
+        );
+        let output = self
+            .corral_sprint(&url)
+            .args(["sprint", "pr", "--print-only"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .output()
+            .context("could not start corral")?;
+        drop(api);
+        let text = String::from_utf8_lossy(&output.stdout);
+        for line in text.lines() {
+            println!("      {line}");
+        }
+        if !output.status.success() {
+            bail!("corral sprint pr exited with {}", output.status);
+        }
+        if !text.contains("## What Corral recorded") {
+            bail!("the pull request's text has no record of the tasks");
+        }
+        Ok(())
+    }
+
     fn stop_api(&mut self) {
         self.api = None;
     }
+}
+
+/// The target directory cargo builds into here: `CARGO_TARGET_DIR` (relative to the workspace
+/// when relative), else the workspace's `target/`.
+fn cargo_target(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))
 }
 
 /// The first line of `text`.

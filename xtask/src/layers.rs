@@ -347,6 +347,9 @@ pub const LAYERS: &[Layer] = &[
                 any("serde_json"),
                 // The protected files' fingerprints (content and mode) before each round.
                 any("sha2"),
+                // The line diff `corral sprint ready` shows before it changes a file (a text
+                // algorithm with no dependencies, in the tree already through insta).
+                any("similar"),
                 any("strsim"),
                 any("thiserror"),
                 // The sprint file's parser: TOML with its spans, for errors with lines.

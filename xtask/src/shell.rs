@@ -63,7 +63,10 @@ pub fn output(cmd: &mut Command) -> anyhow::Result<Output> {
 
 /// A path relative to `root`, with `/` separators, for messages.
 pub fn relative(root: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(root).unwrap_or(path);
+    let Ok(rel) = path.strip_prefix(root) else {
+        // Outside the workspace (a CARGO_TARGET_DIR elsewhere): the path as it is.
+        return path.display().to_string();
+    };
     rel.components()
         .map(|part| part.as_os_str().to_string_lossy())
         .collect::<Vec<_>>()

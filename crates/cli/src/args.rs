@@ -245,10 +245,11 @@ pub enum SprintCommand {
     /// entrypoint): clone the repository, run the task's rounds, push its branch back, and
     /// after every step push its record to `refs/corral/<sprint>/<task>/record`.
     Work(SprintWorkArgs),
-    /// The sprint's life around the run (`plan`).
+    /// The sprint's life around the run (`ideate`, `refine`, `plan`, `ready`, `pr`).
     #[command(flatten)]
     Life(crate::sprint_life::SprintLifeCommand),
-    /// Show what a sprint recorded (sprint.json in .corral/sprints/NAME/).
+    /// Show what a sprint recorded (sprint.json in .corral/sprints/NAME/) and where its life
+    /// stands (ideated, refined, planned, ready, running, finished, pull request).
     Status {
         /// The sprint's name (default: the only one recorded, or the one corral-sprint.toml
         /// here names).

@@ -16,7 +16,7 @@ use corral_compose::{EngineConfig, Settings, engine_config, provider_account, ro
 use corral_ports::ProviderId;
 use corral_sprint::{
     RoleAgent, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintLayout, SprintName,
-    SprintState, StateError, Step, TaskId, TaskStatus, read_state, recorded_sprints,
+    SprintState, StateError, Step, TaskId, TaskStatus, read_state,
 };
 
 use crate::args::SprintCommand;
@@ -126,7 +126,20 @@ async fn check(path: &Path) -> anyhow::Result<Exit> {
 /// The sprint file at `path`, or its errors printed as `sprint check` prints them and the exit
 /// code (2) to end with; an unreadable file is a usage error.
 pub(crate) fn load_or_report(path: &Path) -> anyhow::Result<Result<SprintFile, Exit>> {
-    match corral_sprint::load(path) {
+    report_load(path, corral_sprint::load(path))
+}
+
+/// [`load_or_report`], accepting a file that has no `[[tasks]]` yet (the settings written for
+/// a plan to fill).
+pub(crate) fn load_untasked_or_report(path: &Path) -> anyhow::Result<Result<SprintFile, Exit>> {
+    report_load(path, corral_sprint::life::load_allowing_no_tasks(path))
+}
+
+fn report_load(
+    path: &Path,
+    loaded: Result<SprintFile, SprintFileError>,
+) -> anyhow::Result<Result<SprintFile, Exit>> {
+    match loaded {
         Ok(file) => Ok(Ok(file)),
         Err(SprintFileError::Invalid { path, diagnostics }) => {
             for d in &diagnostics {
@@ -246,42 +259,64 @@ async fn status(name: Option<&str>, json: bool, follow: bool) -> anyhow::Result<
         return crate::sprint_follow::follow(&layout, json).await;
     }
     let state = match read_state(&layout.state_file()) {
-        Ok(state) => state,
-        Err(StateError::Missing { path }) => {
-            return Err(usage(format!(
-                "sprint {name} has not run in {}: there is no {}",
-                root.display(),
-                path.display()
-            )));
-        }
+        Ok(state) => Some(state),
+        Err(StateError::Missing { .. }) => None,
         Err(e) => return Err(e.into()),
     };
-    let holds = account_holds(&root, &cwd, &state, std::time::SystemTime::now());
+    let life = corral_sprint::life::life_status(&root, &layout, state.as_ref());
+    if state.is_none()
+        && life.stage == corral_sprint::life::LifeStage::New
+        && crate::sprint_life::sprint_file_name(&cwd).as_ref() != Some(&name)
+    {
+        return Err(usage(format!(
+            "sprint {name} has not run in {}: there is no {}",
+            root.display(),
+            layout.state_file().display()
+        )));
+    }
+    let holds = state.as_ref().map_or_else(Vec::new, |state| {
+        account_holds(&root, &cwd, state, std::time::SystemTime::now())
+    });
     if json {
         let status = StatusJson {
-            state: &state,
-            roll_up: state.usage(),
+            state: state.as_ref(),
+            roll_up: state.as_ref().map(SprintState::usage),
             account_holds: &holds,
+            life: &life,
         };
         outln!("{}", crate::term::json_pretty(&status)?);
     } else {
-        print_state(&state);
-        for hold in &holds {
-            outln!("{}", hold.line());
+        match &state {
+            Some(state) => {
+                print_state(state);
+                for hold in &holds {
+                    outln!("{}", hold.line());
+                }
+                if life.flows.iter().any(|f| f.spawns > 0) {
+                    outln!("");
+                    crate::sprint_life::print_life(&name, &life);
+                }
+            }
+            None => crate::sprint_life::print_life(&name, &life),
         }
     }
     Ok(Exit::Success)
 }
 
-/// `corral sprint status --json`: `sprint.json` as written, its tokens and cost rolled up, and
-/// the holds on the accounts its roles use.
+/// `corral sprint status --json`: `sprint.json` as written, its tokens and cost rolled up, the
+/// holds on the accounts its roles use, and where the sprint's life stands.
 #[derive(serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct StatusJson<'a> {
+    /// The state, once the sprint has run.
     #[serde(flatten)]
-    state: &'a SprintState,
-    roll_up: corral_sprint::UsageRollUp,
+    state: Option<&'a SprintState>,
+    /// Its tokens and cost, once the sprint has run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    roll_up: Option<corral_sprint::UsageRollUp>,
     account_holds: &'a [AccountHoldStatus],
+    /// Where the sprint's life stands: each flow's record (ideate, refine, plan, ready, pr).
+    life: &'a corral_sprint::life::LifeStatus,
 }
 
 /// A provider account that the sprint's roles use and that the rate-limit gate holds beyond
@@ -410,19 +445,22 @@ fn next_spawn_role(file: &SprintFile, step: Option<Step>) -> Option<&RoleSetting
 /// The sprint to show when none is named: the only one recorded, else the one the sprint
 /// file here names.
 fn only_sprint(root: &Path, cwd: &Path) -> anyhow::Result<SprintName> {
-    let recorded = recorded_sprints(root)?;
+    let recorded = corral_sprint::life::sprints_with_records(root)?;
+    let here = crate::sprint_life::sprint_file_name(cwd);
     match recorded.as_slice() {
-        [] => Err(usage(format!(
-            "no sprint has run in {} yet (nothing under {})",
-            root.display(),
-            corral_sprint::sprints_dir(root).display()
-        ))),
+        [] => here.ok_or_else(|| {
+            usage(format!(
+                "no sprint has run in {} yet (nothing under {})",
+                root.display(),
+                corral_sprint::sprints_dir(root).display()
+            ))
+        }),
         [one] => Ok(one.clone()),
         many => {
-            if let Ok(file) = corral_sprint::load(&cwd.join(SPRINT_FILE))
-                && many.contains(&file.sprint.name)
+            if let Some(name) = here
+                && many.contains(&name)
             {
-                return Ok(file.sprint.name);
+                return Ok(name);
             }
             let names: Vec<&str> = many.iter().map(SprintName::as_str).collect();
             Err(usage(format!(

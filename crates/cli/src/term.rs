@@ -288,6 +288,17 @@ fn line(stream: Stream, args: fmt::Arguments<'_>, hold: bool) {
     let Ok(()) = written;
 }
 
+/// Writes `question` (sanitized) on stderr without ending the line, for an answer typed after it
+/// (`corral sprint ready`'s y/N).
+pub fn err_question(question: &str) {
+    let text = sanitize(question).into_owned();
+    let written: Result<(), std::convert::Infallible> = push(Stream::Err, false, |buf| {
+        buf.extend_from_slice(text.as_bytes());
+        Ok(())
+    });
+    let Ok(()) = written;
+}
+
 /// Lets `write` add whole lines (already terminal-safe) to what `stream` holds, straight into
 /// the held buffer, and writes it all unless it may be held back. A `write` that fails leaves
 /// nothing behind.

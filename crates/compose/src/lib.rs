@@ -32,8 +32,11 @@ mod trust;
 
 pub use contract_run::{ContractPolicy, ContractRun, SignalsVerdict, run_with_contract};
 /// What the binary needs of the signals contract, through the composition root: the contract a
-/// run asks for, the prompt section that states it, and the error a check reports.
-pub use corral_contract::{Contract, SignalsError, render_contract_section};
+/// run asks for, the prompt section that states it, the error a check reports, and the check
+/// and corrective message for a session that ran outside a spawn (an interactive handoff).
+pub use corral_contract::{
+    Contract, SignalsError, corrective_message, render_contract_section, validate_signals_file,
+};
 /// What the binary needs of the engine, through the composition root: the engine's
 /// configuration (tests tune it), ending every process group of this process's children on a
 /// second signal, the run directory's crash-safe record writes, finding a program to run on
@@ -44,7 +47,7 @@ pub use corral_engine::{
     AccountHold, BackendChoice, BackendReadiness, CONTAINER_RUNTIME, EngineConfig, HOST_CWD,
     HostProgramError, ProviderAccount, ProviderEndpoints, allow_hint, backend_readiness,
     bubblewrap_usable, host_program, kill_child_groups, limits_readiness, record_copy,
-    user_rate_limit_dir, write_record_file,
+    repair_run_dir, user_rate_limit_dir, write_record_file,
 };
 pub use executor::{local_executor, task_executor};
 pub use factory::{

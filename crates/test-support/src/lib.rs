@@ -48,7 +48,7 @@ pub use host_user::{HostUser, PROBE_USER, is_root, unprivileged_user};
 /// The signals [`send_signal`] sends, for crates that may not depend on `nix` themselves.
 pub use nix::sys::signal::Signal;
 pub use pinned_clis::PINNED_CLIS;
-pub use pty::{Screen, run_on_pty, run_on_pty_sized};
+pub use pty::{Screen, Terminal, make_fifo, run_on_pty, run_on_pty_sized, strip_screen};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

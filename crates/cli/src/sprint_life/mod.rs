@@ -1,10 +1,22 @@
-//! The sprint's life around `corral sprint run`: `corral sprint plan` turns tickets into the
-//! sprint file's tasks, and `corral sprint pr` writes the pull request of a sprint that ran,
-//! each through an agent with its flow's contract and the corrective loop of `corral run`.
+//! The sprint's life around `corral sprint run`: `corral sprint ideate` proposes tickets,
+//! `corral sprint refine` makes one precise with a person at the keyboard, `corral sprint plan`
+//! turns tickets into the sprint file's tasks, `corral sprint ready` proposes what agents need
+//! of the repository, and `corral sprint pr` writes the pull request of a sprint that ran, each
+//! through an agent with its flow's contract and the corrective loop of `corral run`.
 
+mod ideate;
 mod plan;
 mod pr;
+mod ready;
+mod refine;
 mod spawn;
+mod status;
+mod target;
+
+pub use ideate::SprintIdeateArgs;
+pub use ready::SprintReadyArgs;
+pub use refine::SprintRefineArgs;
+pub(crate) use status::{print_life, sprint_file_name};
 
 use std::path::PathBuf;
 
@@ -26,6 +38,17 @@ pub enum SprintLifeCommand {
     /// pushes the branch and opens the pull request with `gh` (a rerun updates the same one);
     /// without gh, its login or the remote it prints the commands instead.
     Pr(SprintPrArgs),
+    /// Make a ticket precise enough to plan: the terminal is handed to the agent, which asks
+    /// you what it needs and writes the ticket's spec and acceptance criteria over the ticket
+    /// file (`--headless`: without you).
+    Refine(SprintRefineArgs),
+    /// Propose tickets from a prompt and the repository, each written as a new Markdown file in
+    /// tickets/ to refine or plan.
+    Ideate(SprintIdeateArgs),
+    /// Propose what makes the repository ready for agents (CLAUDE.md, AGENTS.md,
+    /// .github/copilot-instructions.md, the sprint's check, setup and gates), shown as a diff
+    /// and applied when you accept (`--yes`).
+    Ready(SprintReadyArgs),
 }
 
 /// `corral sprint pr`'s arguments.
@@ -110,5 +133,8 @@ pub async fn run(command: SprintLifeCommand) -> anyhow::Result<Exit> {
     match command {
         SprintLifeCommand::Plan(args) => plan::plan(args).await,
         SprintLifeCommand::Pr(args) => pr::pr(args).await,
+        SprintLifeCommand::Refine(args) => refine::refine(args).await,
+        SprintLifeCommand::Ideate(args) => ideate::ideate(args).await,
+        SprintLifeCommand::Ready(args) => ready::ready(args).await,
     }
 }

@@ -175,7 +175,8 @@ fn read_before(
     sources: &[SourceText],
 ) -> anyhow::Result<Result<Before, Exit>> {
     Ok(if path.exists() || path.symlink_metadata().is_ok() {
-        match crate::sprint::load_or_report(path)? {
+        // A file with the settings and no tasks yet is what a plan fills.
+        match crate::sprint::load_untasked_or_report(path)? {
             Ok(file) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
@@ -240,7 +241,11 @@ fn print_merge(
 
 /// The sprint file: `--file` or `corral-sprint.toml` here; it must be in the project, where
 /// Corral writes it without following a link.
-fn sprint_file_path(cwd: &Path, root: &Path, file: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub(super) fn sprint_file_path(
+    cwd: &Path,
+    root: &Path,
+    file: Option<&Path>,
+) -> anyhow::Result<PathBuf> {
     let path = cwd.join(file.unwrap_or(Path::new(SPRINT_FILE)));
     let parent = path
         .parent()
@@ -258,7 +263,10 @@ fn sprint_file_path(cwd: &Path, root: &Path, file: Option<&Path>) -> anyhow::Res
 
 /// The name of a new sprint: `--name`, else the first source's file name without extension,
 /// made into a valid name.
-fn new_sprint_name(name: Option<&str>, sources: &[SourceText]) -> anyhow::Result<SprintName> {
+pub(super) fn new_sprint_name(
+    name: Option<&str>,
+    sources: &[SourceText],
+) -> anyhow::Result<SprintName> {
     if let Some(name) = name {
         return SprintName::new(name).map_err(|e| usage(format!("--name {name:?} {e}")));
     }
@@ -320,6 +328,6 @@ async fn issues(
     Ok(Ok(issue_sources(query, &found).map_err(life_usage)?))
 }
 
-fn life_usage(error: LifeError) -> anyhow::Error {
+pub(super) fn life_usage(error: LifeError) -> anyhow::Error {
     usage(error.to_string())
 }

@@ -49,6 +49,29 @@ pub(crate) struct FlowEnd {
 
 /// Runs `spawn` to its end. Ctrl-C cancels it (the CLI's process tree is ended).
 pub(crate) async fn run_flow_spawn(spawn: FlowSpawn<'_>) -> anyhow::Result<FlowEnd> {
+    run_spawn(spawn, None).await
+}
+
+/// What a flow's spawn resumes: a session that ran before it outside a spawn (an interactive
+/// handoff), with `spawn.prompt` as the message to it.
+pub(crate) struct Resumed {
+    /// The session.
+    pub session: corral_ports::SessionId,
+    /// The whole task, for a new session should this one be gone.
+    pub cold_prompt: String,
+    /// Corrective retries left after this spawn's first run.
+    pub corrective_retries: u32,
+}
+
+/// [`run_flow_spawn`], resuming `resumed`'s session.
+pub(crate) async fn run_resumed_flow_spawn(
+    spawn: FlowSpawn<'_>,
+    resumed: Resumed,
+) -> anyhow::Result<FlowEnd> {
+    run_spawn(spawn, Some(resumed)).await
+}
+
+async fn run_spawn(spawn: FlowSpawn<'_>, resumed: Option<Resumed>) -> anyhow::Result<FlowEnd> {
     let provider = headless_provider(
         spawn.provider,
         spawn.settings,
@@ -67,15 +90,24 @@ pub(crate) async fn run_flow_spawn(spawn: FlowSpawn<'_>) -> anyhow::Result<FlowE
         spawn.dir.display()
     ));
     let cancel = CancellationToken::new();
+    let corrective_retries = resumed
+        .as_ref()
+        .map_or(spawn.settings.retry.corrective_retries, |r| {
+            r.corrective_retries
+        });
+    let (resume, cold_prompt) = match resumed {
+        Some(r) => (Some(r.session), Some(Arc::from(r.cold_prompt.as_str()))),
+        None => (None, None),
+    };
     let session = AiSession {
         prompt: Arc::from(spawn.prompt.as_str()),
-        cold_prompt: None,
+        cold_prompt,
         cwd: spawn.cwd.clone(),
         extra_roots: Vec::new(),
         model: spawn.model.clone(),
         effort: None,
         permissions: Permissions::default(),
-        resume: None,
+        resume,
         cancel: cancel.clone(),
         signals_file: spawn.dir.join(SIGNALS_FILE),
         output_dir: spawn.dir.clone(),
@@ -90,7 +122,7 @@ pub(crate) async fn run_flow_spawn(spawn: FlowSpawn<'_>) -> anyhow::Result<FlowE
             provider: spawn.provider,
             session,
             contract: Some(spawn.contract),
-            corrective_retries: spawn.settings.retry.corrective_retries,
+            corrective_retries,
             resumed_by: ResumedBy::ItsOwner,
         },
         Arc::new(crate::run::RendererHooks {

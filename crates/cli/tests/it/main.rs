@@ -5,7 +5,8 @@
 //! root and as an unprivileged user (`probes.rs`); and `corral sprint run` through the real CLIs
 //! (`sprint_cases.rs`, which assert the command is still missing until it exists); and
 //! `corral sprint plan` and `corral sprint pr` through the real CLIs (`sprint_plan.rs`,
-//! `sprint_pr.rs`).
+//! `sprint_pr.rs`), and `refine` (on a pseudo-terminal too), `ideate`, `ready` and the life in
+//! `sprint status` (`sprint_life.rs`).
 
 // Test code: a failed expectation should panic loudly.
 #![allow(
@@ -38,6 +39,7 @@ mod sandbox_holds;
 mod schemas;
 mod sprint;
 mod sprint_cases;
+mod sprint_life;
 mod sprint_plan;
 mod sprint_pr;
 mod sprint_queue;

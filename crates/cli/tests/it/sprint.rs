@@ -355,6 +355,12 @@ fn status_json_is_the_recorded_state() {
         .as_object_mut()
         .and_then(|o| o.remove("accountHolds"));
     assert_eq!(holds, Some(serde_json::json!([])), "no account is held");
+    // And where the sprint's life stands: it ran, no flow of its life is recorded.
+    let life = printed.as_object_mut().and_then(|o| o.remove("life"));
+    assert_eq!(
+        life.as_ref().map(|l| &l["stage"]),
+        Some(&serde_json::json!("running"))
+    );
     let back: SprintState = serde_json::from_value(printed).unwrap();
     assert_eq!(back, state);
 }

@@ -93,7 +93,7 @@ pub fn plan_prompt(sources: &[SourceText], existing: Option<&SprintFile>) -> Str
 }
 
 /// A code fence longer than any run of backticks in `text`, so the text cannot close it.
-fn fence_for(text: &str) -> String {
+pub(super) fn fence_for(text: &str) -> String {
     let mut longest = 0;
     let mut run = 0;
     for c in text.chars() {

@@ -1,12 +1,13 @@
 //! `corral-fake-api`: the fake model API as a program, for the offline demo and manual runs.
 //!
-//! `corral-fake-api [--scenario NAME] [--cli CLI] [--bytes N] [--log FILE]` prints `listening on
+//! `corral-fake-api [--scenario NAME] [--cli CLI] [--bytes N] [--log FILE] [--project DIR]` prints `listening on
 //! http://127.0.0.1:PORT` on its first line, then serves until its standard input closes or it is
 //! signalled. `huge-text` answers with a text reply of `--bytes` bytes (default 20 MiB) and
 //! `huge-write` writes a file of that size to the absolute path ending in `big.txt` that the prompt
 //! names, then says it is done: the two ways a CLI prints one giant line (its answer, or a tool
 //! call's input), used to measure which CLIs lose the tail of their stdout on a pipe. `sprint`
-//! scripts the demo's two-task sprint by role, task and round; `three-429s` answers three 429s with `retry-after: 1`
+//! scripts the demo's two-task sprint by role, task and round, `sprint-plan` its plan (the
+//! briefs name the files under `--project DIR`) and `sprint-pr` its pull request's text; `three-429s` answers three 429s with `retry-after: 1`
 //! before the `happy` run. It speaks every wire format at once (Anthropic Messages, OpenAI Responses, Chat
 //! Completions); `--cli` (default `claude`) only picks how the scenarios write files: `claude`
 //! `Write`, `codex` a shell here-document through `exec_command`, `opencode` `write`, `grok`
@@ -117,7 +118,33 @@ fn sprint_scenario(cli: &str) -> Option<Scenario> {
     )
 }
 
-fn scenario(name: &str, cli: &str, bytes: usize) -> Option<Scenario> {
+/// The demo's plan of its two-task sprint: `greet`, then `farewell`, each brief naming its file
+/// under `project` by its absolute path (how the `sprint` scenario's steps find where to write).
+fn sprint_plan_signals(project: &str) -> String {
+    serde_json::json!({"schemaVersion": 1, "signals": [{
+        "type": "task-plan", "timestamp": "2026-11-30T12:00:00Z",
+        "tasks": [
+            {"id": "greet", "title": "Add a greeting",
+             "brief": format!("Write a one-line greeting to {project}/hello.txt."),
+             "acceptanceCriteria": ["hello.txt holds one line that greets the reader"]},
+            {"id": "farewell", "title": "Add a farewell",
+             "brief": format!("Write a one-line farewell to {project}/bye.txt."),
+             "dependsOn": ["greet"],
+             "acceptanceCriteria": ["bye.txt holds one line that says goodbye, with no TODO left"]}
+        ]
+    }]})
+    .to_string()
+}
+
+/// The demo's pull request text, as its agent writes it.
+const SPRINT_PR: &str = r#"{"schemaVersion": 1, "signals": [{
+  "type": "pr-content", "timestamp": "2026-11-30T12:00:00Z",
+  "title": "Greet and say goodbye",
+  "body": "Adds `hello.txt` with a greeting and `bye.txt` with a farewell.\n\nThe farewell took a second round: the check rejected the TODO its first round left."
+}]}
+"#;
+
+fn scenario(name: &str, cli: &str, bytes: usize, project: &str) -> Option<Scenario> {
     let done = Step::text("Done: hello.txt exists and signals.json records the result.");
     let write_hello = Step::write_named_for(cli, "hello.txt", "Hello from the fake model API.\n")?;
     let write_signals = Step::write_signals_for(cli, DEMO_SIGNALS)?;
@@ -142,6 +169,14 @@ fn scenario(name: &str, cli: &str, bytes: usize) -> Option<Scenario> {
             Scenario::script(steps)
         }
         "sprint" => sprint_scenario(cli)?,
+        "sprint-plan" => Scenario::script([
+            Step::write_signals_for(cli, sprint_plan_signals(project))?,
+            Step::text("Planned: two tasks, the farewell after the greeting."),
+        ]),
+        "sprint-pr" => Scenario::script([
+            Step::write_signals_for(cli, SPRINT_PR)?,
+            Step::text("Written: the pull request's title and description."),
+        ]),
         "rate-limited" => Scenario::forever(Step::HttpError {
             status: 429,
             retry_after_secs: Some(1),
@@ -166,11 +201,13 @@ fn main() -> ExitCode {
     let mut cli = "claude".to_string();
     let mut log: Option<PathBuf> = None;
     let mut bytes: usize = 20 * 1024 * 1024;
+    let mut project = String::from("/tmp/project");
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--scenario" => name = args.next().unwrap_or_default(),
             "--cli" => cli = args.next().unwrap_or_default(),
             "--log" => log = args.next().map(PathBuf::from),
+            "--project" => project = args.next().unwrap_or_default(),
             "--bytes" => match args.next().and_then(|b| b.parse().ok()) {
                 Some(n) => bytes = n,
                 None => {
@@ -180,14 +217,15 @@ fn main() -> ExitCode {
             },
             _ => {
                 eprintln!(
-                    "usage: corral-fake-api [--scenario demo|happy|sprint|rate-limited|hang|stall|huge-text|huge-write] \
-                     [--cli claude|codex|opencode|grok|copilot] [--bytes N] [--log FILE]"
+                    "usage: corral-fake-api [--scenario demo|happy|sprint|sprint-plan|sprint-pr|rate-limited|\
+                     hang|stall|huge-text|huge-write] [--cli claude|codex|opencode|grok|copilot] \
+                     [--bytes N] [--log FILE] [--project DIR]"
                 );
                 return ExitCode::from(64);
             }
         }
     }
-    let Some(scenario) = scenario(&name, &cli, bytes) else {
+    let Some(scenario) = scenario(&name, &cli, bytes, &project) else {
         eprintln!("corral-fake-api: unknown scenario {name:?} or CLI {cli:?}");
         return ExitCode::from(64);
     };
