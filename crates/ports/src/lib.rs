@@ -19,6 +19,7 @@ mod capabilities;
 mod command;
 mod error;
 mod event;
+mod limit;
 mod provider;
 pub mod run_dir;
 mod session;
@@ -35,6 +36,7 @@ pub use command::{
 };
 pub use error::{ErrorClass, ProviderError, RunEvidence};
 pub use event::{AgentEvent, RateLimitInfo, ShortenedString};
+pub use limit::{LimitExceeded, ResourceLimit};
 pub use provider::{
     HeadlessAiProvider, InteractiveAiProvider, InteractiveOutcome, ModelAvailability,
     ModelAvailabilityProbe, NoopObserver, RunObserver,

@@ -568,6 +568,13 @@ impl LimitGroup {
         }
     }
 
+    /// The group, with `measured` counted against the disk limit as well: for an adopted
+    /// group, the directories a container writes through its binds.
+    pub fn measuring(mut self, measured: Vec<PathBuf>) -> LimitGroup {
+        self.measured = measured;
+        self
+    }
+
     /// Each limit `limits` sets, with its cap as [`Enforcement::cap`] writes it, for a caller
     /// that enforces them by other means (a container engine's own options).
     pub fn describe(limits: ResourceLimits) -> Vec<(Limit, String)> {
@@ -635,21 +642,9 @@ impl LimitGroup {
                 });
             }
         }
-        if let Some(cap) = self.limits.disk
-            && !self.measured.is_empty()
-        {
-            let used: u64 = self.measured.iter().map(|dir| disk_use(dir)).sum();
-            // At the cap is full: a file is stopped at exactly the cap (`RLIMIT_FSIZE`).
-            if used >= cap {
-                return Some(Breach {
-                    limit: Limit::Disk,
-                    cap,
-                    peak: Some(used),
-                    what: format!("{used} bytes on disk in the measured directories"),
-                });
-            }
-        }
-        None
+        self.limits
+            .disk
+            .and_then(|cap| disk_breach(cap, &self.measured))
     }
 
     /// The breach that ended a child by its exit: `SIGXFSZ` is a file over the disk limit, and
@@ -758,6 +753,22 @@ impl Drop for LimitGroup {
             }
         }
     }
+}
+
+/// A breach of the disk limit `cap` by the directories in `measured` together, if they are at
+/// it: at the cap is full, since a file is stopped at exactly the cap (`RLIMIT_FSIZE`). For a
+/// caller that measures after its spawn ended (a container whose cgroup went with it).
+pub fn disk_breach(cap: u64, measured: &[PathBuf]) -> Option<Breach> {
+    if measured.is_empty() {
+        return None;
+    }
+    let used: u64 = measured.iter().map(|dir| disk_use(dir)).sum();
+    (used >= cap).then(|| Breach {
+        limit: Limit::Disk,
+        cap,
+        peak: Some(used),
+        what: format!("{used} bytes on disk in the measured directories"),
+    })
 }
 
 /// The bytes `dir` takes on disk, its subdirectories included (symbolic links not followed);

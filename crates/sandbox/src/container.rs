@@ -53,12 +53,14 @@ pub(crate) fn cgroup_path(name: &str) -> Option<PathBuf> {
     (running == "true" && !path.is_empty()).then(|| PathBuf::from(path))
 }
 
-/// Watches the running container `name` against `limits` through its own cgroup, as a limit
-/// group watches a spawn's: the first breach, once the container ran (`None` when it never
+/// Watches the running container `name` against `limits` through its own cgroup, and the
+/// bound directories in `measured` against the disk limit, as a limit group watches a
+/// spawn's: the first breach, once the container ran (`None` when it never
 /// ran or podman could not say where its cgroup is).
 pub(crate) async fn watch(
     name: String,
     limits: ResourceLimits,
+    measured: Vec<PathBuf>,
     period: Duration,
 ) -> Option<(corral_process::Breach, LimitGroup)> {
     let started = std::time::Instant::now();
@@ -70,7 +72,8 @@ pub(crate) async fn watch(
             Ok(None) | Err(_) => return None,
         }
     };
-    let group = LimitGroup::adopt(limits, &path);
+    // The bound directories the disk limit measures are the host's own: measured here.
+    let group = LimitGroup::adopt(limits, &path).measuring(measured);
     let breach = group.watch(period).await;
     Some((breach, group))
 }
