@@ -568,6 +568,25 @@ impl LimitGroup {
         }
     }
 
+    /// A group of no cgroup that measures `measured` against the disk limit `cap`: for a
+    /// container whose cgroup cannot be read (rootless podman on a cgroup v1 host).
+    pub fn measure_only(cap: u64, measured: Vec<PathBuf>) -> LimitGroup {
+        LimitGroup {
+            limits: ResourceLimits {
+                disk: Some(cap),
+                ..ResourceLimits::default()
+            },
+            memory: None,
+            pids: None,
+            cpu: None,
+            join: Vec::new(),
+            rlimits: Vec::new(),
+            enforcement: Vec::new(),
+            measured,
+            adopted: true,
+        }
+    }
+
     /// The group, with `measured` counted against the disk limit as well: for an adopted
     /// group, the directories a container writes through its binds.
     pub fn measuring(mut self, measured: Vec<PathBuf>) -> LimitGroup {
@@ -742,8 +761,9 @@ impl Drop for LimitGroup {
         }
         self.kill_all();
         for cgroup in [&self.pids, &self.memory, &self.cpu].into_iter().flatten() {
-            // A killed member leaves its cgroup as the kernel finishes its exit: a few tries.
-            for _ in 0..100 {
+            // A killed member leaves its cgroup as the kernel finishes its exit: tries for up to
+            // 5 s (a second was not always enough at a load average of 40).
+            for _ in 0..500 {
                 match fs::remove_dir(&cgroup.dir) {
                     Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                         std::thread::sleep(Duration::from_millis(10));

@@ -119,7 +119,7 @@ fn wrap_cli_in_container(
     let tmp = private_tmpdir(line.output_dir, env)?;
     let output_dir = line.output_dir;
     let raw_stream_files = line.raw_stream_files;
-    crate::wrap::wrap_in_container(
+    let args = crate::wrap::wrap_in_container(
         Frame {
             config: line.config,
             permissions: line.permissions,
@@ -138,7 +138,9 @@ fn wrap_cli_in_container(
         env,
         |protected, made| bind_record(output_dir, raw_stream_files, protected, made),
         placeholders_made,
-    )
+    )?;
+    crate::podman::add_own_env(env);
+    Ok(args)
 }
 
 /// Corral's own record in the run directory, read-only to the agent (a bind mount point can be

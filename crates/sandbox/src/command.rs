@@ -133,6 +133,7 @@ pub(crate) fn wrap_command(
             },
             placeholders_made,
         )?;
+        crate::podman::add_own_env(&mut env);
         return Ok(WrappedCommand {
             program: PathBuf::from(crate::podman::PODMAN),
             args,

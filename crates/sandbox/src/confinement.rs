@@ -524,7 +524,7 @@ impl Confinement {
                 // podman's own options, enforced by the container's cgroup (the container is
                 // not a child of the spawn: a group the client joined would not count it).
                 if let Some(attestation) = lock(&self.shared).attestation.as_mut() {
-                    attestation.limits = crate::container::enforcement(self.config.limits);
+                    attestation.limits = crate::container::container_limits(self.config.limits);
                 }
                 return None;
             }
@@ -781,7 +781,11 @@ impl SpawnGuard {
         {
             return Some(found);
         }
-        if let (Some(name), Some(cap)) = (&self.container, self.limit_caps.memory) {
+        if let (Some(name), Some(cap), true) = (
+            &self.container,
+            self.limit_caps.memory,
+            crate::container::cgroup_limits_enforced(),
+        ) {
             // The watch may miss a hog the kernel kills within its first look (the cgroup goes
             // with the container). podman passes on the container's end: exit 137 is its first
             // process killed by SIGKILL, which nothing of Corral's sends into a container (the

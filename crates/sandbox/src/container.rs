@@ -63,6 +63,12 @@ pub(crate) async fn watch(
     measured: Vec<PathBuf>,
     period: Duration,
 ) -> Option<(corral_process::Breach, LimitGroup)> {
+    if !cgroup_limits_enforced() {
+        // No cgroup of the container's to read: the measured directories alone.
+        let group = LimitGroup::measure_only(limits.disk?, measured);
+        let breach = group.watch(period).await;
+        return Some((breach, group));
+    }
     let started = std::time::Instant::now();
     let path = loop {
         let asked = name.clone();
@@ -165,7 +171,7 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
     .iter()
     .map(OsString::from)
     .collect();
-    args.extend(limit_args(line.config.limits));
+    args.extend(limit_args(line.config.limits, cgroup_limits_enforced()));
     for name in &line.env_names {
         args.extend(["-e".into(), OsString::from(name)]);
     }
@@ -225,10 +231,23 @@ fn hide_args(bwrap: &[OsString]) -> std::io::Result<Vec<OsString>> {
     Ok(out)
 }
 
-/// `[limits]` as podman's options, enforced by the container's own cgroup.
-fn limit_args(limits: ResourceLimits) -> Vec<OsString> {
+/// Whether podman enforces its cgroup limits here: as root, or as a user on a unified (v2)
+/// cgroup host. Rootless podman on a v1 or hybrid host ignores `--memory`, `--pids-limit` and
+/// `--cpus` ("Resource limits are not supported and ignored on cgroups V1 rootless systems").
+pub(crate) fn cgroup_limits_enforced() -> bool {
+    nix::unistd::geteuid().is_root() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+}
+
+/// Why rootless podman's cgroup limits do not hold here.
+const ROOTLESS_V1: &str = "rootless podman ignores cgroup limits on a cgroup v1 (or hybrid) host";
+
+/// `[limits]` as podman's options: enforced by the container's own cgroup where podman can
+/// (`cgroups`); else only each file's size (an rlimit). Not `--ulimit data` for memory: runc's
+/// own start inside the container runs under it, and fails at a small cap ("unable to init
+/// seccomp: … cannot allocate memory" at 64 MiB).
+fn limit_args(limits: ResourceLimits, cgroups: bool) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
-    if let Some(bytes) = limits.memory {
+    if let (Some(bytes), true) = (limits.memory, cgroups) {
         // No swap to spill into: the cap is the cap.
         args.extend([
             "--memory".into(),
@@ -237,10 +256,10 @@ fn limit_args(limits: ResourceLimits) -> Vec<OsString> {
             bytes.to_string().into(),
         ]);
     }
-    if let Some(count) = limits.pids {
+    if let (Some(count), true) = (limits.pids, cgroups) {
         args.extend(["--pids-limit".into(), count.to_string().into()]);
     }
-    if let Some(millis) = limits.cpu_millis {
+    if let (Some(millis), true) = (limits.cpu_millis, cgroups) {
         args.extend([
             "--cpus".into(),
             format!("{}.{:03}", millis / 1000, millis % 1000).into(),
@@ -252,25 +271,44 @@ fn limit_args(limits: ResourceLimits) -> Vec<OsString> {
     args
 }
 
-/// How each limit is enforced in a container, for the attestation.
-pub(crate) fn enforcement(limits: ResourceLimits) -> Vec<corral_ports::LimitEnforced> {
+/// How each limit is enforced in a container here, for the attestation and `corral doctor`.
+pub fn container_limits(limits: ResourceLimits) -> Vec<corral_ports::LimitEnforced> {
+    let cgroups = cgroup_limits_enforced();
     // The caps as the process crate writes them, the means podman's.
-    let trial = LimitGroup::describe(limits);
-    trial
+    LimitGroup::describe(limits)
         .into_iter()
-        .map(|(limit, cap)| corral_ports::LimitEnforced {
-            limit: limit.as_str().to_string(),
-            cap,
-            how: Some(
-                match limit {
-                    corral_process::Limit::Memory => "podman --memory (the container's cgroup)",
-                    corral_process::Limit::Pids => "podman --pids-limit (the container's cgroup)",
-                    corral_process::Limit::Cpus => "podman --cpus (the container's cgroup)",
-                    corral_process::Limit::Disk => "podman --ulimit fsize (each file)",
+        .map(|(limit, cap)| {
+            let (how, why_not) = match (limit, cgroups) {
+                (corral_process::Limit::Memory, true) => {
+                    (Some("podman --memory (the container's cgroup)"), None)
                 }
-                .to_string(),
-            ),
-            why_not: None,
+                (corral_process::Limit::Pids, true) => {
+                    (Some("podman --pids-limit (the container's cgroup)"), None)
+                }
+                (corral_process::Limit::Cpus, true) => {
+                    (Some("podman --cpus (the container's cgroup)"), None)
+                }
+                (
+                    corral_process::Limit::Memory
+                    | corral_process::Limit::Pids
+                    | corral_process::Limit::Cpus,
+                    false,
+                ) => (
+                    None,
+                    Some(format!(
+                        "{ROOTLESS_V1}, and no rlimit bounds one container's"
+                    )),
+                ),
+                (corral_process::Limit::Disk, _) => {
+                    (Some("podman --ulimit fsize (each file)"), None)
+                }
+            };
+            corral_ports::LimitEnforced {
+                limit: limit.as_str().to_string(),
+                cap,
+                how: how.map(str::to_string),
+                why_not,
+            }
         })
         .collect()
 }
