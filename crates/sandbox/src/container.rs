@@ -14,8 +14,10 @@
 //! --ulimit nproc=4096:4096` are always given. Debian's podman pulls `crun`, which fails on a
 //! hybrid cgroup host ("cgroups in hybrid mode not supported"): the runtime is `runc`.
 //!
-//! Not yet: the allow-list proxy (a container gets `--network none` or the host's network, and
-//! `allowlist` is recorded as not enforced) and the probe that checks the sandbox from inside.
+//! With the network confined to the allow-list the container gets `--network none` and Corral's
+//! proxy inside its network namespace, as bubblewrap's sandbox does (`egress`): its program is
+//! held on a pipe given in as descriptor 3 until the proxy listens. Not yet: the probe that
+//! checks the sandbox from inside.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -114,6 +116,9 @@ pub(crate) struct ContainerLine<'a> {
     /// The names of the child's environment variables: podman passes each from its own
     /// environment (`-e NAME`), so no value reaches its argv.
     pub env_names: Vec<&'a str>,
+    /// With egress confined to the allow-list: the program is held until the gate releases
+    /// it (`--preserve-fds 1`, [`crate::egress::CONTAINER_HOLD`]).
+    pub hold: bool,
     /// The program, resolved on the child's `PATH`.
     pub program: &'a Path,
     /// Its arguments.
@@ -200,7 +205,18 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         line.state,
     ))?);
     args.extend(["-w".into(), line.cwd.as_os_str().to_owned()]);
+    if line.hold {
+        args.extend(["--preserve-fds".into(), "1".into()]);
+    }
     args.extend(["--rootfs".into(), "/:O".into()]);
+    if line.hold {
+        args.extend([
+            "/bin/sh".into(),
+            "-c".into(),
+            crate::egress::CONTAINER_HOLD.into(),
+            "corral-hold".into(),
+        ]);
+    }
     args.push(line.program.as_os_str().to_owned());
     args.extend(line.args.iter().cloned());
     Ok(args)
