@@ -168,6 +168,22 @@ const GH: Prerequisite = Prerequisite {
     need: Need::Required,
 };
 
+/// fuse-overlayfs, for rootless podman: as a plain user the kernel refused podman's native
+/// overlay of the host's root (`--rootfs /:O`: "mount overlay: … userxattr: invalid argument"),
+/// and the user's `~/.config/containers/storage.conf` names fuse-overlayfs as its
+/// `mount_program` instead (docs/security.md, the container backend as a plain user).
+const FUSE_OVERLAYFS: Prerequisite = Prerequisite {
+    name: "fuse-overlayfs",
+    check: Check::Runs {
+        program: "fuse-overlayfs",
+        args: &["--version"],
+    },
+    install: Install::Debian {
+        package: "fuse-overlayfs",
+    },
+    need: Need::Optional,
+};
+
 const fn pinned_cli(bin: &'static str) -> Prerequisite {
     Prerequisite {
         name: bin,
@@ -198,6 +214,7 @@ pub const CI: &[Prerequisite] = &[
     PODMAN,
     RUNC,
     GH,
+    FUSE_OVERLAYFS,
     NPM,
     pinned_cli("claude"),
     pinned_cli("codex"),

@@ -310,10 +310,21 @@ fn report_endpoints(endpoints: &ProviderEndpoints, settings: &corral_compose::Se
 }
 
 /// How each limit of `[limits]` would be enforced for a spawn here: a trial cgroup is made and
-/// removed.
+/// removed; under the container backend, what podman enforces here (none of its cgroup limits
+/// when rootless on a cgroup v1 host).
 fn report_limits(settings: &corral_compose::Settings) {
-    let limits = corral_compose::engine_config(settings).sandbox.limits;
-    for limit in corral_compose::limits_readiness(limits) {
+    let sandbox = corral_compose::engine_config(settings).sandbox;
+    let readiness = match sandbox.backend {
+        corral_compose::BackendChoice::Container => {
+            corral_compose::container_limits(sandbox.limits)
+        }
+        corral_compose::BackendChoice::Auto
+        | corral_compose::BackendChoice::Native
+        | corral_compose::BackendChoice::Bubblewrap => {
+            corral_compose::limits_readiness(sandbox.limits)
+        }
+    };
+    for limit in readiness {
         match (&limit.how, &limit.why_not) {
             (Some(how), None) => outln!("  ✓ limits.{} = {}: {how}", limit.limit, limit.cap),
             (Some(how), Some(why)) => outln!(

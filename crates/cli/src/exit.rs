@@ -30,6 +30,9 @@ pub enum Exit {
     /// 9: `corral sprint run` paused at a spend cap (`max_cost_usd`); raising it and running
     /// again continues.
     BudgetExhausted,
+    /// 10: the CLI's process tree went over one of its limits (`[limits]`: memory, processes,
+    /// disk) and was ended; its session is kept.
+    LimitExceeded,
     /// 130: cancelled (Ctrl-C).
     Cancelled,
 }
@@ -48,6 +51,7 @@ impl Exit {
             Exit::SignalsInvalid => 7,
             Exit::Unavailable => 8,
             Exit::BudgetExhausted => 9,
+            Exit::LimitExceeded => 10,
             Exit::Cancelled => 130,
         }
     }
@@ -66,6 +70,7 @@ impl Exit {
             Exit::SignalsInvalid,
             Exit::Unavailable,
             Exit::BudgetExhausted,
+            Exit::LimitExceeded,
             Exit::Cancelled,
         ]
         .into_iter()
@@ -92,6 +97,7 @@ impl Exit {
             | ProviderError::Crashed { .. }
             | ProviderError::Io { .. } => Exit::Crashed,
             ProviderError::Cancelled { .. } => Exit::Cancelled,
+            ProviderError::LimitExceeded { .. } => Exit::LimitExceeded,
         }
     }
 
@@ -108,6 +114,8 @@ Exit codes:
   7    signals.json missing or invalid after the corrective retries
   8    the CLI cannot be used (not installed, untested version, model unavailable,
        refused: authentication, a rejected flag or permission mode)
+  10   a limit ended the CLI's process tree ([limits]: memory, processes, disk);
+       the session is kept (corral resume <run-id>)
   130  cancelled";
 }
 

@@ -89,6 +89,10 @@ pub(crate) struct RunSummary<'a> {
     pub resume_command: Option<String>,
     /// The session the run was asked to resume when it was gone and the task ran cold.
     pub cold_fallback_from: Option<&'a str>,
+    /// The limit (`[limits]`) the CLI's process tree went over, when that ended the run
+    /// (outcome `limit-exceeded`, exit 10); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_exceeded: Option<&'a corral_ports::LimitExceeded>,
     /// Writes outside the allowed paths; `null` when the check did not run.
     pub stray_writes: Option<&'a [String]>,
     /// Whether the git-cleanliness check ran.

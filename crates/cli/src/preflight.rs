@@ -386,6 +386,7 @@ fn judge(report: &mut Report, names: &str, role: &RoleCheck, version: &str, answ
             | ProviderError::Crashed { .. }
             | ProviderError::IdleTimeout { .. }
             | ProviderError::WallTimeout { .. }
+            | ProviderError::LimitExceeded { .. }
             | ProviderError::Io { .. } => report.problem(
                 format!(
                     "{who} ({model}): the cheap request failed: {}",

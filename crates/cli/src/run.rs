@@ -695,6 +695,7 @@ fn print_summary(
             result: record.result.as_deref(),
             resume_command: crate::runs::resume_hint(record),
             cold_fallback_from: record.cold_fallback_from.as_deref(),
+            limit_exceeded: record.limit_exceeded.as_ref(),
             stray_writes: if not_checked.is_some() {
                 None
             } else {

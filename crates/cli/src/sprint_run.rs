@@ -326,6 +326,7 @@ async fn git_config(
         CommandEnd::Exited(_)
         | CommandEnd::Signalled(_)
         | CommandEnd::TimedOut
-        | CommandEnd::Cancelled => None,
+        | CommandEnd::Cancelled
+        | CommandEnd::LimitExceeded(_) => None,
     }
 }

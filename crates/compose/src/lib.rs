@@ -46,8 +46,8 @@ pub use corral_contract::{
 pub use corral_engine::{
     AccountHold, BackendChoice, BackendReadiness, CONTAINER_RUNTIME, EngineConfig, HOST_CWD,
     HostProgramError, ProviderAccount, ProviderEndpoints, allow_hint, backend_readiness,
-    bubblewrap_usable, host_program, kill_child_groups, limits_readiness, record_copy,
-    repair_run_dir, user_rate_limit_dir, write_record_file,
+    bubblewrap_usable, container_limits, host_program, kill_child_groups, limits_readiness,
+    record_copy, repair_run_dir, user_rate_limit_dir, write_record_file,
 };
 pub use executor::{local_executor, task_executor};
 pub use factory::{

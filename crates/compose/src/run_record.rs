@@ -126,6 +126,10 @@ pub struct RunRecord {
     #[serde(default)]
     #[serde(alias = "cold_fallback_from")]
     pub cold_fallback_from: Option<String>,
+    /// The limit (`[limits]`) the run's process tree went over, when that ended it (outcome
+    /// `limit-exceeded`): which, its cap and the highest use seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_exceeded: Option<corral_ports::LimitExceeded>,
     /// What the sandbox enforced.
     #[serde(default)]
     pub attestation: Option<corral_ports::Attestation>,

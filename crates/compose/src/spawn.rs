@@ -17,7 +17,8 @@ use std::time::Instant;
 use corral_contract::{Contract, SignalsError, render_contract_section};
 use corral_ports::run_dir::PROMPT_FILE;
 use corral_ports::{
-    AgentEvent, AiSession, HeadlessAiProvider, ProviderId, RunObserver, SessionId, Usage,
+    AgentEvent, AiSession, HeadlessAiProvider, ProviderError, ProviderId, RunObserver, SessionId,
+    Usage,
 };
 
 use crate::contract_run::{ContractPolicy, ContractRun, SignalsVerdict, run_with_contract};
@@ -296,6 +297,7 @@ fn first_record(plan: &SpawnPlan) -> RunRecord {
         result: None,
         resume_command: resume.and_then(|_| resume_command_of(&plan.run_id, plan.resumed_by)),
         cold_fallback_from: None,
+        limit_exceeded: None,
         attestation: None,
         supervisor: Some(Supervisor::this_process()),
     }
@@ -337,6 +339,12 @@ fn finish_record(
         record.error = run.result.as_ref().err().map(ToString::to_string);
         record.result = run.result.as_ref().ok().and_then(|o| o.final_text.clone());
         record.attestation = attestation;
+        record.limit_exceeded =
+            if let Err(ProviderError::LimitExceeded { exceeded, .. }) = &run.result {
+                Some(*exceeded)
+            } else {
+                None
+            };
         match &run.verdict {
             SignalsVerdict::NotChecked => {}
             SignalsVerdict::Valid { kinds, .. } => {

@@ -74,6 +74,9 @@ pub(crate) struct AttemptResult {
     /// overloaded (529) request, in milliseconds: the best guess at the API's `retry-after`
     /// when the attempt still ends rate-limited (the CLI's error result does not carry it).
     pub cli_retry_after_ms: Option<u64>,
+    /// The limit (`[limits]`) the attempt's process tree went over, for which the sandbox's
+    /// guard ended it: set once the child was reaped, before the guard ends.
+    pub limit_breach: Option<corral_process::Breach>,
 }
 
 /// What the attempt needs from the run.

@@ -42,6 +42,9 @@ pub enum AttemptClass {
     IdleTimeout,
     /// Killed at the wall-clock limit.
     WallTimeout,
+    /// The tree went over one of its limits (`[limits]`) and the sandbox's guard ended it.
+    /// Not retried: the same work meets the same limit.
+    LimitExceeded(corral_process::Breach),
     /// Anything else.
     Crashed,
 }
@@ -60,6 +63,7 @@ impl AttemptClass {
             AttemptClass::StaleSession => "stale-session",
             AttemptClass::IdleTimeout => "idle-timeout",
             AttemptClass::WallTimeout => "wall-timeout",
+            AttemptClass::LimitExceeded(_) => "limit-exceeded",
             AttemptClass::Crashed => "crashed",
         }
     }
@@ -93,6 +97,8 @@ pub struct ClassifyInput<'a> {
     /// The wait the CLI announced before its last own retry of a 429 or 529: the retry-after
     /// of a rate limit that reports neither a reset time nor a retry-after of its own.
     pub cli_retry_after_ms: Option<u64>,
+    /// The limit the tree went over, for which the sandbox's guard ended it.
+    pub limit_breach: Option<&'a corral_process::Breach>,
 }
 
 /// Classifies one attempt.
@@ -103,6 +109,11 @@ pub fn classify(input: &ClassifyInput<'_>) -> AttemptClass {
     );
     if input.killed_by == Some(KillReason::Cancelled) {
         return AttemptClass::Cancelled;
+    }
+    // Ended by the guard at its limit, whatever the CLI made of it (a tool killed out of
+    // memory reads to the model as a failed command, and its tree was then ended whole).
+    if let Some(breach) = input.limit_breach {
+        return AttemptClass::LimitExceeded(breach.clone());
     }
     match input.terminal {
         Some(t) if !t.is_error => return AttemptClass::Succeeded,
@@ -212,7 +223,33 @@ mod tests {
             egress_refused: None,
             terminal_expected: false,
             cli_retry_after_ms: None,
+            limit_breach: None,
         }
+    }
+
+    #[test]
+    fn a_limit_breach_wins_over_everything_but_a_cancel() {
+        let d = Diagnosis {
+            refused: Some("exit 137".into()),
+            ..Diagnosis::default()
+        };
+        let breach = corral_process::Breach {
+            limit: corral_process::Limit::Memory,
+            cap: 64 << 20,
+            peak: Some(64 << 20),
+            what: "the kernel killed 1 process(es) out of memory".into(),
+        };
+        let hog = ClassifyInput {
+            limit_breach: Some(&breach),
+            signals_present: true,
+            ..input(&d)
+        };
+        assert_eq!(classify(&hog), AttemptClass::LimitExceeded(breach.clone()));
+        let cancelled = ClassifyInput {
+            killed_by: Some(KillReason::Cancelled),
+            ..hog
+        };
+        assert_eq!(classify(&cancelled), AttemptClass::Cancelled);
     }
 
     #[test]

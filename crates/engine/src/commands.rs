@@ -119,7 +119,30 @@ async fn sandboxed(
             },
         })?;
     let mut guard = wrapped.guard;
-    let out = supervise(engine, spec, wrapped.request, cancel, Some(&mut guard)).await;
+    let mut out = supervise(engine, spec, wrapped.request, cancel, Some(&mut guard)).await;
+    // Asked before the guard ends: the limit the command's tree went over, which the guard's
+    // watch ended it for (or the kernel's own end of it: a file over the disk limit).
+    if let Ok(done) = &mut out {
+        let exit = match done.end {
+            CommandEnd::Exited(code) => Some(corral_process::spawn::ExitInfo {
+                code: Some(code),
+                signal: None,
+            }),
+            CommandEnd::Signalled(signal) => Some(corral_process::spawn::ExitInfo {
+                code: None,
+                signal: Some(signal),
+            }),
+            // Ended by the runner for its own reason: a breach is only what the watch saw.
+            CommandEnd::TimedOut | CommandEnd::Cancelled | CommandEnd::LimitExceeded(_) => None,
+        };
+        let ended_by_runner = exit.is_none();
+        if let Some(breach) = guard.limit_breach(exit)
+            && (!ended_by_runner || done.end == CommandEnd::TimedOut)
+        {
+            tracing::warn!(program = %spec.program, limit = breach.limit.as_str(), what = %breach.what, "a command went over its limit and was ended");
+            done.end = CommandEnd::LimitExceeded(crate::limits::exceeded(&breach));
+        }
+    }
     let started = guard.take_outcome();
     for note in guard.end() {
         tracing::debug!(?note, program = %spec.program, "sandboxed command");
@@ -260,7 +283,9 @@ async fn list_drivers(
                 ),
             });
         }
-        CommandEnd::TimedOut | CommandEnd::Cancelled => return Ok(Listing::Stopped(listed)),
+        CommandEnd::TimedOut | CommandEnd::Cancelled | CommandEnd::LimitExceeded(_) => {
+            return Ok(Listing::Stopped(listed));
+        }
     }
     let keys = listed.stdout.text.as_bytes();
     let overrides = corral_sandbox::driver_overrides(keys);
@@ -313,7 +338,9 @@ async fn layout(
     )
     .await?;
     Ok(match out.end {
-        CommandEnd::TimedOut | CommandEnd::Cancelled => LayoutAnswer::Stopped(out),
+        CommandEnd::TimedOut | CommandEnd::Cancelled | CommandEnd::LimitExceeded(_) => {
+            LayoutAnswer::Stopped(out)
+        }
         CommandEnd::Exited(_) | CommandEnd::Signalled(_) => out
             .success()
             .then(|| corral_sandbox::driver_cache::Layout::parse(&out.stdout.text))

@@ -487,7 +487,7 @@ async fn one_attempt(
     let parser = scope.adapter.parser();
     let liveness = scope.adapter.liveness();
     let config = scope.config();
-    let result = supervise(
+    let mut result = supervise(
         child,
         stdin_prompt,
         AttemptContext {
@@ -510,6 +510,9 @@ async fn one_attempt(
         },
     )
     .await;
+    // Asked before the guard ends: the limit the tree went over, which the guard's watch ended
+    // it for (or the kernel's own end of it: a file over the disk limit).
+    result.limit_breach = guard.limit_breach(result.exit);
     // Only now, with the child reaped: the guard's proxy holds bubblewrap's status pipe open.
     scope.spawn_ended(attempt, guard);
     Ok(result)
@@ -603,6 +606,7 @@ fn judge(
         egress_refused: egress_refused.as_ref(),
         terminal_expected,
         cli_retry_after_ms: result.cli_retry_after_ms,
+        limit_breach: result.limit_breach.as_ref(),
     });
     scope.log.record(
         attempt,
@@ -740,6 +744,12 @@ fn conclude(
             limit: scope.config().wall_timeout.unwrap_or_default(),
             evidence,
         },
+        Verdict::LimitExceeded(breach) => ProviderError::LimitExceeded {
+            provider,
+            exceeded: crate::limits::exceeded(&breach),
+            what: breach.what,
+            evidence,
+        },
         Verdict::Crashed => ProviderError::Crashed {
             provider,
             reason: crash_reason(last, scope.adapter.capabilities().always_terminal_event),
@@ -753,6 +763,13 @@ fn describe(result: &AttemptResult, terminal_expected: bool) -> String {
     let exit = result
         .exit
         .map_or_else(|| "no exit status".to_string(), |e| e.to_string());
+    if let Some(breach) = &result.limit_breach {
+        return format!(
+            "{exit}; the tree went over its {} and was ended: {}",
+            crate::limits::exceeded(breach),
+            breach.what
+        );
+    }
     match (&result.killed_by, &result.terminal) {
         (Some(k), _) => format!("{exit}; group ended by the supervisor ({k:?})"),
         (None, Some(t)) if t.is_error => format!("{exit}; terminal event reports an error"),

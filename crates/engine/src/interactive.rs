@@ -133,12 +133,27 @@ async fn hand_over(
             scope.log.record(ATTEMPT, &Record::egress(&note));
         }
     }
+    let breach = guard.limit_breach(exit);
     scope.spawn_ended(ATTEMPT, guard);
     let session_id = spec.session_id.or(resume);
-    let outcome = match (cancelled, exit.and_then(|e| e.code)) {
-        (true, _) => Outcome::Cancelled,
-        (false, Some(0)) => Outcome::Succeeded,
-        (false, _) => Outcome::Crashed,
+    let outcome = match (cancelled, &breach, exit.and_then(|e| e.code)) {
+        (true, _, _) => Outcome::Cancelled,
+        (false, Some(breach), _) => {
+            scope.log.record(
+                ATTEMPT,
+                &Record::Classified {
+                    class: "limit-exceeded",
+                    detail: format!(
+                        "the session went over its {} and was ended: {}",
+                        crate::limits::exceeded(breach),
+                        breach.what
+                    ),
+                },
+            );
+            Outcome::LimitExceeded
+        }
+        (false, None, Some(0)) => Outcome::Succeeded,
+        (false, None, _) => Outcome::Crashed,
     };
     let signals_present = scope.signals_present();
     scope.finish(Finished {

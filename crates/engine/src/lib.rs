@@ -32,6 +32,7 @@ mod gate;
 mod headless;
 mod interactive;
 mod launch;
+mod limits;
 mod log;
 mod reserve;
 mod run;
@@ -61,7 +62,8 @@ pub use corral_sandbox::{
     AllowList, AllowRule, BackendChoice, BackendReadiness, BadRule, Change, ChangeKind,
     EgressNeeds, EgressNote, GitCheckError, GitProgram, GitSnapshot, HomePolicy, NetworkPolicy,
     PROXY_ADDRESS_VAR, ProxyHonour, RUNTIME as CONTAINER_RUNTIME, Refusal, SandboxConfig,
-    backend_readiness, bubblewrap_usable, git_snapshot, limits_readiness, sandbox_uid, strays,
+    backend_readiness, bubblewrap_usable, container_limits, container_usable, git_snapshot,
+    limits_readiness, sandbox_uid, strays,
 };
 pub use descriptor::{
     BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,
@@ -79,6 +81,7 @@ pub use gate::{
 };
 pub use headless::CONTINUATION_PROMPT;
 pub use interactive::INTERACTIVE_PROMPT_FILE;
+pub use limits::exceeded as limit_exceeded;
 pub use log::{
     ExecutionLog, KillReason, LogLine, RunEnd, execution_log_schema, write_tampering_removed,
     write_task_finished,

@@ -143,6 +143,8 @@ pub(crate) enum Verdict {
     IdleTimeout,
     /// Killed at the wall-clock limit.
     WallTimeout,
+    /// Ended by the sandbox's guard at one of its limits (`[limits]`).
+    LimitExceeded(corral_process::Breach),
     /// Anything else.
     Crashed,
 }
@@ -160,6 +162,7 @@ impl Verdict {
             Verdict::StaleSession(_) => Outcome::StaleSession,
             Verdict::IdleTimeout => Outcome::IdleTimeout,
             Verdict::WallTimeout => Outcome::WallTimeout,
+            Verdict::LimitExceeded(_) => Outcome::LimitExceeded,
             Verdict::Crashed => Outcome::Crashed,
         }
     }
@@ -234,6 +237,8 @@ pub(crate) fn step(
         }
         AttemptClass::IdleTimeout => Step::Done(Verdict::IdleTimeout),
         AttemptClass::WallTimeout => Step::Done(Verdict::WallTimeout),
+        // Never retried, not even as a crash would be: the same work meets the same limit.
+        AttemptClass::LimitExceeded(breach) => Step::Done(Verdict::LimitExceeded(breach)),
         AttemptClass::Crashed => Step::Done(Verdict::Crashed),
     }
 }

@@ -98,6 +98,9 @@ pub enum CommandEnd {
     TimedOut,
     /// The caller's cancellation token fired; the runner killed its process group.
     Cancelled,
+    /// It went over one of its limits (`[limits]`: memory, processes, disk); the runner ended
+    /// its whole process tree.
+    LimitExceeded(crate::LimitExceeded),
 }
 
 /// One stream of a finished command.
@@ -191,6 +194,8 @@ impl CommandError {
 ///   when `cancel` fires.
 /// - MUST read stdout and stderr at the same time, keep at most `spec.output_limit` bytes of
 ///   each, and count the rest.
+/// - MUST end the whole tree when it goes over one of the limits the runner enforces, and return
+///   [`CommandEnd::LimitExceeded`] naming it.
 /// - MUST leave no member of the command's group running once it returns.
 #[async_trait]
 pub trait CommandRunner: Send + Sync {

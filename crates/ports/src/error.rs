@@ -250,6 +250,27 @@ pub enum ProviderError {
         /// What was gathered.
         evidence: Box<RunEvidence>,
     },
+    /// The CLI's process tree went over one of its limits (`[limits]`: memory, processes,
+    /// disk; a tool it ran, most often) and Corral ended all of it, so that one runaway build,
+    /// test suite or fork loop takes neither the machine nor a sibling task with it. Not
+    /// retryable as is: the same work meets the same limit. Raise the limit, or resume the
+    /// kept session (`evidence.session_id`) with instructions that use less.
+    #[error(
+        "{provider}: stopped at its {exceeded}: {what}\n\
+         hint: raise [limits] {} in your settings, or resume the session and ask for work that \
+         uses less",
+        .exceeded.limit
+    )]
+    LimitExceeded {
+        /// The provider.
+        provider: ProviderId,
+        /// Which limit, its cap and the highest use seen.
+        exceeded: crate::LimitExceeded,
+        /// What was seen, in words ("the kernel killed 1 process(es) out of memory").
+        what: String,
+        /// What was gathered.
+        evidence: Box<RunEvidence>,
+    },
     /// The caller cancelled. The process tree was killed; the session id is kept. Not an agent
     /// failure; resume it when wanted.
     #[error("{provider}: cancelled")]
@@ -361,6 +382,7 @@ impl ProviderError {
             | ProviderError::EgressRefused { .. }
             | ProviderError::Unsandboxed { .. }
             | ProviderError::StaleSession { .. }
+            | ProviderError::LimitExceeded { .. }
             | ProviderError::Io { .. } => ErrorClass::Permanent,
             ProviderError::Cancelled { .. } => ErrorClass::Cancelled,
         }
@@ -390,6 +412,7 @@ impl ProviderError {
             ProviderError::IdleTimeout { .. } => Outcome::IdleTimeout,
             ProviderError::WallTimeout { .. } => Outcome::WallTimeout,
             ProviderError::Cancelled { .. } => Outcome::Cancelled,
+            ProviderError::LimitExceeded { .. } => Outcome::LimitExceeded,
         }
     }
 
@@ -404,6 +427,7 @@ impl ProviderError {
             | ProviderError::Crashed { evidence, .. }
             | ProviderError::IdleTimeout { evidence, .. }
             | ProviderError::WallTimeout { evidence, .. }
+            | ProviderError::LimitExceeded { evidence, .. }
             | ProviderError::Cancelled { evidence, .. } => Some(evidence),
             ProviderError::CliNotFound { .. }
             | ProviderError::SpawnFailed { .. }
@@ -428,6 +452,7 @@ impl ProviderError {
             | ProviderError::Crashed { evidence, .. }
             | ProviderError::IdleTimeout { evidence, .. }
             | ProviderError::WallTimeout { evidence, .. }
+            | ProviderError::LimitExceeded { evidence, .. }
             | ProviderError::Cancelled { evidence, .. } => Some(evidence),
             ProviderError::CliNotFound { .. }
             | ProviderError::SpawnFailed { .. }
@@ -487,6 +512,25 @@ mod tests {
         };
         assert_eq!(slow.class(), ErrorClass::Retryable);
         assert_eq!(slow.outcome(), Outcome::NotStarted);
+        let hog = ProviderError::LimitExceeded {
+            provider: ProviderId::Claude,
+            exceeded: crate::LimitExceeded {
+                limit: crate::ResourceLimit::Memory,
+                cap: 64 << 20,
+                peak: Some(64 << 20),
+            },
+            what: "the kernel killed 1 process(es) out of memory".into(),
+            evidence: Box::new(RunEvidence::default()),
+        };
+        // Not transient: the same work meets the same limit.
+        assert_eq!(hog.class(), ErrorClass::Permanent);
+        assert_eq!(hog.outcome(), Outcome::LimitExceeded);
+        assert_eq!(
+            hog.to_string(),
+            "claude: stopped at its memory limit of 64 MiB (peak 64 MiB): the kernel killed 1 \
+             process(es) out of memory\nhint: raise [limits] memory in your settings, or resume \
+             the session and ask for work that uses less"
+        );
     }
 
     /// Every refusal before a run: one line saying what is refused and why, then one `hint:`

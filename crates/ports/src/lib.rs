@@ -21,6 +21,7 @@ mod command;
 mod error;
 mod event;
 mod forge;
+mod limit;
 mod provider;
 pub mod run_dir;
 mod session;
@@ -38,6 +39,7 @@ pub use command::{
 pub use error::{ErrorClass, ProviderError, RunEvidence};
 pub use event::{AgentEvent, RateLimitInfo, ShortenedString};
 pub use forge::{Forge, ForgeError, ForgeIssue, ForgeRepo, PullRequest, PullRequestText};
+pub use limit::{LimitExceeded, ResourceLimit};
 pub use provider::{
     HeadlessAiProvider, InteractiveAiProvider, InteractiveOutcome, ModelAvailability,
     ModelAvailabilityProbe, NoopObserver, RunObserver,

@@ -368,6 +368,9 @@ pub enum Outcome {
     /// The CLI refused the request for a reason retrying cannot fix (authentication, a rejected
     /// flag, a refused permission mode).
     Refused,
+    /// The CLI's process tree went over one of its limits (`[limits]`: memory, processes,
+    /// disk) and was ended; its session is kept.
+    LimitExceeded,
 }
 
 impl Outcome {
@@ -386,6 +389,7 @@ impl Outcome {
             Outcome::SpawnFailed => "spawn-failed",
             Outcome::NotStarted => "not-started",
             Outcome::Refused => "refused",
+            Outcome::LimitExceeded => "limit-exceeded",
         }
     }
 }

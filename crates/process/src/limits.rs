@@ -568,6 +568,32 @@ impl LimitGroup {
         }
     }
 
+    /// A group of no cgroup that measures `measured` against the disk limit `cap`: for a
+    /// container whose cgroup cannot be read (rootless podman on a cgroup v1 host).
+    pub fn measure_only(cap: u64, measured: Vec<PathBuf>) -> LimitGroup {
+        LimitGroup {
+            limits: ResourceLimits {
+                disk: Some(cap),
+                ..ResourceLimits::default()
+            },
+            memory: None,
+            pids: None,
+            cpu: None,
+            join: Vec::new(),
+            rlimits: Vec::new(),
+            enforcement: Vec::new(),
+            measured,
+            adopted: true,
+        }
+    }
+
+    /// The group, with `measured` counted against the disk limit as well: for an adopted
+    /// group, the directories a container writes through its binds.
+    pub fn measuring(mut self, measured: Vec<PathBuf>) -> LimitGroup {
+        self.measured = measured;
+        self
+    }
+
     /// Each limit `limits` sets, with its cap as [`Enforcement::cap`] writes it, for a caller
     /// that enforces them by other means (a container engine's own options).
     pub fn describe(limits: ResourceLimits) -> Vec<(Limit, String)> {
@@ -635,21 +661,9 @@ impl LimitGroup {
                 });
             }
         }
-        if let Some(cap) = self.limits.disk
-            && !self.measured.is_empty()
-        {
-            let used: u64 = self.measured.iter().map(|dir| disk_use(dir)).sum();
-            // At the cap is full: a file is stopped at exactly the cap (`RLIMIT_FSIZE`).
-            if used >= cap {
-                return Some(Breach {
-                    limit: Limit::Disk,
-                    cap,
-                    peak: Some(used),
-                    what: format!("{used} bytes on disk in the measured directories"),
-                });
-            }
-        }
-        None
+        self.limits
+            .disk
+            .and_then(|cap| disk_breach(cap, &self.measured))
     }
 
     /// The breach that ended a child by its exit: `SIGXFSZ` is a file over the disk limit, and
@@ -747,8 +761,9 @@ impl Drop for LimitGroup {
         }
         self.kill_all();
         for cgroup in [&self.pids, &self.memory, &self.cpu].into_iter().flatten() {
-            // A killed member leaves its cgroup as the kernel finishes its exit: a few tries.
-            for _ in 0..100 {
+            // A killed member leaves its cgroup as the kernel finishes its exit: tries for up to
+            // 5 s (a second was not always enough at a load average of 40).
+            for _ in 0..500 {
                 match fs::remove_dir(&cgroup.dir) {
                     Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                         std::thread::sleep(Duration::from_millis(10));
@@ -758,6 +773,22 @@ impl Drop for LimitGroup {
             }
         }
     }
+}
+
+/// A breach of the disk limit `cap` by the directories in `measured` together, if they are at
+/// it: at the cap is full, since a file is stopped at exactly the cap (`RLIMIT_FSIZE`). For a
+/// caller that measures after its spawn ended (a container whose cgroup went with it).
+pub fn disk_breach(cap: u64, measured: &[PathBuf]) -> Option<Breach> {
+    if measured.is_empty() {
+        return None;
+    }
+    let used: u64 = measured.iter().map(|dir| disk_use(dir)).sum();
+    (used >= cap).then(|| Breach {
+        limit: Limit::Disk,
+        cap,
+        peak: Some(used),
+        what: format!("{used} bytes on disk in the measured directories"),
+    })
 }
 
 /// The bytes `dir` takes on disk, its subdirectories included (symbolic links not followed);

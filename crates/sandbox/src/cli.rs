@@ -113,13 +113,21 @@ fn wrap_cli_in_container(
     mut line: CliLine<'_>,
     env: &mut Vec<(OsString, OsString)>,
     name: &str,
+    egress: Option<(&EgressGate, crate::egress::ProxyHonour)>,
     placeholders_made: impl FnOnce(Vec<Placeholder>),
 ) -> Result<Vec<OsString>, WrapError> {
     let protected = cli_protected(&mut line);
     let tmp = private_tmpdir(line.output_dir, env)?;
+    if let Some((_, honour)) = egress {
+        // Before podman's `-e` names are taken: the proxy's variables reach the program.
+        crate::egress::confine_env(env, honour, &tmp).map_err(|source| WrapError::Io {
+            path: tmp.clone(),
+            source,
+        })?;
+    }
     let output_dir = line.output_dir;
     let raw_stream_files = line.raw_stream_files;
-    crate::wrap::wrap_in_container(
+    let args = crate::wrap::wrap_in_container(
         Frame {
             config: line.config,
             permissions: line.permissions,
@@ -128,7 +136,7 @@ fn wrap_cli_in_container(
             extra_roots: line.extra_roots,
             state: line.state,
             tmp: &tmp,
-            egress: None,
+            egress,
             program: line.program,
             args: line.args,
             env: line.env,
@@ -138,7 +146,9 @@ fn wrap_cli_in_container(
         env,
         |protected, made| bind_record(output_dir, raw_stream_files, protected, made),
         placeholders_made,
-    )
+    )?;
+    crate::podman::add_own_env(env);
+    Ok(args)
 }
 
 /// Corral's own record in the run directory, read-only to the agent (a bind mount point can be
@@ -247,13 +257,44 @@ pub(crate) fn confine_cli(
         }
         SandboxBackend::Container => {
             let name = crate::container::container_name();
-            let args = wrap_cli_in_container(line, env, &name, placeholders_made)?;
+            // Egress confined to the allow-list: the container's program is held until the
+            // supervisor has opened the proxy inside its network namespace, as under bubblewrap.
+            let egress = match line.config.network {
+                NetworkPolicy::Allowlist => {
+                    let gate = EgressGate::for_container(&name).map_err(io)?;
+                    let needs = egress_needs();
+                    let allow = AllowList::new(
+                        needs
+                            .endpoints
+                            .iter()
+                            .chain(&line.config.network_allow)
+                            .cloned(),
+                    );
+                    Some((gate, allow, needs.proxy))
+                }
+                NetworkPolicy::Host | NetworkPolicy::None => None,
+            };
+            let args = wrap_cli_in_container(
+                line,
+                env,
+                &name,
+                egress.as_ref().map(|(gate, _, honour)| (gate, *honour)),
+                placeholders_made,
+            )?;
+            let podman = PathBuf::from(crate::podman::PODMAN);
+            let (program, args, inherit_fds) = match &egress {
+                Some((gate, _, _)) => {
+                    let (program, args) = gate.container_hold(&podman, args);
+                    (program, args, gate.container_fds())
+                }
+                None => (podman, args, Vec::new()),
+            };
             Ok(ConfinedCli {
-                program: PathBuf::from(crate::podman::PODMAN),
+                program,
                 args,
-                inherit_fds: Vec::new(),
+                inherit_fds,
                 pre_exec: Vec::new(),
-                egress: None,
+                egress: egress.map(|(gate, allow, _)| (gate, allow)),
                 seccomp: None,
                 probe: None,
                 watch: None,

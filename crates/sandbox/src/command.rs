@@ -110,6 +110,15 @@ pub(crate) fn wrap_command(
     protected.extend(policy::multi_link_files(&[command.cwd]));
     if backend == SandboxBackend::Container {
         let name = crate::container::container_name();
+        // The user's allow-list only, through the proxy, as under bubblewrap.
+        let gate = match config.network {
+            NetworkPolicy::Allowlist => {
+                crate::egress::confine_env(&mut env, ProxyHonour::Environment, &tmp)
+                    .map_err(io(&tmp))?;
+                Some(EgressGate::for_container(&name).map_err(io(&tmp))?)
+            }
+            NetworkPolicy::Host | NetworkPolicy::None => None,
+        };
         let args = crate::wrap::wrap_in_container(
             Frame {
                 config,
@@ -119,7 +128,7 @@ pub(crate) fn wrap_command(
                 extra_roots: &[],
                 state: &[],
                 tmp: &tmp,
-                egress: None,
+                egress: gate.as_ref().map(|g| (g, ProxyHonour::Environment)),
                 program,
                 args: command.args,
                 env: command.env,
@@ -133,13 +142,24 @@ pub(crate) fn wrap_command(
             },
             placeholders_made,
         )?;
+        crate::podman::add_own_env(&mut env);
+        let podman = PathBuf::from(crate::podman::PODMAN);
+        let (program, args, inherit_fds, egress) = match gate {
+            Some(gate) => {
+                let (program, args) = gate.container_hold(&podman, args);
+                let fds = gate.container_fds();
+                let allow = AllowList::new(config.network_allow.iter().cloned());
+                (program, args, fds, Some((gate, allow)))
+            }
+            None => (podman, args, Vec::new(), None),
+        };
         return Ok(WrappedCommand {
-            program: PathBuf::from(crate::podman::PODMAN),
+            program,
             args,
             env,
-            inherit_fds: Vec::new(),
+            inherit_fds,
             seccomp: None,
-            egress: None,
+            egress,
             probe: None,
             container: Some(name),
         });

@@ -430,7 +430,8 @@ impl Confinement {
             pre_exec: confined.pre_exec,
         };
         // The run directory holds the private `TMPDIR`: one measure covers both.
-        let limits = self.limit(planned.backend, vec![output_dir.clone()], &mut request);
+        let measured = vec![output_dir.clone()];
+        let limits = self.limit(planned.backend, measured.clone(), &mut request);
         Ok(Wrapped {
             request,
             guard: SpawnGuard::new(
@@ -443,6 +444,7 @@ impl Confinement {
                     watch: confined.watch,
                     limits,
                     container: confined.container,
+                    measured,
                 },
             ),
         })
@@ -485,7 +487,7 @@ impl Confinement {
             output: ChildOutputs::Pipes,
             pre_exec: Vec::new(),
         };
-        let limits = self.limit(planned.backend, measured, &mut request);
+        let limits = self.limit(planned.backend, measured.clone(), &mut request);
         Ok(Wrapped {
             request,
             guard: SpawnGuard::new(
@@ -498,6 +500,7 @@ impl Confinement {
                     watch: None,
                     limits,
                     container: wrapped.container,
+                    measured,
                 },
             ),
         })
@@ -521,7 +524,7 @@ impl Confinement {
                 // podman's own options, enforced by the container's cgroup (the container is
                 // not a child of the spawn: a group the client joined would not count it).
                 if let Some(attestation) = lock(&self.shared).attestation.as_mut() {
-                    attestation.limits = crate::container::enforcement(self.config.limits);
+                    attestation.limits = crate::container::container_limits(self.config.limits);
                 }
                 return None;
             }
@@ -667,6 +670,8 @@ struct Parts {
     watch: Option<PendingWatch>,
     limits: Option<Arc<LimitGroup>>,
     container: Option<String>,
+    /// The directories the disk limit measures, for a container's watch.
+    measured: Vec<PathBuf>,
 }
 
 /// What serves one spawned child of a confinement: the seccomp program until bubblewrap read
@@ -697,6 +702,8 @@ pub struct SpawnGuard {
     limit_watch: Option<tokio::task::JoinHandle<()>>,
     /// Under the container backend: the container's name, removed when the guard ends.
     container: Option<String>,
+    /// Under the container backend: the bound directories the disk limit measures.
+    measured: Vec<PathBuf>,
 }
 
 impl SpawnGuard {
@@ -719,6 +726,7 @@ impl SpawnGuard {
             breach: Arc::default(),
             limit_watch: None,
             container: parts.container,
+            measured: parts.measured,
         }
     }
 
@@ -731,9 +739,11 @@ impl SpawnGuard {
         {
             let slot = Arc::clone(&self.breach);
             let limits = self.limit_caps;
+            let measured = self.measured.clone();
             self.limit_watch = Some(tokio::spawn(async move {
                 let Some((breach, group)) =
-                    crate::container::watch(name.clone(), limits, LIMIT_WATCH_PERIOD).await
+                    crate::container::watch(name.clone(), limits, measured, LIMIT_WATCH_PERIOD)
+                        .await
                 else {
                     return;
                 };
@@ -771,7 +781,11 @@ impl SpawnGuard {
         {
             return Some(found);
         }
-        if let (Some(name), Some(cap)) = (&self.container, self.limit_caps.memory) {
+        if let (Some(name), Some(cap), true) = (
+            &self.container,
+            self.limit_caps.memory,
+            crate::container::cgroup_limits_enforced(),
+        ) {
             // The watch may miss a hog the kernel kills within its first look (the cgroup goes
             // with the container). podman passes on the container's end: exit 137 is its first
             // process killed by SIGKILL, which nothing of Corral's sends into a container (the
@@ -787,6 +801,23 @@ impl SpawnGuard {
                     peak: None,
                     what: "the container's process was killed by SIGKILL (exit 137) under its memory limit".to_string(),
                 });
+            }
+        }
+        if let (Some(_), Some(cap)) = (&self.container, self.limit_caps.disk) {
+            // podman passes on its first process's end as 128 + the signal: a file over the
+            // `--ulimit fsize` cap ends its writer with SIGXFSZ where it is not ignored.
+            if exit.is_some_and(|e| e.code == Some(128 + libc::SIGXFSZ)) {
+                return Some(Breach {
+                    limit: corral_process::Limit::Disk,
+                    cap,
+                    peak: None,
+                    what: "a file grew past the disk limit (SIGXFSZ)".to_string(),
+                });
+            }
+            // The bound directories are the host's: measured after the end as well, for a
+            // container that ended before the watch's first look.
+            if let Some(breach) = corral_process::limits::disk_breach(cap, &self.measured) {
+                return Some(breach);
             }
         }
         if let Some(found) = self

@@ -14,8 +14,10 @@
 //! --ulimit nproc=4096:4096` are always given. Debian's podman pulls `crun`, which fails on a
 //! hybrid cgroup host ("cgroups in hybrid mode not supported"): the runtime is `runc`.
 //!
-//! Not yet: the allow-list proxy (a container gets `--network none` or the host's network, and
-//! `allowlist` is recorded as not enforced) and the probe that checks the sandbox from inside.
+//! With the network confined to the allow-list the container gets `--network none` and Corral's
+//! proxy inside its network namespace, as bubblewrap's sandbox does (`egress`): its program is
+//! held on a pipe given in as descriptor 3 until the proxy listens. Not yet: the probe that
+//! checks the sandbox from inside.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -53,14 +55,22 @@ pub(crate) fn cgroup_path(name: &str) -> Option<PathBuf> {
     (running == "true" && !path.is_empty()).then(|| PathBuf::from(path))
 }
 
-/// Watches the running container `name` against `limits` through its own cgroup, as a limit
-/// group watches a spawn's: the first breach, once the container ran (`None` when it never
+/// Watches the running container `name` against `limits` through its own cgroup, and the
+/// bound directories in `measured` against the disk limit, as a limit group watches a
+/// spawn's: the first breach, once the container ran (`None` when it never
 /// ran or podman could not say where its cgroup is).
 pub(crate) async fn watch(
     name: String,
     limits: ResourceLimits,
+    measured: Vec<PathBuf>,
     period: Duration,
 ) -> Option<(corral_process::Breach, LimitGroup)> {
+    if !cgroup_limits_enforced() {
+        // No cgroup of the container's to read: the measured directories alone.
+        let group = LimitGroup::measure_only(limits.disk?, measured);
+        let breach = group.watch(period).await;
+        return Some((breach, group));
+    }
     let started = std::time::Instant::now();
     let path = loop {
         let asked = name.clone();
@@ -70,7 +80,8 @@ pub(crate) async fn watch(
             Ok(None) | Err(_) => return None,
         }
     };
-    let group = LimitGroup::adopt(limits, &path);
+    // The bound directories the disk limit measures are the host's own: measured here.
+    let group = LimitGroup::adopt(limits, &path).measuring(measured);
     let breach = group.watch(period).await;
     Some((breach, group))
 }
@@ -105,6 +116,9 @@ pub(crate) struct ContainerLine<'a> {
     /// The names of the child's environment variables: podman passes each from its own
     /// environment (`-e NAME`), so no value reaches its argv.
     pub env_names: Vec<&'a str>,
+    /// With egress confined to the allow-list: the program is held until the gate releases
+    /// it (`--preserve-fds 1`, [`crate::egress::CONTAINER_HOLD`]).
+    pub hold: bool,
     /// The program, resolved on the child's `PATH`.
     pub program: &'a Path,
     /// Its arguments.
@@ -162,7 +176,7 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
     .iter()
     .map(OsString::from)
     .collect();
-    args.extend(limit_args(line.config.limits));
+    args.extend(limit_args(line.config.limits, cgroup_limits_enforced()));
     for name in &line.env_names {
         args.extend(["-e".into(), OsString::from(name)]);
     }
@@ -191,7 +205,18 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         line.state,
     ))?);
     args.extend(["-w".into(), line.cwd.as_os_str().to_owned()]);
+    if line.hold {
+        args.extend(["--preserve-fds".into(), "1".into()]);
+    }
     args.extend(["--rootfs".into(), "/:O".into()]);
+    if line.hold {
+        args.extend([
+            "/bin/sh".into(),
+            "-c".into(),
+            crate::egress::CONTAINER_HOLD.into(),
+            "corral-hold".into(),
+        ]);
+    }
     args.push(line.program.as_os_str().to_owned());
     args.extend(line.args.iter().cloned());
     Ok(args)
@@ -222,10 +247,23 @@ fn hide_args(bwrap: &[OsString]) -> std::io::Result<Vec<OsString>> {
     Ok(out)
 }
 
-/// `[limits]` as podman's options, enforced by the container's own cgroup.
-fn limit_args(limits: ResourceLimits) -> Vec<OsString> {
+/// Whether podman enforces its cgroup limits here: as root, or as a user on a unified (v2)
+/// cgroup host. Rootless podman on a v1 or hybrid host ignores `--memory`, `--pids-limit` and
+/// `--cpus` ("Resource limits are not supported and ignored on cgroups V1 rootless systems").
+pub(crate) fn cgroup_limits_enforced() -> bool {
+    nix::unistd::geteuid().is_root() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+}
+
+/// Why rootless podman's cgroup limits do not hold here.
+const ROOTLESS_V1: &str = "rootless podman ignores cgroup limits on a cgroup v1 (or hybrid) host";
+
+/// `[limits]` as podman's options: enforced by the container's own cgroup where podman can
+/// (`cgroups`); else only each file's size (an rlimit). Not `--ulimit data` for memory: runc's
+/// own start inside the container runs under it, and fails at a small cap ("unable to init
+/// seccomp: … cannot allocate memory" at 64 MiB).
+fn limit_args(limits: ResourceLimits, cgroups: bool) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
-    if let Some(bytes) = limits.memory {
+    if let (Some(bytes), true) = (limits.memory, cgroups) {
         // No swap to spill into: the cap is the cap.
         args.extend([
             "--memory".into(),
@@ -234,10 +272,10 @@ fn limit_args(limits: ResourceLimits) -> Vec<OsString> {
             bytes.to_string().into(),
         ]);
     }
-    if let Some(count) = limits.pids {
+    if let (Some(count), true) = (limits.pids, cgroups) {
         args.extend(["--pids-limit".into(), count.to_string().into()]);
     }
-    if let Some(millis) = limits.cpu_millis {
+    if let (Some(millis), true) = (limits.cpu_millis, cgroups) {
         args.extend([
             "--cpus".into(),
             format!("{}.{:03}", millis / 1000, millis % 1000).into(),
@@ -249,25 +287,44 @@ fn limit_args(limits: ResourceLimits) -> Vec<OsString> {
     args
 }
 
-/// How each limit is enforced in a container, for the attestation.
-pub(crate) fn enforcement(limits: ResourceLimits) -> Vec<corral_ports::LimitEnforced> {
+/// How each limit is enforced in a container here, for the attestation and `corral doctor`.
+pub fn container_limits(limits: ResourceLimits) -> Vec<corral_ports::LimitEnforced> {
+    let cgroups = cgroup_limits_enforced();
     // The caps as the process crate writes them, the means podman's.
-    let trial = LimitGroup::describe(limits);
-    trial
+    LimitGroup::describe(limits)
         .into_iter()
-        .map(|(limit, cap)| corral_ports::LimitEnforced {
-            limit: limit.as_str().to_string(),
-            cap,
-            how: Some(
-                match limit {
-                    corral_process::Limit::Memory => "podman --memory (the container's cgroup)",
-                    corral_process::Limit::Pids => "podman --pids-limit (the container's cgroup)",
-                    corral_process::Limit::Cpus => "podman --cpus (the container's cgroup)",
-                    corral_process::Limit::Disk => "podman --ulimit fsize (each file)",
+        .map(|(limit, cap)| {
+            let (how, why_not) = match (limit, cgroups) {
+                (corral_process::Limit::Memory, true) => {
+                    (Some("podman --memory (the container's cgroup)"), None)
                 }
-                .to_string(),
-            ),
-            why_not: None,
+                (corral_process::Limit::Pids, true) => {
+                    (Some("podman --pids-limit (the container's cgroup)"), None)
+                }
+                (corral_process::Limit::Cpus, true) => {
+                    (Some("podman --cpus (the container's cgroup)"), None)
+                }
+                (
+                    corral_process::Limit::Memory
+                    | corral_process::Limit::Pids
+                    | corral_process::Limit::Cpus,
+                    false,
+                ) => (
+                    None,
+                    Some(format!(
+                        "{ROOTLESS_V1}, and no rlimit bounds one container's"
+                    )),
+                ),
+                (corral_process::Limit::Disk, _) => {
+                    (Some("podman --ulimit fsize (each file)"), None)
+                }
+            };
+            corral_ports::LimitEnforced {
+                limit: limit.as_str().to_string(),
+                cap,
+                how: how.map(str::to_string),
+                why_not,
+            }
         })
         .collect()
 }

@@ -76,3 +76,33 @@ pub fn container_usable() -> Result<String, String> {
         })
         .clone()
 }
+
+/// Adds to a `podman run`'s environment (`env`, the program's, which podman passes on by name)
+/// what rootless podman finds its storage, configuration and runtime directory by, from
+/// Corral's own environment, where the program's environment lacks them: the program's `HOME`
+/// may be another (a test's, an isolated one), and a `podman run` that looked elsewhere than
+/// Corral's own `podman inspect` and `podman rm` would neither use the user's storage settings
+/// nor be found again. Added after the names podman passes on were taken, so they do not reach
+/// the program.
+pub(crate) fn add_own_env(env: &mut Vec<(OsString, OsString)>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let own = |name: &str, below_home: &str| {
+        std::env::var_os(name).or_else(|| {
+            home.as_ref()
+                .filter(|_| !below_home.is_empty())
+                .map(|h| h.join(below_home).into_os_string())
+        })
+    };
+    for (name, below_home) in [
+        ("XDG_RUNTIME_DIR", ""),
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_DATA_HOME", ".local/share"),
+    ] {
+        if env.iter().any(|(k, _)| k == name) {
+            continue;
+        }
+        if let Some(value) = own(name, below_home) {
+            env.push((OsString::from(name), value));
+        }
+    }
+}

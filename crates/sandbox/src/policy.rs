@@ -161,25 +161,11 @@ pub struct Refusal {
     pub hint: String,
 }
 
-/// What the container backend enforces of `requested`: all but the allow-list, for which it
-/// has no proxy yet (a container gets no network at all with `allowlist`).
+/// What the container backend enforces of `requested`: all of it (the allow-list with
+/// `--network none` and Corral's proxy inside the container's network namespace, as under
+/// bubblewrap).
 fn container_guarantees(requested: &[Guarantee]) -> (Vec<Guarantee>, Vec<Unenforced>) {
-    let mut enforced = Vec::new();
-    let mut not_enforced = Vec::new();
-    for &guarantee in requested {
-        match guarantee {
-            Guarantee::EgressConfined => not_enforced.push(Unenforced {
-                guarantee,
-                why: "the container backend has no allow-list proxy yet: the container gets no network (--network none), so the CLI cannot reach its model API either; set sandbox.network = \"none\" or \"host\"".to_string(),
-            }),
-            Guarantee::WritesConfined
-            | Guarantee::TreeContained
-            | Guarantee::RepoReadOnly
-            | Guarantee::NoNetwork
-            | Guarantee::HomeHidden => enforced.push(guarantee),
-        }
-    }
-    (enforced, not_enforced)
+    (requested.to_vec(), Vec::new())
 }
 
 /// The guarantees a policy asks for.

@@ -200,6 +200,7 @@ pub(crate) fn wrap_in_container(
         home: home.as_deref(),
         state: frame.state,
         env_names: env.iter().filter_map(|(k, _)| k.to_str()).collect(),
+        hold: frame.egress.is_some(),
         program: &resolved,
         args: frame.args,
     })

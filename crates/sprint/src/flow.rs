@@ -437,7 +437,8 @@ fn pause_for(report: &SpawnReport, cancel: &CancellationToken) -> Option<SprintE
             | Outcome::WallTimeout
             | Outcome::SpawnFailed
             | Outcome::NotStarted
-            | Outcome::Refused,
+            | Outcome::Refused
+            | Outcome::LimitExceeded,
             _,
         ) => None,
     }
@@ -539,6 +540,10 @@ fn describe_end(end: CommandEnd) -> String {
         CommandEnd::Signalled(signal) => format!("signal {signal}"),
         CommandEnd::TimedOut => "timed out".to_string(),
         CommandEnd::Cancelled => "cancelled".to_string(),
+        // The check's report is what the generator's next round reads: it names the limit.
+        CommandEnd::LimitExceeded(exceeded) => {
+            format!("stopped at its {exceeded}: the command and all it started were ended")
+        }
     }
 }
 

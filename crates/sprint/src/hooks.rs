@@ -274,6 +274,7 @@ async fn run_one(
                     format!("killed after {} s (timeout_ms)", timeout.as_secs())
                 }
                 CommandEnd::Cancelled => "cancelled".to_string(),
+                CommandEnd::LimitExceeded(exceeded) => format!("stopped at its {exceeded}"),
             };
             if said.is_empty() {
                 end

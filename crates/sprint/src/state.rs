@@ -141,6 +141,11 @@ pub enum FailureClass {
     /// The evaluator answered, but with no valid evaluation: run again as a transient failure
     /// is, and never at the cost of a generator round.
     NoEvaluation,
+    /// The spawn's process tree went over one of its limits (`[limits]`: memory, processes,
+    /// disk) and was ended: a failed round, whose reason the generator's next round is given.
+    /// Never run again as a transient failure (the same work meets the same limit), never a
+    /// stop of the sprint.
+    LimitExceeded,
 }
 
 impl FailureClass {
@@ -150,6 +155,7 @@ impl FailureClass {
             FailureClass::Transient => "transient",
             FailureClass::Permanent => "permanent",
             FailureClass::NoEvaluation => "no-evaluation",
+            FailureClass::LimitExceeded => "limit-exceeded",
         }
     }
 }

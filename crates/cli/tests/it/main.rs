@@ -29,6 +29,7 @@ mod daily;
 mod endpoints;
 mod hostile;
 mod knobs;
+mod limits;
 mod live_view;
 mod lossless;
 mod preflight;

@@ -1919,3 +1919,48 @@ fn run_with_pr_opens_the_pull_request_once_every_task_is_done() {
     );
     assert_eq!(prs[0].head, format!("corral/{NAME}"));
 }
+
+/// A check that is a fork loop once the task's file exists, under `[limits] pids`: the check
+/// is ended at its limit and its report, which the generator's next round reads, names it; each
+/// round fails that way until the task is blocked. Never exit 8, never a crash of Corral.
+#[test]
+fn a_check_ended_at_its_limit_fails_the_round_naming_the_limit() {
+    let world = World::new(&CLAUDE, |project| {
+        let mut scenario = Scenario::default();
+        for round in 1..=3 {
+            scenario = scenario.with_round(
+                Role::Generator,
+                "t1",
+                round,
+                spawn_steps(
+                    &CLAUDE,
+                    project,
+                    &key(Role::Generator, "t1", round),
+                    &[("t1.txt", "ok")],
+                    &complete("Write t1"),
+                ),
+            );
+        }
+        scenario
+    });
+    let check = "test ! -e t1.txt || { (while :; do sleep 30 & done) 2>/dev/null; sleep 60; }";
+    repository(
+        &world,
+        &sprint_file(&world.project(), &[task("t1")], check, &CLAUDE, None, 1),
+    );
+    let out = sprint_run(&world, &[("CORRAL_LIMITS__PIDS".into(), "256".into())]);
+    let text = transcript(&world.env, &out);
+    assert_ne!(out.status.code(), Some(8), "{text}");
+    let report =
+        std::fs::read_to_string(sprint_dir(&world).join("implement/t1/rounds/1/check.txt"))
+            .unwrap_or_else(|e| panic!("no check report ({e}): {text}"));
+    assert!(
+        report.contains("[stopped at its pids limit of 256 processes"),
+        "{report}"
+    );
+    assert_eq!(
+        task_statuses(&world),
+        [("t1".to_string(), "blocked".to_string())],
+        "{text}"
+    );
+}

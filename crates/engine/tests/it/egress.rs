@@ -1,5 +1,5 @@
-//! Egress confined to the allow-list: inside bubblewrap the fake agent reaches its declared
-//! endpoint through Corral's proxy and nothing else (no other host loopback service, no host
+//! Egress confined to the allow-list: inside bubblewrap (and inside a podman container) the
+//! fake agent reaches its declared endpoint through Corral's proxy and nothing else (no other host loopback service, no host
 //! unix or abstract socket), every refusal is named in the run's log, and a sandbox whose way out
 //! cannot be opened never runs its CLI.
 
@@ -66,10 +66,18 @@ impl HostService {
 
 /// bubblewrap with the allow-list; the fake's "model API" at `model`.
 fn confined(s: &Scratch, model: &HostService) -> EngineConfig {
+    confined_in(BackendChoice::Bubblewrap, s, model)
+}
+
+/// `backend` with the allow-list; the fake's "model API" at `model`.
+fn confined_in(backend: BackendChoice, s: &Scratch, model: &HostService) -> EngineConfig {
     let mut config = fast_config();
-    config.idle_timeout = Duration::from_secs(20);
+    // A container starts in seconds on a loaded machine.
+    config.idle_timeout = Duration::from_secs(60);
+    // Kept as written, for the failure message: what the sandbox's starter said.
+    config.raw_streams = corral_engine::RawStreamRetention::Keep;
     config.sandbox = SandboxConfig {
-        backend: BackendChoice::Bubblewrap,
+        backend,
         network: NetworkPolicy::Allowlist,
         ..SandboxConfig::default()
     };
@@ -108,6 +116,21 @@ fn said<'a>(texts: &'a [String], prefix: &str) -> &'a str {
 
 #[tokio::test]
 async fn the_declared_endpoint_is_reached_through_the_proxy_and_nothing_else_on_the_host() {
+    only_the_declared_endpoint_is_reached(BackendChoice::Bubblewrap).await;
+}
+
+/// The same probes, and the same answers, under the container backend (podman): its own
+/// network namespace with Corral's proxy in it.
+#[tokio::test]
+async fn in_a_container_too_only_the_declared_endpoint_is_reached_through_the_proxy() {
+    if let Err(why) = corral_engine::container_usable() {
+        eprintln!("SKIPPED: the container backend cannot run here: {why}");
+        return;
+    }
+    only_the_declared_endpoint_is_reached(BackendChoice::Container).await;
+}
+
+async fn only_the_declared_endpoint_is_reached(backend: BackendChoice) {
     let s = Scratch::new();
     let model = HostService::start("model-ok");
     let secret = HostService::start("secret");
@@ -115,7 +138,7 @@ async fn the_declared_endpoint_is_reached_through_the_proxy_and_nothing_else_on_
     let get_model = format!("http://{m}/v1/ping");
     let get_secret = format!("http://{x}/admin");
     let out = run(
-        confined(&s, &model),
+        confined_in(backend, &s, &model),
         &net_probe(
             &s,
             &[
@@ -132,7 +155,15 @@ async fn the_declared_endpoint_is_reached_through_the_proxy_and_nothing_else_on_
         s.session(),
     )
     .await
-    .unwrap();
+    .unwrap_or_else(|e| {
+        let raw = std::fs::read_dir(s.run_dir().join("raw"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|f| std::fs::read_to_string(f.path()).unwrap_or_default())
+            .collect::<Vec<_>>();
+        panic!("{e}\nlog: {:#?}\nraw: {raw:#?}", s.log())
+    });
     assert_eq!(out.outcome, Outcome::Succeeded);
     let texts = texts(&s);
     assert!(

@@ -20,6 +20,7 @@ mod embedding;
 mod faults;
 mod git_check;
 mod interactive;
+mod limits;
 mod liveness;
 mod pdeathsig;
 mod refusals;

@@ -205,7 +205,21 @@ pub struct EgressGate {
     status_write: OwnedFd,
     block_read: OwnedFd,
     block_write: OwnedFd,
+    /// Under the container backend: the container's name. Its process is found with `podman
+    /// inspect` instead of bubblewrap's status, and the program waits on the block pipe, given
+    /// into the container as its descriptor 3 ([`EgressGate::container_hold`]).
+    container: Option<String>,
 }
+
+/// How long podman may take to start the container (its process waiting on the gate).
+const CONTAINER_START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The shell line that holds a container's program until the gate says `go` on descriptor 3,
+/// then runs it (`$0` is the program's name for the shell's messages, `$@` the program and its
+/// arguments). Anything but `go` (the supervisor gone: end of file) ends it before the program
+/// ran.
+pub const CONTAINER_HOLD: &str =
+    "IFS= read -r go <&3; exec 3<&-; [ \"$go\" = go ] || exit 125; exec \"$@\"";
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
@@ -221,7 +235,43 @@ impl EgressGate {
             status_write,
             block_read,
             block_write,
+            container: None,
         })
+    }
+
+    /// The gate of the container `name`: its program is held on the block pipe (see
+    /// [`EgressGate::container_hold`]).
+    pub fn for_container(name: &str) -> io::Result<Self> {
+        Ok(EgressGate {
+            container: Some(name.to_string()),
+            ..EgressGate::new()?
+        })
+    }
+
+    /// Under the container backend: the program and arguments that start podman (`podman`,
+    /// `podman_args`) with the block pipe as its descriptor 3, which `--preserve-fds 1` (among
+    /// `podman_args`) passes into the container, where [`CONTAINER_HOLD`] waits on it. The
+    /// descriptor is opened again as 3 by a shell, the one step before podman replaces it.
+    pub fn container_hold(
+        &self,
+        podman: &Path,
+        podman_args: Vec<OsString>,
+    ) -> (PathBuf, Vec<OsString>) {
+        let mut args: Vec<OsString> = vec![
+            "-c".into(),
+            // dash takes no two-digit descriptor in a redirection: the pipe is opened anew
+            // through `/proc/self/fd`.
+            "exec 3</proc/self/fd/\"$0\" && exec \"$@\"".into(),
+            self.block_read.as_raw_fd().to_string().into(),
+            podman.as_os_str().to_owned(),
+        ];
+        args.extend(podman_args);
+        (PathBuf::from("/bin/sh"), args)
+    }
+
+    /// Under the container backend, the descriptor podman's starter inherits.
+    pub fn container_fds(&self) -> Vec<RawFd> {
+        vec![self.block_read.as_raw_fd()]
     }
 
     /// `--json-status-fd W --block-fd R`, to go before bubblewrap's `--`.
@@ -252,16 +302,32 @@ impl EgressGate {
             status_write,
             block_read,
             block_write,
+            container,
         } = self;
-        // bubblewrap holds its own copies; ours would keep the status pipe from ever ending.
+        // bubblewrap (or podman) holds its own copies; ours would keep the pipes from ending.
         drop(status_write);
         drop(block_read);
-        let mut status = tokio::net::unix::pipe::Receiver::from_owned_fd(status_read)
-            .map_err(|e| EgressError::NoStatus(e.to_string()))?;
-        let report = tokio::time::timeout(STATUS_TIMEOUT, read_status_line(&mut status))
-            .await
-            .map_err(|_| EgressError::NoStatus(format!("nothing within {STATUS_TIMEOUT:?}")))??;
-        let (pid, net_inode) = report;
+        let (status, pid, net_inode) = match container {
+            Some(name) => {
+                drop(status_read);
+                let pid = container_pid(name).await?;
+                (None, pid, None)
+            }
+            None => {
+                let mut status = tokio::net::unix::pipe::Receiver::from_owned_fd(status_read)
+                    .map_err(|e| EgressError::NoStatus(e.to_string()))?;
+                let report = tokio::time::timeout(STATUS_TIMEOUT, read_status_line(&mut status))
+                    .await
+                    .map_err(|_| {
+                        EgressError::NoStatus(format!("nothing within {STATUS_TIMEOUT:?}"))
+                    })??;
+                (Some(status), report.0, report.1)
+            }
+        };
+        let net_inode = match net_inode {
+            Some(inode) => Some(inode),
+            None => netns::namespace_inode(&format!("/proc/{pid}/ns/net")).ok(),
+        };
         let reported = started.elapsed();
         let listener = tokio::task::spawn_blocking(move || {
             netns::listen_in_netns_of(pid, net_inode, PROXY_PORT)
@@ -276,10 +342,11 @@ impl EgressGate {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| EgressError::Namespace(e.to_string()))?;
         let serving = tokio::spawn(proxy::serve(listener, Arc::new(allow), notes));
-        // Release the CLI: one byte on the block pipe.
+        // Release the CLI: one byte on bubblewrap's block pipe, a line for the container's
+        // hold.
         let mut block = std::fs::File::from(block_write);
         block
-            .write_all(b"1")
+            .write_all(b"go\n")
             .map_err(|e| EgressError::NoStatus(format!("cannot release the sandbox: {e}")))?;
         Ok(EgressProxy {
             serving,
@@ -288,6 +355,35 @@ impl EgressGate {
             setup: started.elapsed(),
             reported,
         })
+    }
+}
+
+/// The host pid of the container `name`'s first process, once it runs (held on the gate).
+async fn container_pid(name: String) -> Result<u32, EgressError> {
+    let started = Instant::now();
+    loop {
+        let asked = name.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            crate::podman::podman(&["inspect", "--format", "{{.State.Pid}}", &asked])
+        })
+        .await
+        .map_err(|e| EgressError::NoStatus(e.to_string()))?;
+        let pid = answer
+            .as_ref()
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok())
+            .filter(|&pid| pid > 0);
+        if let Some(pid) = pid {
+            return Ok(pid);
+        }
+        if started.elapsed() > CONTAINER_START_TIMEOUT {
+            let said = answer.unwrap_or_else(|why| why);
+            return Err(EgressError::NoStatus(format!(
+                "the container {name} did not run within {CONTAINER_START_TIMEOUT:?} (podman inspect: {})",
+                said.trim()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -330,7 +426,8 @@ async fn read_status_line(
 #[derive(Debug)]
 pub struct EgressProxy {
     serving: tokio::task::JoinHandle<()>,
-    _status: tokio::net::unix::pipe::Receiver,
+    /// bubblewrap's status pipe (none for a container).
+    _status: Option<tokio::net::unix::pipe::Receiver>,
     /// The sandbox's network namespace (its inode), for the record.
     pub sandbox_netns: Option<u64>,
     /// From spawn to the released CLI.

@@ -137,31 +137,28 @@ async fn every_hog_is_stopped_by_its_limit(backend: BackendChoice) {
             Limit::Memory,
             "a=$(head -c 268435456 /dev/zero | tr '\\0' x); echo survived ${#a}",
         ),
+        // A native command has no private `TMPDIR`: its working directory, never the host's `/`.
         (
             Limit::Disk,
-            "exec dd if=/dev/zero of=\"$TMPDIR/big\" bs=1M count=64",
+            "exec dd if=/dev/zero of=\"${TMPDIR:-$PWD}/big\" bs=1M count=64",
         ),
     ];
+    // Asked before a hog runs: without a cgroup a fork loop would run unbounded (a plain user
+    // on a cgroup v1 host has none).
+    let readiness = corral_sandbox::limits_readiness(LIMITS);
     for (limit, script) in hogs {
-        let ran = run(backend, cwd, script, false).await;
-        let by = |l: Limit| {
-            ran.attestation
-                .limits
-                .iter()
-                .find(|e| e.limit == l.as_str())
-                .and_then(|e| e.how.clone())
-        };
-        if matches!(limit, Limit::Pids | Limit::Memory)
-            && !by(limit).is_some_and(|how| how.starts_with("cgroup"))
-        {
+        let by_cgroup = readiness.iter().any(|e| {
+            e.limit == limit.as_str() && e.how.as_deref().is_some_and(|h| h.starts_with("cgroup"))
+        });
+        if matches!(limit, Limit::Pids | Limit::Memory) && !by_cgroup {
             eprintln!(
-                "SKIPPED: {} under {}: no cgroup here ({:?})",
+                "SKIPPED: {} under {}: no cgroup here ({readiness:?})",
                 limit.as_str(),
                 backend.as_str(),
-                ran.attestation.limits
             );
             continue;
         }
+        let ran = run(backend, cwd, script, false).await;
         let breach = ran
             .breach
             .unwrap_or_else(|| panic!("{} under {}: no breach", limit.as_str(), backend.as_str()));
@@ -173,6 +170,16 @@ async fn every_hog_is_stopped_by_its_limit(backend: BackendChoice) {
             std::fs::read_to_string(cwd.join("sibling.txt")).unwrap(),
             "sibling\n"
         );
+    }
+    let cpu_by_cgroup = readiness
+        .iter()
+        .any(|e| e.limit == "cpus" && e.how.as_deref().is_some_and(|h| h.starts_with("cgroup")));
+    if !cpu_by_cgroup {
+        eprintln!(
+            "SKIPPED: cpus under {}: no cgroup here ({readiness:?})",
+            backend.as_str()
+        );
+        return;
     }
     let spun = run(backend, cwd, "while :; do :; done", true).await;
     assert!(spun.throttled.unwrap_or(0) > 0);

@@ -1,8 +1,9 @@
 //! A failed spawn judged by its class, for either role: a transient failure runs the same
 //! spawn again within the round's allowance (no round counted), a permanent one stops the
-//! sprint with what to fix.
+//! sprint with what to fix, and one ended at its limits (`[limits]`) fails the round, its
+//! reason given to the generator's next.
 
-use corral_ports::ErrorClass;
+use corral_ports::{ErrorClass, Outcome};
 
 use crate::agent::{SpawnReport, SpawnVerdict};
 use crate::error::SprintError;
@@ -26,7 +27,8 @@ impl TaskCursor<'_, '_, '_> {
     /// stops the sprint with [`SprintEnd::PermanentFailure`] (exit 8), the task left at that
     /// spawn and the provider's message, with its fix, in the task's warnings: no other task
     /// spends its rounds on a CLI or a login that cannot work, and a rerun once it is fixed
-    /// goes on there.
+    /// goes on there. A spawn ended at one of its limits, of either role, fails the round: the
+    /// generator's next round is told which limit, and past `max_rounds` the task is blocked.
     pub(super) async fn failed_spawn(
         &mut self,
         role: Role,
@@ -36,6 +38,11 @@ impl TaskCursor<'_, '_, '_> {
         let task = self.task;
         let valid = matches!(report.verdict, SpawnVerdict::Valid { .. });
         let (class, message) = match (&report.error, no_evaluation) {
+            // Before the class: a limit is not transient (the same work meets it again) and no
+            // stop of the sprint either (another round can do the work with less).
+            (Some(error), _) if report.outcome == Outcome::LimitExceeded => {
+                (FailureClass::LimitExceeded, error.message.clone())
+            }
             (Some(error), no_evaluation) => match error.class {
                 ErrorClass::Permanent => (FailureClass::Permanent, error.message.clone()),
                 ErrorClass::Retryable if valid && no_evaluation.is_none() => return Ok(None),
@@ -54,6 +61,8 @@ impl TaskCursor<'_, '_, '_> {
                 source: std::io::Error::other(message),
             });
         }
+        // What the generator's next round is told: the limit, not the user's fix (`hint:`).
+        let first_line = message.lines().next().unwrap_or_default().to_string();
         // The provider's message may span lines (its `hint:` is one): one line in the record.
         let message = message
             .lines()
@@ -92,6 +101,20 @@ impl TaskCursor<'_, '_, '_> {
                 );
                 self.warn(&warning)?;
                 Ok(Some(Next::Pause(SprintEnd::PermanentFailure)))
+            }
+            FailureClass::LimitExceeded => {
+                let warning = format!(
+                    "round {round}: the {role} ({provider}) went over a limit and was ended, so \
+                     the round failed: {message}"
+                );
+                self.warn(&warning)?;
+                let critique = format!(
+                    "Round {round} was stopped: the {role}'s process tree (the agent and every \
+                     command it ran) went over a limit and was ended ({first_line}). Whatever \
+                     used it (a build, a test suite, a tool, a loop) must use less this round."
+                );
+                self.save()?;
+                self.next_round(critique).await.map(Some)
             }
             FailureClass::Transient | FailureClass::NoEvaluation => {
                 let allowed = self.ctx.file().sprint.transient_retries;
@@ -132,7 +155,6 @@ fn permanent_fix(
     provider: corral_ports::ProviderId,
     file: &crate::file::SprintFile,
 ) -> String {
-    use corral_ports::Outcome;
     let sprint_file = file.path.file_name().map_or_else(
         || file.path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
@@ -155,6 +177,7 @@ fn permanent_fix(
         | Outcome::StaleSession
         | Outcome::Crashed
         | Outcome::IdleTimeout
-        | Outcome::WallTimeout => String::new(),
+        | Outcome::WallTimeout
+        | Outcome::LimitExceeded => String::new(),
     }
 }

@@ -2,7 +2,9 @@
 //! kill, the wall clock, a crash) runs the same spawn again without counting a round, within
 //! `[sprint] transient_retries`; an evaluator that fails runs again alone, never at the cost of a
 //! generator round; a permanent failure stops the sprint with exit 8 before the other tasks
-//! spend their rounds; and each failure is in the task's record with its class.
+//! spend their rounds; a spawn ended at its limits (`[limits]`) fails its round, the limit
+//! named to the generator's next round, and never stops the sprint; and each failure is in the
+//! task's record with its class.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -70,6 +72,7 @@ struct Seen {
     round: u32,
     role: Role,
     resume: Option<SessionId>,
+    prompt: String,
 }
 
 /// A fake agent for both roles: each (task, role) fails as scripted, in order, then works
@@ -165,6 +168,7 @@ impl RoleAgent for FailingAgent {
             round,
             role: request.role,
             resume: request.resume.clone(),
+            prompt: request.prompt.clone(),
         });
         // A resumed session keeps its id; a new one is named after where it started. Written
         // at once, as a real spawn's is: a rerun after a failure finds it in the directory.
@@ -591,5 +595,79 @@ async fn with_jobs_a_permanent_failure_stops_the_sprint_with_exit_8() {
         s.tasks[0].status,
         TaskStatus::Running,
         "a stopped at its spawn"
+    );
+}
+
+/// What `corral run`'s engine reports for a tool that went over `[limits] memory`.
+const MEMORY_LIMIT: &str = "claude: stopped at its memory limit of 64 MiB (peak 64 MiB): the \
+kernel killed 1 process(es) out of memory\nhint: raise [limits] memory in your settings, or \
+resume the session and ask for work that uses less";
+
+#[tokio::test]
+async fn a_spawn_ended_at_its_limit_fails_the_round_and_the_next_round_is_told_which() {
+    let p = project(&["a", "b"], "").await;
+    let generator = FailingAgent::new(ProviderId::Claude);
+    let evaluator = FailingAgent::new(ProviderId::Codex);
+    // Permanent in the provider's terms: the class the engine gives a limit.
+    generator.fails(
+        "a",
+        Role::Generator,
+        [Fail::Permanent(Outcome::LimitExceeded, MEMORY_LIMIT)],
+    );
+    evaluator.fails(
+        "b",
+        Role::Evaluator,
+        [Fail::Permanent(Outcome::LimitExceeded, MEMORY_LIMIT)],
+    );
+    let events = Events::default();
+    let summary = run(&p, &generator, &evaluator, &events).await;
+    // Never a stop of the sprint (exit 8), never a transient rerun of the same round.
+    assert_eq!(summary.end, SprintEnd::Done, "{summary:?}");
+    assert_eq!(summary.exit_code, 0);
+    let a = &summary.tasks[0];
+    assert_eq!(a.status, TaskStatus::Done);
+    assert_eq!(a.rounds, 2, "the limit cost a round");
+    let spawned = generator.spawns("a", Role::Generator);
+    assert_eq!(spawned.len(), 2);
+    assert_eq!(spawned[1].round, 2);
+    assert!(
+        spawned[1].prompt.contains("went over a limit")
+            && spawned[1].prompt.contains("memory limit of 64 MiB"),
+        "the second round is told: {}",
+        spawned[1].prompt
+    );
+    // The user's fix stays the user's: the hint is not the generator's business.
+    assert!(
+        !spawned[1].prompt.contains("hint:"),
+        "{}",
+        spawned[1].prompt
+    );
+    // An evaluator's limit fails the round the same way: the generator's next round hears it.
+    let b = &summary.tasks[1];
+    assert_eq!(b.status, TaskStatus::Done);
+    assert_eq!(b.rounds, 2);
+    let b_spawned = generator.spawns("b", Role::Generator);
+    assert!(
+        b_spawned[1].prompt.contains("the evaluator's process tree"),
+        "{}",
+        b_spawned[1].prompt
+    );
+    let s = state(&p);
+    assert_eq!(
+        classes(&s, "a"),
+        [(
+            1,
+            Role::Generator,
+            FailureClass::LimitExceeded,
+            Outcome::LimitExceeded
+        )]
+    );
+    assert!(
+        events
+            .warnings()
+            .iter()
+            .any(|w| w.contains("round 1: the generator (claude) went over a limit")),
+        "{:?}",
+        events.warnings()
     );
 }

@@ -420,6 +420,16 @@ fn run(opts: &Opts, args: &[OsString]) -> io::Result<u8> {
             out.line(&FakeLine::done())?;
             Ok(0)
         }
+        Mode::RunTool => {
+            out.line(&FakeLine::init(&session))?;
+            // What a CLI does with a model's shell tool call: run it, and go on with its answer
+            // (a tool ended by a limit is a failed command to the CLI, not the CLI's end).
+            let script = opts.tool.as_deref().unwrap_or("true");
+            let status = tree::shell(script)?;
+            out.line(&FakeLine::text(format!("tool ended: {status}")))?;
+            out.line(&FakeLine::done())?;
+            Ok(0)
+        }
         Mode::Usage => {
             out.raw(cli::usage_text().as_bytes())?;
             Ok(0)

@@ -38,6 +38,7 @@ fn class_of(case: &str, resumed: bool) -> AttemptClass {
             .capabilities()
             .always_terminal_event,
         cli_retry_after_ms: None,
+        limit_breach: None,
     })
 }
 

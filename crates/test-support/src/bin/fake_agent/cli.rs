@@ -43,6 +43,7 @@ pub enum Mode {
     EchoStdin,
     Flood,
     WriteFiles,
+    RunTool,
     Usage,
     /// Internal: spawns `--count` sleepers, then sleeps forever.
     Spawner,
@@ -207,6 +208,11 @@ const MODES: &[(&str, Mode, &str)] = &[
         Mode::WriteFiles,
         "init; creates --count N (1000) small files in its working directory; result; exit 0",
     ),
+    (
+        "run-tool",
+        Mode::RunTool,
+        "init; run `sh -c` --tool SCRIPT as a CLI runs its shell tool, and report how it ended as text; result; exit 0",
+    ),
     ("usage", Mode::Usage, "print this help; exit 0"),
     ("__spawner", Mode::Spawner, ""),
     ("__sleeper", Mode::Sleeper, ""),
@@ -262,6 +268,7 @@ pub struct Opts {
     pub proxy_get: Vec<String>,
     pub unix: Vec<String>,
     pub abstract_names: Vec<String>,
+    pub tool: Option<String>,
 }
 
 /// The help text listing the modes and options.
@@ -343,6 +350,7 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
         proxy_get: Vec::new(),
         unix: Vec::new(),
         abstract_names: Vec::new(),
+        tool: None,
     };
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
@@ -396,6 +404,7 @@ pub fn parse(args: &[OsString]) -> Result<Opts, String> {
             "proxy-get" => opts.proxy_get.extend(list(&value)),
             "unix" => opts.unix.extend(list(&value)),
             "abstract" => opts.abstract_names.extend(list(&value)),
+            "tool" => opts.tool = Some(value),
             _ => return Err(format!("unknown option: --{name}")),
         }
     }

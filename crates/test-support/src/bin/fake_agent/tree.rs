@@ -94,6 +94,11 @@ pub fn spawn_self_with(
         .spawn()
 }
 
+/// Runs `sh -c script` to its end, as a CLI runs its shell tool.
+pub fn shell(script: &str) -> std::io::Result<std::process::ExitStatus> {
+    Command::new("sh").arg("-c").arg(script).status()
+}
+
 /// Polls `ready` every 10 ms for up to 10 s; an error naming `what` on timeout.
 pub fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> std::io::Result<()> {
     let deadline = Instant::now() + TREE_TIMEOUT;
