@@ -1843,3 +1843,103 @@ fn a_generator_cannot_plant_links_or_a_verdict_in_the_sprints_record() {
             .is_file()
     );
 }
+
+/// Failover (issue 31): the generator lists Claude Code then Codex; Claude Code's account meets
+/// a usage limit two hours from its reset (its own fake API answers nothing else), longer than
+/// the role's `failover_after_ms`, so the spawn is ended at once, the task goes on with Codex in
+/// a new session, and `sprint status` says who was held until when and who went on.
+#[test]
+fn a_generator_held_past_failover_after_goes_on_with_the_next_provider() {
+    let reset = std::time::SystemTime::now() + Duration::from_secs(2 * 3600);
+    let reset_s = reset
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let limited =
+        corral_test_support::fake_api::FakeApi::start(Scenario::forever(Step::UsageLimit {
+            resets_at_epoch_s: reset_s,
+        }))
+        .unwrap();
+    let world = World::new(&CODEX, |project| {
+        Scenario::default().with_round(
+            Role::Generator,
+            "t1",
+            1,
+            spawn_steps(
+                &CODEX,
+                project,
+                &key(Role::Generator, "t1", 1),
+                &[("t1.txt", "ok")],
+                &complete("Write t1"),
+            ),
+        )
+    });
+    let mut file = sprint_file(&world.project(), &[task("t1")], CHECK, &CODEX, None, 2);
+    file = file.replace(
+        "[roles.generator]\nprovider = \"codex\"\n",
+        "[roles.generator]\nprovider = [\"claude\", \"codex\"]\nfailover_after_ms = \"1m\"\n",
+    );
+    repository(&world, &file);
+    let mut vars = claude_vars(&world);
+    for (k, v) in &mut vars {
+        if k == "ANTHROPIC_BASE_URL" {
+            *v = limited.url();
+        }
+    }
+    let started = std::time::Instant::now();
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().chain(&vars).map(|(k, v)| (k, v)))
+        .timeout(RUN_CAP * 3)
+        .args(["sprint", "run", "--json", "--no-preflight"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let said = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    // Not a two-hour wait, nor a backoff: the hold was learnt and handed over.
+    assert!(took < Duration::from_secs(120), "{took:?}: {said}");
+    assert!(
+        !limited.model_requests().is_empty(),
+        "Claude Code met the limit"
+    );
+    assert!(
+        world
+            .api
+            .spawn_requests(&key(Role::Generator, "t1", 1))
+            .iter()
+            .all(|r| r.path.starts_with("/v1/responses")),
+        "Codex did the round"
+    );
+    assert_eq!(
+        sprint_commits(&world),
+        [("Write t1".to_owned(), "t1".to_owned())]
+    );
+    let s = state(&world);
+    let handovers = s["tasks"][0]["handovers"].as_array().unwrap();
+    assert_eq!(handovers.len(), 1, "{s:#}");
+    assert_eq!(handovers[0]["from"], "claude");
+    assert_eq!(handovers[0]["to"], "codex");
+    assert_eq!(handovers[0]["round"], 1);
+    let until = humantime::parse_rfc3339(handovers[0]["heldUntil"].as_str().unwrap()).unwrap();
+    let off = until.duration_since(reset).unwrap_or_else(|e| e.duration());
+    assert!(
+        off < Duration::from_secs(5),
+        "held until the reset: {off:?}"
+    );
+    // The night's record and the status say it.
+    let events = std::fs::read_to_string(sprint_dir(&world).join("events.jsonl")).unwrap();
+    assert!(events.contains("\"event\":\"failed-over\""), "{events}");
+    let status = world
+        .env
+        .corral()
+        .args(["sprint", "status"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("claude held until") && text.contains("continued on codex"),
+        "{text}"
+    );
+}
