@@ -584,7 +584,10 @@ fn main() -> ExitCode {
         .iter()
         .position(|a| a == "--corral")
         .and_then(|i| args.get(i + 1))
-        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_corral")), PathBuf::from);
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_corral")),
+            PathBuf::from,
+        );
     eprintln!("corral under test: {}", corral.display());
     let claude = corral_test_support::require_cli("claude");
     if !benching {
