@@ -31,7 +31,6 @@ impl TaskCursor<'_, '_, '_> {
         let Some(progress) = t.progress.clone() else {
             return Ok(Next::Finished);
         };
-        self.ctx.fingerprint_protected(task, t.round).await?;
         let role_agent = self.ctx.run.generator;
         // With failover, the provider of the role whose account is not held.
         let agent = current_agent(role_agent);
@@ -98,6 +97,10 @@ impl TaskCursor<'_, '_, '_> {
             if let Some(pause) = self.spend_cap().await? {
                 return Ok(pause);
             }
+            // Taken once the spawn is sure to run: a sprint paused at its spend cap is told to
+            // raise the cap in the sprint file, and that edit, made before the round, is not
+            // the round's change to a protected file.
+            self.ctx.fingerprint_protected(task, t.round).await?;
             let report = self
                 .spawn(
                     Role::Generator,
