@@ -2191,3 +2191,80 @@ fn chaos_a_night_of_limits_a_vanished_model_a_tripped_cap_and_a_kill_loses_and_r
         "the chaos took {took:?}: {exits:?}"
     );
 }
+
+/// The spend cap with a CLI that reports only tokens (issue 31): Codex's spawns are priced by
+/// the user's `[prices."fake-model"]`, marked as estimates, and counted against the sprint's
+/// `max_cost_usd`: the second task pauses before its spawn (exit 9), naming the cap.
+#[test]
+fn codexs_tokens_are_priced_by_the_users_table_and_count_against_the_sprints_cap() {
+    let world = World::new(&CODEX, |project| {
+        let mut scenario = Scenario::default();
+        for id in ["t1", "t2"] {
+            scenario = scenario.with_round(
+                Role::Generator,
+                id,
+                1,
+                spawn_steps(
+                    &CODEX,
+                    project,
+                    &key(Role::Generator, id, 1),
+                    &[(&format!("{id}.txt"), "ok")],
+                    &complete(&format!("Write {id}")),
+                ),
+            );
+        }
+        scenario
+    });
+    let file = sprint_file(
+        &world.project(),
+        &[task("t1"), task("t2")],
+        CHECK,
+        &CODEX,
+        None,
+        2,
+    )
+    .replace(
+        "max_rounds = 3\n",
+        "max_rounds = 3\nmax_cost_usd = 0.0001\n",
+    );
+    repository(&world, &file);
+    std::fs::write(
+        world.project().join("corral.toml"),
+        "[prices.\"fake-model\"]\ninput = 10.0\noutput = 10.0\n",
+    )
+    .unwrap();
+    git(&world.project(), &["add", "-A"]);
+    git(&world.project(), &["commit", "-q", "-m", "prices"]);
+    let out = sprint_run(&world, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(9),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let s = state(&world);
+    let t1 = &s["tasks"][0];
+    assert_eq!(t1["status"], "done", "{t1:#}");
+    assert_eq!(t1["costEstimated"], true, "{t1:#}");
+    let usage = &t1["usageByProvider"]["codex"];
+    let tokens = usage["input"].as_u64().unwrap() + usage["output"].as_u64().unwrap();
+    let cost = usage["costUsd"].as_f64().unwrap();
+    // $10 per million tokens in and out (no cache tokens against the fake API).
+    #[allow(clippy::cast_precision_loss)]
+    let priced = tokens as f64 * 10.0 / 1_000_000.0;
+    assert!(
+        (cost - priced).abs() < 1e-9,
+        "{cost} for {tokens} tokens: {usage:#}"
+    );
+    let t2 = &s["tasks"][1];
+    assert_eq!(t2["status"], "running", "{t2:#}");
+    let warning = t2["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("max_cost_usd is $0.0001"), "{warning}");
+    assert!(
+        world
+            .api
+            .spawn_requests(&key(Role::Generator, "t2", 1))
+            .is_empty(),
+        "t2's spawn never started"
+    );
+}
