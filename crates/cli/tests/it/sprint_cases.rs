@@ -1844,10 +1844,11 @@ fn a_generator_cannot_plant_links_or_a_verdict_in_the_sprints_record() {
     );
 }
 
-/// Failover (issue 31): the generator lists Claude Code then Codex; Claude Code's account meets
-/// a usage limit two hours from its reset (its own fake API answers nothing else), longer than
-/// the role's `failover_after_ms`, so the spawn is ended at once, the task goes on with Codex in
-/// a new session, and `sprint status` says who was held until when and who went on.
+/// Failover (issue 31): the generator lists Claude Code then Codex; Claude Code's account is held
+/// by a usage limit two hours from its reset (its own fake API answers nothing else; another run
+/// met it first), longer than the role's `failover_after_ms`: the preflight says so without
+/// waiting, the spawn stops before Claude Code starts, the task goes on with Codex in a new
+/// session, and `sprint status` says who was held until when and who went on.
 #[test]
 fn a_generator_held_past_failover_after_goes_on_with_the_next_provider() {
     let reset = std::time::SystemTime::now() + Duration::from_secs(2 * 3600);
@@ -1886,16 +1887,44 @@ fn a_generator_held_past_failover_after_goes_on_with_the_next_provider() {
             *v = limited.url();
         }
     }
+    // Another run met the limit first (auto_resume off: it stops, exit 4): the account is held
+    // in the gate until the reset, which neither the preflight nor the sprint waits for.
+    let first = world
+        .env
+        .corral()
+        .envs(world.vars().iter().chain(&vars).map(|(k, v)| (k, v)))
+        .env("CORRAL_RETRY__AUTO_RESUME", "false")
+        .timeout(RUN_CAP)
+        .args(["run", "--provider", "claude", "--json", "say hello"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        first.status.code(),
+        Some(4),
+        "{}",
+        transcript(&world.env, &first)
+    );
+    let asked = limited.model_requests().len();
     let started = std::time::Instant::now();
     let out = world
         .env
         .corral()
         .envs(world.vars().iter().chain(&vars).map(|(k, v)| (k, v)))
-        .timeout(RUN_CAP * 3)
-        .args(["sprint", "run", "--json", "--no-preflight"])
+        .timeout(Duration::from_secs(180))
+        .args(["sprint", "run", "--json"])
         .output()
         .unwrap();
     let took = started.elapsed();
+    assert_eq!(
+        limited.model_requests().len(),
+        asked,
+        "the held account was not asked again, by the preflight or the sprint"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rate limited right now"),
+        "the preflight says so: {}",
+        transcript(&world.env, &out)
+    );
     let said = transcript(&world.env, &out);
     assert_eq!(out.status.code(), Some(0), "{said}");
     // Not a two-hour wait, nor a backoff: the hold was learnt and handed over.
