@@ -608,4 +608,21 @@ mod tests {
             Some("3 failed spawns: 2 transient, 1 permanent")
         );
     }
+
+    #[test]
+    fn a_hand_over_reads_held_until_then_who_went_on() {
+        let record = corral_sprint::HandOverRecord {
+            round: 2,
+            role: Role::Generator,
+            from: ProviderId::Claude,
+            held_until: "2026-12-07T04:00:00Z".into(),
+            to: ProviderId::Codex,
+        };
+        let until = crate::display::recorded_time("2026-12-07T04:00:00Z");
+        assert_eq!(
+            super::handover_text(&record, 1),
+            format!("claude held until {until}, continued on codex")
+        );
+        assert!(super::handover_text(&record, 3).ends_with("continued on codex (3 hand-overs)"));
+    }
 }
