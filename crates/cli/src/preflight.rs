@@ -279,9 +279,11 @@ async fn check_role(
         }
     };
     let mut config = engine_config(settings);
-    // A limit met now is said and left to the sprint, which waits for it anyway; the preflight
-    // does not wait.
+    // A limit met now is said and left to the sprint, which waits for it anyway (or hands the
+    // role to its next provider); the preflight does not wait, not even for a hold another run
+    // left in the account's gate: any hold stops the request before it starts.
     config.retry.max_retries = 0;
+    config.retry.hand_over_after = Some(std::time::Duration::ZERO);
     config.wall_timeout = Some(
         config
             .wall_timeout

@@ -187,20 +187,33 @@ pub(crate) fn role_agents(
     Ok((generator, evaluator))
 }
 
-/// A role as a short phrase: `claude (model x, effort high)`.
+/// A role as a short phrase: `claude (model x, effort high)`; with failover, each provider in
+/// order, then how long a hold is waited out (`claude (model x), then codex after a 15m hold`).
 fn role(r: &RoleSettings) -> String {
-    let mut details = Vec::new();
-    if let Some(model) = &r.model {
-        details.push(format!("model {model}"));
+    let one = |c: &corral_sprint::ProviderChoice| {
+        let mut details = Vec::new();
+        if let Some(model) = &c.model {
+            details.push(format!("model {model}"));
+        }
+        if let Some(effort) = c.effort {
+            details.push(format!("effort {}", effort.as_str()));
+        }
+        if details.is_empty() {
+            c.provider.as_str().to_string()
+        } else {
+            format!("{} ({})", c.provider, details.join(", "))
+        }
+    };
+    let choices = r.choices();
+    let names: Vec<String> = choices.iter().map(one).collect();
+    if names.len() == 1 {
+        return names.join("");
     }
-    if let Some(effort) = r.effort {
-        details.push(format!("effort {}", effort.as_str()));
-    }
-    if details.is_empty() {
-        r.provider.as_str().to_string()
-    } else {
-        format!("{} ({})", r.provider, details.join(", "))
-    }
+    format!(
+        "{} after a {} hold",
+        names.join(", then "),
+        display::duration_ms(r.failover_after_ms)
+    )
 }
 
 fn print_summary(file: &SprintFile) {
@@ -503,6 +516,9 @@ fn print_state(state: &SprintState) {
         if let Some(failed) = failures_text(&task.failures) {
             details.push(failed);
         }
+        if let Some(last) = task.handovers.last() {
+            details.push(handover_text(last, task.handovers.len()));
+        }
         let used = corral_sprint::UsageRollUp::of_task(task).total;
         if used != corral_ports::Usage::default() {
             details.push(crate::sprint_view::usage_text(&used));
@@ -573,6 +589,23 @@ fn failures_text(failures: &[corral_sprint::SpawnFailureRecord]) -> Option<Strin
     ))
 }
 
+/// A task's last hand-over to another provider of its role, for its status row (`claude held
+/// until 2026-12-07 04:00:00 CET, continued on codex`), with how many there were when more
+/// than one.
+fn handover_text(last: &corral_sprint::HandOverRecord, count: usize) -> String {
+    let more = if count > 1 {
+        format!(" ({count} hand-overs)")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} held until {}, continued on {}{more}",
+        last.from,
+        one_line(&display::recorded_time(&last.held_until)),
+        last.to
+    )
+}
+
 /// The terminal's width less the two columns a table's rows are indented by.
 fn indented_width() -> Option<usize> {
     display::terminal_width().map(|w| w.saturating_sub(2))
@@ -612,5 +645,22 @@ mod tests {
             failures_text(&several).as_deref(),
             Some("3 failed spawns: 2 transient, 1 permanent")
         );
+    }
+
+    #[test]
+    fn a_hand_over_reads_held_until_then_who_went_on() {
+        let record = corral_sprint::HandOverRecord {
+            round: 2,
+            role: Role::Generator,
+            from: ProviderId::Claude,
+            held_until: "2026-12-07T04:00:00Z".into(),
+            to: ProviderId::Codex,
+        };
+        let until = crate::display::recorded_time("2026-12-07T04:00:00Z");
+        assert_eq!(
+            super::handover_text(&record, 1),
+            format!("claude held until {until}, continued on codex")
+        );
+        assert!(super::handover_text(&record, 3).ends_with("continued on codex (3 hand-overs)"));
     }
 }

@@ -114,28 +114,42 @@ async fn preflight(
     root: &Path,
 ) -> crate::preflight::Report {
     use crate::preflight::{RoleCheck, check_roles, check_sprint_commands, records_dir};
-    let role_check = |name: &'static str, role: &RoleSettings, read_only: bool| {
-        let in_file = format!("`model` under [roles.{name}] in {}", path.display());
-        RoleCheck {
-            role: name,
-            provider: role.provider,
-            model: role
-                .model
-                .clone()
-                .or_else(|| settings.providers.get(role.provider).model.clone()),
-            effort: role.effort,
-            read_only,
-            model_key: match role.model {
-                Some(_) => in_file,
-                None => format!("providers.{}.model (or {in_file})", role.provider),
-            },
-        }
+    // Every provider a role lists is checked: one that takes over in the night must work too.
+    let role_checks = |name: &'static str, role: &RoleSettings, read_only: bool| {
+        let several = !role.failover.is_empty();
+        role.choices()
+            .into_iter()
+            .map(|choice| {
+                let key = if several {
+                    format!("model.{}", choice.provider)
+                } else {
+                    "model".to_string()
+                };
+                let in_file = format!("`{key}` under [roles.{name}] in {}", path.display());
+                RoleCheck {
+                    role: name,
+                    provider: choice.provider,
+                    model: choice
+                        .model
+                        .clone()
+                        .or_else(|| settings.providers.get(choice.provider).model.clone()),
+                    effort: choice.effort,
+                    read_only,
+                    model_key: match choice.model {
+                        Some(_) => in_file,
+                        None => format!("providers.{}.model (or {in_file})", choice.provider),
+                    },
+                }
+            })
+            .collect::<Vec<_>>()
     };
-    let roles: Vec<RoleCheck> = std::iter::once(role_check("generator", &file.generator, false))
+    let roles: Vec<RoleCheck> = role_checks("generator", &file.generator, false)
+        .into_iter()
         .chain(
             file.evaluator
                 .as_ref()
-                .map(|e| role_check("evaluator", e, true)),
+                .map(|e| role_checks("evaluator", e, true))
+                .unwrap_or_default(),
         )
         .collect();
     errln!(

@@ -3,6 +3,7 @@
 //! effort), each spawn being the one-task run `corral run` makes (ADR 0005).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use corral_engine::EngineConfig;
@@ -11,7 +12,8 @@ use corral_ports::{
     ProviderError, ProviderId, RunObserver,
 };
 use corral_sprint::{
-    RoleAgent, RoleSettings, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict,
+    FailoverAgent, ProviderChoice, RoleAgent, RoleSettings, SpawnFailure, SpawnReport,
+    SpawnRequest, SpawnVerdict,
 };
 
 use crate::contract_run::{ContractRun, SignalsVerdict};
@@ -23,24 +25,56 @@ use crate::spawn::{Spawn, SpawnHooks, SpawnPlan};
 /// configured by `config` (usually [`crate::engine_config`]), with the role's model (else the
 /// provider's configured one) and effort. Read-only spawns run on a second engine that never
 /// falls back to a sandbox that cannot keep the work tree read-only.
+///
+/// A role that lists several providers (`provider = ["claude", "codex"]`) is a
+/// [`FailoverAgent`] over one such agent per provider, in order; every one but the last is built
+/// to stop a spawn at once on a hold longer than the role's `failover_after_ms`
+/// (`RetryPolicy::hand_over_after`), for the next to go on.
 pub fn role_agent(
     role: &RoleSettings,
     settings: &Settings,
     config: EngineConfig,
 ) -> Result<Arc<dyn RoleAgent>, ComposeError> {
-    let id = role.provider;
+    let choices = role.choices();
+    if choices.len() == 1 {
+        return one_agent(&role.choices()[0], settings, config);
+    }
+    let failover_after = Duration::from_millis(role.failover_after_ms);
+    let last = choices.len() - 1;
+    let mut agents = Vec::with_capacity(choices.len());
+    for (i, choice) in choices.iter().enumerate() {
+        let mut config = config.clone();
+        if i < last {
+            config.retry.hand_over_after = Some(failover_after);
+        }
+        agents.push(one_agent(choice, settings, config)?);
+    }
+    match FailoverAgent::new(agents, failover_after) {
+        Some(agent) => Ok(Arc::new(agent)),
+        // `choices` is never empty: the first provider is always there.
+        None => one_agent(&role.choices()[0], settings, config),
+    }
+}
+
+/// The agent of one provider of a role.
+fn one_agent(
+    choice: &ProviderChoice,
+    settings: &Settings,
+    config: EngineConfig,
+) -> Result<Arc<dyn RoleAgent>, ComposeError> {
+    let id = choice.provider;
     let mut strict = config.clone();
     strict.sandbox.allow_degraded_native = false;
     let writable = headless_provider(id, settings, config)?;
     let read_only = headless_provider(id, &read_only_settings(id, settings), strict)?;
-    let model = role
+    let model = choice
         .model
         .clone()
         .or_else(|| settings.providers.get(id).model.clone());
     Ok(Arc::new(ComposedRoleAgent {
         id,
         model,
-        effort: role.effort,
+        effort: choice.effort,
         resumes: capabilities(id).resume,
         corrective_retries: settings.retry.corrective_retries,
         writable,
@@ -177,6 +211,7 @@ fn report(run: &ContractRun, request: &SpawnRequest) -> SpawnReport {
         error = Some(SpawnFailure {
             class: ErrorClass::Permanent,
             message: "the sandbox did not attest the work tree read-only".to_string(),
+            resets_at_epoch_s: None,
         });
     }
     let verdict = match &run.verdict {
@@ -215,9 +250,19 @@ impl SpawnHooks for LoggedHooks {
 /// range, the model unavailable, the login refused) stops the sprint; a cancelled run was asked
 /// for.
 fn failure(err: &ProviderError) -> SpawnFailure {
+    // Only a rate limit has a reset.
+    let resets_at_epoch_s = if let ProviderError::RateLimited {
+        resets_at_epoch_s, ..
+    } = err
+    {
+        *resets_at_epoch_s
+    } else {
+        None
+    };
     SpawnFailure {
         class: err.class(),
         message: err.to_string(),
+        resets_at_epoch_s,
     }
 }
 

@@ -261,8 +261,8 @@ impl StreamState<'_> {
             .cli_retry_wait(self.ctx.attempt, self.ctx.provider, 429, until);
     }
 
-    /// A long limit with auto-resume off ends the spawn now: the run stops, naming the session
-    /// to resume. True when it does.
+    /// A long limit with auto-resume off, or one past the hand-over wait, ends the spawn now:
+    /// the run stops, naming the session to resume. True when it does.
     fn stop_if_long(&mut self, wait: Duration, basis: &str) -> bool {
         if !self.ctx.config.retry.stops_at(wait) {
             return false;
@@ -270,7 +270,8 @@ impl StreamState<'_> {
         tracing::info!(
             wait_s = wait.as_secs(),
             basis,
-            "a long rate limit and retry.auto_resume is off: the spawn is ended"
+            why = self.ctx.config.retry.stop_reason(wait),
+            "a long rate limit: the spawn is ended instead of waiting"
         );
         self.limit_deadline = Some(Instant::now());
         true

@@ -22,6 +22,11 @@ pub struct RetryPolicy {
     /// resumed at its end (`retry.auto_resume`, default on). Off, the run stops as soon as it
     /// learns of one, so that a person decides when to go on.
     pub auto_resume: bool,
+    /// A limit whose wait is longer than this stops the run at once, whatever `auto_resume`
+    /// says: the caller has another provider to go on with (a sprint role's failover,
+    /// `failover_after_ms`) and would rather hand the work over than wait. `None`: no
+    /// hand-over, the run waits as `auto_resume` says.
+    pub hand_over_after: Option<Duration>,
 }
 
 /// A rate limit whose wait reaches this is long: an account's usage window rather than a burst.
@@ -31,9 +36,19 @@ pub struct RetryPolicy {
 pub const LONG_LIMIT: Duration = Duration::from_secs(300);
 
 impl RetryPolicy {
-    /// Whether a wait of `wait` stops the run instead: a long limit with auto-resume off.
+    /// Whether a wait of `wait` stops the run instead: a long limit with auto-resume off, or a
+    /// wait past [`RetryPolicy::hand_over_after`].
     pub fn stops_at(&self, wait: Duration) -> bool {
-        !self.auto_resume && wait >= LONG_LIMIT
+        (!self.auto_resume && wait >= LONG_LIMIT) || self.hand_over_after.is_some_and(|h| wait > h)
+    }
+
+    /// Why a wait that [`RetryPolicy::stops_at`] stops the run, for the run's record.
+    pub fn stop_reason(&self, wait: Duration) -> &'static str {
+        if self.hand_over_after.is_some_and(|h| wait > h) {
+            "longer than the caller waits before another provider takes over"
+        } else {
+            "retry.auto_resume is off"
+        }
     }
 }
 
@@ -46,6 +61,7 @@ impl Default for RetryPolicy {
             jitter: 0.2,
             max_reset_wait: Duration::from_secs(6 * 3600),
             auto_resume: true,
+            hand_over_after: None,
         }
     }
 }
@@ -124,6 +140,7 @@ mod tests {
             jitter: 0.2,
             max_reset_wait: Duration::from_secs(3600),
             auto_resume: true,
+            hand_over_after: None,
         }
     }
 

@@ -193,7 +193,8 @@ enum AccountWait {
     Free,
     /// The caller cancelled meanwhile.
     Cancelled,
-    /// The hold is a long limit and auto-resume is off: the run stops without an attempt.
+    /// The hold is a long limit and auto-resume is off, or longer than the hand-over wait:
+    /// the run stops without an attempt.
     Stopped {
         /// When the hold ends.
         until_epoch_ms: u64,
@@ -219,24 +220,27 @@ async fn wait_for_account(
     let Some(wait) = gate::remaining(hold.until_epoch_ms, SystemTime::now()) else {
         return AccountWait::Free;
     };
-    if wait > scope.config().retry.max_reset_wait {
-        return AccountWait::Free;
-    }
+    // Checked before the longest reset wait: a hold too long to wait for is one to stop at (or
+    // hand over) all the more, rather than spend an attempt learning it again.
     if scope.config().retry.stops_at(wait) {
         scope.log.record(
             attempt,
             &Record::Classified {
                 class: "rate-limited",
                 detail: format!(
-                    "the account is held until {} UTC (set by {}) and retry.auto_resume is off: stopped instead of waiting",
+                    "the account is held until {} UTC (set by {}), {}: stopped instead of waiting",
                     gate::clock_utc(hold.until_epoch_ms),
-                    hold.set_by
+                    hold.set_by,
+                    scope.config().retry.stop_reason(wait),
                 ),
             },
         );
         return AccountWait::Stopped {
             until_epoch_ms: hold.until_epoch_ms,
         };
+    }
+    if wait > scope.config().retry.max_reset_wait {
+        return AccountWait::Free;
     }
     let provider = account.provider();
     scope.log.record(

@@ -261,6 +261,7 @@ mod tests {
             jitter: 0.0,
             max_reset_wait: Duration::from_secs(1),
             auto_resume: true,
+            hand_over_after: None,
         }
     }
 
@@ -349,6 +350,47 @@ mod tests {
             &on,
         );
         assert!(matches!(waited, Step::Backoff { .. }), "{waited:?}");
+    }
+
+    #[test]
+    fn a_limit_past_the_hand_over_wait_stops_even_with_auto_resume_on() {
+        let handing = RetryPolicy {
+            max_reset_wait: Duration::from_secs(6 * 3600),
+            hand_over_after: Some(Duration::from_secs(60)),
+            ..policy(3)
+        };
+        assert!(handing.auto_resume);
+        let now_s = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        // Within the hand-over wait: waited for as usual.
+        let short = step(
+            AttemptClass::RateLimited(limited(Some(now_s + 20))),
+            None,
+            &mut Progress::new(None, Some(1), 0),
+            &handing,
+        );
+        assert!(matches!(short, Step::Backoff { .. }), "{short:?}");
+        // Past it: the run stops with the reset, for the caller to hand the work over.
+        let reset = now_s + 600;
+        let long = step(
+            AttemptClass::RateLimited(limited(Some(reset))),
+            None,
+            &mut Progress::new(None, Some(1), 0),
+            &handing,
+        );
+        assert_eq!(
+            long,
+            Step::Done(Verdict::RateLimited {
+                resets_at_epoch_s: Some(reset),
+                auto_resume_off: true,
+            })
+        );
+        assert_eq!(
+            handing.stop_reason(Duration::from_secs(600)),
+            "longer than the caller waits before another provider takes over"
+        );
     }
 
     #[test]

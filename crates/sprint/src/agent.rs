@@ -93,6 +93,9 @@ pub struct SpawnFailure {
     pub class: ErrorClass,
     /// The error, as `corral run` would print it.
     pub message: String,
+    /// For a rate limit, when the provider said it resets (Unix seconds); `None` otherwise
+    /// or when it did not say.
+    pub resets_at_epoch_s: Option<u64>,
 }
 
 /// How one spawn ended.
@@ -146,4 +149,33 @@ pub trait RoleAgent: Send + Sync {
         cancel: CancellationToken,
         observer: Arc<dyn RunObserver>,
     ) -> SpawnReport;
+    /// The agent that runs the role's next spawn: `None`, this one; a role that lists several
+    /// providers ([`crate::FailoverAgent`]) names the first whose account is not held. The
+    /// sprint asks before each spawn ([`current_agent`]) and runs, records and resumes that
+    /// agent's sessions only.
+    fn current(&self) -> Option<&dyn RoleAgent> {
+        None
+    }
+    /// After a spawn by `ran` (the [`RoleAgent::current`] it was run on) that ended rate
+    /// limited: the hand-over to the next provider the role lists, when there is one to go on
+    /// with; `None` when the limit is the sprint's to meet (it pauses, exit 4).
+    fn hand_over(&self, _ran: ProviderId, _report: &SpawnReport) -> Option<HandOver> {
+        None
+    }
+}
+
+/// The agent that runs `agent`'s role's next spawn (see [`RoleAgent::current`]).
+pub fn current_agent(agent: &dyn RoleAgent) -> &dyn RoleAgent {
+    agent.current().unwrap_or(agent)
+}
+
+/// A role's work handed from a held provider to the next one it lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandOver {
+    /// The provider whose account is held.
+    pub from: ProviderId,
+    /// Until when (Unix seconds): the role comes back to `from` once it has passed.
+    pub held_until_epoch_s: u64,
+    /// The provider that goes on.
+    pub to: ProviderId,
 }

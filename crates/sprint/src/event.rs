@@ -196,6 +196,40 @@ pub enum SprintEvent {
         /// The overlap, as the globs or paths that meet.
         overlap: String,
     },
+    /// A provider's account is held by a rate limit (its reset, the CLI's own wait, Corral's
+    /// backoff, another run's hold) for half a minute or more: told once per hold, however many
+    /// spawns meet it, for the `rate_limited` hook.
+    #[serde(rename_all = "camelCase")]
+    RateLimitHold {
+        /// The task whose spawn met it.
+        task: TaskId,
+        /// The round.
+        round: u32,
+        /// The role.
+        role: Role,
+        /// The provider held.
+        provider: ProviderId,
+        /// Until when, RFC 3339 in UTC.
+        until: String,
+    },
+    /// A role's provider is held by a rate limit longer than the role's `failover_after_ms`:
+    /// the next provider the role lists goes on with the task, in a new session, until the
+    /// hold has passed.
+    #[serde(rename_all = "camelCase")]
+    FailedOver {
+        /// The task.
+        task: TaskId,
+        /// The round.
+        round: u32,
+        /// The role.
+        role: Role,
+        /// The provider held.
+        from: ProviderId,
+        /// Until when, RFC 3339 in UTC.
+        held_until: String,
+        /// The provider that goes on.
+        to: ProviderId,
+    },
     /// A task ended.
     #[serde(rename_all = "camelCase")]
     TaskFinished {

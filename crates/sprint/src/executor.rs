@@ -241,4 +241,28 @@ pub fn git_transport(url: &str) -> &str {
 pub trait TaskRecorder: Send + Sync {
     /// Records the task's state after a step.
     fn record(&self, task: &TaskState) -> Result<(), SprintError>;
+
+    /// Before one of `task`'s spawns in a parallel run: whether the sprint's spend cap
+    /// (`[sprint] max_cost_usd`) leaves room for it beside the spawns of the other tasks in
+    /// flight. On [`SpawnAdmission::Wait`] the recorder keeps `waker` and wakes it when a spawn
+    /// in flight ends. The default admits every spawn: a recorder that sees only its own task
+    /// (a worker's) cannot tell, and the task's own cap check still runs.
+    fn admit_spawn(&self, _task: &TaskId, _waker: &std::task::Waker) -> SpawnAdmission {
+        SpawnAdmission::Go
+    }
+
+    /// After a spawn [`TaskRecorder::admit_spawn`] let go ended, its spend recorded.
+    fn spawn_ended(&self, _task: &TaskId) {}
+}
+
+/// Whether a parallel task's next spawn may start, as the sprint's spend cap stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpawnAdmission {
+    /// It may.
+    Go,
+    /// Not yet: the spend so far and a spawn's worth for each spawn in flight would pass the
+    /// cap; ask again once one of them ended.
+    Wait,
+    /// The cap is reached: the sprint pauses (`budget-exhausted`), naming what was spent.
+    CapReached(String),
 }

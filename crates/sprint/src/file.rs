@@ -40,6 +40,9 @@ pub mod limits {
     pub const MAX_TURNS: (i64, i64) = (1, 10_000);
     /// `[hooks] timeout_ms`: how long a hook may run, one second to an hour.
     pub const HOOK_TIMEOUT_MS: (i64, i64) = (1_000, 3_600_000);
+    /// The default `failover_after_ms` of a role: fifteen minutes. A provider's account held
+    /// longer than this hands the role's work to the next provider it lists.
+    pub const DEFAULT_FAILOVER_AFTER_MS: u64 = 900_000;
     /// The default `[hooks] timeout_ms`: thirty seconds.
     pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 30_000;
     /// The largest sprint file or brief read, in bytes.
@@ -194,14 +197,58 @@ impl FoldCheck {
     }
 }
 
-/// `[roles.generator]` or `[roles.evaluator]`: which agent plays the role.
+/// `[roles.generator]` or `[roles.evaluator]`: which agent plays the role, and who goes on when
+/// its account is held for long (`provider = ["claude", "codex"]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoleSettings {
-    /// `provider`.
+    /// `provider` (the first, when it lists several).
     pub provider: ProviderId,
-    /// `model`, in the provider's spelling; `None`: the CLI's default.
+    /// `model` (the first provider's), in the provider's spelling; `None`: the CLI's default.
     pub model: Option<String>,
-    /// `effort`; `None`: the CLI's default.
+    /// `effort` (the first provider's); `None`: the CLI's default.
+    pub effort: Option<Effort>,
+    /// The providers `provider` lists after the first, in order, each with its `model` and
+    /// `effort`: when the one before is held by a rate limit longer than
+    /// `failover_after_ms`, the role's work goes on with the next (a new session with the
+    /// brief, the critique and the learnings), and comes back once the hold has passed.
+    pub failover: Vec<ProviderChoice>,
+    /// `failover_after_ms`: how long a hold the role waits out before the next provider takes
+    /// over (default fifteen minutes); unused with one provider.
+    pub failover_after_ms: u64,
+}
+
+impl RoleSettings {
+    /// One provider with its model and effort, no failover.
+    pub fn single(provider: ProviderId, model: Option<String>, effort: Option<Effort>) -> Self {
+        RoleSettings {
+            provider,
+            model,
+            effort,
+            failover: Vec::new(),
+            failover_after_ms: limits::DEFAULT_FAILOVER_AFTER_MS,
+        }
+    }
+
+    /// Every provider of the role, in failover order, the first first.
+    pub fn choices(&self) -> Vec<ProviderChoice> {
+        std::iter::once(ProviderChoice {
+            provider: self.provider,
+            model: self.model.clone(),
+            effort: self.effort,
+        })
+        .chain(self.failover.iter().cloned())
+        .collect()
+    }
+}
+
+/// One provider of a role, with its model and effort.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderChoice {
+    /// The provider.
+    pub provider: ProviderId,
+    /// Its model; `None`: the CLI's default (or the settings' `providers.<id>.model`).
+    pub model: Option<String>,
+    /// Its effort; `None`: the CLI's default.
     pub effort: Option<Effort>,
 }
 

@@ -86,19 +86,33 @@ fn key_schema(generator: &mut SchemaGenerator, table: &str, key: &str) -> Option
             "Each spawn's turn cap, passed to the CLIs that enforce one (Claude Code, Grok CLI).",
         ),
         ("generator" | "evaluator", "provider") => {
-            let mut schema = generator.subschema_for::<ProviderId>();
-            schema.insert("description".into(), "The CLI that plays the role.".into());
-            schema
+            let one = generator.subschema_for::<ProviderId>();
+            json_schema!({
+                "description": "The CLI that plays the role, or several in failover order: when one's account is held by a rate limit longer than failover_after_ms, the next goes on.",
+                "anyOf": [
+                    one,
+                    {"type": "array", "items": one, "minItems": 1, "uniqueItems": true},
+                ],
+            })
         }
-        ("generator" | "evaluator", "model") => text("The model, in the provider's spelling."),
+        ("generator" | "evaluator", "model") => json_schema!({
+            "description": "The model, in the provider's spelling; with several providers, a table with one per provider ({ claude = \"…\", codex = \"…\" }).",
+            "anyOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
+            ],
+        }),
         ("generator" | "evaluator", "effort") => {
-            let mut schema = generator.subschema_for::<Effort>();
-            schema.insert(
-                "description".into(),
-                "How hard the model should think.".into(),
-            );
-            schema
+            let one = generator.subschema_for::<Effort>();
+            json_schema!({
+                "description": "How hard the model should think: one for every provider, or a table with one per provider.",
+                "anyOf": [one, {"type": "object", "additionalProperties": one}],
+            })
         }
+        ("generator" | "evaluator", "failover_after_ms") => duration(
+            limits::TIMEOUT_MS,
+            "How long a rate-limit hold the role waits out before the next provider it lists takes over (default 15m).",
+        ),
         ("evaluator", "enabled") => {
             json_schema!({"type": "boolean", "description": "Whether an evaluator reviews each round."})
         }

@@ -31,7 +31,9 @@ use std::path::{Path, PathBuf};
 use corral_contract::{
     Contract, Evaluation, Signal, read_session_id, read_untrusted_file, validate_signals_file,
 };
-use corral_ports::{CancellationToken, CommandEnd, CommandRunner, ErrorClass, Outcome, SessionId};
+use corral_ports::{
+    CancellationToken, CommandEnd, CommandRunner, ErrorClass, Outcome, ProviderId, SessionId,
+};
 
 use crate::agent::{RoleAgent, SpawnReport};
 use crate::error::SprintError;
@@ -395,6 +397,7 @@ mod evaluate;
 mod failure;
 mod fold;
 mod generate;
+mod handover;
 mod learnings;
 mod police;
 mod protect;
@@ -461,7 +464,22 @@ fn crash_resumable(dir: &Path, agent: &dyn RoleAgent, work_tree: &Path) -> Optio
     let cwd = record.get("cwd").and_then(serde_json::Value::as_str)?;
     let same_cwd = Path::new(cwd) == work_tree
         || std::fs::canonicalize(cwd).ok() == std::fs::canonicalize(work_tree).ok();
-    (meta.provider == agent.provider() && model == agent.model() && same_cwd).then_some(session)
+    // The session's own record names the CLI that made it: with failover, a spawn started on
+    // one provider (role-meta.json) may have been handed to the next.
+    let made_by = record.get("provider").and_then(serde_json::Value::as_str);
+    let same_provider =
+        meta.provider == agent.provider() && made_by.is_none_or(|p| p == agent.provider().as_str());
+    (same_provider && model == agent.model() && same_cwd).then_some(session)
+}
+
+/// The provider that made the session recorded in spawn directory `dir` (its `session.json`),
+/// when it can be read.
+fn session_provider(dir: &Path) -> Option<ProviderId> {
+    let record: serde_json::Value =
+        serde_json::from_slice(&read_untrusted_file(&dir.join(SESSION_META_FILE), 64 * 1024).ok()?)
+            .ok()?;
+    let name = record.get("provider").and_then(serde_json::Value::as_str)?;
+    ProviderId::ALL.into_iter().find(|p| p.as_str() == name)
 }
 
 fn critique_of(evaluation: &Evaluation, round: u32) -> String {

@@ -42,7 +42,8 @@ pub enum HookMoment {
     TaskFinished,
     /// A task was blocked.
     Blocked,
-    /// The sprint paused on a rate limit.
+    /// A provider's account is held by a rate limit (once per hold), or the sprint paused on
+    /// one.
     RateLimited,
     /// The sprint paused at a spend cap.
     BudgetExhausted,
@@ -96,6 +97,9 @@ impl HookMoment {
                 | SprintEnd::DiskFull
                 | SprintEnd::PermanentFailure => vec![HookMoment::SprintFinished],
             },
+            // Every hold, once (the journal tells each once), though the sprint goes on; a
+            // hand-over follows a hold already told.
+            SprintEvent::RateLimitHold { .. } => vec![HookMoment::RateLimited],
             SprintEvent::SprintStarted { .. }
             | SprintEvent::DirtyTree { .. }
             | SprintEvent::Branch { .. }
@@ -112,6 +116,7 @@ impl HookMoment {
             | SprintEvent::FoldChecked { .. }
             | SprintEvent::SentHome { .. }
             | SprintEvent::Held { .. }
+            | SprintEvent::FailedOver { .. }
             | SprintEvent::RecordUnwritable { .. } => Vec::new(),
         }
     }

@@ -12,11 +12,12 @@
 //! a second hard link an agent planted there: such a file is refused, the refusal told once
 //! ([`SprintEvent::RecordUnwritable`]) and the sprint goes on without its record.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use corral_hostfs::Flush;
-use corral_ports::RunObserver;
+use corral_ports::{ProviderId, RunObserver};
 use serde_json::{Map, Value};
 
 use crate::event::{EventSink, SprintEvent};
@@ -40,6 +41,9 @@ pub(crate) struct Journal<'a> {
     /// Held while a line is written (one line at a time), and whether a write failed already
     /// (the failure is told once).
     failed: Mutex<bool>,
+    /// Per provider, the end of the last rate-limit hold told ([`SprintEvent::RateLimitHold`]
+    /// is told once per hold).
+    holds: Mutex<HashMap<ProviderId, SystemTime>>,
 }
 
 impl std::fmt::Debug for Journal<'_> {
@@ -64,6 +68,7 @@ impl<'a> Journal<'a> {
             started: Instant::now(),
             hooks,
             failed: Mutex::new(false),
+            holds: Mutex::new(HashMap::new()),
         }
     }
 
@@ -81,6 +86,27 @@ impl<'a> Journal<'a> {
         let mut line = Value::Object(object).to_string();
         line.push('\n');
         line
+    }
+
+    /// Whether a hold of `provider` until `until` (RFC 3339) is one not told yet: the
+    /// provider has no hold known, or the one known has passed. A hold met again (another
+    /// spawn, the CLI's next retry line, a hand-over) only moves the known end.
+    fn new_hold(&self, provider: ProviderId, until: &str) -> bool {
+        let Ok(until) = humantime::parse_rfc3339_weak(until) else {
+            return true;
+        };
+        let now = SystemTime::now();
+        let mut holds = self.holds.lock().unwrap_or_else(PoisonError::into_inner);
+        match holds.get_mut(&provider) {
+            Some(known) if *known > now => {
+                *known = (*known).max(until);
+                false
+            }
+            _ => {
+                holds.insert(provider, until);
+                true
+            }
+        }
     }
 
     fn append(&self, event: &SprintEvent, line: &str) {
@@ -104,6 +130,8 @@ impl<'a> Journal<'a> {
             | SprintEvent::FoldChecked { .. }
             | SprintEvent::SentHome { .. }
             | SprintEvent::Held { .. }
+            | SprintEvent::FailedOver { .. }
+            | SprintEvent::RateLimitHold { .. }
             | SprintEvent::RecordUnwritable { .. } => Flush::Cached,
         };
         let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
@@ -127,6 +155,13 @@ impl<'a> Journal<'a> {
 
 impl EventSink for Journal<'_> {
     fn event(&self, event: &SprintEvent) {
+        if let SprintEvent::RateLimitHold {
+            provider, until, ..
+        } = event
+            && !self.new_hold(*provider, until)
+        {
+            return;
+        }
         let line = self.line(event);
         self.append(event, &line);
         self.inner.event(event);

@@ -24,6 +24,7 @@ mod error;
 mod event;
 mod example;
 mod executor;
+mod failover;
 mod file;
 mod file_schema;
 mod flow;
@@ -44,18 +45,21 @@ mod prompt;
 mod slots;
 mod state;
 
-pub use agent::{RoleAgent, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict};
+pub use agent::{
+    HandOver, RoleAgent, SpawnFailure, SpawnReport, SpawnRequest, SpawnVerdict, current_agent,
+};
 pub use diagnostic::{Diagnostic, Rule};
 pub use error::{ExecutorError, SprintError};
 pub use event::{EventSink, SprintEnd, SprintEvent, SprintSummary, TaskSummary};
 pub use example::{EXAMPLE, ExampleChoice, PLACEHOLDER_CHECK, ProjectCheck, example};
 pub use executor::{
-    RECORD_OWNER_FILE, RecordOwner, TaskEnd, TaskExecutor, TaskHandback, TaskHost, TaskJob,
-    TaskRecorder, git_transport, record_ref,
+    RECORD_OWNER_FILE, RecordOwner, SpawnAdmission, TaskEnd, TaskExecutor, TaskHandback, TaskHost,
+    TaskJob, TaskRecorder, git_transport, record_ref,
 };
+pub use failover::FailoverAgent;
 pub use file::{
-    FoldCheck, Gate, Hooks, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError, SprintSection,
-    Task, TaskPrompt, TouchOverlap, Usd, limits, load,
+    FoldCheck, Gate, Hooks, ProviderChoice, RoleSettings, SPRINT_FILE, SprintFile, SprintFileError,
+    SprintSection, Task, TaskPrompt, TouchOverlap, Usd, limits, load,
 };
 pub use file_schema::sprint_file_schema;
 pub use flow::{
@@ -76,9 +80,9 @@ pub use names::{NAME_MAX_LEN, NameError, SprintName, TaskId, check_name};
 pub use price::{ModelPrice, PriceTable};
 pub use slots::{Slot, Slots};
 pub use state::{
-    Attribution, Durability, FailureClass, RoleUsage, RunProgress, STATE_SCHEMA_VERSION,
-    SpawnFailureRecord, SprintState, StateError, Step, TaskProgress, TaskState, TaskStatus,
-    UsageRollUp, read_state, write_state, write_state_as,
+    Attribution, Durability, FailureClass, HandOverRecord, RoleUsage, RunProgress,
+    STATE_SCHEMA_VERSION, SpawnFailureRecord, SprintState, StateError, Step, TaskProgress,
+    TaskState, TaskStatus, UsageRollUp, read_state, write_state, write_state_as,
 };
 
 /// Validates sprint file text `src` as if read from `path` (briefs are read relative to it).

@@ -13,8 +13,8 @@ use toml_edit::{ImDocument, Item, TableLike, Value};
 
 use crate::diagnostic::{Diagnostic, Rule, did_you_mean, line_col};
 use crate::file::{
-    FoldCheck, Gate, Hooks, RoleSettings, SprintFile, SprintFileError, SprintSection, Task, Usd,
-    limits,
+    FoldCheck, Gate, Hooks, ProviderChoice, RoleSettings, SprintFile, SprintFileError,
+    SprintSection, Task, Usd, limits,
 };
 use crate::names::{SprintName, TaskId};
 
@@ -35,8 +35,14 @@ pub(crate) const SPRINT_KEYS: &[&str] = &[
     "max_turns",
 ];
 pub(crate) const ROLES_KEYS: &[&str] = &["generator", "evaluator"];
-pub(crate) const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort"];
-pub(crate) const EVALUATOR_KEYS: &[&str] = &["enabled", "provider", "model", "effort"];
+pub(crate) const GENERATOR_KEYS: &[&str] = &["provider", "model", "effort", "failover_after_ms"];
+pub(crate) const EVALUATOR_KEYS: &[&str] = &[
+    "enabled",
+    "provider",
+    "model",
+    "effort",
+    "failover_after_ms",
+];
 pub(crate) const GATE_KEYS: &[&str] = &["path", "command", "timeout_ms"];
 pub(crate) const HOOK_KEYS: &[&str] = &[
     "task_finished",
@@ -585,56 +591,264 @@ impl Cx<'_> {
         }
     }
 
+    /// `[roles.<role>]`: `provider` (one name, or several in failover order), `model` and
+    /// `effort` (one value, or a table with one per provider), `failover_after_ms`.
     fn role(
         &mut self,
         t: &dyn TableLike,
         path: &str,
         at: Option<Range<usize>>,
     ) -> Option<RoleSettings> {
-        let provider =
-            self.string(t, path, "provider", true, at.clone())
-                .and_then(|(name, span)| {
-                    let found = ProviderId::ALL.into_iter().find(|p| p.as_str() == name);
-                    if found.is_none() {
-                        let names = provider_names();
-                        let hint = did_you_mean(&name, names.iter().copied())
-                            .map_or(String::new(), |m| format!("; did you mean {m:?}?"));
-                        self.report(
-                            span,
-                            &join(path, "provider"),
-                            Rule::UnknownProvider,
-                            format!("{name:?} is not one of {}{hint}", names.join(", ")),
-                        );
-                    }
-                    found
-                });
-        let model = self
-            .string(t, path, "model", false, at.clone())
-            .map(|(m, _)| m);
-        let effort_ok = t.get("effort").is_none();
-        let effort = self
-            .string(t, path, "effort", false, at)
-            .and_then(|(name, span)| {
-                let found = efforts().into_iter().find(|e| e.as_str() == name);
-                if found.is_none() {
+        let providers = self.providers(t, path, at);
+        let listed = providers.as_deref().unwrap_or_default();
+        let models = self.per_provider(t, path, "model", listed, |text| Ok(text.to_string()));
+        let effort_of = self.per_provider(t, path, "effort", listed, |name| {
+            efforts()
+                .into_iter()
+                .find(|e| e.as_str() == name)
+                .ok_or_else(|| {
                     let names: Vec<&str> = efforts().iter().map(|e| e.as_str()).collect();
-                    self.report(
-                        span,
-                        &join(path, "effort"),
+                    (
                         Rule::UnknownEffort,
                         format!("{name:?} is not one of {}", names.join(", ")),
+                    )
+                })
+        });
+        let failover_after_ms = self.number(
+            t,
+            path,
+            "failover_after_ms",
+            limits::TIMEOUT_MS,
+            limits::DEFAULT_FAILOVER_AFTER_MS,
+        );
+        let (providers, mut models, mut effort_of) = (providers?, models?, effort_of?);
+        let mut choices = providers.into_iter().map(|provider| ProviderChoice {
+            provider,
+            model: models.remove(&provider),
+            effort: effort_of.remove(&provider),
+        });
+        let first = choices.next()?;
+        Some(RoleSettings {
+            provider: first.provider,
+            model: first.model,
+            effort: first.effort,
+            failover: choices.collect(),
+            failover_after_ms: failover_after_ms?,
+        })
+    }
+
+    /// `provider`: one provider's name, or an array of them in failover order (none twice).
+    fn providers(
+        &mut self,
+        t: &dyn TableLike,
+        path: &str,
+        at: Option<Range<usize>>,
+    ) -> Option<Vec<ProviderId>> {
+        let full = join(path, "provider");
+        let Some(item) = t.get("provider") else {
+            self.report(
+                at,
+                &full,
+                Rule::MissingKey,
+                "provider is missing".to_string(),
+            );
+            return None;
+        };
+        let span = Self::span_of(t, "provider");
+        let named: Vec<(String, String, Span)> = match item.as_value() {
+            Some(Value::String(name)) => vec![(full.clone(), name.value().clone(), span)],
+            Some(Value::Array(array)) if !array.is_empty() => {
+                let mut named = Vec::new();
+                for (i, v) in array.iter().enumerate() {
+                    let key = format!("{full}[{i}]");
+                    match v.as_str() {
+                        Some(name) => {
+                            named.push((key, name.to_string(), v.span().or(span.clone())))
+                        }
+                        None => {
+                            self.report(
+                                v.span().or(span),
+                                &key,
+                                Rule::WrongType,
+                                format!(
+                                    "is {}, expected a provider's name",
+                                    kind(&Item::Value(v.clone()))
+                                ),
+                            );
+                            return None;
+                        }
+                    }
+                }
+                named
+            }
+            Some(Value::Array(_)) => {
+                self.report(
+                    span,
+                    &full,
+                    Rule::Empty,
+                    "is an empty array: name at least one provider".to_string(),
+                );
+                return None;
+            }
+            _ => {
+                self.report(
+                    span,
+                    &full,
+                    Rule::WrongType,
+                    format!(
+                        "is {}, expected a provider's name or an array of them in failover order (provider = [\"claude\", \"codex\"])",
+                        kind(item)
+                    ),
+                );
+                return None;
+            }
+        };
+        let mut found = Vec::new();
+        let mut ok = true;
+        for (key, name, at) in named {
+            match ProviderId::ALL.into_iter().find(|p| p.as_str() == name) {
+                Some(p) if found.contains(&p) => {
+                    ok = false;
+                    self.report(
+                        at,
+                        &key,
+                        Rule::WrongType,
+                        format!("names {name:?} twice: each provider goes on once, in order"),
                     );
                 }
-                found
-            });
-        if !effort_ok && effort.is_none() {
-            return None;
+                Some(p) => found.push(p),
+                None => {
+                    ok = false;
+                    let names = provider_names();
+                    let hint = did_you_mean(&name, names.iter().copied())
+                        .map_or(String::new(), |m| format!("; did you mean {m:?}?"));
+                    self.report(
+                        at,
+                        &key,
+                        Rule::UnknownProvider,
+                        format!("{name:?} is not one of {}{hint}", names.join(", ")),
+                    );
+                }
+            }
         }
-        Some(RoleSettings {
-            provider: provider?,
-            model,
-            effort,
-        })
+        ok.then_some(found)
+    }
+
+    /// `key` (`model`, `effort`) per provider of `providers`: one string for the only provider
+    /// (`effort`: for all of them), or a table keyed by the providers' names. A model is one
+    /// provider's: with several providers it must be a table, so that no CLI is handed a model
+    /// another one serves. `None` when something was reported.
+    fn per_provider<T>(
+        &mut self,
+        t: &dyn TableLike,
+        path: &str,
+        key: &str,
+        providers: &[ProviderId],
+        read: impl Fn(&str) -> Result<T, (Rule, String)>,
+    ) -> Option<std::collections::HashMap<ProviderId, T>>
+    where
+        T: Clone,
+    {
+        let full = join(path, key);
+        let mut out = std::collections::HashMap::new();
+        let Some(item) = t.get(key) else {
+            return Some(out);
+        };
+        let span = Self::span_of(t, key);
+        let example = || {
+            let pairs: Vec<String> = providers
+                .iter()
+                .map(|p| format!("{} = \"…\"", p.as_str()))
+                .collect();
+            format!("{key} = {{ {} }}", pairs.join(", "))
+        };
+        if let Some(text) = item.as_str() {
+            if text.trim().is_empty() {
+                self.report(span, &full, Rule::Empty, "is empty".to_string());
+                return None;
+            }
+            if key == "model" && providers.len() > 1 {
+                self.report(
+                    span,
+                    &full,
+                    Rule::WrongType,
+                    format!(
+                        "is one model, but provider lists {} providers and a model is one provider's: give each its own, {}",
+                        providers.len(),
+                        example()
+                    ),
+                );
+                return None;
+            }
+            // Read once, even when no provider could be read: its own error is worth telling.
+            return match read(text) {
+                Ok(v) => {
+                    out.extend(providers.iter().map(|&p| (p, v.clone())));
+                    Some(out)
+                }
+                Err((rule, message)) => {
+                    self.report(span, &full, rule, message);
+                    None
+                }
+            };
+        }
+        let Some(table) = item.as_table_like() else {
+            self.report(
+                span,
+                &full,
+                Rule::WrongType,
+                format!(
+                    "is {}, expected a string or a table with one per provider ({})",
+                    kind(item),
+                    example()
+                ),
+            );
+            return None;
+        };
+        let mut ok = true;
+        for (name, value) in table.iter() {
+            let entry = format!("{full}.{name}");
+            let at = Self::span_of(table, name).or(span.clone());
+            let Some(p) = providers.iter().copied().find(|p| p.as_str() == name) else {
+                ok = false;
+                let listed: Vec<&str> = providers.iter().map(|p| p.as_str()).collect();
+                self.report(
+                    at,
+                    &entry,
+                    Rule::UnknownKey,
+                    format!(
+                        "names a provider the role does not list (provider lists {})",
+                        listed.join(", ")
+                    ),
+                );
+                continue;
+            };
+            match value.as_str() {
+                Some(text) if text.trim().is_empty() => {
+                    ok = false;
+                    self.report(at, &entry, Rule::Empty, "is empty".to_string());
+                }
+                Some(text) => match read(text) {
+                    Ok(v) => {
+                        out.insert(p, v);
+                    }
+                    Err((rule, message)) => {
+                        ok = false;
+                        self.report(at, &entry, rule, message);
+                    }
+                },
+                None => {
+                    ok = false;
+                    self.report(
+                        at,
+                        &entry,
+                        Rule::WrongType,
+                        format!("is {}, expected a string", kind(value)),
+                    );
+                }
+            }
+        }
+        ok.then_some(out)
     }
 
     /// The tables of an array of tables at `key` (`[[key]]` or `key = [{…}, …]`), each with

@@ -107,6 +107,36 @@ pub struct TaskState {
     /// priced by the run's price table) rather than what a CLI reported.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cost_estimated: bool,
+    /// Every time a role's provider was held by a rate limit longer than the role's
+    /// `failover_after_ms` and the next provider it lists went on, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handovers: Vec<HandOverRecord>,
+}
+
+/// A role's work handed from a held provider to the next, as the task's record keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandOverRecord {
+    /// The round it happened in.
+    pub round: u32,
+    /// The role handed over.
+    pub role: Role,
+    /// The provider whose account is held.
+    pub from: ProviderId,
+    /// Until when, RFC 3339 in UTC: the role comes back to `from` after it.
+    pub held_until: String,
+    /// The provider that went on.
+    pub to: ProviderId,
+}
+
+impl HandOverRecord {
+    /// One line for a person: `round 2: the generator's claude held until T, continued on codex`.
+    pub fn describe(&self) -> String {
+        format!(
+            "round {}: the {}'s {} held until {}, continued on {}",
+            self.round, self.role, self.from, self.held_until, self.to
+        )
+    }
 }
 
 /// A spawn that failed, as the task's record keeps it.
@@ -327,6 +357,10 @@ pub struct TaskProgress {
     pub reset_pending: bool,
     /// The generator's session, resumed by the next round.
     pub generator_session: Option<String>,
+    /// The provider whose session `generator_session` is (`None`: not recorded, as before
+    /// failover existed): a round played by another provider of the role starts a new session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_session_provider: Option<ProviderId>,
     /// The spawn of this task Corral started last, in a directory it had just made anew: its
     /// round and role. A report found in a spawn's directory counts (the spawn is not run
     /// again) only when this names that spawn, so only what that spawn wrote can count; a
@@ -399,6 +433,7 @@ impl SprintState {
                     sent_home: 0,
                     failures: Vec::new(),
                     cost_estimated: false,
+                    handovers: Vec::new(),
                 })
                 .collect(),
             run: None,

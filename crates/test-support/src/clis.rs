@@ -104,7 +104,8 @@ pub fn install_cli(name: &str) -> io::Result<PathBuf> {
     })
 }
 
-/// The binary of the pinned CLI `name`, installing it with npm first when it is missing.
+/// The binary of the pinned CLI `name`, installing it with npm first when it is missing; the
+/// binary `CORRAL_TEST_CLI_<NAME>` names instead, when set (another version to test against).
 ///
 /// # Panics
 /// When it can't be installed; the message says why (test fixture: the test must stop loudly).
@@ -113,6 +114,11 @@ pub fn install_cli(name: &str) -> io::Result<PathBuf> {
     reason = "test fixture: a CLI that can't be installed must stop the test loudly"
 )]
 pub fn require_cli(name: &str) -> PathBuf {
+    // Another build of the same CLI, to run the suites against (the newest of its tested range,
+    // say): `CORRAL_TEST_CLI_CLAUDE=/path/to/claude`.
+    if let Some(path) = std::env::var_os(format!("CORRAL_TEST_CLI_{}", name.to_uppercase())) {
+        return PathBuf::from(path);
+    }
     match install_cli(name) {
         Ok(path) => path,
         Err(err) => panic!(

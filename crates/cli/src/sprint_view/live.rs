@@ -179,6 +179,8 @@ impl Live {
             | SprintEvent::Branch { .. }
             | SprintEvent::Setup { .. }
             | SprintEvent::Warning { .. }
+            | SprintEvent::FailedOver { .. }
+            | SprintEvent::RateLimitHold { .. }
             | SprintEvent::RecordUnwritable { .. }
             | SprintEvent::WaveStarted { .. }
             | SprintEvent::Folded { .. }

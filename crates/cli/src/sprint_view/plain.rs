@@ -58,9 +58,6 @@ impl Steps {
                 let how = if *resumed { "continues" } else { "starts" };
                 format!("sprint {name} {how} on branch {branch} (run {run_id})")
             }
-            SprintEvent::DirtyTree { paths, action } => {
-                format!("uncommitted changes {action}: {}", paths.join(", "))
-            }
             SprintEvent::Branch { branch, created } => {
                 let how = if *created { "created" } else { "checked out" };
                 format!("branch {branch} {how}")
@@ -175,7 +172,10 @@ impl Steps {
             | SprintEvent::Folded { .. }
             | SprintEvent::FoldChecked { .. }
             | SprintEvent::SentHome { .. }
-            | SprintEvent::Held { .. } => parallel_text(event)?,
+            | SprintEvent::Held { .. }
+            | SprintEvent::RateLimitHold { .. }
+            | SprintEvent::FailedOver { .. }
+            | SprintEvent::DirtyTree { .. } => parallel_text(event)?,
             SprintEvent::TaskFinished {
                 task,
                 status,
@@ -201,8 +201,9 @@ impl Steps {
     }
 }
 
-/// The line of the events that are no task's step: a parallel run's own (`--jobs` above 1:
-/// which tasks run at once, and each fold onto the sprint's branch), and the record's.
+/// The line of the events that are no task's step, or need no step's time: a parallel run's
+/// own (`--jobs` above 1: which tasks run at once, and each fold onto the sprint's branch), the
+/// record's, and a provider's rate-limit hold and the role's hand-over.
 fn parallel_text(event: &SprintEvent) -> Option<String> {
     match event {
         SprintEvent::RecordUnwritable { file, message } => Some(format!(
@@ -263,8 +264,32 @@ fn parallel_text(event: &SprintEvent) -> Option<String> {
         } => Some(format!(
             "{task}  held back while {behind} runs: both touch {overlap}"
         )),
+        SprintEvent::RateLimitHold {
+            task,
+            round,
+            role,
+            provider,
+            until,
+        } => Some(format!(
+            "{task}  round {round}  {role}: {provider}'s account is held until {}",
+            display::recorded_time(until)
+        )),
+        SprintEvent::FailedOver {
+            task,
+            round,
+            role,
+            from,
+            held_until,
+            to,
+        } => Some(format!(
+            "{task}  round {round}  {role}: {from} held until {}, continued on {to}",
+            display::recorded_time(held_until)
+        )),
+        SprintEvent::DirtyTree { paths, action } => Some(format!(
+            "uncommitted changes {action}: {}",
+            paths.join(", ")
+        )),
         SprintEvent::SprintStarted { .. }
-        | SprintEvent::DirtyTree { .. }
         | SprintEvent::Branch { .. }
         | SprintEvent::Setup { .. }
         | SprintEvent::TaskStarted { .. }

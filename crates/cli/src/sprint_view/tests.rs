@@ -437,3 +437,33 @@ fn the_status_line_fits_the_terminal_and_keeps_the_file_name() {
         assert!(text.ends_with("/render_status.rs"), "{columns}: {text}");
     }
 }
+
+#[test]
+fn a_hold_and_the_hand_over_it_caused_are_one_line_each() {
+    let mut steps = Steps::default();
+    let now = Instant::now();
+    let hold = SprintEvent::RateLimitHold {
+        task: id("b"),
+        round: 2,
+        role: Role::Generator,
+        provider: ProviderId::Claude,
+        until: "2026-12-07T04:00:00Z".into(),
+    };
+    let over = SprintEvent::FailedOver {
+        task: id("b"),
+        round: 2,
+        role: Role::Generator,
+        from: ProviderId::Claude,
+        held_until: "2026-12-07T04:00:00Z".into(),
+        to: ProviderId::Codex,
+    };
+    let until = display::recorded_time("2026-12-07T04:00:00Z");
+    assert_eq!(
+        steps.line(&hold, now).unwrap(),
+        format!("b  round 2  generator: claude's account is held until {until}")
+    );
+    assert_eq!(
+        steps.line(&over, now).unwrap(),
+        format!("b  round 2  generator: claude held until {until}, continued on codex")
+    );
+}

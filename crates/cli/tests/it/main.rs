@@ -23,6 +23,7 @@ mod unlucky;
 mod account_gate;
 mod bad_input;
 mod claude_contract;
+mod codex_limit;
 mod commands;
 mod conformance;
 mod daily;

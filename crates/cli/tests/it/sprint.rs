@@ -418,6 +418,7 @@ fn held_env() -> Env {
         regressions: 0,
         reset_pending: false,
         generator_session: None,
+        generator_session_provider: None,
         spawned: None,
         transient_retries: 0,
     });

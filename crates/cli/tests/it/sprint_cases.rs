@@ -1964,3 +1964,457 @@ fn a_check_ended_at_its_limit_fails_the_round_naming_the_limit() {
         "{text}"
     );
 }
+
+/// Failover (issue 31): the generator lists Claude Code then Codex; Claude Code's account is held
+/// by a usage limit two hours from its reset (its own fake API answers nothing else; another run
+/// met it first), longer than the role's `failover_after_ms`: the preflight says so without
+/// waiting, the spawn stops before Claude Code starts, the task goes on with Codex in a new
+/// session, and `sprint status` says who was held until when and who went on.
+#[test]
+fn a_generator_held_past_failover_after_goes_on_with_the_next_provider() {
+    let reset = std::time::SystemTime::now() + Duration::from_secs(2 * 3600);
+    let reset_s = reset
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let limited =
+        corral_test_support::fake_api::FakeApi::start(Scenario::forever(Step::UsageLimit {
+            resets_at_epoch_s: reset_s,
+        }))
+        .unwrap();
+    let world = World::new(&CODEX, |project| {
+        Scenario::default().with_round(
+            Role::Generator,
+            "t1",
+            1,
+            spawn_steps(
+                &CODEX,
+                project,
+                &key(Role::Generator, "t1", 1),
+                &[("t1.txt", "ok")],
+                &complete("Write t1"),
+            ),
+        )
+    });
+    let mut file = sprint_file(&world.project(), &[task("t1")], CHECK, &CODEX, None, 2);
+    file = file.replace(
+        "[roles.generator]\nprovider = \"codex\"\n",
+        "[roles.generator]\nprovider = [\"claude\", \"codex\"]\nfailover_after_ms = \"1m\"\n",
+    );
+    repository(&world, &file);
+    let mut vars = claude_vars(&world);
+    for (k, v) in &mut vars {
+        if k == "ANTHROPIC_BASE_URL" {
+            *v = limited.url();
+        }
+    }
+    // Another run met the limit first (auto_resume off: it stops, exit 4): the account is held
+    // in the gate until the reset, which neither the preflight nor the sprint waits for.
+    let first = world
+        .env
+        .corral()
+        .envs(world.vars().iter().chain(&vars).map(|(k, v)| (k, v)))
+        .env("CORRAL_RETRY__AUTO_RESUME", "false")
+        .timeout(RUN_CAP)
+        .args(["run", "--provider", "claude", "--json", "say hello"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        first.status.code(),
+        Some(4),
+        "{}",
+        transcript(&world.env, &first)
+    );
+    let asked = limited.model_requests().len();
+    let started = std::time::Instant::now();
+    let out = world
+        .env
+        .corral()
+        .envs(world.vars().iter().chain(&vars).map(|(k, v)| (k, v)))
+        .timeout(Duration::from_secs(180))
+        .args(["sprint", "run", "--json"])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        limited.model_requests().len(),
+        asked,
+        "the held account was not asked again, by the preflight or the sprint"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rate limited right now"),
+        "the preflight says so: {}",
+        transcript(&world.env, &out)
+    );
+    let said = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    // Not a two-hour wait, nor a backoff: the hold was learnt and handed over.
+    assert!(took < Duration::from_secs(120), "{took:?}: {said}");
+    assert!(
+        !limited.model_requests().is_empty(),
+        "Claude Code met the limit"
+    );
+    assert!(
+        world
+            .api
+            .spawn_requests(&key(Role::Generator, "t1", 1))
+            .iter()
+            .all(|r| r.path.starts_with("/v1/responses")),
+        "Codex did the round"
+    );
+    assert_eq!(
+        sprint_commits(&world),
+        [("Write t1".to_owned(), "t1".to_owned())]
+    );
+    let s = state(&world);
+    let handovers = s["tasks"][0]["handovers"].as_array().unwrap();
+    assert_eq!(handovers.len(), 1, "{s:#}");
+    assert_eq!(handovers[0]["from"], "claude");
+    assert_eq!(handovers[0]["to"], "codex");
+    assert_eq!(handovers[0]["round"], 1);
+    let until = humantime::parse_rfc3339(handovers[0]["heldUntil"].as_str().unwrap()).unwrap();
+    let off = until.duration_since(reset).unwrap_or_else(|e| e.duration());
+    assert!(
+        off < Duration::from_secs(5),
+        "held until the reset: {off:?}"
+    );
+    // The night's record and the status say it.
+    let events = std::fs::read_to_string(sprint_dir(&world).join("events.jsonl")).unwrap();
+    assert!(events.contains("\"event\":\"failed-over\""), "{events}");
+    let status = world
+        .env
+        .corral()
+        .args(["sprint", "status"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("claude held until") && text.contains("continued on codex"),
+        "{text}"
+    );
+}
+
+/// The fake API's "model not found", as the Anthropic API (`true`) or the Responses API says it.
+fn model_gone(anthropic: bool) -> Step {
+    let body = if anthropic {
+        json!({"type": "error", "error": {"type": "not_found_error", "message": "model: gone"}})
+    } else {
+        json!({"error": {"message": "The model `fake-model` does not exist or you do not have access to it.",
+            "type": "invalid_request_error", "param": null, "code": "model_not_found"}})
+    };
+    Step::HttpError {
+        status: 404,
+        retry_after_secs: None,
+        body: Some(body.to_string()),
+    }
+}
+
+/// The chaos test's two worlds: Codex's (the world's API) and Claude Code's own API, both
+/// scripting every task, with Claude Code's storm of 429s (t2), its usage limit until `reset_s`
+/// (t3), the model gone for whoever plays t8 first, and t11's first request hung.
+fn chaos_world(ids: &[String], reset_s: u64) -> (World, corral_test_support::fake_api::FakeApi) {
+    let mut claude = Scenario::default();
+    let world = World::new(&CODEX, |project| {
+        let mut codex = Scenario::default();
+        for id in ids {
+            let steps = |cli: &Cli| {
+                spawn_steps(
+                    cli,
+                    project,
+                    &key(Role::Generator, id, 1),
+                    &[(&format!("{id}.txt"), "ok")],
+                    &complete(&format!("Write {id}")),
+                )
+            };
+            let (mut c, mut x) = (steps(&CLAUDE), steps(&CODEX));
+            match id.as_str() {
+                "t2" => c
+                    .splice(0..0, [Step::rate_limited(1), Step::rate_limited(1)])
+                    .for_each(drop),
+                // As a real account answers: every request, Claude Code's own retries too.
+                "t3" => c
+                    .splice(
+                        0..0,
+                        vec![
+                            Step::UsageLimit {
+                                resets_at_epoch_s: reset_s
+                            };
+                            CLAUDE.requests_per_failed_call
+                        ],
+                    )
+                    .for_each(drop),
+                "t8" => {
+                    c.insert(0, model_gone(true));
+                    x.insert(0, model_gone(false));
+                }
+                "t11" => {
+                    c.insert(0, Step::HangBeforeHeaders);
+                    x.insert(0, Step::HangBeforeHeaders);
+                }
+                _ => {}
+            }
+            claude = std::mem::take(&mut claude).with_round(Role::Generator, id, 1, c);
+            codex = codex.with_round(Role::Generator, id, 1, x);
+        }
+        codex
+    });
+    let api = corral_test_support::fake_api::FakeApi::start(claude).unwrap();
+    (world, api)
+}
+
+/// The sprint's spend in `sprint.json`, and the most one task has spent (at least any one
+/// spawn's cost).
+fn spend_of(s: &Value) -> (f64, f64) {
+    let mut total = 0.0;
+    let mut most: f64 = 0.0;
+    for t in s["tasks"].as_array().unwrap() {
+        let task: f64 = t["usageByProvider"].as_object().map_or(0.0, |m| {
+            m.values()
+                .map(|u| u["costUsd"].as_f64().unwrap_or(0.0))
+                .sum()
+        });
+        total += task;
+        most = most.max(task);
+    }
+    (total, most)
+}
+
+/// The night's chaos (issue 31): a twelve-task sprint whose generator lists Claude Code then
+/// Codex, each on its own fake API. Claude Code meets a storm of 429s (t2) and a usage limit an
+/// hour long (t3: Codex goes on with the night); the model vanishes mid-sprint (t8,
+/// whoever plays it: exit 8, then it is back); the spend cap trips and is raised; the sprint is
+/// killed with `kill -9` mid-spawn (t11) and run again. At the end every task is done once, in
+/// its first round, with one commit each, and at each pause the spend had passed the cap by at
+/// most one spawn's cost.
+#[test]
+fn chaos_a_night_of_limits_a_vanished_model_a_tripped_cap_and_a_kill_loses_and_repeats_nothing() {
+    let ids: Vec<String> = (1..=12).map(|n| format!("t{n}")).collect();
+    let reset_s = (std::time::SystemTime::now() + Duration::from_secs(3600))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let (world, claude_api) = chaos_world(&ids, reset_s);
+    let tasks: Vec<Task> = ids
+        .iter()
+        .map(|id| task(Box::leak(id.clone().into_boxed_str())))
+        .collect();
+    let file = sprint_file(&world.project(), &tasks, CHECK, &CODEX, None, 2)
+        .replace(
+            "[roles.generator]\nprovider = \"codex\"\n",
+            "[roles.generator]\nprovider = [\"claude\", \"codex\"]\nfailover_after_ms = \"1m\"\n",
+        )
+        .replace(
+            "max_rounds = 3\n",
+            "max_rounds = 3\nmax_cost_usd = 0.0001\n",
+        );
+    repository(&world, &file);
+    // Codex reports tokens only: its spawns are priced by the user's table.
+    std::fs::write(
+        world.project().join("corral.toml"),
+        "[prices.\"fake-model\"]\ninput = 1.0\noutput = 1.0\n",
+    )
+    .unwrap();
+    git(&world.project(), &["add", "-A"]);
+    git(&world.project(), &["commit", "-q", "-m", "prices"]);
+    let mut vars = claude_vars(&world);
+    for (k, v) in &mut vars {
+        if k == "ANTHROPIC_BASE_URL" {
+            v.clone_from(&claude_api.url());
+        }
+    }
+    let events =
+        || std::fs::read_to_string(sprint_dir(&world).join("events.jsonl")).unwrap_or_default();
+    let sprint_file_path = world.project().join("corral-sprint.toml");
+    let t11 = key(Role::Generator, "t11", 1);
+    let (mut cap, mut exits, mut raised, mut killed) = (0.0001, Vec::new(), 0, false);
+    let started = std::time::Instant::now();
+    for _ in 0..12 {
+        let mut child = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", world.env.home())
+            .envs(world.vars().iter().chain(&vars).map(|(k, v)| (k, v)))
+            .current_dir(world.project())
+            .args(["sprint", "run", "--json", "--no-preflight"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut ended = None;
+        // t11's first spawn hangs: the sprint is killed there, whichever run reaches it.
+        let asked =
+            |api: &corral_test_support::fake_api::FakeApi| !api.spawn_requests(&t11).is_empty();
+        assert!(
+            wait_until(RUN_CAP * 3, || {
+                ended = child.try_wait().unwrap();
+                ended.is_some() || (!killed && (asked(&claude_api) || asked(&world.api)))
+            }),
+            "a run took too long: {exits:?}\n{}",
+            events()
+        );
+        let Some(status) = ended else {
+            let spawn_dir = sprint_dir(&world).join("implement/t11/rounds/1/generator");
+            wait_until(Duration::from_secs(20), || {
+                !spawned_pids(&spawn_dir).is_empty()
+            });
+            let orphans = spawned_pids(&spawn_dir);
+            corral_test_support::send_signal(child.id(), Signal::SIGKILL);
+            let _ = child.wait();
+            for pid in orphans {
+                corral_test_support::send_signal(pid, Signal::SIGKILL);
+            }
+            exits.push(137);
+            killed = true;
+            continue;
+        };
+        let code = status.code().unwrap_or(-1);
+        exits.push(code);
+        match code {
+            0 => break,
+            // The model is back: the next run goes on.
+            8 => {}
+            9 => {
+                let (spent, most) = spend_of(&state(&world));
+                assert!(
+                    spent <= cap + most + 1e-9,
+                    "paused at ${spent} against a cap of ${cap}: past it by more than one spawn (${most})"
+                );
+                // Raised: first a little (it may trip again a few spawns on), then for good.
+                cap = if raised == 0 {
+                    spent + 3.5 * most.max(0.0001)
+                } else {
+                    100.0
+                };
+                raised += 1;
+                let text = std::fs::read_to_string(&sprint_file_path).unwrap();
+                let line = text
+                    .lines()
+                    .find(|l| l.starts_with("max_cost_usd"))
+                    .unwrap();
+                let raised_text = text.replace(line, &format!("max_cost_usd = {cap:.6}"));
+                std::fs::write(&sprint_file_path, raised_text).unwrap();
+            }
+            _ => panic!("exit {code} after {exits:?}\n{}", events()),
+        }
+    }
+    let took = started.elapsed();
+    assert_eq!(exits.last(), Some(&0), "{exits:?}\n{}", events());
+    assert!(
+        exits.contains(&8),
+        "the vanished model stopped the sprint: {exits:?}\n{}",
+        events()
+    );
+    assert!(raised >= 1 && killed, "{exits:?}");
+    // Nothing lost, nothing done twice: one commit per task, in order.
+    let expected: Vec<(String, String)> = ids
+        .iter()
+        .map(|id| (format!("Write {id}"), id.clone()))
+        .collect();
+    assert_eq!(sprint_commits(&world), expected);
+    let s = state(&world);
+    for t in s["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "done", "{t:#}");
+        // No round spent on a transient failure, a limit or the vanished model.
+        assert_eq!(t["round"], 1, "{t:#}");
+    }
+    // Claude Code's limit handed t3 to Codex, which did the rest of the night (a rerun tries
+    // Claude Code first: its engine finds the hold in the account's gate and stops before the
+    // CLI starts, so the hand-over costs nothing).
+    let t3 = &s["tasks"][2];
+    assert_eq!(
+        (&t3["handovers"][0]["from"], &t3["handovers"][0]["to"]),
+        (&json!("claude"), &json!("codex")),
+        "{t3:#}"
+    );
+    assert!(
+        s["tasks"][0]["usageByProvider"]["claude"].is_object(),
+        "{s:#}"
+    );
+    assert!(
+        s["tasks"][11]["usageByProvider"]["codex"].is_object(),
+        "{s:#}"
+    );
+    eprintln!("chaos: exits {exits:?} in {took:?}");
+    assert!(
+        took < Duration::from_secs(240),
+        "the chaos took {took:?}: {exits:?}"
+    );
+}
+
+/// The spend cap with a CLI that reports only tokens (issue 31): Codex's spawns are priced by
+/// the user's `[prices."fake-model"]`, marked as estimates, and counted against the sprint's
+/// `max_cost_usd`: the second task pauses before its spawn (exit 9), naming the cap.
+#[test]
+fn codexs_tokens_are_priced_by_the_users_table_and_count_against_the_sprints_cap() {
+    let world = World::new(&CODEX, |project| {
+        let mut scenario = Scenario::default();
+        for id in ["t1", "t2"] {
+            scenario = scenario.with_round(
+                Role::Generator,
+                id,
+                1,
+                spawn_steps(
+                    &CODEX,
+                    project,
+                    &key(Role::Generator, id, 1),
+                    &[(&format!("{id}.txt"), "ok")],
+                    &complete(&format!("Write {id}")),
+                ),
+            );
+        }
+        scenario
+    });
+    let file = sprint_file(
+        &world.project(),
+        &[task("t1"), task("t2")],
+        CHECK,
+        &CODEX,
+        None,
+        2,
+    )
+    .replace(
+        "max_rounds = 3\n",
+        "max_rounds = 3\nmax_cost_usd = 0.0001\n",
+    );
+    repository(&world, &file);
+    std::fs::write(
+        world.project().join("corral.toml"),
+        "[prices.\"fake-model\"]\ninput = 10.0\noutput = 10.0\n",
+    )
+    .unwrap();
+    git(&world.project(), &["add", "-A"]);
+    git(&world.project(), &["commit", "-q", "-m", "prices"]);
+    let out = sprint_run(&world, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(9),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let s = state(&world);
+    let t1 = &s["tasks"][0];
+    assert_eq!(t1["status"], "done", "{t1:#}");
+    assert_eq!(t1["costEstimated"], true, "{t1:#}");
+    let usage = &t1["usageByProvider"]["codex"];
+    let tokens = usage["input"].as_u64().unwrap() + usage["output"].as_u64().unwrap();
+    let cost = usage["costUsd"].as_f64().unwrap();
+    // $10 per million tokens in and out (no cache tokens against the fake API).
+    #[allow(clippy::cast_precision_loss)]
+    let priced = tokens as f64 * 10.0 / 1_000_000.0;
+    assert!(
+        (cost - priced).abs() < 1e-9,
+        "{cost} for {tokens} tokens: {usage:#}"
+    );
+    let t2 = &s["tasks"][1];
+    assert_eq!(t2["status"], "running", "{t2:#}");
+    let warning = t2["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("max_cost_usd is $0.0001"), "{warning}");
+    assert!(
+        world
+            .api
+            .spawn_requests(&key(Role::Generator, "t2", 1))
+            .is_empty(),
+        "t2's spawn never started"
+    );
+}

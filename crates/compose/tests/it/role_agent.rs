@@ -136,11 +136,7 @@ echo '{result}'
 }
 
 fn claude() -> RoleSettings {
-    RoleSettings {
-        provider: ProviderId::Claude,
-        model: None,
-        effort: None,
-    }
+    RoleSettings::single(ProviderId::Claude, None, None)
 }
 
 async fn spawn(
@@ -333,11 +329,7 @@ fn a_role_agent_plays_its_role_s_provider_model_and_effort() {
     let mut settings = Settings::default();
     settings.providers.codex.model = Some("configured-model".to_string());
     for id in ProviderId::ALL {
-        let role = RoleSettings {
-            provider: id,
-            model: None,
-            effort: Some(corral_ports::Effort::High),
-        };
+        let role = RoleSettings::single(id, None, Some(corral_ports::Effort::High));
         let agent = role_agent(&role, &settings, engine_config(&settings)).unwrap();
         assert_eq!(agent.provider(), id);
         assert_eq!(agent.effort(), Some(corral_ports::Effort::High));
@@ -350,11 +342,7 @@ fn a_role_agent_plays_its_role_s_provider_model_and_effort() {
             "{id}: the provider's configured model"
         );
     }
-    let role = RoleSettings {
-        provider: ProviderId::Codex,
-        model: Some("role-model".to_string()),
-        effort: None,
-    };
+    let role = RoleSettings::single(ProviderId::Codex, Some("role-model".to_string()), None);
     let agent = role_agent(&role, &settings, engine_config(&settings)).unwrap();
     assert_eq!(agent.model(), Some("role-model"), "the role's model wins");
     assert_eq!(agent.effort(), None);

@@ -266,6 +266,7 @@ pub fn fast_config() -> EngineConfig {
             jitter: 0.2,
             max_reset_wait: Duration::from_secs(5),
             auto_resume: true,
+            hand_over_after: None,
         },
         jitter_seed: Some(42),
         // These tests exercise supervision, not the sandbox (see sandbox.rs): run natively, with

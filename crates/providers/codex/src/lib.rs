@@ -28,8 +28,9 @@
 //!   after 200 s); only the engine's idle watchdog ends such a run. A long shell command prints
 //!   nothing between its `item.started` and `item.completed` either, so the idle limit must exceed
 //!   the longest command the agent may run.
-//! - The rate-limit reset time is known only when Codex quotes the API body (`resets_at`); its
-//!   prose "try again at 3:04 PM" is local time without a date and is not guessed at.
+//! - The rate-limit reset time is read from the API body when Codex quotes it (`resets_at`),
+//!   else from its prose, "try again at 3:04 PM" (local time, to the minute, its next
+//!   occurrence) or "try again at Jan 1st, 2027 9:00 AM".
 //! - The shell gate (`--disable shell_tool`) and the model-unavailable wordings are taken from
 //!   Codex's own strings, not from a recorded run.
 

@@ -10,12 +10,12 @@ use corral_ports::CommandRunner;
 
 use super::{Context, SprintError};
 use crate::error::ExecutorError;
-use crate::executor::{TaskHandback, TaskHost, TaskJob, TaskRecorder};
+use crate::executor::{SpawnAdmission, TaskHandback, TaskHost, TaskJob, TaskRecorder};
 use crate::git::Git;
 use crate::layout::SprintLayout;
 use crate::names::TaskId;
 use crate::slots::Slots;
-use crate::state::{SprintState, TaskState, TaskStatus, write_state};
+use crate::state::{SprintState, TaskState, TaskStatus, UsageRollUp, write_state};
 
 /// What a remote task's job printed, in the task's directory.
 pub const JOB_LOG_FILE: &str = "job.log";
@@ -29,6 +29,28 @@ pub(super) struct Coordinator<'c, 'r, 'a> {
     pub(super) git_turn: Slots,
     /// The `--jobs` slots a task's rounds run in.
     pub(super) round_slots: Slots,
+    /// The spawns in flight, against the sprint's spend cap.
+    pub(super) spend: Mutex<SpendLedger>,
+}
+
+/// The spawns of a parallel run in flight, for the sprint's spend cap: each task's spend when
+/// its spawn was let go, and the most one spawn has cost so far.
+#[derive(Debug, Default)]
+pub(super) struct SpendLedger {
+    in_flight: Vec<(TaskId, f64)>,
+    largest: f64,
+    /// The spawns waiting for room, woken when one in flight ends.
+    waiting: Vec<std::task::Waker>,
+}
+
+/// A task's spend in `state`, in dollars.
+fn task_spend(state: &SprintState, task: &TaskId) -> f64 {
+    state
+        .tasks
+        .iter()
+        .find(|t| &t.id == task)
+        .and_then(|t| UsageRollUp::of_task(t).total.cost_usd)
+        .unwrap_or(0.0)
 }
 
 impl Coordinator<'_, '_, '_> {
@@ -94,6 +116,58 @@ impl Coordinator<'_, '_, '_> {
 }
 
 impl TaskRecorder for Coordinator<'_, '_, '_> {
+    /// A spawn goes when nothing else is in flight (then the sprint's cap, checked between
+    /// spawns, is passed by at most its cost), or when the spend so far and a spawn's worth for
+    /// it and each spawn in flight (the most one spawn has cost yet; the spawn's own
+    /// `max_budget_usd` when none has cost anything yet) stay below the cap; otherwise it waits
+    /// for one to end. So the sprint's cap is passed by at most one spawn's cost, unless a spawn
+    /// costs more than any before it.
+    fn admit_spawn(&self, task: &TaskId, waker: &std::task::Waker) -> SpawnAdmission {
+        let Some(cap) = self.ctx.file().sprint.max_cost_usd else {
+            return SpawnAdmission::Go;
+        };
+        let whole = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(reached) = self.ctx.sprint_cap_reached(&whole) {
+            return SpawnAdmission::CapReached(reached);
+        }
+        let spent = whole.usage().total.cost_usd.unwrap_or(0.0);
+        let mine = task_spend(&whole, task);
+        let mut ledger = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+        let per_spawn = if ledger.largest > 0.0 {
+            ledger.largest
+        } else {
+            self.ctx
+                .file()
+                .sprint
+                .max_budget_usd
+                .map_or(0.0, crate::file::Usd::dollars)
+        };
+        #[allow(clippy::cast_precision_loss)]
+        let room = spent + per_spawn * ((ledger.in_flight.len() + 1) as f64) < cap.dollars();
+        if ledger.in_flight.is_empty() || room {
+            ledger.in_flight.push((task.clone(), mine));
+            SpawnAdmission::Go
+        } else {
+            ledger.waiting.push(waker.clone());
+            SpawnAdmission::Wait
+        }
+    }
+
+    fn spawn_ended(&self, task: &TaskId) {
+        let now = task_spend(
+            &self.shared.lock().unwrap_or_else(PoisonError::into_inner),
+            task,
+        );
+        let mut ledger = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = ledger.in_flight.iter().position(|(t, _)| t == task) {
+            let (_, before) = ledger.in_flight.remove(at);
+            ledger.largest = ledger.largest.max(now - before);
+        }
+        for waker in ledger.waiting.drain(..) {
+            waker.wake();
+        }
+    }
+
     fn record(&self, task: &TaskState) -> Result<(), SprintError> {
         // Held only while the file is written: no task's save overlaps another's.
         let mut whole = self.shared.lock().unwrap_or_else(PoisonError::into_inner);

@@ -3,7 +3,7 @@
 
 use corral_contract::{Contract, EvaluationStatus, Signal, render_evaluation_md};
 
-use crate::agent::{SpawnRequest, SpawnVerdict};
+use crate::agent::{SpawnRequest, SpawnVerdict, current_agent};
 use crate::error::SprintError;
 use crate::event::SprintEvent;
 use crate::file::Usd;
@@ -13,8 +13,8 @@ use crate::state::{Attribution, Step};
 
 use super::task::TaskCursor;
 use super::{
-    CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, Next, critique_of, earlier_report, pause_for,
-    progress_mut, read_record_text, write_file,
+    CHANGED_PATHS_FILE, CHECK_FILE, DIFF_FILE, Next, critique_of, earlier_report, progress_mut,
+    read_record_text, write_file,
 };
 
 impl TaskCursor<'_, '_, '_> {
@@ -23,7 +23,7 @@ impl TaskCursor<'_, '_, '_> {
         let Some(t) = self.state.tasks.get(self.i).cloned() else {
             return Ok(Next::Finished);
         };
-        let Some(agent) = self.ctx.run.evaluator else {
+        let Some((evaluator, agent)) = self.ctx.run.evaluator.map(|r| (r, current_agent(r))) else {
             if let Some(p) = progress_mut(self.state, self.i) {
                 p.step = Step::Commit;
             }
@@ -73,7 +73,7 @@ impl TaskCursor<'_, '_, '_> {
                     changed_paths: &changed,
                 },
             );
-            if let Some(pause) = self.spend_cap()? {
+            if let Some(pause) = self.spend_cap().await? {
                 return Ok(pause);
             }
             let report = self
@@ -95,8 +95,8 @@ impl TaskCursor<'_, '_, '_> {
                     },
                 )
                 .await?;
-            if let Some(end) = pause_for(&report, &self.ctx.run.cancel) {
-                return Ok(Next::Pause(end));
+            if let Some(next) = self.after_spawn(Role::Evaluator, evaluator, agent, &report)? {
+                return Ok(next);
             }
             let evaluation = match &report.verdict {
                 SpawnVerdict::Valid { signals } => signals.iter().find_map(|s| {

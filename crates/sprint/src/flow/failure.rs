@@ -74,11 +74,11 @@ impl TaskCursor<'_, '_, '_> {
             return Ok(None);
         };
         let round = t.round;
-        let agent = match role {
+        let agent = crate::agent::current_agent(match role {
             Role::Generator => self.ctx.run.generator,
             // Without an evaluator of its own, the generator's agent reviews.
             Role::Evaluator => self.ctx.run.evaluator.unwrap_or(self.ctx.run.generator),
-        };
+        });
         let provider = agent.provider();
         t.failures.push(SpawnFailureRecord {
             round,

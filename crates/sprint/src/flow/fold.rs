@@ -368,16 +368,12 @@ impl TaskCursor<'_, '_, '_> {
             .run(&["branch", "--force", &branch, onto])
             .await?;
         let round = t.round + 1;
-        let session = read_session_id(
-            &self
-                .ctx
-                .layout
-                .spawn_dir(&t.id, t.round, Role::Generator)
-                .join(SESSION_ID_FILE),
-        )
-        .ok()
-        .flatten()
-        .map(|s| s.to_string());
+        let generator_dir = self.ctx.layout.spawn_dir(&t.id, t.round, Role::Generator);
+        let session = read_session_id(&generator_dir.join(SESSION_ID_FILE))
+            .ok()
+            .flatten()
+            .map(|s| s.to_string());
+        let session_provider = super::session_provider(&generator_dir);
         if let Some(t) = self.state.tasks.get_mut(self.i) {
             t.status = TaskStatus::Running;
             t.round = round;
@@ -398,6 +394,7 @@ impl TaskCursor<'_, '_, '_> {
                 regressions: 0,
                 reset_pending: false,
                 generator_session: session,
+                generator_session_provider: session_provider,
                 spawned: None,
                 transient_retries: 0,
             });

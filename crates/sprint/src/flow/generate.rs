@@ -2,12 +2,15 @@
 //! anew), the report it left or the one an earlier run of the same round left, and one spawn's
 //! bookkeeping (`role-meta.json`, usage, stray writes) for either role.
 
+use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use corral_contract::{Contract, Signal, read_session_id};
 use corral_ports::SessionId;
 
-use crate::agent::{RoleAgent, SpawnReport, SpawnRequest, SpawnVerdict};
+use crate::agent::{RoleAgent, SpawnReport, SpawnRequest, SpawnVerdict, current_agent};
 use crate::error::SprintError;
 use crate::event::SprintEvent;
 use crate::file::Usd;
@@ -15,8 +18,9 @@ use crate::layout::{ROLE_META_FILE, Role, RoleMeta, SESSION_ID_FILE};
 use crate::prompt::{self};
 use crate::state::{RoleUsage, Step};
 
+use super::handover::{HoldWatch, rfc3339};
 use super::task::TaskCursor;
-use super::{Context, Next, crash_resumable, earlier_report, pause_for, progress_mut, write_file};
+use super::{Context, Next, crash_resumable, earlier_report, progress_mut, write_file};
 
 impl TaskCursor<'_, '_, '_> {
     pub(super) async fn generate(&mut self, run_id: &str) -> Result<Next, SprintError> {
@@ -27,8 +31,9 @@ impl TaskCursor<'_, '_, '_> {
         let Some(progress) = t.progress.clone() else {
             return Ok(Next::Finished);
         };
-        self.ctx.fingerprint_protected(task, t.round).await?;
-        let agent = self.ctx.run.generator;
+        let role_agent = self.ctx.run.generator;
+        // With failover, the provider of the role whose account is not held.
+        let agent = current_agent(role_agent);
         let dir = self
             .ctx
             .layout
@@ -47,10 +52,11 @@ impl TaskCursor<'_, '_, '_> {
                 usage: corral_ports::Usage::default(),
             });
             let session = read_session_id(&dir.join(SESSION_ID_FILE)).ok().flatten();
-            if let Some(p) = progress_mut(self.state, self.i) {
-                p.generator_session = session
-                    .map(|s| s.to_string())
-                    .or(p.generator_session.take());
+            if let Some(p) = progress_mut(self.state, self.i)
+                && let Some(session) = session
+            {
+                p.generator_session = Some(session.to_string());
+                p.generator_session_provider = super::session_provider(&dir);
             }
             Some(valid.into_signals())
         } else {
@@ -67,7 +73,14 @@ impl TaskCursor<'_, '_, '_> {
                 .generator_session
                 .as_deref()
                 .and_then(|s| SessionId::new(s).ok())
-                .filter(|_| agent.resumes());
+                .filter(|_| agent.resumes())
+                // A session another provider of the role made is not this one's to resume: a
+                // new session gets the brief, the critique and the learnings.
+                .filter(|_| {
+                    progress
+                        .generator_session_provider
+                        .is_none_or(|p| p == agent.provider())
+                });
             let (prompt_text, cold, resume) = match (crashed, previous) {
                 (Some(session), _) => (
                     prompt::generator_crash_resume(task, t.round),
@@ -81,9 +94,13 @@ impl TaskCursor<'_, '_, '_> {
                 ),
                 (None, _) => (brief, None, None),
             };
-            if let Some(pause) = self.spend_cap()? {
+            if let Some(pause) = self.spend_cap().await? {
                 return Ok(pause);
             }
+            // Taken once the spawn is sure to run: a sprint paused at its spend cap is told to
+            // raise the cap in the sprint file, and that edit, made before the round, is not
+            // the round's change to a protected file.
+            self.ctx.fingerprint_protected(task, t.round).await?;
             let report = self
                 .spawn(
                     Role::Generator,
@@ -103,12 +120,13 @@ impl TaskCursor<'_, '_, '_> {
                     },
                 )
                 .await?;
-            if let Some(end) = pause_for(&report, &self.ctx.run.cancel) {
-                return Ok(Next::Pause(end));
+            if let Some(next) = self.after_spawn(Role::Generator, role_agent, agent, &report)? {
+                return Ok(next);
             }
             if let (Some(p), Some(session)) = (progress_mut(self.state, self.i), &report.session_id)
             {
                 p.generator_session = Some(session.to_string());
+                p.generator_session_provider = Some(agent.provider());
             }
             if let Some(next) = self.failed_spawn(Role::Generator, &report, None).await? {
                 return Ok(next);
@@ -168,6 +186,12 @@ impl TaskCursor<'_, '_, '_> {
             });
         };
         let (id, round, attempt) = (t.id.clone(), t.round, t.attempt);
+        // A parallel run's coordinator let this spawn go against the sprint's cap
+        // (`spend_cap`): it hears when it ended, its spend saved, on every way out of here.
+        let _ended = super::budget::SpawnEnded {
+            recorder: self.ctx.shared.map(|(recorder, _)| recorder),
+            task: id.clone(),
+        };
         self.ctx.fresh_spawn_dir(&request.dir)?;
         // Recorded before the spawn: from now on, what is in its directory is its own.
         if let Some(p) = progress_mut(self.state, self.i) {
@@ -197,11 +221,34 @@ impl TaskCursor<'_, '_, '_> {
             model: agent.model().map(str::to_string),
             resumes: request.resume.is_some(),
         });
-        let observer = self.ctx.run.events.observer(&id, round, role);
+        let (holds, held) = std::sync::mpsc::channel();
+        let observer = Arc::new(HoldWatch {
+            inner: self.ctx.run.events.observer(&id, round, role),
+            holds: std::sync::Mutex::new(holds),
+        });
         self.ctx.git.forget();
-        let report = agent
-            .spawn(request, self.ctx.run.cancel.clone(), observer)
-            .await;
+        let provider = agent.provider();
+        let ctx = self.ctx;
+        let tell = |until: SystemTime| {
+            ctx.emit(SprintEvent::RateLimitHold {
+                task: id.clone(),
+                round,
+                role,
+                provider,
+                until: rfc3339(until),
+            });
+        };
+        // The holds the spawn meets are told as it meets them (between its polls), not once it
+        // ended: a hold of hours is heard of while it lasts.
+        let mut spawn = std::pin::pin!(agent.spawn(request, self.ctx.run.cancel.clone(), observer));
+        let report = std::future::poll_fn(move |cx| {
+            let polled = spawn.as_mut().poll(cx);
+            while let Ok(until) = held.try_recv() {
+                tell(until);
+            }
+            polled
+        })
+        .await;
         // A CLI that reports only tokens: its cost estimated from the run's price table.
         let mut spent = report.usage;
         let estimate = self.ctx.run.options.prices.estimate(agent.model(), &spent);

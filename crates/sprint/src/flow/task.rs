@@ -77,6 +77,7 @@ impl<'c, 'r, 'a> TaskCursor<'c, 'r, 'a> {
                 regressions: 0,
                 reset_pending: false,
                 generator_session: None,
+                generator_session_provider: None,
                 spawned: None,
                 transient_retries: 0,
             });

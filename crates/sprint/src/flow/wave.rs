@@ -93,6 +93,7 @@ impl Context<'_, '_> {
             shared: Mutex::new(state.clone()),
             git_turn: Slots::new(1),
             round_slots: Slots::new(self.run.options.jobs.max(1)),
+            spend: Mutex::new(super::coordinator::SpendLedger::default()),
         };
         let result = self.run_queue(&host, run_id).await;
         *state = host

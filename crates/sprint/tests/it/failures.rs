@@ -197,6 +197,7 @@ impl RoleAgent for FailingAgent {
             error: Some(SpawnFailure {
                 class,
                 message: message.to_string(),
+                resets_at_epoch_s: None,
             }),
             attempts: 1,
             stray_writes: Vec::new(),

@@ -20,6 +20,7 @@ use corral_sprint::{
 use corral_test_support::HostCommandRunner;
 
 // What an agent must not be able to do to its judges and the sprint's inputs (issue 29).
+mod failover;
 mod guard;
 mod learnings;
 mod night;
@@ -386,6 +387,7 @@ impl RoleAgent for FakeAgent {
                     error: Some(SpawnFailure {
                         class: ErrorClass::Permanent,
                         message: "the CLI was killed by signal 15".to_string(),
+                        resets_at_epoch_s: None,
                     }),
                     attempts: 1,
                     stray_writes: Vec::new(),
@@ -400,6 +402,7 @@ impl RoleAgent for FakeAgent {
                     error: Some(SpawnFailure {
                         class: ErrorClass::Retryable,
                         message: "rate limited; retries used up".to_string(),
+                        resets_at_epoch_s: None,
                     }),
                     attempts: 3,
                     stray_writes: Vec::new(),
@@ -587,13 +590,29 @@ async fn run_through(
     jobs: usize,
     executor: &dyn TaskExecutor,
 ) -> Result<SprintSummary, SprintError> {
+    let evaluator = evaluator.map(|e| e as &dyn RoleAgent);
+    run_agents(p, generator, evaluator, sink, dirty, cancel, jobs, executor).await
+}
+
+/// [`run_through`] with any agents (a role of several providers, say).
+#[allow(clippy::too_many_arguments)]
+async fn run_agents(
+    p: &Project,
+    generator: &dyn RoleAgent,
+    evaluator: Option<&dyn RoleAgent>,
+    sink: &Recorder,
+    dirty: DirtyTree,
+    cancel: CancellationToken,
+    jobs: usize,
+    executor: &dyn TaskExecutor,
+) -> Result<SprintSummary, SprintError> {
     let file = corral_sprint::load(&p.root.join("corral-sprint.toml")).unwrap();
     let commands = runner();
     let run = corral_sprint::SprintRun {
         file: &file,
         project_root: &p.root,
         generator,
-        evaluator: evaluator.map(|e| e as &dyn RoleAgent),
+        evaluator,
         commands: &commands,
         executor,
         events: sink,

@@ -100,6 +100,7 @@ fn only_a_state_announcing_a_commit_or_a_reset_waits_for_the_disk() {
         regressions: 0,
         reset_pending,
         generator_session: None,
+        generator_session_provider: None,
         spawned: None,
         transient_retries: 0,
     };

@@ -221,14 +221,25 @@ fn usage_limits_and_overloads() {
         }
     );
     let prose = "You’ve hit your usage limit. Visit https://chatgpt.com/settings/usage to purchase more credits or try again at Jan 1st, 2027 9:00 AM.";
+    // Codex's prose names the reset in the local time zone, to the minute: read, and rounded up.
+    let reset: jiff::Zoned = jiff::civil::datetime(2027, 1, 1, 9, 1, 0, 0)
+        .to_zoned(jiff::tz::TimeZone::system())
+        .unwrap();
+    let with_reset = |message: &str| {
+        let mut d = rate_limited(message);
+        if let Some(info) = d.rate_limit.as_mut() {
+            info.resets_at_epoch_s = Some(u64::try_from(reset.timestamp().as_second()).unwrap());
+        }
+        d
+    };
     assert_eq!(
         evidence_read(failed(prose, None), "", ""),
-        rate_limited(prose)
+        with_reset(prose)
     );
     // Outside a turn, Codex says it on stderr.
     assert_eq!(
         evidence_read(None, &format!("Error: {prose}\n"), ""),
-        rate_limited(&format!("Error: {prose}"))
+        with_reset(&format!("Error: {prose}"))
     );
     let capacity = "Selected model is at capacity. Please try a different model.";
     assert_eq!(

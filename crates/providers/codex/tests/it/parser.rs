@@ -367,13 +367,25 @@ fn usage_limits_carry_their_reset_and_quota_does_not_count() {
     assert_eq!(info.resets_at_epoch_s, Some(1_767_225_600));
     assert_eq!(info.retry_after_ms, Some(3_600_000));
     assert!(info.rejected);
+    // Local time without a date: its next occurrence, to the minute rounded up (read here as
+    // the parser read it, at about the same moment).
+    let AgentEvent::RateLimit { info: prose_info } = &events[1] else {
+        panic!("{events:?}")
+    };
+    let reset = prose_info
+        .resets_at_epoch_s
+        .expect("the prose's reset is read");
+    let now = jiff::Timestamp::now().as_second().unsigned_abs();
+    assert!(
+        reset > now && reset <= now + 24 * 3600 + 60,
+        "{reset} against {now}"
+    );
     assert_eq!(
         events[1..],
         [
             AgentEvent::RateLimit {
                 info: RateLimitInfo {
-                    // Local time without a date: not guessed at.
-                    resets_at_epoch_s: None,
+                    resets_at_epoch_s: Some(reset),
                     retry_after_ms: None,
                     rejected: true,
                     message: "You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), or try again at 3:04 PM.".into(),

@@ -130,6 +130,7 @@ fn config() -> EngineConfig {
             jitter: 0.0,
             max_reset_wait: Duration::from_secs(5),
             auto_resume: true,
+            hand_over_after: None,
         },
         jitter_seed: Some(7),
         ambient_env: Some(vec![

@@ -359,3 +359,36 @@ async fn a_cost_only_counted_in_tokens_is_estimated_from_the_price_table_and_mar
     assert!(!state.tasks[2].cost_estimated);
     assert_eq!(state.tasks[2].status, TaskStatus::Running);
 }
+
+/// The cap met before a generator's spawn, raised in the sprint file as the warning says: the
+/// rerun's round is not blamed for that edit (the protected files are fingerprinted once the
+/// spawn is sure to run, not before the cap was looked at), so the raise stands and the task is
+/// done in its first round.
+#[tokio::test]
+async fn a_cap_raised_before_a_generators_round_is_not_the_rounds_change_to_the_sprint_file() {
+    // Without an evaluator, every spawn is a generator's: the cap is met before b's.
+    let head = CAPPED_HEAD.replace("max_cost_usd = 0.025", "max_cost_usd = 0.005");
+    let p = project_with(&head, THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::BudgetExhausted);
+    let file = p.root.join("corral-sprint.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let raised = text.replace("max_cost_usd = 0.005", "max_cost_usd = 1");
+    std::fs::write(&file, &raised).unwrap();
+    let summary = run_plain(&p, &generator, None).await.unwrap();
+    assert_eq!(summary.end, SprintEnd::Done, "{summary:?}");
+    for t in &summary.tasks {
+        assert_eq!(t.rounds, 1, "{t:?}");
+        assert!(
+            !t.warnings.iter().any(|w| w.contains("protected")),
+            "{:?}",
+            t.warnings
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        raised,
+        "the raise stands"
+    );
+}
