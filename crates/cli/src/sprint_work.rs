@@ -34,6 +34,7 @@ use corral_sprint::{
 use tokio::sync::watch;
 
 mod holds;
+mod remote_refs;
 
 use crate::args::SprintWorkArgs;
 use crate::config_cmd::load_settings;
@@ -198,15 +199,27 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         result.map(|handback| (handback.state, handback.end))
     };
     view.finish();
-    let done = matches!(&result, Ok((state, _)) if state.status == TaskStatus::Done);
+    let committed = match &result {
+        Ok((state, _)) if state.status == TaskStatus::Done => state.commit.as_deref(),
+        Ok(_) | Err(_) => None,
+    };
     let gate = args.gate.as_deref().filter(|_| gate_passed);
-    last_push(&worker, &args, layout.root(), &task, &reference, gate, done).await?;
+    last_push(
+        &worker,
+        &args,
+        layout.root(),
+        &task,
+        &reference,
+        gate,
+        committed,
+    )
+    .await?;
     let (state, end) = result.map_err(exit_for_error)?;
     Ok(finish(&args, &task, &state, end, &reference))
 }
 
 /// The last record, the gate's removal (`gate`: passed, the coordinator has no more use for it)
-/// and the branch of a task `done`: one push.
+/// and the branch of a task done (`committed`: its commit): one push.
 async fn last_push(
     worker: &Worker<'_>,
     args: &SprintWorkArgs,
@@ -214,10 +227,11 @@ async fn last_push(
     task: &TaskId,
     reference: &str,
     gate: Option<&str>,
-    done: bool,
+    committed: Option<&str>,
 ) -> anyhow::Result<()> {
+    let done = committed.is_some();
     let mut refspecs = Vec::new();
-    match worker.record_commit(layout_root, task).await {
+    match worker.record_commit(layout_root, task, committed).await {
         Ok(commit) => refspecs.push(format!("{commit}:{reference}")),
         Err(e) => errln!("warning: the task's last record was not made: {e:#}"),
     }
@@ -640,8 +654,12 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// Fetches the task's record from the remote; whether it has one.
+    /// Fetches the task's record from the remote; whether it has one. A `file://` remote
+    /// without it is seen to have none from its files (a fetch of nothing is three processes).
     async fn fetch_record(&self, reference: &str) -> bool {
+        if remote_refs::find(&self.remote, reference) == Some(None) {
+            return false;
+        }
         let refspec = format!("+{reference}:{reference}");
         self.git(
             &self.work,
@@ -722,7 +740,7 @@ impl Worker<'_> {
                     seen = changed.changed() => if seen.is_err() { return },
                 }
             }
-            let pushed = match self.record_commit(layout_root, task).await {
+            let pushed = match self.record_commit(layout_root, task, None).await {
                 Ok(commit) => self.push(&[format!("{commit}:{reference}")]).await,
                 Err(e) => Err(e),
             };
@@ -753,20 +771,17 @@ impl Worker<'_> {
     }
 
     /// One record commit: the task's directory and a snapshot of the work tree. Its id.
-    async fn record_commit(&self, layout_root: &Path, task: &TaskId) -> anyhow::Result<String> {
+    /// `committed`: the commit of a task done, whose tree the work tree is (the task's commit
+    /// staged every file git does not ignore, and nothing ran after it): its tree is the
+    /// snapshot, and no index of the work tree is made (three processes fewer).
+    async fn record_commit(
+        &self,
+        layout_root: &Path,
+        task: &TaskId,
+        committed: Option<&str>,
+    ) -> anyhow::Result<String> {
         let git_dir = self.work.join(".git");
         // Own index files: the task's git (its staging, its commit) is never disturbed.
-        let snapshot = [(
-            "GIT_INDEX_FILE",
-            git_dir.join("corral-snapshot.index").display().to_string(),
-        )];
-        // Kept from one record to the next: `add -A` then only looks at what changed since.
-        if !git_dir.join("corral-snapshot.index").exists() {
-            self.git(&self.work, &["read-tree", "HEAD"], &snapshot)
-                .await?;
-        }
-        self.git(&self.work, &["add", "-A"], &snapshot).await?;
-        let tree = self.git(&self.work, &["write-tree"], &snapshot).await?;
         let record_index = git_dir.join("corral-record.index");
         let record = [("GIT_INDEX_FILE", record_index.display().to_string())];
         // Each record starts from no index at all (one process fewer than `read-tree --empty`).
@@ -788,12 +803,27 @@ impl Worker<'_> {
         // the host git's listing of the repository's drivers is already known.
         self.git(&self.work, &["add", "-f", "--", &dir], &below)
             .await?;
-        self.git(
-            &self.work,
-            &["read-tree", "--prefix=tree/", tree.trim()],
-            &record,
-        )
-        .await?;
+        let from_commit = match committed {
+            Some(commit) => self
+                .git(
+                    &self.work,
+                    &["read-tree", "--prefix=tree/", commit],
+                    &record,
+                )
+                .await
+                .map_err(|e| tracing::debug!(error = %e, "the task's commit is not here"))
+                .is_ok(),
+            None => false,
+        };
+        if !from_commit {
+            let tree = self.snapshot_tree().await?;
+            self.git(
+                &self.work,
+                &["read-tree", "--prefix=tree/", tree.trim()],
+                &record,
+            )
+            .await?;
+        }
         let record_tree = self.git(&self.work, &["write-tree"], &record).await?;
         let mut identity = record.to_vec();
         for var in [
@@ -820,5 +850,18 @@ impl Worker<'_> {
             )
             .await?;
         Ok(commit.trim().to_owned())
+    }
+
+    /// The work tree as a tree object, through an index of its own kept from one record to
+    /// the next (`add -A` then only looks at what changed since).
+    async fn snapshot_tree(&self) -> anyhow::Result<String> {
+        let index = self.work.join(".git").join("corral-snapshot.index");
+        let snapshot = [("GIT_INDEX_FILE", index.display().to_string())];
+        if !index.exists() {
+            self.git(&self.work, &["read-tree", "HEAD"], &snapshot)
+                .await?;
+        }
+        self.git(&self.work, &["add", "-A"], &snapshot).await?;
+        self.git(&self.work, &["write-tree"], &snapshot).await
     }
 }

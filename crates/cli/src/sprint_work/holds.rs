@@ -14,8 +14,6 @@
 //! wait the other's spawns would have met too.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use corral_compose::{AccountHold, EngineConfig, ProviderAccount, Settings, provider_account};
@@ -92,7 +90,7 @@ impl Worker<'_> {
         accounts: &[(ProviderId, ProviderAccount)],
         passed: &mut Passed,
     ) -> bool {
-        let (listed, by_git) = match local_hold_refs(&self.remote) {
+        let (listed, by_git) = match super::remote_refs::list(&self.remote, "refs/corral/holds/") {
             Some(listed) => (Ok(listed), false),
             None => (
                 self.git(
@@ -238,127 +236,5 @@ impl Worker<'_> {
             };
             next_take = tokio::time::Instant::now() + wait;
         }
-    }
-}
-
-/// The hold refs of a `file://` remote on this machine, read from its files as `git
-/// ls-remote` lists them (`<id>\t<name>` a line): its loose refs under `refs/corral/holds/`,
-/// then its `packed-refs` for those not loose (the order git reads them in, so that a ref
-/// being packed meanwhile is seen in one or the other). `None` for any other remote, and for a
-/// repository whose refs are not kept that way (`reftable`, a `.git` file, a name with `%`):
-/// then git lists them.
-fn local_hold_refs(remote: &str) -> Option<String> {
-    let path = remote.strip_prefix("file://")?;
-    if path.contains('%') || !path.starts_with('/') {
-        return None;
-    }
-    let repo = Path::new(path);
-    let git_dir = if repo.join("refs").is_dir() && repo.join("HEAD").is_file() {
-        repo.to_path_buf()
-    } else if repo.join(".git").join("refs").is_dir() {
-        repo.join(".git")
-    } else {
-        return None;
-    };
-    if git_dir.join("reftable").exists() {
-        return None;
-    }
-    let mut listed = String::new();
-    let mut seen = Vec::new();
-    let dir = git_dir.join("refs/corral/holds");
-    match std::fs::read_dir(&dir) {
-        Ok(entries) => {
-            for entry in entries {
-                let entry = entry.ok()?;
-                let name = entry.file_name().into_string().ok()?;
-                // A ref being written (`<name>.lock`) is not one yet.
-                if name.ends_with(".lock") || !entry.file_type().ok()?.is_file() {
-                    continue;
-                }
-                let id = read_small(&entry.path())?;
-                let id = id.trim();
-                if !is_object_id(id) {
-                    // A symbolic ref, or something git would not take: git knows better.
-                    return None;
-                }
-                let _ = writeln!(listed, "{id}\trefs/corral/holds/{name}");
-                seen.push(name);
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(_) => return None,
-    }
-    match read_small(&git_dir.join("packed-refs")) {
-        Some(packed) => {
-            for line in packed.lines() {
-                let Some((id, name)) = line.split_once(' ') else {
-                    continue;
-                };
-                let Some(short) = name.strip_prefix("refs/corral/holds/") else {
-                    continue;
-                };
-                if is_object_id(id) && !seen.iter().any(|s| s == short) {
-                    let _ = writeln!(listed, "{id}\t{name}");
-                }
-            }
-        }
-        None if git_dir.join("packed-refs").exists() => return None,
-        None => {}
-    }
-    Some(listed)
-}
-
-/// A ref file's text, when it is one (at most 16 MiB: a `packed-refs` of many refs).
-fn read_small(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > 16 * 1024 * 1024 {
-        return None;
-    }
-    std::fs::read_to_string(path).ok()
-}
-
-/// Whether `id` is a full object id (SHA-1 or SHA-256, lower-case hex).
-fn is_object_id(id: &str) -> bool {
-    matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const A: &str = "0123456789abcdef0123456789abcdef01234567";
-    const B: &str = "89abcdef0123456789abcdef0123456789abcdef";
-
-    #[test]
-    fn a_file_remotes_hold_refs_are_read_loose_then_packed() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("remote.git");
-        std::fs::create_dir_all(repo.join("refs/corral/holds")).unwrap();
-        std::fs::write(repo.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-        let url = format!("file://{}", repo.display());
-        assert_eq!(local_hold_refs(&url).as_deref(), Some(""));
-        std::fs::write(repo.join("refs/corral/holds/claude"), format!("{A}\n")).unwrap();
-        std::fs::write(repo.join("refs/corral/holds/codex.lock"), format!("{A}\n")).unwrap();
-        std::fs::write(
-            repo.join("packed-refs"),
-            format!("# pack-refs with: peeled fully-peeled sorted\n{B} refs/corral/holds/claude\n{B} refs/corral/holds/codex\n{B} refs/heads/main\n"),
-        )
-        .unwrap();
-        let listed = local_hold_refs(&url).unwrap();
-        assert_eq!(
-            listed,
-            format!("{A}\trefs/corral/holds/claude\n{B}\trefs/corral/holds/codex\n")
-        );
-        // Not read from files: a remote of another transport, a reftable, a symbolic ref.
-        assert_eq!(local_hold_refs("ssh://host/remote.git"), None);
-        std::fs::write(
-            repo.join("refs/corral/holds/claude"),
-            "ref: refs/heads/main\n",
-        )
-        .unwrap();
-        assert_eq!(local_hold_refs(&url), None);
-        std::fs::remove_file(repo.join("refs/corral/holds/claude")).unwrap();
-        std::fs::create_dir(repo.join("reftable")).unwrap();
-        assert_eq!(local_hold_refs(&url), None);
     }
 }
