@@ -324,6 +324,6 @@ pub trait EventSink: Send + Sync {
 
     /// An event of `task` that its remote worker printed (its `--json` object, as this crate's
     /// [`SprintEvent`] serialises), handed on by the task's executor: the sprint's record of
-    /// events ([`crate::journal`]) writes it as one of its own. Dropped by default.
+    /// events (`events.jsonl`) writes it as one of its own. Dropped by default.
     fn relayed(&self, _task: &TaskId, _event: &serde_json::Map<String, serde_json::Value>) {}
 }
