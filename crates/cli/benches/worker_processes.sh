@@ -4,15 +4,24 @@
 # evaluator off, a `file://` bare remote, no gate. Prints the total and the count per program, and
 # with `-v` every command line in order.
 #
-#   crates/cli/benches/worker_processes.sh [-v] [path/to/corral]
+#   crates/cli/benches/worker_processes.sh [-v] [-g SECONDS] [path/to/corral]
 #
 # The corral binary defaults to `$CARGO_TARGET_DIR/debug/corral` (else `target/debug/corral`).
 # Needs strace and git; runs the default sandbox (bubblewrap) as `corral sprint work` does. The
 # stand-in and the sprint are those of `crates/cli/benches/common/parallel.rs` (one task).
+# With `-g SECONDS` the worker is started ahead, at a gate the script opens SECONDS later (as the
+# Ray executor does for the tasks it starts ahead of a free slot).
 set -eu
 
 verbose=
-if [ "${1:-}" = "-v" ]; then verbose=1; shift; fi
+gate_s=
+while [ $# -gt 0 ]; do
+    case $1 in
+    -v) verbose=1; shift ;;
+    -g) gate_s=$2; shift 2 ;;
+    *) break ;;
+    esac
+done
 corral=${1:-${CARGO_TARGET_DIR:-target}/debug/corral}
 case $corral in /*) ;; *) corral=$(pwd)/$corral ;; esac
 [ -x "$corral" ] || { echo "no corral binary at $corral (build it: cargo build -p corral-cli)" >&2; exit 2; }
@@ -70,6 +79,12 @@ git push --quiet "file://$root/remote.git" main
 
 sandbox_env=
 [ "$(id -u)" = 0 ] && sandbox_env="IS_SANDBOX=1"
+gate_args=
+if [ -n "$gate_s" ]; then
+    gate=refs/corral/bench/t1/gate/job-1
+    gate_args="--gate $gate"
+    (sleep "$gate_s"; git -C "$root/remote.git" update-ref "$gate" "$base") &
+fi
 env -i PATH="$PATH" HOME="$root/home" TMPDIR="$root/tmp" ANTHROPIC_API_KEY=sk-bench \
     CORRAL_PROVIDERS__CLAUDE__COMMAND="$root/claude" $sandbox_env \
     GIT_AUTHOR_NAME=Bench GIT_AUTHOR_EMAIL=bench@example.invalid \
@@ -77,7 +92,7 @@ env -i PATH="$PATH" HOME="$root/home" TMPDIR="$root/tmp" ANTHROPIC_API_KEY=sk-be
     strace -f -qq -e trace=execve -e signal=none -o "$root/trace" \
     "$corral" sprint work --json --remote "file://$root/remote.git" \
     --sprint-file corral-sprint.toml --task t1 --base "$base" \
-    --branch corral/bench.tasks/t1 --run-id run-count --work-dir "$root/node" \
+    --branch corral/bench.tasks/t1 --run-id run-count --work-dir "$root/node" $gate_args \
     >"$root/out" 2>"$root/err" || {
     echo "corral sprint work failed:" >&2
     cat "$root/err" >&2

@@ -575,6 +575,20 @@ impl Worker<'_> {
         }
         let mut complained = false;
         loop {
+            // A `file://` remote's gate is read from its files: a worker started ahead may
+            // wait here for minutes, and a `git ls-remote` five times a second is fifteen
+            // processes a second.
+            match remote_refs::find(&self.remote, gate) {
+                Some(Some(_)) => return true,
+                Some(None) => {
+                    tokio::select! {
+                        () = cancel.cancelled() => return false,
+                        () = tokio::time::sleep(GATE_POLL) => {}
+                    }
+                    continue;
+                }
+                None => {}
+            }
             let mut spec = CommandSpec::git(
                 ["ls-remote", "--exit-code", &self.remote, gate],
                 &self.work,

@@ -80,8 +80,9 @@ pub(super) struct Passed(HashMap<ProviderId, u64>, HashMap<String, String>);
 
 impl Worker<'_> {
     /// The remote's holds into this node's gate (those not over): the engine's next spawn on
-    /// the account waits for them. One `git ls-remote` a call; a hold ref that changed since
-    /// the last call is fetched and read (two processes more), an unchanged one is not.
+    /// the account waits for them. One `git ls-remote` a call (none for a `file://` remote,
+    /// whose refs are read from its files); a hold ref that changed since the last call is
+    /// fetched and read (two processes more), an unchanged one is not.
     ///
     /// Whether the remote's holds were listed with git (a `file://` remote's are read from its
     /// files, which costs no process).

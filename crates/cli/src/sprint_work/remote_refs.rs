@@ -1,7 +1,7 @@
 //! A `file://` remote's refs read from its files, as `git ls-remote` would list them, without a
-//! process: the worker asks its remote for a ref every second (the holds) or once before it
-//! fetches (its record), and on a `file://` remote each `git ls-remote` or fetch of nothing is
-//! three processes. Only a repository that keeps its refs as git's files do (loose refs, then
+//! process: the worker asks its remote for a ref five times a second (its gate, while it waits
+//! at it), every second (the holds) or once before it fetches (its record), and on a `file://`
+//! remote each `git ls-remote` or fetch of nothing is three processes. Only a repository that keeps its refs as git's files do (loose refs, then
 //! `packed-refs`) is read; any other answer is `None`, and the caller asks git.
 //!
 //! Loose refs are read before `packed-refs`, the order git reads them in: a ref being packed
