@@ -49,6 +49,15 @@ pub(super) fn list(remote: &str, dir: &str) -> Option<String> {
 /// Whether `remote` has the ref `name` (its id), read from files; `None` when that cannot be
 /// told (see the module documentation).
 pub(super) fn find(remote: &str, name: &str) -> Option<Option<String>> {
+    // A name git would refuse (`--gate` is the caller's word) is git's to refuse, not a path
+    // to read.
+    if !name.starts_with("refs/")
+        || name
+            .split('/')
+            .any(|part| part.is_empty() || part.starts_with('.') || part.ends_with(".lock"))
+    {
+        return None;
+    }
     let git_dir = git_dir(remote)?;
     let loose = git_dir.join(name);
     match std::fs::symlink_metadata(&loose) {
@@ -163,6 +172,8 @@ mod tests {
         // Not read from files: a remote of another transport, a symbolic ref, a reftable.
         assert_eq!(list("ssh://host/remote.git", HOLDS), None);
         assert_eq!(find("/srv/remote.git", "refs/heads/main"), None);
+        assert_eq!(find(&url, "/etc/hostname"), None);
+        assert_eq!(find(&url, "refs/../HEAD"), None);
         std::fs::write(
             repo.join("refs/corral/holds/claude"),
             "ref: refs/heads/main\n",
