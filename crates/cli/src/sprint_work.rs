@@ -1,7 +1,7 @@
 //! `corral sprint work`: one task of a sprint, run on this machine for a remote executor (a Ray
 //! job's entrypoint runs it on a worker node).
 //!
-//! It clones the repository from `--remote` into its work dir (a private directory of its run's
+//! It clones the commit it starts from out of `--remote` into its work dir (a private directory of its run's
 //! task, see `private_dir`, or `--work-dir`), checks out `--base` on the task's branch, and runs
 //! the task's rounds with the same engine, sandbox and record as `corral sprint run`
 //! (`corral_sprint::work_task`). After its steps
@@ -34,6 +34,7 @@ use corral_sprint::{
 use tokio::sync::watch;
 
 mod holds;
+mod remote_refs;
 
 use crate::args::SprintWorkArgs;
 use crate::config_cmd::load_settings;
@@ -49,10 +50,13 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(600);
 /// remote answers in milliseconds, a hosted one in a round trip.
 const GATE_POLL: Duration = Duration::from_millis(200);
 /// How long the task's state stays unchanged before its record is pushed (see
-/// [`Worker::push_records`]).
-const RECORD_SETTLE: Duration = Duration::from_millis(500);
-/// The longest a change of the task's state waits for its record's push.
-const RECORD_LATEST: Duration = Duration::from_secs(2);
+/// [`Worker::push_records`]): a step that lasts this long (a spawn, a long check) is one worth
+/// not doing again, a burst of short ones (a check, the diff, the commit) is cheaper to redo
+/// than a push (a dozen processes).
+const RECORD_SETTLE: Duration = Duration::from_secs(5);
+/// The longest a change of the task's state waits for its record's push, however often the
+/// state changes meanwhile.
+const RECORD_LATEST: Duration = Duration::from_secs(30);
 /// The most of the sprint's learnings taken from the remote: what the flow reads of them.
 const LEARNINGS_LIMIT: usize = 4 * 1024 * 1024;
 
@@ -74,9 +78,11 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         env,
         cancel: git_cancel,
     };
-    let cloned = worker.clone_or_fetch().await?;
+    let (cloned, empty) = worker.clone_or_fetch().await?;
     if cloned {
-        worker.checkout_base(&args.branch, &args.base).await?;
+        worker
+            .checkout_base(&args.branch, &args.base, empty)
+            .await?;
     }
     ignore_state_dir(&work)?;
     let (mut file, mut owner) = match sprint_and_owner(&args, &work, &task)? {
@@ -91,7 +97,9 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         // A clone this run's task did not leave as it is (its record names another run, base,
         // remote or task text, or none): the task starts from the base, or from its own record
         // on the remote, never from this tree.
-        worker.checkout_base(&args.branch, &args.base).await?;
+        worker
+            .checkout_base(&args.branch, &args.base, false)
+            .await?;
         remove_task_dir(&layout, &task)?;
         (file, owner) = match sprint_and_owner(&args, &work, &task)? {
             Ok(loaded) => loaded,
@@ -191,17 +199,45 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         result.map(|handback| (handback.state, handback.end))
     };
     view.finish();
-    // The last record, the gate's removal and the branch of a task done: one push.
+    let committed = match &result {
+        Ok((state, _)) if state.status == TaskStatus::Done => state.commit.as_deref(),
+        Ok(_) | Err(_) => None,
+    };
+    let gate = args.gate.as_deref().filter(|_| gate_passed);
+    last_push(
+        &worker,
+        &args,
+        layout.root(),
+        &task,
+        &reference,
+        gate,
+        committed,
+    )
+    .await?;
+    let (state, end) = result.map_err(exit_for_error)?;
+    Ok(finish(&args, &task, &state, end, &reference))
+}
+
+/// The last record, the gate's removal (`gate`: passed, the coordinator has no more use for it)
+/// and the branch of a task done (`committed`: its commit): one push.
+async fn last_push(
+    worker: &Worker<'_>,
+    args: &SprintWorkArgs,
+    layout_root: &Path,
+    task: &TaskId,
+    reference: &str,
+    gate: Option<&str>,
+    committed: Option<&str>,
+) -> anyhow::Result<()> {
+    let done = committed.is_some();
     let mut refspecs = Vec::new();
-    match worker.record_commit(layout.root(), &task).await {
+    match worker.record_commit(layout_root, task, committed).await {
         Ok(commit) => refspecs.push(format!("{commit}:{reference}")),
         Err(e) => errln!("warning: the task's last record was not made: {e:#}"),
     }
-    if let Some(gate) = args.gate.as_deref().filter(|_| gate_passed) {
-        // The coordinator has no more use for it.
+    if let Some(gate) = gate {
         refspecs.push(format!(":{gate}"));
     }
-    let done = matches!(&result, Ok((state, _)) if state.status == TaskStatus::Done);
     let branch = format!("{0}:refs/heads/{0}", args.branch);
     if done {
         refspecs.push(branch.clone());
@@ -217,8 +253,7 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
             args.remote
         );
     }
-    let (state, end) = result.map_err(exit_for_error)?;
-    Ok(finish(&args, &task, &state, end, &reference))
+    Ok(())
 }
 
 /// Where the clone is: `--work-dir`, else the private directory of the run's task.
@@ -466,26 +501,19 @@ impl Worker<'_> {
         }
     }
 
-    /// Makes the clone in the work dir (or reuses the one there) and fetches the remote's
-    /// branches into it; whether it made it.
-    async fn clone_or_fetch(&self) -> anyhow::Result<bool> {
+    /// Makes the clone in the work dir (an empty repository: [`Worker::checkout_base`] fetches
+    /// the one commit the task starts from, not the remote's branches, which the task never
+    /// reads) or reuses the one there; whether it made it, and whether the directory was
+    /// empty before.
+    async fn clone_or_fetch(&self) -> anyhow::Result<(bool, bool)> {
         let made = !self.work.join(".git").exists();
+        let mut empty = false;
         if made {
             std::fs::create_dir_all(&self.work)?;
+            empty = std::fs::read_dir(&self.work)?.next().is_none();
             self.git(&self.work, &["init", "--quiet"], &[]).await?;
         }
-        self.git(
-            &self.work,
-            &[
-                "fetch",
-                "--quiet",
-                &self.remote,
-                "+refs/heads/*:refs/remotes/origin/*",
-            ],
-            &self.to_remote(),
-        )
-        .await?;
-        Ok(made)
+        Ok((made, empty))
     }
 
     /// What a command that talks to the remote needs: Corral's git reaches no remote by
@@ -499,8 +527,8 @@ impl Worker<'_> {
     }
 
     /// The task's branch at `base`, nothing else in the tree (the record's directory, which
-    /// git ignores, stays).
-    async fn checkout_base(&self, branch: &str, base: &str) -> anyhow::Result<()> {
+    /// git ignores, stays). `fresh`: the clone was just made in an empty directory.
+    async fn checkout_base(&self, branch: &str, base: &str, fresh: bool) -> anyhow::Result<()> {
         // By its id: the coordinator pushes the base under `refs/corral/…/base`, not under a
         // branch, when the remote's branches do not hold it (a project ahead of its remote).
         self.git(
@@ -515,7 +543,10 @@ impl Worker<'_> {
             &[],
         )
         .await?;
-        self.git(&self.work, &["clean", "-fdq"], &[]).await?;
+        // A clone just made in an empty directory has nothing for `git clean` to remove.
+        if !fresh {
+            self.git(&self.work, &["clean", "-fdq"], &[]).await?;
+        }
         Ok(())
     }
 
@@ -544,6 +575,20 @@ impl Worker<'_> {
         }
         let mut complained = false;
         loop {
+            // A `file://` remote's gate is read from its files: a worker started ahead may
+            // wait here for minutes, and a `git ls-remote` five times a second is fifteen
+            // processes a second.
+            match remote_refs::find(&self.remote, gate) {
+                Some(Some(_)) => return true,
+                Some(None) => {
+                    tokio::select! {
+                        () = cancel.cancelled() => return false,
+                        () = tokio::time::sleep(GATE_POLL) => {}
+                    }
+                    continue;
+                }
+                None => {}
+            }
             let mut spec = CommandSpec::git(
                 ["ls-remote", "--exit-code", &self.remote, gate],
                 &self.work,
@@ -623,8 +668,12 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// Fetches the task's record from the remote; whether it has one.
+    /// Fetches the task's record from the remote; whether it has one. A `file://` remote
+    /// without it is seen to have none from its files (a fetch of nothing is three processes).
     async fn fetch_record(&self, reference: &str) -> bool {
+        if remote_refs::find(&self.remote, reference) == Some(None) {
+            return false;
+        }
         let refspec = format!("+{reference}:{reference}");
         self.git(
             &self.work,
@@ -676,8 +725,11 @@ impl Worker<'_> {
     /// Pushes the record after the task's state changed, until `done`: once it has stayed
     /// unchanged for [`RECORD_SETTLE`], and at the latest [`RECORD_LATEST`] after the first
     /// change not pushed. A round's steps come in bursts (the check, the diff, the commit
-    /// within milliseconds), and each push is a dozen git processes: one a burst, not one a
-    /// step. What a lost job resumes from is at most that much older.
+    /// within milliseconds), and each push is a dozen git processes: one a long step, not one
+    /// a step. So a spawn that runs longer than the settling time has the step before it on
+    /// the remote (the check before the task and the round's count are not done again by a
+    /// job resumed after its node was lost), a short task pushes only its last record (the
+    /// caller's, at its end), and what a lost job resumes from is at most that much older.
     async fn push_records(
         &self,
         mut changed: watch::Receiver<u64>,
@@ -702,7 +754,7 @@ impl Worker<'_> {
                     seen = changed.changed() => if seen.is_err() { return },
                 }
             }
-            let pushed = match self.record_commit(layout_root, task).await {
+            let pushed = match self.record_commit(layout_root, task, None).await {
                 Ok(commit) => self.push(&[format!("{commit}:{reference}")]).await,
                 Err(e) => Err(e),
             };
@@ -717,27 +769,33 @@ impl Worker<'_> {
         if refspecs.is_empty() {
             return Ok(());
         }
-        let mut args = vec!["push", "--quiet", "--force", self.remote.as_str()];
+        let mut args = vec!["push", "--quiet", "--force"];
+        // A `file://` remote's receiving end is this machine's git, started for the push: it
+        // is told not to start the repository's automatic maintenance after each of the
+        // task's pushes (a process of its own, and a `gc` now and then in the middle of a
+        // run); the repository's other writers (the coordinator's pushes and fetches) still
+        // start it. Any other remote's receiving end is the server's own.
+        if corral_sprint::git_transport(&self.remote) == "file" {
+            args.push("--receive-pack=git -c receive.autogc=false receive-pack");
+        }
+        args.push(self.remote.as_str());
         args.extend(refspecs.iter().map(String::as_str));
         self.git(&self.work, &args, &self.to_remote()).await?;
         Ok(())
     }
 
     /// One record commit: the task's directory and a snapshot of the work tree. Its id.
-    async fn record_commit(&self, layout_root: &Path, task: &TaskId) -> anyhow::Result<String> {
+    /// `committed`: the commit of a task done, whose tree the work tree is (the task's commit
+    /// staged every file git does not ignore, and nothing ran after it): its tree is the
+    /// snapshot, and no index of the work tree is made (three processes fewer).
+    async fn record_commit(
+        &self,
+        layout_root: &Path,
+        task: &TaskId,
+        committed: Option<&str>,
+    ) -> anyhow::Result<String> {
         let git_dir = self.work.join(".git");
         // Own index files: the task's git (its staging, its commit) is never disturbed.
-        let snapshot = [(
-            "GIT_INDEX_FILE",
-            git_dir.join("corral-snapshot.index").display().to_string(),
-        )];
-        // Kept from one record to the next: `add -A` then only looks at what changed since.
-        if !git_dir.join("corral-snapshot.index").exists() {
-            self.git(&self.work, &["read-tree", "HEAD"], &snapshot)
-                .await?;
-        }
-        self.git(&self.work, &["add", "-A"], &snapshot).await?;
-        let tree = self.git(&self.work, &["write-tree"], &snapshot).await?;
         let record_index = git_dir.join("corral-record.index");
         let record = [("GIT_INDEX_FILE", record_index.display().to_string())];
         // Each record starts from no index at all (one process fewer than `read-tree --empty`).
@@ -755,14 +813,31 @@ impl Worker<'_> {
         below.push(("GIT_DIR", git_dir.display().to_string()));
         below.push(("GIT_WORK_TREE", layout_root.display().to_string()));
         let dir = format!("implement/{task}");
-        self.git(layout_root, &["add", "-f", "--", &dir], &below)
+        // Run from the clone (outside that work tree: the paths are the work tree's), where
+        // the host git's listing of the repository's drivers is already known.
+        self.git(&self.work, &["add", "-f", "--", &dir], &below)
             .await?;
-        self.git(
-            &self.work,
-            &["read-tree", "--prefix=tree/", tree.trim()],
-            &record,
-        )
-        .await?;
+        let from_commit = match committed {
+            Some(commit) => self
+                .git(
+                    &self.work,
+                    &["read-tree", "--prefix=tree/", commit],
+                    &record,
+                )
+                .await
+                .map_err(|e| tracing::debug!(error = %e, "the task's commit is not here"))
+                .is_ok(),
+            None => false,
+        };
+        if !from_commit {
+            let tree = self.snapshot_tree().await?;
+            self.git(
+                &self.work,
+                &["read-tree", "--prefix=tree/", tree.trim()],
+                &record,
+            )
+            .await?;
+        }
         let record_tree = self.git(&self.work, &["write-tree"], &record).await?;
         let mut identity = record.to_vec();
         for var in [
@@ -789,5 +864,18 @@ impl Worker<'_> {
             )
             .await?;
         Ok(commit.trim().to_owned())
+    }
+
+    /// The work tree as a tree object, through an index of its own kept from one record to
+    /// the next (`add -A` then only looks at what changed since).
+    async fn snapshot_tree(&self) -> anyhow::Result<String> {
+        let index = self.work.join(".git").join("corral-snapshot.index");
+        let snapshot = [("GIT_INDEX_FILE", index.display().to_string())];
+        if !index.exists() {
+            self.git(&self.work, &["read-tree", "HEAD"], &snapshot)
+                .await?;
+        }
+        self.git(&self.work, &["add", "-A"], &snapshot).await?;
+        self.git(&self.work, &["write-tree"], &snapshot).await
     }
 }

@@ -178,11 +178,13 @@ impl Taken {
 type Key = (PathBuf, Vec<(OsString, OsString)>);
 
 /// Variables git reads for something other than where its configuration is: which index file,
-/// and who is the author or committer. A worker's record commits run the same repository's git
-/// with an index of their own and an identity; keyed apart, each would list the drivers again
-/// (three processes) for a configuration that is the same.
+/// who is the author or committer, and which transports it may use. A worker's record commits
+/// run the same repository's git with an index of their own and an identity, and its fetches
+/// and pushes with the remote's transport allowed; keyed apart, each would list the drivers
+/// again (three processes) for a configuration that is the same.
 const NOT_CONFIG: &[&str] = &[
     "GIT_INDEX_FILE",
+    "GIT_ALLOW_PROTOCOL",
     "GIT_AUTHOR_NAME",
     "GIT_AUTHOR_EMAIL",
     "GIT_AUTHOR_DATE",
@@ -269,6 +271,7 @@ mod tests {
             var("PATH", "/bin"),
             var("GIT_INDEX_FILE", "/w/.git/other.index"),
             var("GIT_AUTHOR_NAME", "a"),
+            var("GIT_ALLOW_PROTOCOL", "file"),
         ];
         assert_eq!(key(cwd, &plain), key(cwd, &with_index));
         let with_dir = vec![var("PATH", "/bin"), var("GIT_DIR", "/elsewhere/.git")];

@@ -355,4 +355,9 @@ pub trait EventSink: Send + Sync {
     fn observer(&self, _task: &TaskId, _round: u32, _role: Role) -> Arc<dyn RunObserver> {
         Arc::new(NoopObserver)
     }
+
+    /// An event of `task` that its remote worker printed (its `--json` object, as this crate's
+    /// [`SprintEvent`] serialises), handed on by the task's executor: the sprint's record of
+    /// events (`events.jsonl`) writes it as one of its own. Dropped by default.
+    fn relayed(&self, _task: &TaskId, _event: &serde_json::Map<String, serde_json::Value>) {}
 }

@@ -165,6 +165,12 @@ pub trait TaskHost: Send + Sync {
     /// Appends a line a remote job printed to the task's record (`implement/<task>/job.log`).
     fn job_log(&self, task: &TaskId, line: &str);
 
+    /// An event a remote task's worker printed (`corral sprint work --json`: one object with
+    /// an `event` key), written into the sprint's `events.jsonl` as the coordinator's own: a
+    /// remote task's steps are recorded there as a local task's are, and the coordinator stays
+    /// the file's one writer. Dropped by default.
+    fn worker_event(&self, _task: &TaskId, _event: &serde_json::Map<String, serde_json::Value>) {}
+
     /// The run's round slots, `--jobs` of them: at most that many tasks' rounds (their
     /// agents) run at once, however many tasks are in flight.
     fn round_slots(&self) -> &Slots;

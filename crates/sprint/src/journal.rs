@@ -74,12 +74,17 @@ impl<'a> Journal<'a> {
 
     /// `event` as one line of `events.jsonl`: its `--json` object with the two times.
     fn line(&self, event: &SprintEvent) -> String {
-        let mut object = match serde_json::to_value(event) {
+        let object = match serde_json::to_value(event) {
             Ok(Value::Object(object)) => object,
             // Every event serialises to an object (a tagged enum); anything else is kept whole.
             Ok(other) => Map::from_iter([("event".to_string(), other)]),
             Err(e) => Map::from_iter([("unserialisable".to_string(), e.to_string().into())]),
         };
+        self.stamped(object)
+    }
+
+    /// `object` with the two times, as one line.
+    fn stamped(&self, mut object: Map<String, Value>) -> String {
         object.insert(WALL_TIME_KEY.to_string(), (self.now)().into());
         let millis = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         object.insert(MONOTONIC_KEY.to_string(), millis.into());
@@ -111,29 +116,11 @@ impl<'a> Journal<'a> {
 
     fn append(&self, event: &SprintEvent, line: &str) {
         // A task's start and end and the sprint's end are on disk before the run goes on.
-        let flush = match event {
-            SprintEvent::TaskStarted { .. }
-            | SprintEvent::TaskFinished { .. }
-            | SprintEvent::SprintFinished { .. } => Flush::Synced,
-            SprintEvent::SprintStarted { .. }
-            | SprintEvent::DirtyTree { .. }
-            | SprintEvent::Branch { .. }
-            | SprintEvent::Setup { .. }
-            | SprintEvent::Verified { .. }
-            | SprintEvent::SpawnStarted { .. }
-            | SprintEvent::SpawnFinished { .. }
-            | SprintEvent::Evaluated { .. }
-            | SprintEvent::Regressed { .. }
-            | SprintEvent::Warning { .. }
-            | SprintEvent::WaveStarted { .. }
-            | SprintEvent::Folded { .. }
-            | SprintEvent::FoldChecked { .. }
-            | SprintEvent::SentHome { .. }
-            | SprintEvent::Held { .. }
-            | SprintEvent::FailedOver { .. }
-            | SprintEvent::RateLimitHold { .. }
-            | SprintEvent::RecordUnwritable { .. } => Flush::Cached,
-        };
+        let flush = flush_for(event);
+        self.append_line(flush, line);
+    }
+
+    fn append_line(&self, flush: Flush, line: &str) {
         let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
         if *failed {
             return;
@@ -150,6 +137,34 @@ impl<'a> Journal<'a> {
                 message: e.to_string(),
             });
         }
+    }
+}
+
+/// How a line of `event` goes to disk: a task's start and end and the sprint's end are there
+/// before the run goes on.
+fn flush_for(event: &SprintEvent) -> Flush {
+    match event {
+        SprintEvent::TaskStarted { .. }
+        | SprintEvent::TaskFinished { .. }
+        | SprintEvent::SprintFinished { .. } => Flush::Synced,
+        SprintEvent::SprintStarted { .. }
+        | SprintEvent::DirtyTree { .. }
+        | SprintEvent::Branch { .. }
+        | SprintEvent::Setup { .. }
+        | SprintEvent::Verified { .. }
+        | SprintEvent::SpawnStarted { .. }
+        | SprintEvent::SpawnFinished { .. }
+        | SprintEvent::Evaluated { .. }
+        | SprintEvent::Regressed { .. }
+        | SprintEvent::Warning { .. }
+        | SprintEvent::WaveStarted { .. }
+        | SprintEvent::Folded { .. }
+        | SprintEvent::FoldChecked { .. }
+        | SprintEvent::SentHome { .. }
+        | SprintEvent::Held { .. }
+        | SprintEvent::FailedOver { .. }
+        | SprintEvent::RateLimitHold { .. }
+        | SprintEvent::RecordUnwritable { .. } => Flush::Cached,
     }
 }
 
@@ -170,6 +185,27 @@ impl EventSink for Journal<'_> {
 
     fn observer(&self, task: &TaskId, round: u32, role: Role) -> Arc<dyn RunObserver> {
         self.inner.observer(task, round, role)
+    }
+
+    /// A remote worker's event, written as the coordinator's own with the coordinator's two
+    /// times (when it read the line): only an object naming its event and `task` as its task,
+    /// and no event of the sprint's (a worker runs one task, the sprint is the coordinator's).
+    /// The hooks are not offered it: they run on the coordinator's events.
+    fn relayed(&self, task: &TaskId, event: &Map<String, Value>) {
+        let name = event
+            .get("event")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let of_task = event.get("task").and_then(Value::as_str) == Some(task.as_str());
+        if !of_task || name.is_empty() || name.starts_with("sprint-") {
+            return;
+        }
+        let flush = match name {
+            "task-started" | "task-finished" => Flush::Synced,
+            _ => Flush::Cached,
+        };
+        self.append_line(flush, &self.stamped(event.clone()));
+        self.inner.relayed(task, event);
     }
 }
 

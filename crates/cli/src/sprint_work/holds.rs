@@ -5,7 +5,9 @@
 //! A hold is one blob per provider at `refs/corral/holds/<provider>` on the remote (JSON:
 //! `untilEpochMs`, `basis`, `setBy`). A worker takes the remote's holds into its node's gate
 //! before its first round and then every [`HOLD_POLL`] while its rounds run, and publishes a
-//! hold its own spawns met (a 429 with a reset time) once. The account is the provider's: the
+//! hold its own spawns met (a 429 with a reset time) once. A `file://` remote's hold refs are
+//! read from its files (no process a poll); any other's are listed with `git ls-remote`, less
+//! often while they stay unchanged. The account is the provider's: the
 //! workers of a cluster run on the cluster's credentials (its nodes' environment and the
 //! coordinator's `CORRAL_*` variables), whatever their `HOME`, which the node's own gate counts
 //! in its account key. Two workers publishing at once: the later push wins, and either hold is a
@@ -20,8 +22,11 @@ use serde::{Deserialize, Serialize};
 
 use super::Worker;
 
-/// How often a worker passes holds between its node's gate and the remote while its rounds run.
+/// How often a worker passes holds between its node's gate and the remote while its rounds run
+/// (see [`Worker::relay_holds`]).
 const HOLD_POLL: Duration = Duration::from_secs(1);
+/// The longest a worker goes without asking a remote that git must list for its holds.
+const HOLD_POLL_MAX: Duration = Duration::from_secs(8);
 
 /// A hold as the remote keeps it.
 #[derive(Debug, Serialize, Deserialize)]
@@ -75,25 +80,34 @@ pub(super) struct Passed(HashMap<ProviderId, u64>, HashMap<String, String>);
 
 impl Worker<'_> {
     /// The remote's holds into this node's gate (those not over): the engine's next spawn on
-    /// the account waits for them. One `git ls-remote` a call; a hold ref that changed since
-    /// the last call is fetched and read (two processes more), an unchanged one is not.
+    /// the account waits for them. One `git ls-remote` a call (none for a `file://` remote,
+    /// whose refs are read from its files); a hold ref that changed since the last call is
+    /// fetched and read (two processes more), an unchanged one is not.
+    ///
+    /// Whether the remote's holds were listed with git (a `file://` remote's are read from its
+    /// files, which costs no process).
     pub(super) async fn take_holds(
         &self,
         accounts: &[(ProviderId, ProviderAccount)],
         passed: &mut Passed,
-    ) {
-        let listed = self
-            .git(
-                &self.work,
-                &["ls-remote", &self.remote, "refs/corral/holds/*"],
-                &self.to_remote(),
-            )
-            .await;
+    ) -> bool {
+        let (listed, by_git) = match super::remote_refs::list(&self.remote, "refs/corral/holds/") {
+            Some(listed) => (Ok(listed), false),
+            None => (
+                self.git(
+                    &self.work,
+                    &["ls-remote", &self.remote, "refs/corral/holds/*"],
+                    &self.to_remote(),
+                )
+                .await,
+                true,
+            ),
+        };
         let listed = match listed {
             Ok(listed) => listed,
             Err(e) => {
                 tracing::debug!(error = %e, "the remote's holds were not listed");
-                return;
+                return by_git;
             }
         };
         for (provider, account) in accounts {
@@ -147,6 +161,7 @@ impl Worker<'_> {
                 }
             }
         }
+        by_git
     }
 
     /// This node's holds (not over, not passed yet) onto the remote.
@@ -188,7 +203,11 @@ impl Worker<'_> {
             .await
     }
 
-    /// Passes holds both ways every [`HOLD_POLL`] until `done`.
+    /// Passes holds both ways until `done`: every [`HOLD_POLL`] when the remote's holds are
+    /// read without a process (a `file://` remote), else from every [`HOLD_POLL`] up to every
+    /// [`HOLD_POLL_MAX`], twice as long each time the remote's holds stay as they were (a
+    /// `git ls-remote` is three processes and a round trip), back to [`HOLD_POLL`] when they
+    /// change. This node's own holds are published within [`HOLD_POLL`] either way.
     pub(super) async fn relay_holds(
         &self,
         accounts: &[(ProviderId, ProviderAccount)],
@@ -198,13 +217,25 @@ impl Worker<'_> {
         if accounts.is_empty() {
             return;
         }
+        let mut wait = HOLD_POLL;
+        let mut next_take = tokio::time::Instant::now() + wait;
         loop {
             tokio::select! {
                 () = done.cancelled() => return,
                 () = tokio::time::sleep(HOLD_POLL) => {}
             }
             self.give_holds(accounts, &mut passed).await;
-            self.take_holds(accounts, &mut passed).await;
+            if tokio::time::Instant::now() < next_take {
+                continue;
+            }
+            let seen = passed.1.clone();
+            let by_git = self.take_holds(accounts, &mut passed).await;
+            wait = if by_git && passed.1 == seen {
+                (wait * 2).min(HOLD_POLL_MAX)
+            } else {
+                HOLD_POLL
+            };
+            next_take = tokio::time::Instant::now() + wait;
         }
     }
 }

@@ -628,6 +628,23 @@ fn a_tasks_learning_reaches_the_brief_of_its_dependent_run_as_another_job() {
         learnings.contains(LEARNING),
         "the learning is the coordinator's: {learnings}\n{shown}"
     );
+    // Each remote task's steps are in the sprint's events.jsonl, written by the coordinator
+    // from what its worker printed (issue 31), as a local task's are: its start, its spawn and
+    // its end, each with the two times.
+    let events =
+        std::fs::read_to_string(project.join(".corral/sprints/learn/events.jsonl")).unwrap();
+    let events = corral_sprint::read_events(&events);
+    for task in [LEARNER, DEPENDENT] {
+        for name in ["task-started", "spawn-started", "task-finished"] {
+            assert!(
+                events.iter().any(|e| e["event"] == name
+                    && e["task"] == task
+                    && e.contains_key("wallTime")
+                    && e.contains_key("monotonicMs")),
+                "{task}'s {name} is in events.jsonl: {events:#?}\n{shown}"
+            );
+        }
+    }
     drop(cluster);
 }
 

@@ -210,6 +210,11 @@ fn a_work_run_pushes_the_task_branch_and_its_record() {
         ],
     );
     assert_eq!(signals, "", "the round's record is in the record ref");
+    // The snapshot of the work tree is the task's commit's tree (what a resumed job restores).
+    assert_eq!(
+        git_out(&c.remote, &["rev-parse", &format!("{RECORD}:tree")]),
+        git_out(&c.remote, &["rev-parse", &format!("{BRANCH}^{{tree}}")]),
+    );
     let last = String::from_utf8_lossy(&out.stdout)
         .lines()
         .last()

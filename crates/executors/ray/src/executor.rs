@@ -441,6 +441,7 @@ impl RayExecutor {
             tokio::select! {
                 () = cancel.cancelled() => {
                     self.stop(id, &mut job_log).await;
+                    relay_events(host, &job.task, &mut job_log);
                     return Ok(JobEnd::Cancelled);
                 }
                 taken = host.round_slots().take(), if waiting => {
@@ -464,6 +465,7 @@ impl RayExecutor {
             // the log could not be read, and every few polls for a job that ends unheard
             // (its node lost, its entrypoint killed).
             let logs_read = self.read_logs(id, &mut job_log).await;
+            relay_events(host, &job.task, &mut job_log);
             let said = job_log.said();
             if said.ready && !attempt.ready {
                 tracing::debug!(task = %job.task, job = %id, "the worker is ready at its gate");
@@ -501,6 +503,7 @@ impl RayExecutor {
                 // What it printed between the last read and its end.
                 self.read_logs(id, &mut job_log).await;
                 job_log.finish();
+                relay_events(host, &job.task, &mut job_log);
                 return Ok(classify(&info, job_log.said().handback.clone()));
             }
         }
@@ -711,6 +714,14 @@ impl RayExecutor {
                 reason: e.to_string(),
             }
         }
+    }
+}
+
+/// Hands the worker's sprint events read so far to the coordinator, which writes them into the
+/// sprint's `events.jsonl` (its one writer) as a local task's.
+fn relay_events(host: &dyn TaskHost, task: &corral_sprint::TaskId, job_log: &mut JobLog) {
+    for event in job_log.take_events() {
+        host.worker_event(task, &event);
     }
 }
 

@@ -41,6 +41,8 @@ pub(crate) struct JobLog {
     /// The start of a line whose end has not arrived yet.
     partial: String,
     said: WorkerSaid,
+    /// The worker's sprint events read since they were last taken ([`JobLog::take_events`]).
+    events: Vec<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl JobLog {
@@ -51,7 +53,14 @@ impl JobLog {
             taken: 0,
             partial: String::new(),
             said: WorkerSaid::default(),
+            events: Vec::new(),
         }
+    }
+
+    /// The worker's sprint events (its `--json` lines with an `event` key) read since the last
+    /// call, in order: each is read once, whole lines only.
+    pub(crate) fn take_events(&mut self) -> Vec<serde_json::Map<String, serde_json::Value>> {
+        std::mem::take(&mut self.events)
     }
 
     /// What the worker said so far.
@@ -92,19 +101,15 @@ impl JobLog {
     }
 
     fn read_line(&mut self, line: &str) {
-        #[derive(Deserialize)]
-        struct Line {
-            kind: Option<String>,
-            event: Option<String>,
-        }
         let line = line.trim();
         if !line.starts_with('{') {
             return;
         }
-        let Ok(parsed) = serde_json::from_str::<Line>(line) else {
+        let Ok(serde_json::Value::Object(object)) = serde_json::from_str(line) else {
             return;
         };
-        match parsed.kind.as_deref() {
+        let text = |key: &str| object.get(key).and_then(serde_json::Value::as_str);
+        match text("kind") {
             Some("ready") => self.said.ready = true,
             Some("handback") => {
                 if let Ok(handback) = serde_json::from_str::<WorkerHandback>(line) {
@@ -113,7 +118,11 @@ impl JobLog {
             }
             _ => {}
         }
-        self.said.rounds_over |= parsed.event.as_deref() == Some("task-finished");
+        let event = text("event").map(str::to_owned);
+        self.said.rounds_over |= event.as_deref() == Some("task-finished");
+        if event.is_some() && text("kind").is_none() {
+            self.events.push(object);
+        }
     }
 }
 
@@ -141,6 +150,15 @@ mod tests {
         );
         log.take(&over);
         assert!(log.said().ready && log.said().rounds_over);
+        // The sprint events, each once, in order; not the worker's own lines.
+        let events: Vec<_> = log
+            .take_events()
+            .into_iter()
+            .map(|e| e["event"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(events, ["task-started", "task-finished"]);
+        log.take(&over);
+        assert!(log.take_events().is_empty());
     }
 
     #[test]

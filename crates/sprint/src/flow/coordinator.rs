@@ -265,6 +265,10 @@ impl TaskHost for Coordinator<'_, '_, '_> {
         }
     }
 
+    fn worker_event(&self, task: &TaskId, event: &serde_json::Map<String, serde_json::Value>) {
+        self.ctx.run.events.relayed(task, event);
+    }
+
     async fn work_task(
         &self,
         job: &TaskJob,
