@@ -238,7 +238,15 @@ async fn last_push(
     if let Some(gate) = gate {
         refspecs.push(format!(":{gate}"));
     }
-    let branch = format!("{0}:refs/heads/{0}", args.branch);
+    // The task's commit by its id, not the local branch: a clone made on another node for a
+    // task whose record says done checked the branch out at the base, and pushing that branch
+    // would force the base over the finished work on the remote. Without the commit here the
+    // push fails and says so instead.
+    let branch = format!(
+        "{}:refs/heads/{}",
+        committed.unwrap_or(args.branch.as_str()),
+        args.branch
+    );
     if done {
         refspecs.push(branch.clone());
     }

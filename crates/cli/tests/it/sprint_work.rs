@@ -237,6 +237,36 @@ fn a_work_run_pushes_the_task_branch_and_its_record() {
     );
 }
 
+/// A job run again after its task was done and its clone lost (another node, a fresh work
+/// dir): the record on the remote says done, so nothing runs again, and the task's branch on
+/// the remote stays at the task's commit (the fresh clone's branch sits at the base, and
+/// pushing that branch would have forced the base over the finished work).
+#[test]
+fn a_work_run_of_a_task_done_on_a_lost_clone_leaves_its_branch_on_the_remote() {
+    let world = World::new(&CLAUDE, |_| scenario(false));
+    let c = cluster(&world);
+    let out = work(&world, &c);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        transcript(&world.env, &out)
+    );
+    let head = git_out(&c.remote, &["rev-parse", BRANCH]);
+    let requests = world.api.requests().len();
+    std::fs::remove_dir_all(&c.work).unwrap();
+    let again = work(&world, &c);
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        transcript(&world.env, &again)
+    );
+    assert_eq!(git_out(&c.remote, &["rev-parse", BRANCH]), head);
+    assert_eq!(branch_commits(&c), ["Write t1 t1"]);
+    assert_eq!(world.api.requests().len(), requests, "no spawn ran again");
+}
+
 #[test]
 fn a_work_run_killed_mid_round_and_its_clone_lost_resumes_at_that_round_from_the_remote() {
     let world = World::new(&CLAUDE, |_| scenario(true));
