@@ -74,6 +74,21 @@ impl HookMoment {
         }
     }
 
+    /// The moments of a remote worker's event as the coordinator reads it from the job's log
+    /// (the `--json` object, by its `event` name and `status`): a task's end and a hold, the
+    /// moments a worker's task meets; the sprint's own moments are the coordinator's.
+    pub fn of_relayed(event: &serde_json::Map<String, serde_json::Value>) -> Vec<HookMoment> {
+        let text = |key: &str| event.get(key).and_then(serde_json::Value::as_str);
+        match text("event") {
+            Some("task-finished") if text("status") == Some("blocked") => {
+                vec![HookMoment::TaskFinished, HookMoment::Blocked]
+            }
+            Some("task-finished") => vec![HookMoment::TaskFinished],
+            Some("rate-limit-hold") => vec![HookMoment::RateLimited],
+            _ => Vec::new(),
+        }
+    }
+
     /// The moments `event` is, in the order their hooks run.
     pub fn of(event: &SprintEvent) -> Vec<HookMoment> {
         match event {
@@ -159,7 +174,12 @@ impl HookQueue {
 
     /// Queues the hooks `event` calls for, with `line`, the event as `events.jsonl` holds it.
     pub(crate) fn offer(&self, event: &SprintEvent, line: &str) {
-        let jobs: Vec<HookJob> = HookMoment::of(event)
+        self.offer_moments(HookMoment::of(event), line);
+    }
+
+    /// Queues the hooks of `moments`, with `line`, the event as `events.jsonl` holds it.
+    pub(crate) fn offer_moments(&self, moments: Vec<HookMoment>, line: &str) {
+        let jobs: Vec<HookJob> = moments
             .into_iter()
             .filter_map(|moment| {
                 moment.command(&self.hooks).map(|command| HookJob {
@@ -320,4 +340,37 @@ pub(crate) async fn beside<T>(
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relayed(json: &str) -> Vec<HookMoment> {
+        match serde_json::from_str::<serde_json::Value>(json) {
+            Ok(serde_json::Value::Object(event)) => HookMoment::of_relayed(&event),
+            other => panic!("not an object: {other:?}"),
+        }
+    }
+
+    /// A Ray worker's events reach the coordinator as JSON: its task's end and its holds are
+    /// the moments the coordinator's own events would be.
+    #[test]
+    fn a_workers_relayed_events_are_the_moments_of_the_coordinators_own() {
+        assert_eq!(
+            relayed(r#"{"event":"task-finished","task":"t1","status":"done"}"#),
+            [HookMoment::TaskFinished]
+        );
+        assert_eq!(
+            relayed(r#"{"event":"task-finished","task":"t1","status":"blocked"}"#),
+            [HookMoment::TaskFinished, HookMoment::Blocked]
+        );
+        assert_eq!(
+            relayed(r#"{"event":"rate-limit-hold","task":"t1","provider":"claude"}"#),
+            [HookMoment::RateLimited]
+        );
+        assert!(relayed(r#"{"event":"spawn-started","task":"t1"}"#).is_empty());
+        assert!(relayed(r#"{"event":"sprint-finished"}"#).is_empty());
+        assert!(relayed(r#"{"task":"t1"}"#).is_empty());
+    }
 }

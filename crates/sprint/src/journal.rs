@@ -190,7 +190,8 @@ impl EventSink for Journal<'_> {
     /// A remote worker's event, written as the coordinator's own with the coordinator's two
     /// times (when it read the line): only an object naming its event and `task` as its task,
     /// and no event of the sprint's (a worker runs one task, the sprint is the coordinator's).
-    /// The hooks are not offered it: they run on the coordinator's events.
+    /// Its hooks run as the coordinator's own would (a task's end, a hold told once per
+    /// hold): a task run on a Ray node is told as one run here.
     fn relayed(&self, task: &TaskId, event: &Map<String, Value>) {
         let name = event
             .get("event")
@@ -204,8 +205,23 @@ impl EventSink for Journal<'_> {
             "task-started" | "task-finished" => Flush::Synced,
             _ => Flush::Cached,
         };
-        self.append_line(flush, &self.stamped(event.clone()));
+        if name == "rate-limit-hold" {
+            let provider = event
+                .get("provider")
+                .cloned()
+                .and_then(|p| serde_json::from_value::<ProviderId>(p).ok());
+            let until = event.get("until").and_then(Value::as_str);
+            if let (Some(provider), Some(until)) = (provider, until)
+                && !self.new_hold(provider, until)
+            {
+                return;
+            }
+        }
+        let line = self.stamped(event.clone());
+        self.append_line(flush, &line);
         self.inner.relayed(task, event);
+        self.hooks
+            .offer_moments(crate::hooks::HookMoment::of_relayed(event), &line);
     }
 }
 
