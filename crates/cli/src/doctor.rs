@@ -314,16 +314,7 @@ fn report_endpoints(endpoints: &ProviderEndpoints, settings: &corral_compose::Se
 /// when rootless on a cgroup v1 host).
 fn report_limits(settings: &corral_compose::Settings) {
     let sandbox = corral_compose::engine_config(settings).sandbox;
-    let readiness = match sandbox.backend {
-        corral_compose::BackendChoice::Container => {
-            corral_compose::container_limits(sandbox.limits)
-        }
-        corral_compose::BackendChoice::Auto
-        | corral_compose::BackendChoice::Native
-        | corral_compose::BackendChoice::Bubblewrap => {
-            corral_compose::limits_readiness(sandbox.limits)
-        }
-    };
+    let readiness = corral_compose::backend_limits_readiness(sandbox.backend, sandbox.limits);
     for limit in readiness {
         match (&limit.how, &limit.why_not) {
             (Some(how), None) => outln!("  ✓ limits.{} = {}: {how}", limit.limit, limit.cap),

@@ -45,9 +45,9 @@ pub use corral_contract::{
 /// `corral sprint status`; tests plant one where the user's state directory would be).
 pub use corral_engine::{
     AccountHold, BackendChoice, BackendReadiness, CONTAINER_RUNTIME, EngineConfig, HOST_CWD,
-    HostProgramError, ProviderAccount, ProviderEndpoints, allow_hint, backend_readiness,
-    bubblewrap_usable, container_limits, host_program, kill_child_groups, limits_readiness,
-    record_copy, repair_run_dir, user_rate_limit_dir, write_record_file,
+    HostProgramError, ProviderAccount, ProviderEndpoints, allow_hint, backend_limits_readiness,
+    backend_readiness, bubblewrap_usable, container_limits, host_program, kill_child_groups,
+    limits_readiness, record_copy, repair_run_dir, user_rate_limit_dir, write_record_file,
 };
 pub use executor::{local_executor, task_executor};
 pub use factory::{

@@ -62,8 +62,8 @@ pub use corral_sandbox::{
     AllowList, AllowRule, BackendChoice, BackendReadiness, BadRule, Change, ChangeKind,
     EgressNeeds, EgressNote, GitCheckError, GitProgram, GitSnapshot, HomePolicy, NetworkPolicy,
     PROXY_ADDRESS_VAR, ProxyHonour, RUNTIME as CONTAINER_RUNTIME, Refusal, SandboxConfig,
-    backend_readiness, bubblewrap_usable, container_limits, container_usable, git_snapshot,
-    limits_readiness, sandbox_uid, strays,
+    backend_limits_readiness, backend_readiness, bubblewrap_usable, container_limits,
+    container_usable, git_snapshot, limits_readiness, sandbox_uid, strays,
 };
 pub use descriptor::{
     BuildProbe, BuildProvider, CliSettings, CommonFields, OptionValue, ProviderDescriptor,

@@ -34,6 +34,21 @@ pub(crate) fn container_name() -> String {
     format!("corral-{}-{:016x}", std::process::id(), fastrand::u64(..))
 }
 
+/// How each limit of `limits` would be enforced for a spawn under `backend` here (what
+/// `corral doctor` shows): [`crate::limits_readiness`]'s trial cgroup for the backends Corral confines
+/// itself, what podman enforces here for the container.
+pub fn backend_limits_readiness(
+    backend: crate::policy::BackendChoice,
+    limits: corral_process::ResourceLimits,
+) -> Vec<corral_ports::LimitEnforced> {
+    match backend {
+        crate::policy::BackendChoice::Container => container_limits(limits),
+        crate::policy::BackendChoice::Auto
+        | crate::policy::BackendChoice::Native
+        | crate::policy::BackendChoice::Bubblewrap => crate::policy::limits_readiness(limits),
+    }
+}
+
 /// Whether the kernel killed the container's process out of memory (`None`: podman could
 /// not tell).
 pub(crate) fn oom_killed(name: &str) -> Option<bool> {

@@ -38,7 +38,7 @@ pub use confinement::{
     CliNeeds, CommandLine, CommandRequest, Confinement, Findings, Note, RunRequest, SpawnGuard,
     Stopped, WrapError, Wrapped,
 };
-pub use container::container_limits;
+pub use container::{backend_limits_readiness, container_limits};
 pub use egress::{
     AllowList, AllowRule, BadRule, EgressNeeds, EgressNote, PROXY_ADDRESS_VAR, ProxyHonour,
 };
