@@ -387,3 +387,128 @@ async fn with_jobs_the_sprints_cap_is_passed_by_at_most_one_spawns_cost() {
         "no room for a second spawn beside one"
     );
 }
+
+/// The local executor seen as a cluster's (remote): the coordinator admits none of its spawns
+/// one by one, and each task spends only the part of the sprint's cap it was started with
+/// (`TaskJob::max_cost_usd`, a worker's `--max-cost-usd`), as a Ray worker that sees only its
+/// own task's spend would. The parts it was handed, task by task.
+#[derive(Default)]
+struct RemoteLocal {
+    parts: Mutex<Vec<(String, Option<f64>)>>,
+}
+
+#[async_trait]
+impl TaskExecutor for RemoteLocal {
+    fn kind(&self) -> &'static str {
+        "remote-local"
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    async fn run_task(
+        &self,
+        job: TaskJob,
+        host: &dyn TaskHost,
+        cancel: &CancellationToken,
+    ) -> Result<TaskHandback, corral_sprint::ExecutorError> {
+        self.parts
+            .lock()
+            .unwrap()
+            .push((job.task.as_str().to_string(), job.max_cost_usd));
+        corral_executor_local::LocalExecutor
+            .run_task(job, host, cancel)
+            .await
+    }
+}
+
+/// `--jobs 3` through a remote executor under a sprint cap of a spawn and a half: three
+/// workers that each saw only their own task's spend would each spawn (three spawns, past the
+/// cap by one and a half); with the parts the coordinator hands them, the tasks in flight
+/// together pass it by at most one spawn's cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_executors_tasks_in_flight_pass_the_sprints_cap_by_at_most_one_spawn() {
+    let head = SPRINT_HEAD.replace(
+        "max_attempts = 2\n",
+        "max_attempts = 2\nmax_cost_usd = 0.015\nmax_budget_usd = 0.01\n",
+    );
+    let p = project_with(&head, THREE_TASKS).await;
+    let slow = Slow {
+        inner: FakeAgent::new(ProviderId::Claude),
+        running: Arc::default(),
+        most: Arc::default(),
+    };
+    let sink = Recorder::default();
+    let executor = RemoteLocal::default();
+    let summary = run_agents(
+        &p,
+        &slow,
+        None,
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+        3,
+        &executor,
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::BudgetExhausted, "{summary:?}");
+    let spent = state(&p).usage().total.cost_usd.unwrap();
+    assert!(spent <= 0.015 + 0.01 + 1e-9, "spent ${spent}");
+    let parts = executor.parts.lock().unwrap().clone();
+    assert!(!parts.is_empty());
+    for (task, part) in &parts {
+        let part = part.unwrap_or_else(|| panic!("{task} was started without a part: {parts:?}"));
+        assert!(part > 0.0 && part <= 0.015, "{task}: {part}");
+    }
+    // A worker's part spent is no pause of the sprint's: no warning asks to raise a cap the
+    // sprint has not reached.
+    assert!(
+        state(&p)
+            .tasks
+            .iter()
+            .all(|t| t.warnings.iter().all(|w| !w.contains("part"))),
+        "{:?}",
+        state(&p).tasks
+    );
+}
+
+/// A task whose part of the cap runs out before its evaluator's spawn goes back to the
+/// coordinator and starts again with a new part (the sprint's cap is not reached): the sprint
+/// ends done, never past its cap, no task's pause taken for the sprint's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_task_whose_part_is_spent_starts_again_with_a_new_one_while_the_cap_holds() {
+    let head = SPRINT_HEAD.replace(
+        "max_attempts = 2\n",
+        "max_attempts = 2\nmax_cost_usd = 0.07\nmax_budget_usd = 0.01\n",
+    );
+    let p = project_with(&head, THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    let sink = Recorder::default();
+    let executor = RemoteLocal::default();
+    let summary = run_agents(
+        &p,
+        &*generator,
+        Some(&*evaluator as &dyn RoleAgent),
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+        3,
+        &executor,
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::Done, "{summary:?}");
+    let spent = state(&p).usage().total.cost_usd.unwrap();
+    assert!(spent <= 0.07 + 1e-9, "spent ${spent}");
+    let parts = executor.parts.lock().unwrap().clone();
+    assert!(
+        parts.len() > 3,
+        "a task started again with a new part: {parts:?}"
+    );
+    for t in &state(&p).tasks {
+        assert_eq!(t.status, TaskStatus::Done, "{}", t.id);
+    }
+}
