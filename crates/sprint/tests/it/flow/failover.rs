@@ -312,6 +312,44 @@ async fn the_rate_limited_hook_hears_every_hold_once_however_many_spawns_meet_it
     assert_eq!(event["provider"], "claude");
 }
 
+/// The exit-4 pause tells the `rate_limited` hook of its hold only when no `rate-limit-hold`
+/// told it already: a spawn that met a told hold of an hour and then ended rate limited pauses
+/// the sprint with one line heard (the hold's), and a spawn that ended rate limited without a
+/// hold told pauses it with the pause's own line.
+#[tokio::test]
+async fn the_exit_4_pause_tells_the_rate_limited_hook_only_of_a_hold_not_told_yet() {
+    let out = tempfile::tempdir().unwrap();
+    for (told, name) in [(true, "told"), (false, "untold")] {
+        let heard = out.path().join(format!("{name}.jsonl"));
+        let head = format!(
+            "{SPRINT_HEAD}\n[hooks]\nrate_limited = 'cat >> {}; echo >> {}'\n",
+            heard.display(),
+            heard.display()
+        );
+        let p = project_with(&head, THREE_TASKS).await;
+        let claude = FakeAgent::new(ProviderId::Claude);
+        claude.on("a", 1, Role::Generator, Act::RateLimited);
+        let holding = Holding {
+            inner: Arc::clone(&claude),
+            until: SystemTime::now() + Duration::from_secs(3600),
+        };
+        let sink = Recorder::default();
+        let role: &dyn RoleAgent = if told { &holding } else { &*claude };
+        let summary = run_role(&p, role, &sink).await;
+        assert_eq!(summary.end, SprintEnd::RateLimited, "{name}: {summary:?}");
+        let text = std::fs::read_to_string(&heard).unwrap();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{name}: {text}");
+        let event: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        let expected = if told {
+            "rate-limit-hold"
+        } else {
+            "sprint-finished"
+        };
+        assert_eq!(event["event"], expected, "{name}: {text}");
+    }
+}
+
 /// An agent whose spawns take a while, so that a parallel run's spawns overlap.
 struct Slow {
     inner: Arc<FakeAgent>,
@@ -511,4 +549,89 @@ async fn a_remote_task_whose_part_is_spent_starts_again_with_a_new_one_while_the
     for t in &state(&p).tasks {
         assert_eq!(t.status, TaskStatus::Done, "{}", t.id);
     }
+}
+
+/// A cluster's worker whose task met a told hold and then ended rate limited, as its relayed
+/// events say (`spawn-started`, `rate-limit-hold`, `spawn-finished`), and whose handback is a
+/// rate-limit pause.
+struct LimitedWorker {
+    until: String,
+}
+
+#[async_trait]
+impl TaskExecutor for LimitedWorker {
+    fn kind(&self) -> &'static str {
+        "limited-worker"
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    async fn run_task(
+        &self,
+        job: TaskJob,
+        host: &dyn TaskHost,
+        _cancel: &CancellationToken,
+    ) -> Result<TaskHandback, corral_sprint::ExecutorError> {
+        let task = job.task.as_str();
+        for event in [
+            serde_json::json!({"event": "spawn-started", "task": task, "round": 1,
+                "role": "generator", "provider": "claude", "resumes": false}),
+            serde_json::json!({"event": "rate-limit-hold", "task": task, "round": 1,
+                "role": "generator", "provider": "claude", "until": self.until}),
+            serde_json::json!({"event": "spawn-finished", "task": task, "round": 1,
+                "role": "generator", "outcome": "rate-limited", "valid": false}),
+        ] {
+            let serde_json::Value::Object(event) = event else {
+                unreachable!()
+            };
+            host.worker_event(&job.task, &event);
+        }
+        let mut state = job.resume.clone();
+        state.status = TaskStatus::Running;
+        Ok(TaskHandback {
+            end: corral_sprint::TaskEnd::Paused(SprintEnd::RateLimited),
+            head: None,
+            state,
+            record: host.layout().task_dir(&job.task),
+        })
+    }
+}
+
+/// A worker's hold, relayed and told once, is not told again by the exit-4 pause it ends in.
+#[tokio::test]
+async fn a_workers_told_hold_is_not_told_again_by_the_pause_it_ends_in() {
+    let out = tempfile::tempdir().unwrap();
+    let heard = out.path().join("heard.jsonl");
+    let head = format!(
+        "{SPRINT_HEAD}\n[hooks]\nrate_limited = 'cat >> {}; echo >> {}'\n",
+        heard.display(),
+        heard.display()
+    );
+    let p = project_with(&head, THREE_TASKS).await;
+    let until = humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(3600));
+    let executor = LimitedWorker {
+        until: until.to_string(),
+    };
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let sink = Recorder::default();
+    let summary = run_agents(
+        &p,
+        &*generator,
+        None,
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+        1,
+        &executor,
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::RateLimited, "{summary:?}");
+    let text = std::fs::read_to_string(&heard).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let event: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(event["event"], "rate-limit-hold", "{text}");
 }
