@@ -635,3 +635,157 @@ async fn a_workers_told_hold_is_not_told_again_by_the_pause_it_ends_in() {
     let event: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
     assert_eq!(event["event"], "rate-limit-hold", "{text}");
 }
+
+/// A provider whose first spawn stops at a hold until `until` (its reset reported), as an
+/// engine built to hand over does; its later spawns are the fake's.
+struct LimitedOnce {
+    inner: Arc<FakeAgent>,
+    until: SystemTime,
+    met: std::sync::atomic::AtomicBool,
+}
+
+impl LimitedOnce {
+    fn new(provider: ProviderId, until: SystemTime) -> Arc<Self> {
+        Arc::new(LimitedOnce {
+            inner: FakeAgent::new(provider),
+            until,
+            met: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+}
+
+#[async_trait]
+impl RoleAgent for LimitedOnce {
+    fn provider(&self) -> ProviderId {
+        self.inner.provider()
+    }
+    fn model(&self) -> Option<&str> {
+        self.inner.model()
+    }
+    fn effort(&self) -> Option<Effort> {
+        None
+    }
+    fn resumes(&self) -> bool {
+        true
+    }
+    async fn spawn(
+        &self,
+        request: SpawnRequest,
+        cancel: CancellationToken,
+        observer: Arc<dyn RunObserver>,
+    ) -> SpawnReport {
+        if self.met.swap(true, Ordering::SeqCst) {
+            return self.inner.spawn(request, cancel, observer).await;
+        }
+        let reset = self
+            .until
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        SpawnReport {
+            outcome: Outcome::RateLimited,
+            session_id: None,
+            verdict: SpawnVerdict::NotChecked,
+            usage: Usage::default(),
+            error: Some(SpawnFailure {
+                class: ErrorClass::Retryable,
+                message: "rate limited: held longer than the role waits before handing over"
+                    .to_string(),
+                resets_at_epoch_s: Some(reset),
+            }),
+            attempts: 1,
+            stray_writes: Vec::new(),
+        }
+    }
+}
+
+/// Every provider of a role held: the role goes on with the one whose hold ends first, on its
+/// waiting agent (which waits for the reset, or pauses), whether it is listed first or last.
+#[tokio::test]
+async fn with_every_provider_held_the_role_goes_on_with_the_one_whose_hold_ends_first() {
+    let hour = Duration::from_secs(3600);
+    for (claude_hold, codex_hold, first) in [
+        (hour, 2 * hour, ProviderId::Claude),
+        (2 * hour, hour, ProviderId::Codex),
+    ] {
+        let p = project(THREE_TASKS).await;
+        let now = SystemTime::now();
+        let claude = LimitedOnce::new(ProviderId::Claude, now + claude_hold);
+        let codex = LimitedOnce::new(ProviderId::Codex, now + codex_hold);
+        let claude_waits = FakeAgent::new(ProviderId::Claude);
+        let codex_waits = FakeAgent::new(ProviderId::Codex);
+        let role = FailoverAgent::new(
+            vec![
+                Arc::clone(&claude) as Arc<dyn RoleAgent>,
+                Arc::clone(&codex) as Arc<dyn RoleAgent>,
+            ],
+            Duration::from_secs(60),
+        )
+        .unwrap()
+        .with_waiting(vec![
+            Arc::clone(&claude_waits) as Arc<dyn RoleAgent>,
+            Arc::clone(&codex_waits) as Arc<dyn RoleAgent>,
+        ]);
+        let sink = Recorder::default();
+        let summary = run_role(&p, &role, &sink).await;
+        assert_eq!(summary.end, SprintEnd::Done, "{first:?} first: {summary:?}");
+        let (waited, idle) = if first == ProviderId::Claude {
+            (&claude_waits, &codex_waits)
+        } else {
+            (&codex_waits, &claude_waits)
+        };
+        // Every task's spawn, while both are held, waited on the first to be free.
+        let tasks: Vec<String> = waited.seen().iter().map(|s| s.task.clone()).collect();
+        assert_eq!(tasks, ["a", "b", "c"], "{first:?} first");
+        assert!(idle.seen().is_empty(), "{first:?} first");
+        let handovers: Vec<(ProviderId, ProviderId)> = task_state(&p, "a")
+            .handovers
+            .iter()
+            .map(|h| (h.from, h.to))
+            .collect();
+        let expected = if first == ProviderId::Claude {
+            vec![
+                (ProviderId::Claude, ProviderId::Codex),
+                (ProviderId::Codex, ProviderId::Claude),
+            ]
+        } else {
+            vec![(ProviderId::Claude, ProviderId::Codex)]
+        };
+        assert_eq!(handovers, expected, "{first:?} first");
+    }
+}
+
+/// Every provider held and the first reset's provider pausing instead of waiting (as its
+/// engine does with `retry.auto_resume = false`): the sprint pauses (exit 4) after that one
+/// spawn, not handing the work round and round.
+#[tokio::test]
+async fn with_every_provider_held_and_no_auto_resume_the_sprint_pauses_once() {
+    let hour = Duration::from_secs(3600);
+    let p = project(THREE_TASKS).await;
+    let now = SystemTime::now();
+    let claude = LimitedOnce::new(ProviderId::Claude, now + 2 * hour);
+    let codex = LimitedOnce::new(ProviderId::Codex, now + hour);
+    let claude_waits = FakeAgent::new(ProviderId::Claude);
+    let codex_pauses = LimitedOnce::new(ProviderId::Codex, now + hour);
+    let role = FailoverAgent::new(
+        vec![
+            Arc::clone(&claude) as Arc<dyn RoleAgent>,
+            Arc::clone(&codex) as Arc<dyn RoleAgent>,
+        ],
+        Duration::from_secs(60),
+    )
+    .unwrap()
+    .with_waiting(vec![
+        Arc::clone(&claude_waits) as Arc<dyn RoleAgent>,
+        Arc::clone(&codex_pauses) as Arc<dyn RoleAgent>,
+    ]);
+    let sink = Recorder::default();
+    let summary = run_role(&p, &role, &sink).await;
+    assert_eq!(summary.end, SprintEnd::RateLimited, "{summary:?}");
+    assert!(
+        codex_pauses.met.load(Ordering::SeqCst),
+        "codex's waiting agent ran"
+    );
+    assert!(codex_pauses.inner.seen().is_empty(), "and paused at once");
+    assert!(claude_waits.seen().is_empty());
+}
