@@ -332,6 +332,11 @@ pub struct SprintWorkArgs {
     /// directory before the first round, so the generator's brief shows them.
     #[arg(long, value_name = "REF")]
     pub learnings: Option<String>,
+    /// The task's spend, in dollars over all its runs, at which it pauses before its next
+    /// spawn (exit 9): the part of the sprint's `max_cost_usd` the coordinator left it, since
+    /// this worker sees no other task's spend.
+    #[arg(long, value_name = "USD", value_parser = non_negative_dollars)]
+    pub max_cost_usd: Option<f64>,
     /// One JSON object per step on stdout, ending with the handback.
     #[arg(long)]
     pub json: bool,
@@ -471,4 +476,14 @@ fn completion_script(shell: clap_complete::Shell) -> anyhow::Result<Vec<u8>> {
     let mut script = Vec::new();
     completer.write_registration(COMPLETE_VAR, "corral", "corral", "corral", &mut script)?;
     Ok(script)
+}
+
+/// A dollar amount for `--max-cost-usd`: a finite number, not negative.
+fn non_negative_dollars(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(_) | Err(_) => Err(format!(
+            "{text:?} is not an amount of dollars (a number, 0 or more)"
+        )),
+    }
 }

@@ -141,6 +141,7 @@ pub async fn run(args: SprintWorkArgs) -> anyhow::Result<Exit> {
         branch: args.branch.clone(),
         run_id: run_id.clone(),
         resume,
+        max_cost_usd: args.max_cost_usd,
     };
     let finished_before = matches!(
         job.resume.status,

@@ -27,9 +27,10 @@ use crate::spawn::{Spawn, SpawnHooks, SpawnPlan};
 /// falls back to a sandbox that cannot keep the work tree read-only.
 ///
 /// A role that lists several providers (`provider = ["claude", "codex"]`) is a
-/// [`FailoverAgent`] over one such agent per provider, in order; every one but the last is built
-/// to stop a spawn at once on a hold longer than the role's `failover_after_ms`
-/// (`RetryPolicy::hand_over_after`), for the next to go on.
+/// [`FailoverAgent`] over one such agent per provider, in order, each built to stop a spawn at
+/// once on a hold longer than the role's `failover_after_ms` (`RetryPolicy::hand_over_after`),
+/// for another to go on; and one per provider built to wait for its hold, for when every
+/// provider is held.
 pub fn role_agent(
     role: &RoleSettings,
     settings: &Settings,
@@ -40,17 +41,18 @@ pub fn role_agent(
         return one_agent(&role.choices()[0], settings, config);
     }
     let failover_after = Duration::from_millis(role.failover_after_ms);
-    let last = choices.len() - 1;
     let mut agents = Vec::with_capacity(choices.len());
-    for (i, choice) in choices.iter().enumerate() {
-        let mut config = config.clone();
-        if i < last {
-            config.retry.hand_over_after = Some(failover_after);
-        }
-        agents.push(one_agent(choice, settings, config)?);
+    let mut waiting = Vec::with_capacity(choices.len());
+    for choice in &choices {
+        let mut handing = config.clone();
+        handing.retry.hand_over_after = Some(failover_after);
+        agents.push(one_agent(choice, settings, handing)?);
+        // What runs once every provider is held: the provider whose hold ends first waits
+        // for it (or pauses, `retry.auto_resume = false`), as a role of one provider does.
+        waiting.push(one_agent(choice, settings, config.clone())?);
     }
     match FailoverAgent::new(agents, failover_after) {
-        Some(agent) => Ok(Arc::new(agent)),
+        Some(agent) => Ok(Arc::new(agent.with_waiting(waiting))),
         // `choices` is never empty: the first provider is always there.
         None => one_agent(&role.choices()[0], settings, config),
     }

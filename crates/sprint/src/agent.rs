@@ -176,6 +176,7 @@ pub struct HandOver {
     pub from: ProviderId,
     /// Until when (Unix seconds): the role comes back to `from` once it has passed.
     pub held_until_epoch_s: u64,
-    /// The provider that goes on.
+    /// The provider that goes on: `from` itself when every provider of the role is held and
+    /// its hold ends first (the step runs again on it, waiting for its reset).
     pub to: ProviderId,
 }

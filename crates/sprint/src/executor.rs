@@ -40,6 +40,13 @@ pub struct TaskJob {
     /// The resume point: the task's last recorded state. `Pending` starts the task afresh;
     /// `Running` continues it at its round and step (its progress says which).
     pub resume: TaskState,
+    /// For a remote executor's task under `[sprint] max_cost_usd`: the spend (the task's own,
+    /// in dollars, over all its runs) at which the task pauses before its next spawn. Its
+    /// worker sees only its own task's spend, so the coordinator hands each task in flight its
+    /// part of what is left of the cap (see `flow/coordinator.rs`); `None` lets the task run
+    /// to its own caps. The worker pauses (`budget-exhausted`) once it is reached, and the
+    /// coordinator starts the task again with a new part while the sprint's cap is not reached.
+    pub max_cost_usd: Option<f64>,
 }
 
 impl TaskJob {

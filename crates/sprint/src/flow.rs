@@ -264,6 +264,7 @@ pub async fn work_task(
         work_tree: work_tree.to_path_buf(),
         branch: job.branch.clone(),
         shared: Some((recorder, i)),
+        share: job.max_cost_usd,
     };
     let Some(mut cursor) = TaskCursor::new(&ctx, &mut state, i) else {
         return Err(SprintError::Io {
@@ -302,6 +303,8 @@ struct Context<'r, 'a> {
     /// writer of `sprint.json`, or a worker's record) and this task's index; a save hands
     /// the task's entry to it.
     shared: Option<(&'r dyn TaskRecorder, usize)>,
+    /// A remote task's part of the sprint's spend cap ([`TaskJob::max_cost_usd`]).
+    share: Option<f64>,
 }
 
 impl<'r, 'a> Context<'r, 'a> {
@@ -322,6 +325,7 @@ impl<'r, 'a> Context<'r, 'a> {
             work_tree,
             branch: run.file.sprint.branch.clone(),
             shared: None,
+            share: None,
         })
     }
 

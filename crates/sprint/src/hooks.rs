@@ -172,11 +172,6 @@ impl HookQueue {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues the hooks `event` calls for, with `line`, the event as `events.jsonl` holds it.
-    pub(crate) fn offer(&self, event: &SprintEvent, line: &str) {
-        self.offer_moments(HookMoment::of(event), line);
-    }
-
     /// Queues the hooks of `moments`, with `line`, the event as `events.jsonl` holds it.
     pub(crate) fn offer_moments(&self, moments: Vec<HookMoment>, line: &str) {
         let jobs: Vec<HookJob> = moments

@@ -17,11 +17,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
 
 use corral_hostfs::Flush;
-use corral_ports::{ProviderId, RunObserver};
+use corral_ports::{Outcome, ProviderId, RunObserver};
 use serde_json::{Map, Value};
 
-use crate::event::{EventSink, SprintEvent};
-use crate::hooks::HookQueue;
+use crate::event::{EventSink, SprintEnd, SprintEvent};
+use crate::hooks::{HookMoment, HookQueue};
 use crate::layout::{EVENTS_FILE, Role, SprintLayout};
 use crate::names::TaskId;
 
@@ -44,6 +44,17 @@ pub(crate) struct Journal<'a> {
     /// Per provider, the end of the last rate-limit hold told ([`SprintEvent::RateLimitHold`]
     /// is told once per hold).
     holds: Mutex<HashMap<ProviderId, SystemTime>>,
+    /// Whose accounts the run's spawns ran on and which ended rate limited: the providers
+    /// whose limit an exit-4 pause is, for its `rate_limited` hook.
+    limited: Mutex<Limited>,
+}
+
+/// The provider of each spawn started (by task, round and role), and the providers whose
+/// spawns ended rate limited.
+#[derive(Debug, Default)]
+struct Limited {
+    spawns: HashMap<(TaskId, u32, Role), ProviderId>,
+    providers: Vec<ProviderId>,
 }
 
 impl std::fmt::Debug for Journal<'_> {
@@ -69,6 +80,7 @@ impl<'a> Journal<'a> {
             hooks,
             failed: Mutex::new(false),
             holds: Mutex::new(HashMap::new()),
+            limited: Mutex::new(Limited::default()),
         }
     }
 
@@ -111,6 +123,40 @@ impl<'a> Journal<'a> {
                 holds.insert(provider, until);
                 true
             }
+        }
+    }
+
+    /// Notes a spawn's provider as it starts, and the provider of one that ended rate limited.
+    fn note_spawn(&self, spawn: (TaskId, u32, Role), started: Option<ProviderId>, limited: bool) {
+        let mut notes = self.limited.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(provider) = started {
+            notes.spawns.insert(spawn, provider);
+        } else if limited
+            && let Some(provider) = notes.spawns.get(&spawn).copied()
+            && !notes.providers.contains(&provider)
+        {
+            notes.providers.push(provider);
+        }
+    }
+
+    /// Whether the hold an exit-4 pause stopped at was told already (a
+    /// [`SprintEvent::RateLimitHold`] of each provider whose spawn ended rate limited, not yet
+    /// passed): then the pause's `rate_limited` hook would tell it twice. With no such spawn
+    /// noted, any hold told and not yet passed is the pause's.
+    fn pause_told(&self) -> bool {
+        let providers = self
+            .limited
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .providers
+            .clone();
+        let now = SystemTime::now();
+        let holds = self.holds.lock().unwrap_or_else(PoisonError::into_inner);
+        let told = |p: &ProviderId| holds.get(p).is_some_and(|until| *until > now);
+        if providers.is_empty() {
+            holds.values().any(|until| *until > now)
+        } else {
+            providers.iter().all(told)
         }
     }
 
@@ -177,10 +223,39 @@ impl EventSink for Journal<'_> {
         {
             return;
         }
+        if let SprintEvent::SpawnStarted {
+            task,
+            round,
+            role,
+            provider,
+            ..
+        } = event
+        {
+            self.note_spawn((task.clone(), *round, *role), Some(*provider), false);
+        }
+        if let SprintEvent::SpawnFinished {
+            task,
+            round,
+            role,
+            outcome,
+            ..
+        } = event
+        {
+            let limited = *outcome == Some(Outcome::RateLimited);
+            self.note_spawn((task.clone(), *round, *role), None, limited);
+        }
         let line = self.line(event);
         self.append(event, &line);
         self.inner.event(event);
-        self.hooks.offer(event, &line);
+        let mut moments = HookMoment::of(event);
+        // The pause's hold told already by its `rate-limit-hold`: only the sprint's end.
+        if let SprintEvent::SprintFinished { summary } = event
+            && summary.end == SprintEnd::RateLimited
+            && self.pause_told()
+        {
+            moments.retain(|m| *m != HookMoment::RateLimited);
+        }
+        self.hooks.offer_moments(moments, &line);
     }
 
     fn observer(&self, task: &TaskId, round: u32, role: Role) -> Arc<dyn RunObserver> {
@@ -215,6 +290,36 @@ impl EventSink for Journal<'_> {
                 && !self.new_hold(provider, until)
             {
                 return;
+            }
+        }
+        // A worker's spawns, noted as the coordinator's own are: its pause is the sprint's.
+        let text = |key: &str| event.get(key).and_then(Value::as_str);
+        let spawn = (
+            event
+                .get("round")
+                .and_then(Value::as_u64)
+                .map(|r| u32::try_from(r).unwrap_or(u32::MAX)),
+            event
+                .get("role")
+                .cloned()
+                .and_then(|r| serde_json::from_value::<Role>(r).ok()),
+        );
+        if let (Some(round), Some(role)) = spawn {
+            let key = (task.clone(), round, role);
+            match name {
+                "spawn-started" => {
+                    let provider = event
+                        .get("provider")
+                        .cloned()
+                        .and_then(|p| serde_json::from_value::<ProviderId>(p).ok());
+                    if provider.is_some() {
+                        self.note_spawn(key, provider, false);
+                    }
+                }
+                "spawn-finished" => {
+                    self.note_spawn(key, None, text("outcome") == Some("rate-limited"));
+                }
+                _ => {}
             }
         }
         let line = self.stamped(event.clone());

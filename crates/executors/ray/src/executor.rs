@@ -412,10 +412,14 @@ impl RayExecutor {
         ];
         let gate = gate.map(|g| ["--gate", g]);
         let learnings = learnings.map(|l| ["--learnings", l]);
+        // The task's part of the sprint's spend cap: the worker sees no other task's spend.
+        let upto = job.max_cost_usd.map(|usd| format!("{usd}"));
+        let upto = upto.as_deref().map(|usd| ["--max-cost-usd", usd]);
         words
             .iter()
             .chain(gate.iter().flatten())
             .chain(learnings.iter().flatten())
+            .chain(upto.iter().flatten())
             .map(|w| shell_quote(w))
             .collect::<Vec<_>>()
             .join(" ")

@@ -7,7 +7,8 @@
 //! coordinator, which sees every task's spend, also lets each spawn go only while the sprint's
 //! spend and a spawn's worth for each spawn in flight stay below the cap
 //! ([`crate::TaskRecorder::admit_spawn`]), so that N tasks at once pass it by one spawn's cost,
-//! not N.
+//! not N. A remote task's worker sees only its own task's spend: the coordinator hands it
+//! its part of what is left of the cap ([`crate::TaskJob::max_cost_usd`]), at which it pauses.
 
 use std::future::Future;
 use std::task::Poll;
@@ -32,6 +33,12 @@ impl TaskCursor<'_, '_, '_> {
                 "task {} has spent ${task_cost:.2}, its max_cost_usd is {cap}",
                 self.task.id
             ),
+            // A remote task's part of the sprint's cap, spent: the coordinator, which sees
+            // every task's spend, decides whether the sprint pauses or the task goes on with
+            // a new part; no warning, since raising nothing is asked of anyone yet.
+            _ if self.ctx.share.is_some_and(|share| task_cost >= share) => {
+                return Ok(Some(Next::Pause(SprintEnd::BudgetExhausted)));
+            }
             _ => match self.ctx.sprint_cap_reached(self.state) {
                 Some(reached) => reached,
                 None => match self.admitted().await {

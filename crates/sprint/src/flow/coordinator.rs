@@ -41,6 +41,20 @@ pub(super) struct SpendLedger {
     largest: f64,
     /// The spawns waiting for room, woken when one in flight ends.
     waiting: Vec<std::task::Waker>,
+    /// The remote tasks in flight and the spend each pauses at ([`TaskJob::max_cost_usd`]).
+    granted: Vec<(TaskId, f64)>,
+}
+
+/// What the sprint's cap leaves a remote task about to start ([`Coordinator::grant`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Grant {
+    /// It may start with no part of a cap (no cap, or a local executor's task, whose spawns
+    /// the coordinator admits one by one).
+    Free,
+    /// It may start, and pauses once its spend reaches this.
+    UpTo(f64),
+    /// Not now: the parts of the tasks in flight leave nothing; asked again once one ends.
+    Wait,
 }
 
 /// A task's spend in `state`, in dollars.
@@ -98,6 +112,63 @@ impl Coordinator<'_, '_, '_> {
         *self.shared.lock().unwrap_or_else(PoisonError::into_inner) = state;
     }
 
+    /// The most one spawn is reckoned to cost: the most one has cost yet, or the sprint's
+    /// `max_budget_usd` before any has cost anything.
+    fn per_spawn(&self, ledger: &SpendLedger) -> f64 {
+        if ledger.largest > 0.0 {
+            ledger.largest
+        } else {
+            self.ctx
+                .file()
+                .sprint
+                .max_budget_usd
+                .map_or(0.0, crate::file::Usd::dollars)
+        }
+    }
+
+    /// The part of the sprint's cap a remote task about to start (`task`, with `state` as the
+    /// coordinator has it) may spend: its worker sees only its own task's spend, so it pauses
+    /// at the spend handed to it. What is left of the cap, less what each remote task in flight
+    /// may still spend of its part and one spawn's worth for each of them (the spawn each may
+    /// be in when its part runs out), is split evenly among the tasks that may yet start
+    /// (`in_flight` less those running). So all the tasks in flight together pass the cap by at
+    /// most one spawn's cost, as `admit_spawn` keeps the local executor's, unless a spawn costs
+    /// more than any before it.
+    pub(super) fn grant(&self, state: &SprintState, task: &TaskId, in_flight: usize) -> Grant {
+        let Some(cap) = self.ctx.file().sprint.max_cost_usd else {
+            return Grant::Free;
+        };
+        if !self.ctx.run.executor.is_remote() {
+            return Grant::Free;
+        }
+        let spent = state.usage().total.cost_usd.unwrap_or(0.0);
+        let mut ledger = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+        let per_spawn = self.per_spawn(&ledger);
+        let reserved: f64 = ledger
+            .granted
+            .iter()
+            .map(|(t, upto)| (upto - task_spend(state, t)).max(0.0) + per_spawn)
+            .sum();
+        let left = cap.dollars() - spent - reserved;
+        let starters = in_flight.saturating_sub(ledger.granted.len()).max(1);
+        #[allow(clippy::cast_precision_loss)]
+        let part = left / starters as f64;
+        if part <= 0.0 {
+            return Grant::Wait;
+        }
+        let upto = task_spend(state, task) + part;
+        ledger.granted.push((task.clone(), upto));
+        Grant::UpTo(upto)
+    }
+
+    /// A remote task in flight ended: its part of the cap goes back. The spend it was to pause
+    /// at, if it had one.
+    pub(super) fn release(&self, task: &TaskId) -> Option<f64> {
+        let mut ledger = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = ledger.granted.iter().position(|(t, _)| t == task)?;
+        Some(ledger.granted.remove(at).1)
+    }
+
     /// Takes task `i`'s handback into the state: its final entry, the head to fold.
     pub(super) fn hand_back(&self, i: usize, handback: TaskHandback) -> Result<(), SprintError> {
         let mut whole = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
@@ -126,6 +197,11 @@ impl TaskRecorder for Coordinator<'_, '_, '_> {
         let Some(cap) = self.ctx.file().sprint.max_cost_usd else {
             return SpawnAdmission::Go;
         };
+        // A remote executor's task spends the part of the cap it was started with
+        // (`Coordinator::grant`), as its worker, which asks no one, would.
+        if self.ctx.run.executor.is_remote() {
+            return SpawnAdmission::Go;
+        }
         let whole = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(reached) = self.ctx.sprint_cap_reached(&whole) {
             return SpawnAdmission::CapReached(reached);
@@ -133,15 +209,7 @@ impl TaskRecorder for Coordinator<'_, '_, '_> {
         let spent = whole.usage().total.cost_usd.unwrap_or(0.0);
         let mine = task_spend(&whole, task);
         let mut ledger = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
-        let per_spawn = if ledger.largest > 0.0 {
-            ledger.largest
-        } else {
-            self.ctx
-                .file()
-                .sprint
-                .max_budget_usd
-                .map_or(0.0, crate::file::Usd::dollars)
-        };
+        let per_spawn = self.per_spawn(&ledger);
         #[allow(clippy::cast_precision_loss)]
         let room = spent + per_spawn * ((ledger.in_flight.len() + 1) as f64) < cap.dollars();
         if ledger.in_flight.is_empty() || room {
@@ -172,6 +240,14 @@ impl TaskRecorder for Coordinator<'_, '_, '_> {
         // Held only while the file is written: no task's save overlaps another's.
         let mut whole = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = whole.tasks.iter_mut().find(|t| t.id == task.id) {
+            // A step's spend is about one spawn's: how a remote task's spawns, which the
+            // coordinator does not see one by one, reckon the cost of one.
+            let step = UsageRollUp::of_task(task).total.cost_usd.unwrap_or(0.0)
+                - UsageRollUp::of_task(entry).total.cost_usd.unwrap_or(0.0);
+            if step > 0.0 {
+                let mut ledger = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+                ledger.largest = ledger.largest.max(step);
+            }
             entry.clone_from(task);
         }
         whole.updated_at = self.ctx.now();

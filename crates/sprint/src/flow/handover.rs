@@ -47,6 +47,19 @@ impl TaskCursor<'_, '_, '_> {
     ) -> Result<Next, SprintError> {
         let task = self.task;
         let held_until = rfc3339(UNIX_EPOCH + Duration::from_secs(hand_over.held_until_epoch_s));
+        if hand_over.from == hand_over.to {
+            // Every provider of the role is held and this one's hold ends first: the step runs
+            // again on it, waiting for its reset; no other provider took over.
+            let round = self.state.tasks.get(self.i).map_or(0, |t| t.round);
+            self.ctx.emit(SprintEvent::RateLimitHold {
+                task: task.id.clone(),
+                round,
+                role,
+                provider: hand_over.from,
+                until: held_until,
+            });
+            return Ok(Next::Continue);
+        }
         let Some(t) = self.state.tasks.get_mut(self.i) else {
             return Ok(Next::Finished);
         };

@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
 use std::task::Poll;
 
-use super::coordinator::Coordinator;
+use super::coordinator::{Coordinator, Grant};
 use super::fold::SENT_HOME_PATCH_FILE;
 use super::{Context, SprintError, TaskCursor, progress_mut};
 use crate::error::ExecutorError;
@@ -30,7 +30,7 @@ use crate::event::{SprintEnd, SprintEvent};
 use crate::executor::{TaskEnd, TaskExecutor, TaskHandback, TaskJob};
 use crate::names::TaskId;
 use crate::slots::Slots;
-use crate::state::{SprintState, Step, TaskState, TaskStatus};
+use crate::state::{SprintState, Step, TaskState, TaskStatus, UsageRollUp};
 
 /// A task in flight: its executor's run.
 type Running<'f> = Pin<Box<dyn Future<Output = Result<TaskHandback, ExecutorError>> + Send + 'f>>;
@@ -136,12 +136,24 @@ impl Context<'_, '_> {
                 if !ready.is_empty() {
                     let head = self.git.head().await?;
                     for i in ready {
+                        let Some(id) = state.tasks.get(i).map(|t| t.id.clone()) else {
+                            continue;
+                        };
+                        let upto = match host.grant(&state, &id, in_flight) {
+                            Grant::Free => None,
+                            Grant::UpTo(upto) => Some(upto),
+                            Grant::Wait => continue,
+                        };
                         let Some(mut task) = TaskCursor::new(self, &mut state, i) else {
+                            host.release(&id);
                             continue;
                         };
                         task.restart_at_tip(&head).await?;
-                        if let Some(job) = task.job(&head, run_id) {
+                        if let Some(mut job) = task.job(&head, run_id) {
+                            job.max_cost_usd = upto;
                             started.push((i, job));
+                        } else {
+                            host.release(&id);
                         }
                     }
                     self.save(&mut state)?;
@@ -168,15 +180,18 @@ impl Context<'_, '_> {
                 break;
             }
             let (i, result) = next_done(&mut running).await;
+            let task = host.snapshot().tasks.get(i).map(|t| t.id.clone());
+            let part = task.as_ref().and_then(|t| host.release(t));
             match result {
                 Ok(handback) => {
-                    if let TaskEnd::Paused(end) = handback.end {
+                    if let TaskEnd::Paused(end) = handback.end
+                        && !self.part_spent(part, &handback, end)
+                    {
                         pause.get_or_insert(end);
                     }
                     host.hand_back(i, handback)?;
                 }
                 Err(e) => {
-                    let task = host.snapshot().tasks.get(i).map(|t| t.id.clone());
                     if let (None, Some(task)) = (&failure, task) {
                         failure = Some(sprint_error(executor.kind(), task, e));
                     }
@@ -187,6 +202,39 @@ impl Context<'_, '_> {
             return Err(e);
         }
         Ok(pause)
+    }
+
+    /// Whether a remote task paused only because the part of the sprint's cap it was started
+    /// with (`part`) is spent: then it starts again with a new part (or the sprint pauses at
+    /// its cap, seen at the queue's next turn), and its pause is not the sprint's. A worker's
+    /// pause reaches a cluster's executor as a pause it cannot name (`Cancelled`), so the
+    /// spend tells, unless the run itself was cancelled or the task's own cap is reached.
+    fn part_spent(&self, part: Option<f64>, handback: &TaskHandback, end: SprintEnd) -> bool {
+        let Some(part) = part else {
+            return false;
+        };
+        let named = match end {
+            SprintEnd::BudgetExhausted | SprintEnd::Cancelled => true,
+            SprintEnd::Done
+            | SprintEnd::Blocked
+            | SprintEnd::RateLimited
+            | SprintEnd::DiskFull
+            | SprintEnd::PermanentFailure => false,
+        };
+        let spent = UsageRollUp::of_task(&handback.state)
+            .total
+            .cost_usd
+            .unwrap_or(0.0);
+        let own_cap = self
+            .file()
+            .task(&handback.state.id)
+            .and_then(|t| t.max_cost_usd)
+            .is_some_and(|cap| spent >= cap.dollars());
+        named
+            && !self.run.cancel.is_cancelled()
+            && handback.state.status == TaskStatus::Running
+            && spent >= part
+            && !own_cap
     }
 
     /// A fold a stop cut short (an entry with `fold_onto`) may have left a cherry-pick half
@@ -404,6 +452,7 @@ impl TaskCursor<'_, '_, '_> {
             branch,
             run_id: run_id.to_string(),
             resume: t.clone(),
+            max_cost_usd: None,
         })
     }
 }

@@ -312,6 +312,44 @@ async fn the_rate_limited_hook_hears_every_hold_once_however_many_spawns_meet_it
     assert_eq!(event["provider"], "claude");
 }
 
+/// The exit-4 pause tells the `rate_limited` hook of its hold only when no `rate-limit-hold`
+/// told it already: a spawn that met a told hold of an hour and then ended rate limited pauses
+/// the sprint with one line heard (the hold's), and a spawn that ended rate limited without a
+/// hold told pauses it with the pause's own line.
+#[tokio::test]
+async fn the_exit_4_pause_tells_the_rate_limited_hook_only_of_a_hold_not_told_yet() {
+    let out = tempfile::tempdir().unwrap();
+    for (told, name) in [(true, "told"), (false, "untold")] {
+        let heard = out.path().join(format!("{name}.jsonl"));
+        let head = format!(
+            "{SPRINT_HEAD}\n[hooks]\nrate_limited = 'cat >> {}; echo >> {}'\n",
+            heard.display(),
+            heard.display()
+        );
+        let p = project_with(&head, THREE_TASKS).await;
+        let claude = FakeAgent::new(ProviderId::Claude);
+        claude.on("a", 1, Role::Generator, Act::RateLimited);
+        let holding = Holding {
+            inner: Arc::clone(&claude),
+            until: SystemTime::now() + Duration::from_secs(3600),
+        };
+        let sink = Recorder::default();
+        let role: &dyn RoleAgent = if told { &holding } else { &*claude };
+        let summary = run_role(&p, role, &sink).await;
+        assert_eq!(summary.end, SprintEnd::RateLimited, "{name}: {summary:?}");
+        let text = std::fs::read_to_string(&heard).unwrap();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{name}: {text}");
+        let event: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        let expected = if told {
+            "rate-limit-hold"
+        } else {
+            "sprint-finished"
+        };
+        assert_eq!(event["event"], expected, "{name}: {text}");
+    }
+}
+
 /// An agent whose spawns take a while, so that a parallel run's spawns overlap.
 struct Slow {
     inner: Arc<FakeAgent>,
@@ -386,4 +424,368 @@ async fn with_jobs_the_sprints_cap_is_passed_by_at_most_one_spawns_cost() {
         1,
         "no room for a second spawn beside one"
     );
+}
+
+/// The local executor seen as a cluster's (remote): the coordinator admits none of its spawns
+/// one by one, and each task spends only the part of the sprint's cap it was started with
+/// (`TaskJob::max_cost_usd`, a worker's `--max-cost-usd`), as a Ray worker that sees only its
+/// own task's spend would. The parts it was handed, task by task.
+#[derive(Default)]
+struct RemoteLocal {
+    parts: Mutex<Vec<(String, Option<f64>)>>,
+}
+
+#[async_trait]
+impl TaskExecutor for RemoteLocal {
+    fn kind(&self) -> &'static str {
+        "remote-local"
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    async fn run_task(
+        &self,
+        job: TaskJob,
+        host: &dyn TaskHost,
+        cancel: &CancellationToken,
+    ) -> Result<TaskHandback, corral_sprint::ExecutorError> {
+        self.parts
+            .lock()
+            .unwrap()
+            .push((job.task.as_str().to_string(), job.max_cost_usd));
+        corral_executor_local::LocalExecutor
+            .run_task(job, host, cancel)
+            .await
+    }
+}
+
+/// `--jobs 3` through a remote executor under a sprint cap of a spawn and a half: three
+/// workers that each saw only their own task's spend would each spawn (three spawns, past the
+/// cap by one and a half); with the parts the coordinator hands them, the tasks in flight
+/// together pass it by at most one spawn's cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_executors_tasks_in_flight_pass_the_sprints_cap_by_at_most_one_spawn() {
+    let head = SPRINT_HEAD.replace(
+        "max_attempts = 2\n",
+        "max_attempts = 2\nmax_cost_usd = 0.015\nmax_budget_usd = 0.01\n",
+    );
+    let p = project_with(&head, THREE_TASKS).await;
+    let slow = Slow {
+        inner: FakeAgent::new(ProviderId::Claude),
+        running: Arc::default(),
+        most: Arc::default(),
+    };
+    let sink = Recorder::default();
+    let executor = RemoteLocal::default();
+    let summary = run_agents(
+        &p,
+        &slow,
+        None,
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+        3,
+        &executor,
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::BudgetExhausted, "{summary:?}");
+    let spent = state(&p).usage().total.cost_usd.unwrap();
+    assert!(spent <= 0.015 + 0.01 + 1e-9, "spent ${spent}");
+    let parts = executor.parts.lock().unwrap().clone();
+    assert!(!parts.is_empty());
+    for (task, part) in &parts {
+        let part = part.unwrap_or_else(|| panic!("{task} was started without a part: {parts:?}"));
+        assert!(part > 0.0 && part <= 0.015, "{task}: {part}");
+    }
+    // A worker's part spent is no pause of the sprint's: no warning asks to raise a cap the
+    // sprint has not reached.
+    assert!(
+        state(&p)
+            .tasks
+            .iter()
+            .all(|t| t.warnings.iter().all(|w| !w.contains("part"))),
+        "{:?}",
+        state(&p).tasks
+    );
+}
+
+/// A task whose part of the cap runs out before its evaluator's spawn goes back to the
+/// coordinator and starts again with a new part (the sprint's cap is not reached): the sprint
+/// ends done, never past its cap, no task's pause taken for the sprint's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_task_whose_part_is_spent_starts_again_with_a_new_one_while_the_cap_holds() {
+    let head = SPRINT_HEAD.replace(
+        "max_attempts = 2\n",
+        "max_attempts = 2\nmax_cost_usd = 0.07\nmax_budget_usd = 0.01\n",
+    );
+    let p = project_with(&head, THREE_TASKS).await;
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let evaluator = FakeAgent::new(ProviderId::Codex);
+    let sink = Recorder::default();
+    let executor = RemoteLocal::default();
+    let summary = run_agents(
+        &p,
+        &*generator,
+        Some(&*evaluator as &dyn RoleAgent),
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+        3,
+        &executor,
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::Done, "{summary:?}");
+    let spent = state(&p).usage().total.cost_usd.unwrap();
+    assert!(spent <= 0.07 + 1e-9, "spent ${spent}");
+    let parts = executor.parts.lock().unwrap().clone();
+    assert!(
+        parts.len() > 3,
+        "a task started again with a new part: {parts:?}"
+    );
+    for t in &state(&p).tasks {
+        assert_eq!(t.status, TaskStatus::Done, "{}", t.id);
+    }
+}
+
+/// A cluster's worker whose task met a told hold and then ended rate limited, as its relayed
+/// events say (`spawn-started`, `rate-limit-hold`, `spawn-finished`), and whose handback is a
+/// rate-limit pause.
+struct LimitedWorker {
+    until: String,
+}
+
+#[async_trait]
+impl TaskExecutor for LimitedWorker {
+    fn kind(&self) -> &'static str {
+        "limited-worker"
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    async fn run_task(
+        &self,
+        job: TaskJob,
+        host: &dyn TaskHost,
+        _cancel: &CancellationToken,
+    ) -> Result<TaskHandback, corral_sprint::ExecutorError> {
+        let task = job.task.as_str();
+        for event in [
+            serde_json::json!({"event": "spawn-started", "task": task, "round": 1,
+                "role": "generator", "provider": "claude", "resumes": false}),
+            serde_json::json!({"event": "rate-limit-hold", "task": task, "round": 1,
+                "role": "generator", "provider": "claude", "until": self.until}),
+            serde_json::json!({"event": "spawn-finished", "task": task, "round": 1,
+                "role": "generator", "outcome": "rate-limited", "valid": false}),
+        ] {
+            let serde_json::Value::Object(event) = event else {
+                unreachable!()
+            };
+            host.worker_event(&job.task, &event);
+        }
+        let mut state = job.resume.clone();
+        state.status = TaskStatus::Running;
+        Ok(TaskHandback {
+            end: corral_sprint::TaskEnd::Paused(SprintEnd::RateLimited),
+            head: None,
+            state,
+            record: host.layout().task_dir(&job.task),
+        })
+    }
+}
+
+/// A worker's hold, relayed and told once, is not told again by the exit-4 pause it ends in.
+#[tokio::test]
+async fn a_workers_told_hold_is_not_told_again_by_the_pause_it_ends_in() {
+    let out = tempfile::tempdir().unwrap();
+    let heard = out.path().join("heard.jsonl");
+    let head = format!(
+        "{SPRINT_HEAD}\n[hooks]\nrate_limited = 'cat >> {}; echo >> {}'\n",
+        heard.display(),
+        heard.display()
+    );
+    let p = project_with(&head, THREE_TASKS).await;
+    let until = humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(3600));
+    let executor = LimitedWorker {
+        until: until.to_string(),
+    };
+    let generator = FakeAgent::new(ProviderId::Claude);
+    let sink = Recorder::default();
+    let summary = run_agents(
+        &p,
+        &*generator,
+        None,
+        &sink,
+        DirtyTree::Refuse,
+        CancellationToken::new(),
+        1,
+        &executor,
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.end, SprintEnd::RateLimited, "{summary:?}");
+    let text = std::fs::read_to_string(&heard).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let event: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(event["event"], "rate-limit-hold", "{text}");
+}
+
+/// A provider whose first spawn stops at a hold until `until` (its reset reported), as an
+/// engine built to hand over does; its later spawns are the fake's.
+struct LimitedOnce {
+    inner: Arc<FakeAgent>,
+    until: SystemTime,
+    met: std::sync::atomic::AtomicBool,
+}
+
+impl LimitedOnce {
+    fn new(provider: ProviderId, until: SystemTime) -> Arc<Self> {
+        Arc::new(LimitedOnce {
+            inner: FakeAgent::new(provider),
+            until,
+            met: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+}
+
+#[async_trait]
+impl RoleAgent for LimitedOnce {
+    fn provider(&self) -> ProviderId {
+        self.inner.provider()
+    }
+    fn model(&self) -> Option<&str> {
+        self.inner.model()
+    }
+    fn effort(&self) -> Option<Effort> {
+        None
+    }
+    fn resumes(&self) -> bool {
+        true
+    }
+    async fn spawn(
+        &self,
+        request: SpawnRequest,
+        cancel: CancellationToken,
+        observer: Arc<dyn RunObserver>,
+    ) -> SpawnReport {
+        if self.met.swap(true, Ordering::SeqCst) {
+            return self.inner.spawn(request, cancel, observer).await;
+        }
+        let reset = self
+            .until
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        SpawnReport {
+            outcome: Outcome::RateLimited,
+            session_id: None,
+            verdict: SpawnVerdict::NotChecked,
+            usage: Usage::default(),
+            error: Some(SpawnFailure {
+                class: ErrorClass::Retryable,
+                message: "rate limited: held longer than the role waits before handing over"
+                    .to_string(),
+                resets_at_epoch_s: Some(reset),
+            }),
+            attempts: 1,
+            stray_writes: Vec::new(),
+        }
+    }
+}
+
+/// Every provider of a role held: the role goes on with the one whose hold ends first, on its
+/// waiting agent (which waits for the reset, or pauses), whether it is listed first or last.
+#[tokio::test]
+async fn with_every_provider_held_the_role_goes_on_with_the_one_whose_hold_ends_first() {
+    let hour = Duration::from_secs(3600);
+    for (claude_hold, codex_hold, first) in [
+        (hour, 2 * hour, ProviderId::Claude),
+        (2 * hour, hour, ProviderId::Codex),
+    ] {
+        let p = project(THREE_TASKS).await;
+        let now = SystemTime::now();
+        let claude = LimitedOnce::new(ProviderId::Claude, now + claude_hold);
+        let codex = LimitedOnce::new(ProviderId::Codex, now + codex_hold);
+        let claude_waits = FakeAgent::new(ProviderId::Claude);
+        let codex_waits = FakeAgent::new(ProviderId::Codex);
+        let role = FailoverAgent::new(
+            vec![
+                Arc::clone(&claude) as Arc<dyn RoleAgent>,
+                Arc::clone(&codex) as Arc<dyn RoleAgent>,
+            ],
+            Duration::from_secs(60),
+        )
+        .unwrap()
+        .with_waiting(vec![
+            Arc::clone(&claude_waits) as Arc<dyn RoleAgent>,
+            Arc::clone(&codex_waits) as Arc<dyn RoleAgent>,
+        ]);
+        let sink = Recorder::default();
+        let summary = run_role(&p, &role, &sink).await;
+        assert_eq!(summary.end, SprintEnd::Done, "{first:?} first: {summary:?}");
+        let (waited, idle) = if first == ProviderId::Claude {
+            (&claude_waits, &codex_waits)
+        } else {
+            (&codex_waits, &claude_waits)
+        };
+        // Every task's spawn, while both are held, waited on the first to be free.
+        let tasks: Vec<String> = waited.seen().iter().map(|s| s.task.clone()).collect();
+        assert_eq!(tasks, ["a", "b", "c"], "{first:?} first");
+        assert!(idle.seen().is_empty(), "{first:?} first");
+        let handovers: Vec<(ProviderId, ProviderId)> = task_state(&p, "a")
+            .handovers
+            .iter()
+            .map(|h| (h.from, h.to))
+            .collect();
+        let expected = if first == ProviderId::Claude {
+            vec![
+                (ProviderId::Claude, ProviderId::Codex),
+                (ProviderId::Codex, ProviderId::Claude),
+            ]
+        } else {
+            vec![(ProviderId::Claude, ProviderId::Codex)]
+        };
+        assert_eq!(handovers, expected, "{first:?} first");
+    }
+}
+
+/// Every provider held and the first reset's provider pausing instead of waiting (as its
+/// engine does with `retry.auto_resume = false`): the sprint pauses (exit 4) after that one
+/// spawn, not handing the work round and round.
+#[tokio::test]
+async fn with_every_provider_held_and_no_auto_resume_the_sprint_pauses_once() {
+    let hour = Duration::from_secs(3600);
+    let p = project(THREE_TASKS).await;
+    let now = SystemTime::now();
+    let claude = LimitedOnce::new(ProviderId::Claude, now + 2 * hour);
+    let codex = LimitedOnce::new(ProviderId::Codex, now + hour);
+    let claude_waits = FakeAgent::new(ProviderId::Claude);
+    let codex_pauses = LimitedOnce::new(ProviderId::Codex, now + hour);
+    let role = FailoverAgent::new(
+        vec![
+            Arc::clone(&claude) as Arc<dyn RoleAgent>,
+            Arc::clone(&codex) as Arc<dyn RoleAgent>,
+        ],
+        Duration::from_secs(60),
+    )
+    .unwrap()
+    .with_waiting(vec![
+        Arc::clone(&claude_waits) as Arc<dyn RoleAgent>,
+        Arc::clone(&codex_pauses) as Arc<dyn RoleAgent>,
+    ]);
+    let sink = Recorder::default();
+    let summary = run_role(&p, &role, &sink).await;
+    assert_eq!(summary.end, SprintEnd::RateLimited, "{summary:?}");
+    assert!(
+        codex_pauses.met.load(Ordering::SeqCst),
+        "codex's waiting agent ran"
+    );
+    assert!(codex_pauses.inner.seen().is_empty(), "and paused at once");
+    assert!(claude_waits.seen().is_empty());
 }
