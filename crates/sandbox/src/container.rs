@@ -16,8 +16,13 @@
 //!
 //! With the network confined to the allow-list the container gets `--network none` and Corral's
 //! proxy inside its network namespace, as bubblewrap's sandbox does (`egress`): its program is
-//! held on a pipe given in as descriptor 3 until the proxy listens. Not yet: the probe that
-//! checks the sandbox from inside.
+//! held on a pipe given in as descriptor 3 until the proxy listens.
+//!
+//! Then, as under bubblewrap, the first program is the probe that checks the sandbox from
+//! inside (`inside`), its report and go pipes given in as the next two descriptors: it reads
+//! the mount table too, since a rootful container shares the supervisor's user namespace and
+//! what confines its writes is its overlay root (see `inside::confirm`). podman is started by
+//! a shell that puts each pipe at its number ([`starter`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -119,6 +124,9 @@ pub(crate) struct ContainerLine<'a> {
     /// With egress confined to the allow-list: the program is held until the gate releases
     /// it (`--preserve-fds 1`, [`crate::egress::CONTAINER_HOLD`]).
     pub hold: bool,
+    /// The probe's argv, to run first (after the hold), its two pipes given in after the
+    /// gate's.
+    pub probe: Vec<OsString>,
     /// The program, resolved on the child's `PATH`.
     pub program: &'a Path,
     /// Its arguments.
@@ -205,8 +213,14 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         line.state,
     ))?);
     args.extend(["-w".into(), line.cwd.as_os_str().to_owned()]);
-    if line.hold {
-        args.extend(["--preserve-fds".into(), "1".into()]);
+    let preserved = usize::from(line.hold)
+        + if line.probe.is_empty() {
+            0
+        } else {
+            crate::inside::CONTAINER_PROBE_FDS
+        };
+    if preserved > 0 {
+        args.extend(["--preserve-fds".into(), preserved.to_string().into()]);
     }
     args.extend(["--rootfs".into(), "/:O".into()]);
     if line.hold {
@@ -217,9 +231,43 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
             "corral-hold".into(),
         ]);
     }
+    args.extend(line.probe.iter().cloned());
     args.push(line.program.as_os_str().to_owned());
     args.extend(line.args.iter().cloned());
     Ok(args)
+}
+
+/// The first descriptor podman gives into the container (`--preserve-fds`).
+pub(crate) const FIRST_FD: std::os::fd::RawFd = 3;
+
+/// The program and arguments that start `podman` with `fds` (ours; each with whether it is
+/// written) at descriptors 3, 4, … in order, which `--preserve-fds` passes into the container.
+/// A shell opens each again through `/proc/self/fd` (dash takes no two-digit descriptor in a
+/// redirection), the one step before podman replaces it. One of ours already at a number an
+/// earlier one takes would be lost: refused (never seen: the pipes are made long after the
+/// first descriptors).
+pub(crate) fn starter(
+    podman: &Path,
+    fds: &[(std::os::fd::RawFd, bool)],
+    podman_args: Vec<OsString>,
+) -> std::io::Result<(PathBuf, Vec<OsString>)> {
+    let mut script = String::from("exec");
+    for (i, &(fd, write)) in fds.iter().enumerate() {
+        let target = FIRST_FD + i32::try_from(i).unwrap_or(i32::MAX);
+        if (FIRST_FD..target).contains(&fd) {
+            return Err(std::io::Error::other(format!(
+                "descriptor {fd} would be replaced before podman inherits it"
+            )));
+        }
+        let arrow = if write { '>' } else { '<' };
+        script.push_str(&format!(" {target}{arrow}/proc/self/fd/\"${}\"", i + 1));
+    }
+    script.push_str(&format!(" && shift {} && exec \"$@\"", fds.len()));
+    let mut args: Vec<OsString> = vec!["-c".into(), script.into(), "corral-start".into()];
+    args.extend(fds.iter().map(|(fd, _)| OsString::from(fd.to_string())));
+    args.push(podman.as_os_str().to_owned());
+    args.extend(podman_args);
+    Ok((PathBuf::from("/bin/sh"), args))
 }
 
 /// bubblewrap's hiding arguments (`--tmpfs P`, `--ro-bind SRC DST`) as podman's.
