@@ -339,7 +339,12 @@ impl Confinement {
             Kind::Command { .. } => None,
         };
         let mut plan = policy::confine_trees(&self.config, plan, &trees, home)?;
-        if plan.backend == SandboxBackend::Bubblewrap {
+        // A file with another name outside is bound read-only in a container as in bubblewrap's
+        // sandbox (the probe suite's `write-existing-link` row).
+        if matches!(
+            plan.backend,
+            SandboxBackend::Bubblewrap | SandboxBackend::Container
+        ) {
             plan.read_only_links = policy::multi_link_files(&trees);
             plan.attestation.read_only_links = plan
                 .read_only_links

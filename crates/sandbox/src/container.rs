@@ -112,6 +112,8 @@ pub(crate) struct ContainerLine<'a> {
     pub cwd_writable: bool,
     /// Bound writable at their own paths (the run directory, extra roots, the CLI's state).
     pub writable: Vec<&'a Path>,
+    /// The run directory (among `writable`), whose record around it is read-only.
+    pub output_dir: &'a Path,
     /// Bound read-only at their own paths, inside what is writable.
     pub protected: &'a [PathBuf],
     /// The home the program sees, hidden under `HomePolicy::Isolated`.
@@ -180,6 +182,9 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         },
         "--log-driver",
         "none",
+        // The program's standard input is passed in (a CLI's prompt is on it): without it
+        // podman gives the container `/dev/null`.
+        "--interactive",
     ]
     .iter()
     .map(OsString::from)
@@ -189,7 +194,7 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         args.extend(["-e".into(), OsString::from(name)]);
     }
     if let (HomePolicy::Isolated, Some(home)) = (line.config.home, line.home) {
-        args.extend(["--tmpfs".into(), home.as_os_str().to_owned()]);
+        args.extend(["--tmpfs".into(), empty_tmpfs(home)?]);
     }
     args.extend(["-v".into(), volume(line.cwd, line.cwd, !line.cwd_writable)?]);
     let state: Vec<&Path> = line.state.iter().map(PathBuf::as_path).collect();
@@ -197,6 +202,15 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         if path.exists() {
             args.extend(["-v".into(), volume(path, path, false)?]);
         }
+    }
+    // Corral's record around the run directory, read-only as under bubblewrap (the work tree's
+    // `.corral/`), the writable paths in it bound again (podman mounts the deeper after).
+    let mut writable: Vec<&Path> = line.writable.clone();
+    if line.cwd_writable {
+        writable.push(line.cwd);
+    }
+    for top in crate::policy::record_roots(&writable, line.output_dir) {
+        args.extend(["-v".into(), volume(&top, &top, true)?]);
     }
     for path in line.protected {
         if path.exists() {
@@ -270,6 +284,17 @@ pub(crate) fn starter(
     Ok((PathBuf::from("/bin/sh"), args))
 }
 
+/// A `--tmpfs` value that mounts an empty tmpfs at `path`: podman's default (`tmpcopyup`)
+/// copies what the image has there into it, and the image here is the host's root, so a
+/// hidden `~/.ssh` would be copied in whole.
+fn empty_tmpfs(path: &Path) -> std::io::Result<OsString> {
+    // The same refusal of a `:` in the path as a bind's.
+    volume(path, path, false)?;
+    let mut value = OsString::from(path.as_os_str());
+    value.push(":notmpcopyup");
+    Ok(value)
+}
+
 /// bubblewrap's hiding arguments (`--tmpfs P`, `--ro-bind SRC DST`) as podman's.
 fn hide_args(bwrap: &[OsString]) -> std::io::Result<Vec<OsString>> {
     let mut out = Vec::new();
@@ -278,7 +303,7 @@ fn hide_args(bwrap: &[OsString]) -> std::io::Result<Vec<OsString>> {
         match option.to_str() {
             Some("--tmpfs") => {
                 if let Some(path) = rest.next() {
-                    out.extend(["--tmpfs".into(), path.clone()]);
+                    out.extend(["--tmpfs".into(), empty_tmpfs(Path::new(path))?]);
                 }
             }
             Some("--ro-bind" | "--ro-bind-try") => {

@@ -218,6 +218,7 @@ pub(crate) fn wrap_in_container(
         cwd: frame.cwd,
         cwd_writable: frame.permissions.edit_files,
         writable,
+        output_dir: frame.output_dir,
         protected: &protected,
         home: home.as_deref(),
         state: frame.state,
