@@ -115,7 +115,7 @@ fn wrap_cli_in_container(
     name: &str,
     egress: Option<(&EgressGate, crate::egress::ProxyHonour)>,
     placeholders_made: impl FnOnce(Vec<Placeholder>),
-) -> Result<Vec<OsString>, WrapError> {
+) -> Result<crate::wrap::Framed, WrapError> {
     let protected = cli_protected(&mut line);
     let tmp = private_tmpdir(line.output_dir, env)?;
     if let Some((_, honour)) = egress {
@@ -215,7 +215,8 @@ pub(crate) struct ConfinedCli {
     pub egress: Option<(EgressGate, AllowList)>,
     /// Under bubblewrap: the seccomp program's descriptor, kept open until the spawn returned.
     pub seccomp: Option<OwnedFd>,
-    /// Under bubblewrap: the probe that checks the sandbox from inside before the CLI runs.
+    /// In a sandbox (bubblewrap, a container): the probe that checks it from inside before the
+    /// CLI runs.
     pub probe: Option<InsideProbe>,
     /// Under the native backend: the write watch, until the child handed over its listener.
     pub watch: Option<PendingWatch>,
@@ -274,21 +275,26 @@ pub(crate) fn confine_cli(
                 }
                 NetworkPolicy::Host | NetworkPolicy::None => None,
             };
-            let args = wrap_cli_in_container(
+            let framed = wrap_cli_in_container(
                 line,
                 env,
                 &name,
                 egress.as_ref().map(|(gate, _, honour)| (gate, *honour)),
                 placeholders_made,
             )?;
+            // The gate's pipe first (descriptor 3), then the probe's.
+            let mut given: Vec<(RawFd, bool)> = egress
+                .as_ref()
+                .map(|(gate, _, _)| gate.container_fds())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|fd| (fd, false))
+                .collect();
+            given.extend(framed.probe.container_fds());
             let podman = PathBuf::from(crate::podman::PODMAN);
-            let (program, args, inherit_fds) = match &egress {
-                Some((gate, _, _)) => {
-                    let (program, args) = gate.container_hold(&podman, args);
-                    (program, args, gate.container_fds())
-                }
-                None => (podman, args, Vec::new()),
-            };
+            let (program, args) =
+                crate::container::starter(&podman, &given, framed.args).map_err(io)?;
+            let inherit_fds = given.iter().map(|&(fd, _)| fd).collect();
             Ok(ConfinedCli {
                 program,
                 args,
@@ -296,7 +302,7 @@ pub(crate) fn confine_cli(
                 pre_exec: Vec::new(),
                 egress: egress.map(|(gate, allow, _)| (gate, allow)),
                 seccomp: None,
-                probe: None,
+                probe: Some(framed.probe),
                 watch: None,
                 container: Some(name),
             })

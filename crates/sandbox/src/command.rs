@@ -51,7 +51,7 @@ pub(crate) struct WrappedCommand {
     pub seccomp: Option<OwnedFd>,
     /// With egress confined to the allow-list: the gate and the user's allow-list.
     pub egress: Option<(EgressGate, AllowList)>,
-    /// Under bubblewrap: the probe that checks the sandbox from inside.
+    /// In a sandbox (bubblewrap, a container): the probe that checks it from inside.
     pub probe: Option<InsideProbe>,
     /// Under the container backend: the container's name, removed once the command ended.
     pub container: Option<String>,
@@ -119,7 +119,7 @@ pub(crate) fn wrap_command(
             }
             NetworkPolicy::Host | NetworkPolicy::None => None,
         };
-        let args = crate::wrap::wrap_in_container(
+        let framed = crate::wrap::wrap_in_container(
             Frame {
                 config,
                 permissions: &permissions,
@@ -143,24 +143,27 @@ pub(crate) fn wrap_command(
             placeholders_made,
         )?;
         crate::podman::add_own_env(&mut env);
+        // The gate's pipe first (descriptor 3), then the probe's.
+        let mut given: Vec<(RawFd, bool)> = gate
+            .as_ref()
+            .map(EgressGate::container_fds)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|fd| (fd, false))
+            .collect();
+        given.extend(framed.probe.container_fds());
         let podman = PathBuf::from(crate::podman::PODMAN);
-        let (program, args, inherit_fds, egress) = match gate {
-            Some(gate) => {
-                let (program, args) = gate.container_hold(&podman, args);
-                let fds = gate.container_fds();
-                let allow = AllowList::new(config.network_allow.iter().cloned());
-                (program, args, fds, Some((gate, allow)))
-            }
-            None => (podman, args, Vec::new(), None),
-        };
+        let (program, args) =
+            crate::container::starter(&podman, &given, framed.args).map_err(io(&tmp))?;
+        let egress = gate.map(|gate| (gate, AllowList::new(config.network_allow.iter().cloned())));
         return Ok(WrappedCommand {
             program,
             args,
             env,
-            inherit_fds,
+            inherit_fds: given.iter().map(|&(fd, _)| fd).collect(),
             seccomp: None,
             egress,
-            probe: None,
+            probe: Some(framed.probe),
             container: Some(name),
         });
     }

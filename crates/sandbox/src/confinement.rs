@@ -35,7 +35,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::egress::{AllowList, AllowRule, EgressGate, EgressNeeds, EgressNote, EgressProxy};
 pub use crate::error::WrapError;
 use crate::git_check::{GitProgram, GitSnapshot, strays};
-use crate::inside::{InsideProbe, REPORT_TIMEOUT};
+use crate::inside::InsideProbe;
 use crate::policy::{self, Placeholder, Refusal, SandboxConfig};
 use crate::write_watch::{PendingWatch, Watch};
 
@@ -339,7 +339,12 @@ impl Confinement {
             Kind::Command { .. } => None,
         };
         let mut plan = policy::confine_trees(&self.config, plan, &trees, home)?;
-        if plan.backend == SandboxBackend::Bubblewrap {
+        // A file with another name outside is bound read-only in a container as in bubblewrap's
+        // sandbox (the probe suite's `write-existing-link` row).
+        if matches!(
+            plan.backend,
+            SandboxBackend::Bubblewrap | SandboxBackend::Container
+        ) {
             plan.read_only_links = policy::multi_link_files(&trees);
             plan.attestation.read_only_links = plan
                 .read_only_links
@@ -901,9 +906,12 @@ impl SpawnGuard {
         if let Some(mut probe) = self.probe.take() {
             let report = match early {
                 Some(report) => report,
-                None => tokio::time::timeout(REPORT_TIMEOUT, probe.read_report())
-                    .await
-                    .unwrap_or_else(|_| Err(format!("no report within {REPORT_TIMEOUT:?}"))),
+                None => {
+                    let timeout = probe.timeout();
+                    tokio::time::timeout(timeout, probe.read_report())
+                        .await
+                        .unwrap_or_else(|_| Err(format!("no report within {timeout:?}")))
+                }
             };
             // Reported (or ended): bubblewrap has bound the protected paths by now.
             probe.bound();
@@ -917,10 +925,16 @@ impl SpawnGuard {
                         backend: self.backend,
                         reason: "checked from inside before the CLI ran, the sandbox did not hold; it was stopped".to_string(),
                         unenforced: unconfirmed,
-                        hint: format!(
-                            "make sure sandbox.bwrap ({}) is bubblewrap itself and can make user namespaces here, or pass --allow-degraded-native (setting sandbox.allow_degraded_native = true) to run without these guarantees",
-                            self.bwrap.display()
-                        ),
+                        hint: match self.backend {
+                            SandboxBackend::Container => format!(
+                                "make sure {} is podman itself and runs containers here (corral doctor), or pass --allow-degraded-native (setting sandbox.allow_degraded_native = true) to run without these guarantees",
+                                crate::podman::PODMAN
+                            ),
+                            SandboxBackend::Bubblewrap | SandboxBackend::Native => format!(
+                                "make sure sandbox.bwrap ({}) is bubblewrap itself and can make user namespaces here, or pass --allow-degraded-native (setting sandbox.allow_degraded_native = true) to run without these guarantees",
+                                self.bwrap.display()
+                            ),
+                        },
                     },
                 });
             }

@@ -16,8 +16,13 @@
 //!
 //! With the network confined to the allow-list the container gets `--network none` and Corral's
 //! proxy inside its network namespace, as bubblewrap's sandbox does (`egress`): its program is
-//! held on a pipe given in as descriptor 3 until the proxy listens. Not yet: the probe that
-//! checks the sandbox from inside.
+//! held on a pipe given in as descriptor 3 until the proxy listens.
+//!
+//! Then, as under bubblewrap, the first program is the probe that checks the sandbox from
+//! inside (`inside`), its report and go pipes given in as the next two descriptors: it reads
+//! the mount table too, since a rootful container shares the supervisor's user namespace and
+//! what confines its writes is its overlay root (see `inside::confirm`). podman is started by
+//! a shell that puts each pipe at its number ([`starter`]).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -122,6 +127,8 @@ pub(crate) struct ContainerLine<'a> {
     pub cwd_writable: bool,
     /// Bound writable at their own paths (the run directory, extra roots, the CLI's state).
     pub writable: Vec<&'a Path>,
+    /// The run directory (among `writable`), whose record around it is read-only.
+    pub output_dir: &'a Path,
     /// Bound read-only at their own paths, inside what is writable.
     pub protected: &'a [PathBuf],
     /// The home the program sees, hidden under `HomePolicy::Isolated`.
@@ -134,6 +141,9 @@ pub(crate) struct ContainerLine<'a> {
     /// With egress confined to the allow-list: the program is held until the gate releases
     /// it (`--preserve-fds 1`, [`crate::egress::CONTAINER_HOLD`]).
     pub hold: bool,
+    /// The probe's argv, to run first (after the hold), its two pipes given in after the
+    /// gate's.
+    pub probe: Vec<OsString>,
     /// The program, resolved on the child's `PATH`.
     pub program: &'a Path,
     /// Its arguments.
@@ -187,6 +197,9 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         },
         "--log-driver",
         "none",
+        // The program's standard input is passed in (a CLI's prompt is on it): without it
+        // podman gives the container `/dev/null`.
+        "--interactive",
     ]
     .iter()
     .map(OsString::from)
@@ -196,7 +209,7 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         args.extend(["-e".into(), OsString::from(name)]);
     }
     if let (HomePolicy::Isolated, Some(home)) = (line.config.home, line.home) {
-        args.extend(["--tmpfs".into(), home.as_os_str().to_owned()]);
+        args.extend(["--tmpfs".into(), empty_tmpfs(home)?]);
     }
     args.extend(["-v".into(), volume(line.cwd, line.cwd, !line.cwd_writable)?]);
     let state: Vec<&Path> = line.state.iter().map(PathBuf::as_path).collect();
@@ -204,6 +217,15 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         if path.exists() {
             args.extend(["-v".into(), volume(path, path, false)?]);
         }
+    }
+    // Corral's record around the run directory, read-only as under bubblewrap (the work tree's
+    // `.corral/`), the writable paths in it bound again (podman mounts the deeper after).
+    let mut writable: Vec<&Path> = line.writable.clone();
+    if line.cwd_writable {
+        writable.push(line.cwd);
+    }
+    for top in crate::policy::record_roots(&writable, line.output_dir) {
+        args.extend(["-v".into(), volume(&top, &top, true)?]);
     }
     for path in line.protected {
         if path.exists() {
@@ -220,8 +242,14 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
         line.state,
     ))?);
     args.extend(["-w".into(), line.cwd.as_os_str().to_owned()]);
-    if line.hold {
-        args.extend(["--preserve-fds".into(), "1".into()]);
+    let preserved = usize::from(line.hold)
+        + if line.probe.is_empty() {
+            0
+        } else {
+            crate::inside::CONTAINER_PROBE_FDS
+        };
+    if preserved > 0 {
+        args.extend(["--preserve-fds".into(), preserved.to_string().into()]);
     }
     args.extend(["--rootfs".into(), "/:O".into()]);
     if line.hold {
@@ -232,9 +260,54 @@ pub(crate) fn podman_args(line: &ContainerLine<'_>) -> std::io::Result<Vec<OsStr
             "corral-hold".into(),
         ]);
     }
+    args.extend(line.probe.iter().cloned());
     args.push(line.program.as_os_str().to_owned());
     args.extend(line.args.iter().cloned());
     Ok(args)
+}
+
+/// The first descriptor podman gives into the container (`--preserve-fds`).
+pub(crate) const FIRST_FD: std::os::fd::RawFd = 3;
+
+/// The program and arguments that start `podman` with `fds` (ours; each with whether it is
+/// written) at descriptors 3, 4, … in order, which `--preserve-fds` passes into the container.
+/// A shell opens each again through `/proc/self/fd` (dash takes no two-digit descriptor in a
+/// redirection), the one step before podman replaces it. One of ours already at a number an
+/// earlier one takes would be lost: refused (never seen: the pipes are made long after the
+/// first descriptors).
+pub(crate) fn starter(
+    podman: &Path,
+    fds: &[(std::os::fd::RawFd, bool)],
+    podman_args: Vec<OsString>,
+) -> std::io::Result<(PathBuf, Vec<OsString>)> {
+    let mut script = String::from("exec");
+    for (i, &(fd, write)) in fds.iter().enumerate() {
+        let target = FIRST_FD + i32::try_from(i).unwrap_or(i32::MAX);
+        if (FIRST_FD..target).contains(&fd) {
+            return Err(std::io::Error::other(format!(
+                "descriptor {fd} would be replaced before podman inherits it"
+            )));
+        }
+        let arrow = if write { '>' } else { '<' };
+        script.push_str(&format!(" {target}{arrow}/proc/self/fd/\"${}\"", i + 1));
+    }
+    script.push_str(&format!(" && shift {} && exec \"$@\"", fds.len()));
+    let mut args: Vec<OsString> = vec!["-c".into(), script.into(), "corral-start".into()];
+    args.extend(fds.iter().map(|(fd, _)| OsString::from(fd.to_string())));
+    args.push(podman.as_os_str().to_owned());
+    args.extend(podman_args);
+    Ok((PathBuf::from("/bin/sh"), args))
+}
+
+/// A `--tmpfs` value that mounts an empty tmpfs at `path`: podman's default (`tmpcopyup`)
+/// copies what the image has there into it, and the image here is the host's root, so a
+/// hidden `~/.ssh` would be copied in whole.
+fn empty_tmpfs(path: &Path) -> std::io::Result<OsString> {
+    // The same refusal of a `:` in the path as a bind's.
+    volume(path, path, false)?;
+    let mut value = OsString::from(path.as_os_str());
+    value.push(":notmpcopyup");
+    Ok(value)
 }
 
 /// bubblewrap's hiding arguments (`--tmpfs P`, `--ro-bind SRC DST`) as podman's.
@@ -245,7 +318,7 @@ fn hide_args(bwrap: &[OsString]) -> std::io::Result<Vec<OsString>> {
         match option.to_str() {
             Some("--tmpfs") => {
                 if let Some(path) = rest.next() {
-                    out.extend(["--tmpfs".into(), path.clone()]);
+                    out.extend(["--tmpfs".into(), empty_tmpfs(Path::new(path))?]);
                 }
             }
             Some("--ro-bind" | "--ro-bind-try") => {

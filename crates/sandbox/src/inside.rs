@@ -36,8 +36,8 @@ use tokio::io::AsyncReadExt;
 const SHELL: &str = "/bin/sh";
 
 /// The probe. `$1` and `$2` are the report and go pipes (as `/proc/self/fd/N`: a POSIX shell
-/// redirects only descriptors 0 to 9), then `write=PATH` and `see=PATH` targets, `--`, and the
-/// CLI's argv. `true` (not `:`) tries the write: a failed redirection ends the shell when the
+/// redirects only descriptors 0 to 9), then `write=PATH` and `see=PATH` targets, `mounts` (the
+/// mount table, in a container), `--`, and the CLI's argv. `true` (not `:`) tries the write: a failed redirection ends the shell when the
 /// command is a special built-in. Nothing is printed on the CLI's own streams.
 const SCRIPT: &str = r#"report=$1 go=$2
 shift 2
@@ -48,6 +48,7 @@ shift 2
     case $1 in
       write=*) if { true > "${1#write=}"; } 2>/dev/null; then echo "write: done"; else echo "write: refused"; fi ;;
       see=*) if [ -e "${1#see=}" ] || [ -L "${1#see=}" ]; then echo "see: visible"; else echo "see: hidden"; fi ;;
+      mounts) while IFS= read -r line; do echo "mount: $line"; done < /proc/self/mountinfo ;;
     esac
     shift
   done
@@ -83,6 +84,20 @@ const OUTSIDE_CANDIDATES: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
 /// How long the probe may take to report (bubblewrap's start included, on a loaded machine).
 pub const REPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the probe may take to report in a container: podman's own start (its storage, the
+/// overlay of `/`, runc) comes first, seconds on a loaded machine, more through
+/// `fuse-overlayfs` as a user.
+pub const CONTAINER_REPORT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The file systems a container's root may be for `writes-confined`: an overlay of the host's
+/// root, so that a write outside the bound paths lands in the container's own upper layer
+/// (the kernel's overlay as root, `fuse-overlayfs` as a user).
+const CONTAINER_ROOTS: [&str; 2] = ["overlay", "fuse.fuse-overlayfs"];
+
+/// The descriptors a container's probe finds its pipes at: the report's, then the go pipe's
+/// at the next.
+pub(crate) const CONTAINER_PROBE_FDS: usize = 2;
+
 /// The longest report read.
 const REPORT_LIMIT: usize = 64 * 1024;
 
@@ -115,6 +130,9 @@ pub struct InsideProbe {
     /// The locks that keep other runs from removing a placeholder this sandbox binds, until
     /// it reported (see `sandbox::BindingLocks`).
     binding: Option<crate::policy::BindingLocks>,
+    /// In a container: the descriptor the report pipe is given in as (the go pipe's is the
+    /// next); the probe also reports the mount table, and is judged as a container's.
+    container_fd: Option<RawFd>,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -173,7 +191,33 @@ impl InsideProbe {
             home_entry,
             started: Instant::now(),
             binding: None,
+            container_fd: None,
         })
+    }
+
+    /// As [`InsideProbe::prepare`], for a container whose first program finds the report pipe
+    /// at descriptor `first_fd` and the go pipe at the next ([`InsideProbe::container_fds`]).
+    pub fn prepare_in_container(targets: &Targets<'_>, first_fd: RawFd) -> io::Result<Self> {
+        let mut probe = Self::prepare(targets)?;
+        probe.container_fd = Some(first_fd);
+        Ok(probe)
+    }
+
+    /// In a container: the descriptors to give in, in order (the report pipe's write end, the
+    /// go pipe's read end), each with whether it is written.
+    pub fn container_fds(&self) -> Vec<(RawFd, bool)> {
+        [(&self.report_write, true), (&self.go_read, false)]
+            .into_iter()
+            .filter_map(|(fd, write)| fd.as_ref().map(|fd| (fd.as_raw_fd(), write)))
+            .collect()
+    }
+
+    /// How long the report may take, from the spawn (or from the way out opened).
+    pub fn timeout(&self) -> Duration {
+        match self.container_fd {
+            Some(_) => CONTAINER_REPORT_TIMEOUT,
+            None => REPORT_TIMEOUT,
+        }
     }
 
     /// The descriptors bubblewrap (and so the probe) must inherit.
@@ -187,19 +231,21 @@ impl InsideProbe {
 
     /// The probe's argv, to go after bubblewrap's `--` and before the CLI's.
     pub fn argv(&self) -> Vec<OsString> {
-        let fd_path = |fd: &Option<OwnedFd>| {
-            OsString::from(format!(
-                "/proc/self/fd/{}",
-                fd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
-            ))
+        // In a container the pipes are given in at fixed descriptors, not at ours.
+        let fd_path = |fd: &Option<OwnedFd>, nth: RawFd| {
+            let number = match self.container_fd {
+                Some(first) => first + nth,
+                None => fd.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            };
+            OsString::from(format!("/proc/self/fd/{number}"))
         };
         let mut argv: Vec<OsString> = vec![
             SHELL.into(),
             "-c".into(),
             SCRIPT.into(),
             "corral-probe".into(),
-            fd_path(&self.report_write),
-            fd_path(&self.go_read),
+            fd_path(&self.report_write, 0),
+            fd_path(&self.go_read, 1),
         ];
         let target = |kind: &str, path: &Path| {
             let mut arg = OsString::from(kind);
@@ -214,6 +260,9 @@ impl InsideProbe {
         }
         if let Some(entry) = &self.home_entry {
             argv.push(target("see=", entry));
+        }
+        if self.container_fd.is_some() {
+            argv.push("mounts".into());
         }
         argv.push("--".into());
         argv
@@ -287,9 +336,11 @@ impl InsideProbe {
             ..InsideCheck::default()
         };
         let mut net_inode = None;
+        let mut root_fs = None;
         match report {
             Ok(text) => {
                 let parsed = parse(&text);
+                root_fs = parsed.root_fs.clone();
                 check.status = parsed.status;
                 let host = host_namespaces();
                 for (name, inode) in &parsed.namespaces {
@@ -327,15 +378,19 @@ impl InsideProbe {
             let _ = std::fs::remove_file(file);
         }
         let proxy_matches = proxy_netns.zip(net_inode).map(|(p, n)| p == n);
+        let seen = Seen {
+            check: &check,
+            proxy_matches,
+            home_probed: self.home_entry.is_some(),
+            container_root: self.container_fd.map(|_| root_fs.as_deref()),
+        };
         let unconfirmed = requested
             .iter()
             .filter_map(|&g| {
-                confirm(g, &check, proxy_matches, self.home_entry.is_some())
-                    .err()
-                    .map(|why| Unenforced {
-                        guarantee: g,
-                        why: format!("not confirmed from inside the sandbox: {why}"),
-                    })
+                confirm(g, &seen).err().map(|why| Unenforced {
+                    guarantee: g,
+                    why: format!("not confirmed from inside the sandbox: {why}"),
+                })
             })
             .collect();
         (check, unconfirmed)
@@ -401,12 +456,19 @@ struct Parsed {
     writes: Vec<bool>,
     /// Each `see:` line in order: whether the entry was visible.
     seen: Vec<bool>,
+    /// With the mount table: the file system type of what is mounted at `/` last (the one
+    /// seen).
+    root_fs: Option<String>,
 }
 
 fn parse(text: &str) -> Parsed {
     let mut parsed = Parsed::default();
     for line in text.lines() {
-        if let Some(done) = line.strip_prefix("write: ") {
+        if let Some(mount) = line.strip_prefix("mount: ") {
+            if let Some(fs) = root_mount(mount) {
+                parsed.root_fs = Some(fs.to_string());
+            }
+        } else if let Some(done) = line.strip_prefix("write: ") {
             parsed.writes.push(done == "done");
         } else if let Some(seen) = line.strip_prefix("see: ") {
             parsed.seen.push(seen == "visible");
@@ -426,15 +488,43 @@ fn parse(text: &str) -> Parsed {
     parsed
 }
 
-/// Whether `check` confirms `guarantee`, or what it saw instead. `proxy_matches` says whether
-/// the sandbox's network namespace is the one the allow-list proxy listens in (`None`: no proxy
-/// to compare with); `home_probed` whether an entry of the home was looked for.
-fn confirm(
-    guarantee: Guarantee,
-    check: &InsideCheck,
+/// The file system type of a `/proc/self/mountinfo` line mounted at `/` (`ID PARENT MAJ:MIN
+/// ROOT MOUNTPOINT OPTIONS [OPTIONAL…] - FSTYPE SOURCE SUPER`; spaces in paths are escaped as
+/// `\040`, so the fields split on whitespace).
+fn root_mount(line: &str) -> Option<&str> {
+    let (before, after) = line.split_once(" - ")?;
+    (before.split_whitespace().nth(4)? == "/").then_some(())?;
+    after.split_whitespace().next()
+}
+
+/// What the judge looks at besides the guarantee.
+struct Seen<'a> {
+    check: &'a InsideCheck,
+    /// Whether the sandbox's network namespace is the one the allow-list proxy listens in
+    /// (`None`: no proxy to compare with).
     proxy_matches: Option<bool>,
+    /// Whether an entry of the home was looked for.
     home_probed: bool,
-) -> Result<(), String> {
+    /// In a container: the root's file system type, as the probe saw it (`Some(None)`: not
+    /// seen).
+    container_root: Option<Option<&'a str>>,
+}
+
+/// Whether `seen` confirms `guarantee`, or what it saw instead.
+///
+/// bubblewrap's `writes-confined` and `repo-read-only` rest on an unprivileged process in a
+/// user namespace of its own: no capability, `no_new_privs`, its own user and mount
+/// namespaces, and the probe's write outside not on the host. A rootful container shares the
+/// supervisor's user namespace by design, and as uid 0 it may write whatever root owns on
+/// every file system it sees: what confines its writes is its mount namespace, whose root is
+/// an overlay of the host's (what lands outside the binds lands in the container's upper
+/// layer). So in a container the user namespace is not asked for; the root must be an overlay
+/// instead, besides no capability, `no_new_privs`, its own mount namespace and the probe's
+/// write outside not on the host.
+fn confirm(guarantee: Guarantee, seen: &Seen<'_>) -> Result<(), String> {
+    let check = seen.check;
+    let proxy_matches = seen.proxy_matches;
+    let home_probed = seen.home_probed;
     if let Some(e) = &check.error {
         return Err(format!("the probe did not report ({e})"));
     }
@@ -459,7 +549,12 @@ fn confirm(
             Some(v) => missing.push(format!("NoNewPrivs {v}")),
             None => missing.push("NoNewPrivs was not read".to_string()),
         }
-        own("user", missing);
+        match seen.container_root {
+            None => own("user", missing),
+            Some(Some(fs)) if CONTAINER_ROOTS.contains(&fs) => {}
+            Some(Some(fs)) => missing.push(format!("the root is {fs}, not an overlay")),
+            Some(None) => missing.push("the root's mount was not read".to_string()),
+        }
         own("mnt", missing);
     };
     let write = |probe: Option<&WriteProbe>, what: &str, missing: &mut Vec<String>| match probe {
@@ -532,6 +627,101 @@ mod tests {
         assert!(!ends_report(b"CapEff:\t0\nen"));
     }
 
+    fn bwrap(check: &InsideCheck, proxy_matches: Option<bool>, home_probed: bool) -> Seen<'_> {
+        Seen {
+            check,
+            proxy_matches,
+            home_probed,
+            container_root: None,
+        }
+    }
+
+    fn container<'a>(check: &'a InsideCheck, root: Option<&'a str>) -> Seen<'a> {
+        Seen {
+            check,
+            proxy_matches: Some(true),
+            home_probed: false,
+            container_root: Some(root),
+        }
+    }
+
+    /// A rootful podman container's mount table, as its probe reads it (runc, `--rootfs /:O`).
+    const ROOTFUL_MOUNTS: &str = "mount: 121 95 0:42 / / rw,nodev,relatime - overlay overlay \
+        rw,lowerdir=/,upperdir=/run/containers/storage/x/rootfs/upper,workdir=/run/w,uuid=on\n\
+        mount: 122 121 0:45 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw\n\
+        mount: 130 121 254:0 /work/tree /work/tree rw,relatime - ext4 /dev/vda rw\n";
+
+    #[test]
+    fn in_a_container_the_root_overlay_stands_for_the_user_namespace() {
+        let parsed = parse(&format!("{ROOTFUL_MOUNTS}end\n"));
+        assert_eq!(parsed.root_fs.as_deref(), Some("overlay"));
+        assert_eq!(
+            root_mount("1 0 0:1 / /x rw - ext4 /dev/vda rw"),
+            None,
+            "only what is mounted at /"
+        );
+        // Rootful: the user namespace is the supervisor's, every capability dropped.
+        let mut check = confined_check();
+        check
+            .namespaces
+            .insert("user".into(), NamespaceSeen::Supervisors);
+        for g in [Guarantee::WritesConfined, Guarantee::TreeContained] {
+            assert_eq!(
+                confirm(g, &container(&check, Some("overlay"))),
+                Ok(()),
+                "{g}"
+            );
+        }
+        assert_eq!(
+            confirm(
+                Guarantee::WritesConfined,
+                &container(&check, Some("fuse.fuse-overlayfs"))
+            ),
+            Ok(())
+        );
+        // The same under bubblewrap is refused: there the user namespace is the criterion.
+        assert!(confirm(Guarantee::WritesConfined, &bwrap(&check, None, false)).is_err());
+        // A root that is not an overlay (or was not seen), a capability kept, or a write that
+        // landed: not confirmed.
+        let why = confirm(Guarantee::WritesConfined, &container(&check, Some("ext4"))).unwrap_err();
+        assert!(why.contains("the root is ext4, not an overlay"), "{why}");
+        assert!(confirm(Guarantee::WritesConfined, &container(&check, None)).is_err());
+        let mut capable = check.clone();
+        capable
+            .status
+            .insert("CapBnd".into(), "00000000a80425fb".into());
+        assert!(
+            confirm(
+                Guarantee::WritesConfined,
+                &container(&capable, Some("overlay"))
+            )
+            .is_err()
+        );
+        let mut landed = check.clone();
+        landed.write_outside = Some(WriteProbe {
+            path: "/tmp/x/written".into(),
+            landed: true,
+        });
+        assert!(
+            confirm(
+                Guarantee::WritesConfined,
+                &container(&landed, Some("overlay"))
+            )
+            .is_err()
+        );
+        // Run on the host (a fake podman): the mount namespace is the supervisor's.
+        let mut host = check.clone();
+        host.namespaces
+            .insert("mnt".into(), NamespaceSeen::Supervisors);
+        assert!(
+            confirm(
+                Guarantee::WritesConfined,
+                &container(&host, Some("overlay"))
+            )
+            .is_err()
+        );
+    }
+
     fn confined_check() -> InsideCheck {
         let parsed = parse(CONFINED);
         InsideCheck {
@@ -558,10 +748,10 @@ mod tests {
             Guarantee::EgressConfined,
             Guarantee::HomeHidden,
         ] {
-            assert_eq!(confirm(g, &check, Some(true), false), Ok(()), "{g}");
+            assert_eq!(confirm(g, &bwrap(&check, Some(true), false)), Ok(()), "{g}");
         }
         // No write was tried in the work tree: read-only is not confirmed.
-        assert!(confirm(Guarantee::RepoReadOnly, &check, None, false).is_err());
+        assert!(confirm(Guarantee::RepoReadOnly, &bwrap(&check, None, false)).is_err());
     }
 
     #[test]
@@ -577,7 +767,7 @@ mod tests {
             path: "/tmp/x/written".into(),
             landed: true,
         });
-        let why = confirm(Guarantee::WritesConfined, &check, None, false).unwrap_err();
+        let why = confirm(Guarantee::WritesConfined, &bwrap(&check, None, false)).unwrap_err();
         for part in [
             "CapEff 000001fffeffffff",
             "the mnt namespace is the supervisor's",
@@ -588,15 +778,21 @@ mod tests {
         check
             .namespaces
             .insert("net".into(), NamespaceSeen::Supervisors);
-        assert!(confirm(Guarantee::EgressConfined, &check, None, false).is_err());
+        assert!(confirm(Guarantee::EgressConfined, &bwrap(&check, None, false)).is_err());
         let moved = confined_check();
-        assert!(confirm(Guarantee::EgressConfined, &moved, Some(false), false).is_err());
+        assert!(
+            confirm(
+                Guarantee::EgressConfined,
+                &bwrap(&moved, Some(false), false)
+            )
+            .is_err()
+        );
         let silent = InsideCheck {
             error: Some("the sandbox ended before the probe reported".into()),
             ..InsideCheck::default()
         };
-        assert!(confirm(Guarantee::TreeContained, &silent, None, false).is_err());
+        assert!(confirm(Guarantee::TreeContained, &bwrap(&silent, None, false)).is_err());
         let unread = InsideCheck::default();
-        assert!(confirm(Guarantee::TreeContained, &unread, None, false).is_err());
+        assert!(confirm(Guarantee::TreeContained, &bwrap(&unread, None, false)).is_err());
     }
 }

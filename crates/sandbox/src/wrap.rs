@@ -170,10 +170,10 @@ fn prepare(
 }
 
 /// Wraps `frame` for the container backend (`container`), after the same first steps as
-/// [`wrap`]: podman's arguments, the container named `name`. The binding locks are let go
-/// once podman's arguments are made: podman binds what exists when it starts, and a
-/// placeholder removed meanwhile by another run is not bound (its absence is then what the
-/// container sees, as on the host).
+/// [`wrap`]: podman's arguments, the container named `name`, and the probe that checks it from
+/// inside, holding the binding locks until its report as under bubblewrap (podman binds what
+/// exists when it starts). `hold`: the program is held for the way out first, so the probe's
+/// pipes come after the gate's.
 pub(crate) fn wrap_in_container(
     frame: Frame<'_>,
     protected: Vec<PathBuf>,
@@ -181,33 +181,54 @@ pub(crate) fn wrap_in_container(
     env: &[(OsString, OsString)],
     after_placeholders: impl FnOnce(&mut Vec<PathBuf>, &mut Vec<Placeholder>) -> Result<(), WrapError>,
     placeholders_made: impl FnOnce(Vec<Placeholder>),
-) -> Result<Vec<OsString>, WrapError> {
+) -> Result<Framed, WrapError> {
     let Prepared {
         resolved,
         home,
         binding,
         protected,
     } = prepare(&frame, protected, after_placeholders, placeholders_made)?;
+    let io = |source| WrapError::Io {
+        path: frame.cwd.to_path_buf(),
+        source,
+    };
     let mut writable: Vec<&Path> = vec![frame.output_dir, frame.tmp];
     writable.extend(frame.extra_roots.iter().map(PathBuf::as_path));
+    let mut probed = writable.clone();
+    probed.extend(frame.state.iter().map(PathBuf::as_path));
+    if frame.permissions.edit_files {
+        probed.push(frame.cwd);
+    }
+    let first_fd = crate::container::FIRST_FD + i32::from(frame.egress.is_some());
+    let mut probe = InsideProbe::prepare_in_container(
+        &Targets {
+            writable: probed,
+            read_only_cwd: (!frame.permissions.edit_files).then_some(frame.cwd),
+            hidden_home: match frame.config.home {
+                HomePolicy::Isolated => home.as_deref(),
+                HomePolicy::Host => None,
+            },
+        },
+        first_fd,
+    )
+    .map_err(io)?;
     let args = crate::container::podman_args(&crate::container::ContainerLine {
         config: frame.config,
         name,
         cwd: frame.cwd,
         cwd_writable: frame.permissions.edit_files,
         writable,
+        output_dir: frame.output_dir,
         protected: &protected,
         home: home.as_deref(),
         state: frame.state,
         env_names: env.iter().filter_map(|(k, _)| k.to_str()).collect(),
         hold: frame.egress.is_some(),
+        probe: probe.argv(),
         program: &resolved,
         args: frame.args,
     })
-    .map_err(|source| WrapError::Io {
-        path: frame.cwd.to_path_buf(),
-        source,
-    })?;
-    drop(binding);
-    Ok(args)
+    .map_err(io)?;
+    probe.hold_until_report(binding);
+    Ok(Framed { args, probe })
 }

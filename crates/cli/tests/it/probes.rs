@@ -450,7 +450,25 @@ enum Backend {
     /// `sandbox.backend = "native"` with consent: no sandbox, the control that shows each probe
     /// can see an escape.
     Native,
+    /// `sandbox.backend = "container"`: podman on the host's root filesystem through an overlay.
+    Container,
 }
+
+/// In a container, the rows that succeed inside and must not reach the host: the root is an
+/// overlay of the host's (a write lands in the container's upper layer, removed with it), a
+/// hidden directory of the home an empty tmpfs (`~/.codex` written there), and podman's own
+/// seccomp profile lets a process trace its own child (in the container's pid namespace;
+/// bubblewrap's filter refuses `ptrace` outright). Only the host's side decides these.
+const CONTAINER_ONLY: [&str; 8] = [
+    "write-direct",
+    "write-parent",
+    "write-home",
+    "write-tmp",
+    "write-symlink",
+    "write-proc-root",
+    "codex-config",
+    "ptrace-child",
+];
 
 /// One row's outcome.
 struct Outcome {
@@ -530,13 +548,17 @@ fn agent_script(probes: &[Probe], vars: &[(&str, String)]) -> String {
 }
 
 /// Each row's outcome from what the agent reported and what the host shows.
-fn judge(probes: &[Probe], who: As, host: &mut Host<'_>) -> Vec<Outcome> {
+fn judge(probes: &[Probe], who: As, backend: Backend, host: &mut Host<'_>) -> Vec<Outcome> {
     probes
         .iter()
         .map(|p| {
             let expect = match who {
                 As::Root => p.root,
                 As::User => p.user,
+            };
+            let expect = match backend {
+                Backend::Container if CONTAINER_ONLY.contains(&p.label) => Expect::HostDecides,
+                Backend::Default | Backend::Native | Backend::Container => expect,
             };
             let inside = host
                 .report
@@ -547,6 +569,10 @@ fn judge(probes: &[Probe], who: As, host: &mut Host<'_>) -> Vec<Outcome> {
             let on_host = p.host.map_or(Ok(()), |check| check(host));
             let (held, verdict) = match (expect, inside.as_str(), on_host) {
                 (Expect::Refused, "refused", Ok(())) => (true, "held".to_string()),
+                (Expect::HostDecides, "done", Ok(())) if backend == Backend::Container => (
+                    true,
+                    "held (done inside, in the container only)".to_string(),
+                ),
                 (Expect::HostDecides, "done" | "refused", Ok(())) => (true, "held".to_string()),
                 (_, inside, Ok(())) => (false, format!("FAILED: {inside} inside")),
                 (_, inside, Err(e)) => (false, format!("FAILED: {inside} inside; {e}")),
@@ -560,12 +586,17 @@ fn judge(probes: &[Probe], who: As, host: &mut Host<'_>) -> Vec<Outcome> {
         .collect()
 }
 
-/// The run ended `succeeded` under bubblewrap with the three guarantees attested.
-fn assert_attested(dir: &Path) {
+/// The run ended `succeeded` under `backend` (bubblewrap, or the container) with the three
+/// guarantees attested and checked from inside.
+fn assert_attested(dir: &Path, backend: &str) {
     let record = record(dir);
     assert_eq!(record["outcome"], "succeeded", "{record}");
     let attestation = &record["attestation"];
-    assert_eq!(attestation["actualBackend"], "bubblewrap", "{attestation}");
+    assert_eq!(attestation["actualBackend"], backend, "{attestation}");
+    assert!(
+        attestation["checkedInside"].is_object() && attestation["checkedInside"]["error"].is_null(),
+        "not checked from inside: {attestation}"
+    );
     for guarantee in ["writes-confined", "tree-contained", "egress-confined"] {
         assert!(
             attestation["enforced"]
@@ -578,9 +609,14 @@ fn assert_attested(dir: &Path) {
 }
 
 /// Runs the whole table once as `who` under `backend` and returns each row's outcome, printing
-/// the table; under the default backend every row must hold and the run must attest it.
+/// the table; in a sandbox every row must hold and the run must attest it.
 fn run_suite(who: As, backend: Backend) -> Vec<Outcome> {
-    let user = user_for(who);
+    let user = match (who, backend) {
+        // Rootless podman needs the user's own storage and sub-ids: the test runs as the user
+        // itself (`the_probe_suite_holds_in_a_container`), not as the probe user.
+        (As::User, Backend::Container) => None,
+        (As::Root | As::User, _) => user_for(who),
+    };
     let env = Env::new();
     let project = env.project();
     let outside = env.dir.path().join("outside");
@@ -639,10 +675,22 @@ fn run_suite(who: As, backend: Backend) -> Vec<Outcome> {
     let host_queues_before = host_queue_keys();
     let mut corral = corral_as(&env, user.as_ref(), &agent);
     corral.args(["run", "--json"]);
-    if backend == Backend::Native {
-        corral
-            .env("CORRAL_SANDBOX__BACKEND", "native")
-            .arg("--allow-degraded-native");
+    match backend {
+        Backend::Native => {
+            corral
+                .env("CORRAL_SANDBOX__BACKEND", "native")
+                .arg("--allow-degraded-native");
+        }
+        Backend::Container => {
+            corral.env("CORRAL_SANDBOX__BACKEND", "container");
+            // Rootless podman finds its storage and runtime directory through these.
+            for name in ["XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME"] {
+                if let Some(value) = std::env::var_os(name) {
+                    corral.env(name, value);
+                }
+            }
+        }
+        Backend::Default => {}
     }
     let out = corral.arg("do the task").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", transcript(&env, &out));
@@ -666,6 +714,7 @@ fn run_suite(who: As, backend: Backend) -> Vec<Outcome> {
     let rows = judge(
         &probes,
         who,
+        backend,
         &mut Host {
             env: &env,
             outside: outside.clone(),
@@ -684,14 +733,20 @@ fn run_suite(who: As, backend: Backend) -> Vec<Outcome> {
 
     let table = table(&rows);
     eprintln!("probe suite as {who:?}, {backend:?} backend:\n{table}");
-    if backend == Backend::Default {
-        assert!(
-            rows.iter().all(|r| r.held),
-            "rows that did not hold as {who:?}:\n{table}"
-        );
-        assert_attested(&run_dir(&summary(&out.stdout)));
-    } else {
-        assert_watched(&env, &outside, &nonce, &summary(&out.stdout));
+    match backend {
+        Backend::Default | Backend::Container => {
+            assert!(
+                rows.iter().all(|r| r.held),
+                "rows that did not hold as {who:?}:\n{table}"
+            );
+            let actual = if backend == Backend::Container {
+                "container"
+            } else {
+                "bubblewrap"
+            };
+            assert_attested(&run_dir(&summary(&out.stdout)), actual);
+        }
+        Backend::Native => assert_watched(&env, &outside, &nonce, &summary(&out.stdout)),
     }
     rows
 }
@@ -829,6 +884,28 @@ fn the_probe_suite_holds_as_root() {
 #[test]
 fn the_probe_suite_holds_as_an_unprivileged_user() {
     run_suite(As::User, Backend::Default);
+}
+
+/// Every row of the table under the container backend, as whoever runs the test: as root (a
+/// rootful container, which shares the supervisor's user namespace) and, run as a plain user
+/// with rootless podman set up (docs/security.md), as that user. The writes outside the binds
+/// succeed inside and land in the overlay only ([`CONTAINER_ONLY`]); every other row
+/// is refused inside as under bubblewrap.
+#[test]
+fn the_probe_suite_holds_in_a_container() {
+    let podman = corral_test_support::command(Path::new("podman"))
+        .arg("--version")
+        .output();
+    if !podman.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: no podman here ({podman:?}): the container backend cannot run");
+        return;
+    }
+    let who = if corral_test_support::is_root() {
+        As::Root
+    } else {
+        As::User
+    };
+    run_suite(who, Backend::Container);
 }
 
 /// The control: the same table without a sandbox (the native backend, with consent), as the

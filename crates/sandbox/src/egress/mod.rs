@@ -207,7 +207,7 @@ pub struct EgressGate {
     block_write: OwnedFd,
     /// Under the container backend: the container's name. Its process is found with `podman
     /// inspect` instead of bubblewrap's status, and the program waits on the block pipe, given
-    /// into the container as its descriptor 3 ([`EgressGate::container_hold`]).
+    /// into the container as its descriptor 3 (`container::starter`).
     container: Option<String>,
 }
 
@@ -246,27 +246,6 @@ impl EgressGate {
             container: Some(name.to_string()),
             ..EgressGate::new()?
         })
-    }
-
-    /// Under the container backend: the program and arguments that start podman (`podman`,
-    /// `podman_args`) with the block pipe as its descriptor 3, which `--preserve-fds 1` (among
-    /// `podman_args`) passes into the container, where [`CONTAINER_HOLD`] waits on it. The
-    /// descriptor is opened again as 3 by a shell, the one step before podman replaces it.
-    pub fn container_hold(
-        &self,
-        podman: &Path,
-        podman_args: Vec<OsString>,
-    ) -> (PathBuf, Vec<OsString>) {
-        let mut args: Vec<OsString> = vec![
-            "-c".into(),
-            // dash takes no two-digit descriptor in a redirection: the pipe is opened anew
-            // through `/proc/self/fd`.
-            "exec 3</proc/self/fd/\"$0\" && exec \"$@\"".into(),
-            self.block_read.as_raw_fd().to_string().into(),
-            podman.as_os_str().to_owned(),
-        ];
-        args.extend(podman_args);
-        (PathBuf::from("/bin/sh"), args)
     }
 
     /// Under the container backend, the descriptor podman's starter inherits.

@@ -129,6 +129,7 @@ async fn a_container_writes_its_tree_only_and_its_hogs_are_ended_by_their_limits
         attestation.actual_backend,
         corral_ports::SandboxBackend::Container
     );
+    checked_inside(&attestation);
     let by_cgroup = attestation
         .limits
         .iter()
@@ -156,6 +157,50 @@ async fn a_container_writes_its_tree_only_and_its_hogs_are_ended_by_their_limits
     assert!(
         !left.contains(&format!("corral-{}-", std::process::id())),
         "containers left: {left}"
+    );
+}
+
+/// The probe ran in the container before the command and confirmed every guarantee asked
+/// for: no capability, `no_new_privs`, its own mount, pid and network namespaces, an overlay as
+/// its root, its write outside not on the host. As root the user namespace is the supervisor's
+/// (podman's rootful default) and that is not what confines it; rootless it is the container's.
+fn checked_inside(attestation: &corral_ports::Attestation) {
+    use corral_ports::{Guarantee, NamespaceSeen};
+    let check = attestation
+        .checked_inside
+        .as_ref()
+        .unwrap_or_else(|| panic!("not checked from inside: {attestation:?}"));
+    assert_eq!(check.error, None, "{check:?}");
+    assert!(
+        attestation.not_enforced.is_empty(),
+        "{:?}",
+        attestation.not_enforced
+    );
+    for g in [
+        Guarantee::WritesConfined,
+        Guarantee::TreeContained,
+        Guarantee::NoNetwork,
+    ] {
+        assert!(attestation.enforced.contains(&g), "{g}: {attestation:?}");
+    }
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(check.status[set], "0000000000000000", "{set}: {check:?}");
+    }
+    assert_eq!(check.status["NoNewPrivs"], "1");
+    for ns in ["mnt", "pid", "ipc", "net"] {
+        assert_eq!(check.namespaces[ns], NamespaceSeen::Own, "{ns}: {check:?}");
+    }
+    let user = if nix::unistd::geteuid().is_root() {
+        NamespaceSeen::Supervisors
+    } else {
+        NamespaceSeen::Own
+    };
+    assert_eq!(check.namespaces["user"], user, "{check:?}");
+    let outside = check.write_outside.as_ref().expect("a write outside tried");
+    assert!(!outside.landed, "{outside:?}");
+    eprintln!(
+        "checked inside the container in {} ms: {check:?}",
+        check.elapsed_us / 1000
     );
 }
 
