@@ -766,6 +766,10 @@ pub struct RecordedRequest {
     /// history, so round 2's requests name round 1's spawn here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier_spawns: Vec<SpawnKey>,
+    /// Every string of the request's body, one a line: what a test asks of the whole
+    /// conversation sent (a resumed request still carries the task?), as a real model reads it.
+    #[serde(default, skip)]
+    pub whole_text: String,
 }
 
 impl RecordedRequest {

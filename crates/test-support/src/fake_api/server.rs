@@ -508,6 +508,7 @@ async fn handle(
         headers,
         spawn,
         earlier_spawns,
+        whole_text: whole.unwrap_or_default(),
     });
     state.finish(index, reply.status());
     Ok(carry_out(reply).await)
