@@ -1,7 +1,9 @@
 //! `corral sprint refine`, `ideate` and `ready`, and the life in `corral sprint status`, through
 //! the real CLIs against the fake model API: a refinement with a person at a pseudo-terminal
 //! (the real Claude Code's own interface, a question answered, the terminal taken back, a
-//! mistake corrected on the resumed session), headless refinements through every pinned CLI, a
+//! mistake corrected on the resumed session; Codex's TUI likewise), headless refinements,
+//! ideations and readiness proposals through every pinned CLI, a flow killed mid-spawn resumed
+//! on its session by the rerun, a
 //! refinement planned and its stages shown; tickets ideated into new files that never overwrite
 //! one; a readiness proposal shown as a diff and applied only with `--yes`, comments kept; and
 //! bad input to each flow refused with one message before any agent, its files as they were.
@@ -83,6 +85,11 @@ const SHOWN_WITHIN: Duration = Duration::from_secs(180);
 
 /// `corral ARGS` in the world's project on a pseudo-terminal that is its controlling terminal.
 fn terminal(world: &World, args: &[&str]) -> Terminal {
+    terminal_with(world, args, &[])
+}
+
+/// [`terminal`], with `more` variables.
+fn terminal_with(world: &World, args: &[&str], more: &[(&str, &str)]) -> Terminal {
     let mut env: Vec<(String, String)> = vec![
         ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
         ("HOME".into(), world.env.home().display().to_string()),
@@ -90,6 +97,7 @@ fn terminal(world: &World, args: &[&str]) -> Terminal {
         ("TERM".into(), "xterm".into()),
     ];
     env.extend(world.vars().iter().cloned());
+    env.extend(more.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     Terminal::start(
         &assert_cmd::cargo::cargo_bin("corral"),
         args,
@@ -226,9 +234,13 @@ fn refine_hands_the_terminal_to_codex_and_takes_it_back() {
     let project = project(&world);
     codex_has_been_used_here(&world);
 
-    let mut term = terminal(
+    let mut term = terminal_with(
         &world,
         &["sprint", "refine", "ticket.md", "--provider", "codex"],
+        // Codex's TUI starts a background server by default (`/tmp/codex-daemon-<uid>`); on a
+        // disk nearly full it failed with ENOSPC before its first request. In-process, as a
+        // person sets it in `[providers.codex] args`, the conversation does not depend on it.
+        &[("CORRAL_PROVIDERS__CODEX__ARGS", "[\"--no-daemon\"]")],
     );
     let at = wait_for(&mut term, "QUESTION: which date formats", 0);
     term.type_line("ISO 8601 only").unwrap();
