@@ -3,10 +3,10 @@
 //! (the real Claude Code's own interface, a question answered, the terminal taken back, a
 //! mistake corrected on the resumed session; Codex's TUI likewise), headless refinements,
 //! ideations and readiness proposals through every pinned CLI, a flow killed mid-spawn resumed
-//! on its session by the rerun, a
-//! refinement planned and its stages shown; tickets ideated into new files that never overwrite
-//! one; a readiness proposal shown as a diff and applied only with `--yes`, comments kept; and
-//! bad input to each flow refused with one message before any agent, its files as they were.
+//! on its session by the rerun, a refinement planned and its stages shown; tickets ideated into
+//! new files that never overwrite one; a readiness proposal shown as a diff and applied only
+//! with `--yes`, comments kept; and bad input to each flow refused with one message before any
+//! agent, its files as they were.
 
 use std::path::PathBuf;
 use std::time::Duration;
