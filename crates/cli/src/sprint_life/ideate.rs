@@ -13,13 +13,12 @@ use corral_compose::{Contract, SignalsVerdict};
 use corral_ports::ProviderId;
 use corral_sprint::SprintLayout;
 use corral_sprint::life::{
-    EntryKind, IDEATE_DIR, IDEATED_FILE, TICKETS_DIR, check_source, flow_spawn_dir, ideate_prompt,
-    ideated_of, project_dir, record_flow_file, ticket_file_names, ticket_markdown,
-    write_new_project_file,
+    EntryKind, IDEATE_DIR, IDEATED_FILE, TICKETS_DIR, check_source, ideate_prompt, ideated_of,
+    project_dir, record_flow_file, ticket_file_names, ticket_markdown, write_new_project_file,
 };
 
 use super::plan::life_usage;
-use super::spawn::{FlowSpawn, flow_run_id, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn, short_error};
 use super::target::{Target, in_project};
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -71,8 +70,15 @@ pub async fn ideate(args: SprintIdeateArgs) -> anyhow::Result<Exit> {
 
     let name = target.sprint_name(args.name.as_deref(), &[], "ideas")?;
     let layout = SprintLayout::new(&target.root, &name);
-    let dir = flow_spawn_dir(&layout, IDEATE_DIR).map_err(life_usage)?;
     let (provider, model) = target.provider_model(args.provider, args.model.as_deref());
+    let (dir, crashed) = next_flow_dir(
+        &layout,
+        IDEATE_DIR,
+        provider,
+        model.as_deref(),
+        &target.root,
+    )
+    .map_err(life_usage)?;
     let end = run_flow_spawn(FlowSpawn {
         run_id: flow_run_id("ideate", &dir),
         settings: &target.loaded.settings,
@@ -83,6 +89,7 @@ pub async fn ideate(args: SprintIdeateArgs) -> anyhow::Result<Exit> {
         prompt: ideate_prompt(prompt.as_ref(), &existing.titles),
         contract: Contract::ideate(),
         json: false,
+        crashed,
     })
     .await?;
     let signals = match &end.run.verdict {

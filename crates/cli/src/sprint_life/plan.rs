@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use corral_compose::{Contract, SignalsVerdict, engine_config, forge};
 use corral_ports::{CancellationToken, ForgeRepo};
 use corral_sprint::life::{
-    ISSUES_MAX, LifeError, SourceText, issue_sources, merge_plan, plan_of, plan_prompt,
-    plan_spawn_dir, read_source, record_plan, write_sprint_file,
+    ISSUES_MAX, LifeError, PLAN_DIR, SourceText, issue_sources, merge_plan, plan_of, plan_prompt,
+    read_source, record_plan, write_sprint_file,
 };
 use corral_sprint::{SPRINT_FILE, SprintFile, SprintLayout, SprintName};
 
 use super::SprintPlanArgs;
-use super::spawn::{FlowSpawn, flow_run_id, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn, short_error};
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -84,7 +84,8 @@ pub async fn plan(args: SprintPlanArgs) -> anyhow::Result<Exit> {
         .or_else(|| loaded.settings.providers.get(provider).model.clone());
 
     let layout = SprintLayout::new(&root, &name);
-    let dir = plan_spawn_dir(&layout).map_err(life_usage)?;
+    let (dir, crashed) =
+        next_flow_dir(&layout, PLAN_DIR, provider, model.as_deref(), &root).map_err(life_usage)?;
     let run_id = flow_run_id("plan", &dir);
     let end = run_flow_spawn(FlowSpawn {
         run_id,
@@ -96,6 +97,7 @@ pub async fn plan(args: SprintPlanArgs) -> anyhow::Result<Exit> {
         prompt: plan_prompt(&sources, existing),
         contract: Contract::plan(),
         json: args.json,
+        crashed,
     })
     .await?;
     let signals = match &end.run.verdict {

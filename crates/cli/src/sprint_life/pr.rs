@@ -10,13 +10,13 @@
 use corral_compose::{Contract, SignalsVerdict, engine_config, forge};
 use corral_ports::{CancellationToken, ForgeRepo, PullRequestText};
 use corral_sprint::life::{
-    LifeError, PR_DIR, PR_FILE, PUBLISHED_FILE, Published, flow_spawn_dir, pr_body, pr_content_of,
-    pr_prompt, publish_pr, record_flow_file,
+    LifeError, PR_DIR, PR_FILE, PUBLISHED_FILE, Published, pr_body, pr_content_of, pr_prompt,
+    publish_pr, record_flow_file,
 };
 use corral_sprint::{SPRINT_FILE, SprintLayout, read_state};
 
 use super::SprintPrArgs;
-use super::spawn::{FlowSpawn, flow_run_id, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn, short_error};
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -59,7 +59,8 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
                 .flatten()
         })
         .or_else(|| loaded.settings.providers.get(provider).model.clone());
-    let dir = flow_spawn_dir(&layout, PR_DIR).map_err(life_usage)?;
+    let (dir, crashed) =
+        next_flow_dir(&layout, PR_DIR, provider, model.as_deref(), &root).map_err(life_usage)?;
     let run_id = flow_run_id("pr", &dir);
     let end = run_flow_spawn(FlowSpawn {
         run_id,
@@ -71,6 +72,7 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
         prompt: pr_prompt(&state, &args.base),
         contract: Contract::pull_request(),
         json: args.json,
+        crashed,
     })
     .await?;
     let signals = match &end.run.verdict {

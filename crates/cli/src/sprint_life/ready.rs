@@ -18,12 +18,12 @@ use corral_ports::ProviderId;
 use corral_sprint::SprintLayout;
 use corral_sprint::life::{
     AGENTS_CONTEXT_FILES, APPLIED_FILE, EntryKind, FileChange, LifeError, PROPOSAL_FILE, READY_DIR,
-    ReadyApplied, apply_ready, flow_spawn_dir, project_dir, ready_prompt, ready_proposal_of,
-    record_flow_file, write_project_file, write_sprint_file,
+    ReadyApplied, apply_ready, project_dir, ready_prompt, ready_proposal_of, record_flow_file,
+    write_project_file, write_sprint_file,
 };
 
 use super::plan::life_usage;
-use super::spawn::{FlowSpawn, flow_run_id, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn, short_error};
 use super::target::Target;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -83,8 +83,10 @@ pub async fn ready(args: SprintReadyArgs) -> anyhow::Result<Exit> {
         .collect();
 
     let layout = SprintLayout::new(&target.root, &file.sprint.name);
-    let dir = flow_spawn_dir(&layout, READY_DIR).map_err(life_usage)?;
     let (provider, model) = target.provider_model(args.provider, args.model.as_deref());
+    let (dir, crashed) =
+        next_flow_dir(&layout, READY_DIR, provider, model.as_deref(), &target.root)
+            .map_err(life_usage)?;
     let end = run_flow_spawn(FlowSpawn {
         run_id: flow_run_id("ready", &dir),
         settings: &target.loaded.settings,
@@ -95,6 +97,7 @@ pub async fn ready(args: SprintReadyArgs) -> anyhow::Result<Exit> {
         prompt: ready_prompt(file, &shown),
         contract: Contract::ready(),
         json: false,
+        crashed,
     })
     .await?;
     let signals = match &end.run.verdict {

@@ -31,7 +31,8 @@ use corral_sprint::life::{
 
 use super::plan::life_usage;
 use super::spawn::{
-    FlowEnd, FlowSpawn, Resumed, flow_run_id, run_flow_spawn, run_resumed_flow_spawn, short_error,
+    FlowEnd, FlowSpawn, Resumed, flow_run_id, next_flow_dir, run_flow_spawn,
+    run_resumed_flow_spawn, short_error,
 };
 use super::target::{Target, in_project};
 use crate::exit::{Exit, usage};
@@ -73,7 +74,13 @@ struct Refining<'a> {
     output: PathBuf,
     provider: ProviderId,
     model: Option<String>,
+    /// The session of a headless spawn cut short in `dir`, resumed.
+    crashed: Option<corral_ports::SessionId>,
 }
+
+/// The pointer file an interactive handoff leaves in its spawn directory (corral-engine's
+/// `INTERACTIVE_PROMPT_FILE`, which this crate does not reach).
+const INTERACTIVE_PROMPT: &str = "interactive-prompt.md";
 
 /// Runs `corral sprint refine`.
 pub async fn refine(args: SprintRefineArgs) -> anyhow::Result<Exit> {
@@ -99,10 +106,35 @@ pub async fn refine(args: SprintRefineArgs) -> anyhow::Result<Exit> {
         "sprint",
     )?;
     let layout = SprintLayout::new(&target.root, &name);
-    let dir = flow_spawn_dir(&layout, REFINE_DIR).map_err(life_usage)?;
+    let (provider, model) = target.provider_model(args.provider, args.model.as_deref());
+    // Only a headless refinement resumes a cut-short spawn: a person's conversation is not
+    // carried on without them.
+    let (dir, crashed) = if args.headless {
+        match next_flow_dir(
+            &layout,
+            REFINE_DIR,
+            provider,
+            model.as_deref(),
+            &target.root,
+        )
+        .map_err(life_usage)?
+        {
+            // A person's session left before its ticket was written (the engine's
+            // `interactive-prompt.md` is there) is theirs: a new spawn starts beside it.
+            (dir, Some(_)) if std::fs::symlink_metadata(dir.join(INTERACTIVE_PROMPT)).is_ok() => (
+                flow_spawn_dir(&layout, REFINE_DIR).map_err(life_usage)?,
+                None,
+            ),
+            fresh_or_resumed => fresh_or_resumed,
+        }
+    } else {
+        (
+            flow_spawn_dir(&layout, REFINE_DIR).map_err(life_usage)?,
+            None,
+        )
+    };
     record_flow_file(&layout, &dir, REFINE_SOURCE_FILE, source.text.as_bytes())
         .map_err(life_usage)?;
-    let (provider, model) = target.provider_model(args.provider, args.model.as_deref());
     let refining = Refining {
         target: &target,
         layout,
@@ -111,6 +143,7 @@ pub async fn refine(args: SprintRefineArgs) -> anyhow::Result<Exit> {
         output,
         provider,
         model,
+        crashed,
     };
     let end = if args.headless {
         run_flow_spawn(refining.spawn(refine_prompt(&refining.source, RefineMode::Headless)))
@@ -256,6 +289,7 @@ impl Refining<'_> {
             prompt,
             contract: Contract::refine(),
             json: false,
+            crashed: self.crashed.clone(),
         }
     }
 

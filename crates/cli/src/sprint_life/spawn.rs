@@ -35,7 +35,34 @@ pub(crate) struct FlowSpawn<'a> {
     pub contract: Contract,
     /// `--json`.
     pub json: bool,
+    /// The session of this directory's spawn that was cut short, resumed instead of a new one
+    /// (from [`next_flow_dir`]).
+    pub crashed: Option<corral_ports::SessionId>,
 }
+
+/// The directory for `flow`'s next spawn, and the session to resume there: the last spawn's
+/// directory again when it was cut short with a session this provider, model and project may
+/// resume (as the implement chain resumes a round), else a new directory beside it.
+pub(crate) fn next_flow_dir(
+    layout: &corral_sprint::SprintLayout,
+    flow: &str,
+    provider: ProviderId,
+    model: Option<&str>,
+    cwd: &std::path::Path,
+) -> Result<(PathBuf, Option<corral_ports::SessionId>), corral_sprint::life::LifeError> {
+    if let Some((dir, session)) =
+        corral_sprint::life::unfinished_flow_spawn(layout, flow, provider, model, cwd)
+    {
+        tracing::info!(dir = %dir.display(), %session, "resuming the flow's cut-short spawn");
+        return Ok((dir, Some(session)));
+    }
+    Ok((corral_sprint::life::flow_spawn_dir(layout, flow)?, None))
+}
+
+/// What a spawn that resumes a cut-short one is told: the whole task is its cold prompt.
+const CRASH_RESUME_PROMPT: &str = "Your previous run of this task was interrupted before it \
+finished. Carry on from where you stopped and finish the task: write the signals file as the \
+task asks, in full.";
 
 /// How a flow's spawn ended.
 pub(crate) struct FlowEnd {
@@ -71,7 +98,19 @@ pub(crate) async fn run_resumed_flow_spawn(
     run_spawn(spawn, Some(resumed)).await
 }
 
-async fn run_spawn(spawn: FlowSpawn<'_>, resumed: Option<Resumed>) -> anyhow::Result<FlowEnd> {
+async fn run_spawn(mut spawn: FlowSpawn<'_>, resumed: Option<Resumed>) -> anyhow::Result<FlowEnd> {
+    // A cut-short spawn's session resumed with a note, the whole task kept for a new session
+    // should that one be gone.
+    let crashed = spawn.crashed.is_some() && resumed.is_none();
+    let resumed = match (resumed, spawn.crashed.take()) {
+        (Some(r), _) => Some(r),
+        (None, Some(session)) => Some(Resumed {
+            session,
+            cold_prompt: std::mem::replace(&mut spawn.prompt, CRASH_RESUME_PROMPT.to_owned()),
+            corrective_retries: spawn.settings.retry.corrective_retries,
+        }),
+        (None, None) => None,
+    };
     let provider = headless_provider(
         spawn.provider,
         spawn.settings,
@@ -89,6 +128,9 @@ async fn run_spawn(spawn: FlowSpawn<'_>, resumed: Option<Resumed>) -> anyhow::Re
         spawn.provider,
         spawn.dir.display()
     ));
+    if crashed {
+        renderer.line("resuming the session of this flow's spawn that was cut short");
+    }
     let cancel = CancellationToken::new();
     let corrective_retries = resumed
         .as_ref()

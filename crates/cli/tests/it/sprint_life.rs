@@ -1,10 +1,12 @@
 //! `corral sprint refine`, `ideate` and `ready`, and the life in `corral sprint status`, through
 //! the real CLIs against the fake model API: a refinement with a person at a pseudo-terminal
 //! (the real Claude Code's own interface, a question answered, the terminal taken back, a
-//! mistake corrected on the resumed session), headless refinements through every pinned CLI, a
-//! refinement planned and its stages shown; tickets ideated into new files that never overwrite
-//! one; a readiness proposal shown as a diff and applied only with `--yes`, comments kept; and
-//! bad input to each flow refused with one message before any agent, its files as they were.
+//! mistake corrected on the resumed session; Codex's TUI likewise), headless refinements,
+//! ideations and readiness proposals through every pinned CLI, a flow killed mid-spawn resumed
+//! on its session by the rerun, a refinement planned and its stages shown; tickets ideated into
+//! new files that never overwrite one; a readiness proposal shown as a diff and applied only
+//! with `--yes`, comments kept; and bad input to each flow refused with one message before any
+//! agent, its files as they were.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -83,6 +85,11 @@ const SHOWN_WITHIN: Duration = Duration::from_secs(180);
 
 /// `corral ARGS` in the world's project on a pseudo-terminal that is its controlling terminal.
 fn terminal(world: &World, args: &[&str]) -> Terminal {
+    terminal_with(world, args, &[])
+}
+
+/// [`terminal`], with `more` variables.
+fn terminal_with(world: &World, args: &[&str], more: &[(&str, &str)]) -> Terminal {
     let mut env: Vec<(String, String)> = vec![
         ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
         ("HOME".into(), world.env.home().display().to_string()),
@@ -90,6 +97,7 @@ fn terminal(world: &World, args: &[&str]) -> Terminal {
         ("TERM".into(), "xterm".into()),
     ];
     env.extend(world.vars().iter().cloned());
+    env.extend(more.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     Terminal::start(
         &assert_cmd::cargo::cargo_bin("corral"),
         args,
@@ -184,6 +192,75 @@ fn refine_hands_the_terminal_to_claude_asks_takes_it_back_and_corrects_on_the_re
     );
     assert!(record.join("refined.json").is_file());
     assert!(record.join("interactive-prompt.md").is_file());
+}
+
+/// Codex's TUI on a pseudo-terminal: the project trusted in its `config.toml`, as a person who
+/// has used Codex here before has it (else its first screen asks).
+fn codex_has_been_used_here(world: &World) {
+    let home = world
+        .vars()
+        .iter()
+        .find(|(k, _)| k == "CODEX_HOME")
+        .map(|(_, v)| PathBuf::from(v))
+        .unwrap();
+    let config = home.join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "\n[projects.{:?}]\ntrust_level = \"trusted\"\n",
+        canonical(&world.project()).display().to_string()
+    ));
+    std::fs::write(&config, text).unwrap();
+}
+
+#[test]
+fn refine_hands_the_terminal_to_codex_and_takes_it_back() {
+    let world = World::new(&CODEX, |project| {
+        let pointer =
+            canonical(project).join(".corral/sprints/dates/refine/1/interactive-prompt.md");
+        Scenario::script([
+            Step::tool_use(
+                CODEX.shell_tool,
+                shell_tool_input(CODEX.shell_tool, &format!("cat {}", pointer.display())),
+            ),
+            Step::text("QUESTION: which date formats must be accepted?"),
+            Step::write_signals_for(
+                CODEX.bin,
+                refined(&["`2026-12-07` parses", "`2026-13-01` is named as bad"]),
+            )
+            .unwrap(),
+            Step::text("WRITTEN: leave the session with /quit."),
+        ])
+    });
+    let project = project(&world);
+    codex_has_been_used_here(&world);
+
+    let mut term = terminal_with(
+        &world,
+        &["sprint", "refine", "ticket.md", "--provider", "codex"],
+        // Codex's TUI starts a background server by default (`/tmp/codex-daemon-<uid>`); on a
+        // disk nearly full it failed with ENOSPC before its first request. In-process, as a
+        // person sets it in `[providers.codex] args`, the conversation does not depend on it.
+        &[("CORRAL_PROVIDERS__CODEX__ARGS", "[\"--no-daemon\"]")],
+    );
+    let at = wait_for(&mut term, "QUESTION: which date formats", 0);
+    term.type_line("ISO 8601 only").unwrap();
+    wait_for(&mut term, "WRITTEN: leave the session", at);
+    term.type_line("/quit").unwrap();
+    let (code, screen) = term.finish(RUN_CAP).unwrap();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(
+        world.api.requests().iter().any(|r| r
+            .last_user_text
+            .as_deref()
+            .is_some_and(|t| t.contains("ISO 8601 only"))),
+        "the answer typed never reached the model"
+    );
+    let ticket = std::fs::read_to_string(project.join("ticket.md")).unwrap();
+    assert!(ticket.starts_with("# Parse ISO 8601 dates\n"), "{ticket}");
+    assert!(
+        ticket.contains("- `2026-13-01` is named as bad"),
+        "{ticket}"
+    );
 }
 
 #[test]
@@ -380,24 +457,41 @@ fn a_headless_refinement_is_planned_and_status_shows_each_stage() {
     crate::schemas::Schema::load("sprint-status.schema.json").check("sprint status --json", &json);
 }
 
-/// A headless refinement through `cli`: a CLI that reads its prompt from a file is first made to
-/// read it, as a real model would.
+/// The steps a CLI's scripted model takes before it writes `signals`: a CLI that reads its
+/// prompt from a file is first made to read it (the flow's spawn `n`), as a real model would.
+fn steps_for(
+    cli: &'static Cli,
+    project: &std::path::Path,
+    flow: &str,
+    n: u32,
+    signals: String,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    if cli.caps().prompt == PromptChannel::PointerFile {
+        let read = format!(
+            "cat {}/.corral/sprints/dates/{flow}/{n}/*prompt.md",
+            canonical(project).display()
+        );
+        steps.push(Step::tool_use(
+            cli.shell_tool,
+            shell_tool_input(cli.shell_tool, &read),
+        ));
+    }
+    steps.push(Step::write_signals_for(cli.bin, signals).unwrap());
+    steps.push(Step::text("Done."));
+    steps
+}
+
+/// A headless refinement through `cli`.
 fn refine_with(cli: &'static Cli) {
     let world = World::new(cli, |project| {
-        let mut steps = Vec::new();
-        if cli.caps().prompt == PromptChannel::PointerFile {
-            let read = format!(
-                "cat {}/.corral/sprints/dates/refine/1/*prompt.md",
-                canonical(project).display()
-            );
-            steps.push(Step::tool_use(
-                cli.shell_tool,
-                shell_tool_input(cli.shell_tool, &read),
-            ));
-        }
-        steps.push(Step::write_signals_for(cli.bin, refined(&["bad dates are named"])).unwrap());
-        steps.push(Step::text("Refined."));
-        Scenario::script(steps)
+        Scenario::script(steps_for(
+            cli,
+            project,
+            "refine",
+            1,
+            refined(&["bad dates are named"]),
+        ))
     });
     let project = project(&world);
     let out = corral(
@@ -506,6 +600,148 @@ fn ideas_become_new_ticket_files_and_never_overwrite_one() {
     let out = corral(&world, &["sprint", "status"]);
     let shown = world.env.clean(&out.stdout);
     assert!(shown.contains("ideate  ideate/1: 2 tickets"), "{shown}");
+}
+
+/// Ideation through `cli`: the tickets written as new files.
+fn ideate_with(cli: &'static Cli) {
+    let world = World::new(cli, |project| {
+        Scenario::script(steps_for(
+            cli,
+            project,
+            "ideate",
+            1,
+            tickets(&["Parse dates", "Name bad dates"]),
+        ))
+    });
+    let project = project(&world);
+    let out = corral(
+        &world,
+        &[
+            "sprint",
+            "ideate",
+            "Dates, please",
+            "--provider",
+            cli.id.as_str(),
+        ],
+    );
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("proposed 2 tickets in tickets"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("tickets/name-bad-dates.md")).unwrap(),
+        "# Name bad dates\n\nName bad dates: why and what.\n"
+    );
+}
+
+#[test]
+fn ideation_through_claude() {
+    ideate_with(&CLAUDE);
+}
+
+#[test]
+fn ideation_through_codex() {
+    ideate_with(&CODEX);
+}
+
+#[test]
+fn ideation_through_copilot() {
+    ideate_with(&COPILOT);
+}
+
+#[test]
+fn ideation_through_opencode() {
+    ideate_with(&OPENCODE);
+}
+
+#[test]
+fn ideation_through_grok() {
+    ideate_with(&GROK);
+}
+
+#[test]
+fn ideation_through_gemini() {
+    ideate_with(&GEMINI);
+}
+
+/// Whether a file called `name` is in `dir` or one level below it.
+fn has_file_named(dir: &std::path::Path, name: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let path = e.path();
+        e.file_name() == name || (path.is_dir() && path.join(name).is_file())
+    })
+}
+
+#[test]
+fn an_ideation_killed_mid_spawn_resumes_its_session_on_the_rerun() {
+    let world = World::new(&CLAUDE, |_| {
+        Scenario::script([
+            // The first spawn asks, and the model holds its answer until the kill.
+            Step::HangBeforeHeaders,
+            Step::write_signals_for(CLAUDE.bin, tickets(&["Parse dates"])).unwrap(),
+            Step::text("Proposed."),
+        ])
+    });
+    let project = project(&world);
+    let mut child = corral_test_support::command(&assert_cmd::cargo::cargo_bin("corral"));
+    child
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", world.env.home())
+        .envs(world.vars().iter().map(|(k, v)| (k, v)))
+        .current_dir(&project)
+        .args(["sprint", "ideate", "Dates, please"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = child.spawn().unwrap();
+    let spawn_dir = project.join(".corral/sprints/dates/ideate/1");
+    // Killed once Corral recorded the session (what a crash resume must match) and Claude Code
+    // kept its transcript (what it resumes from): before that there is nothing to resume.
+    assert!(
+        wait_until(Duration::from_secs(300), || {
+            exists(&spawn_dir.join("session-id.txt"))
+                && exists(&spawn_dir.join("session.json"))
+                && !world.api.requests().is_empty()
+        }),
+        "the first spawn never asked the model; requests: {:#?}",
+        world.api.requests()
+    );
+    let session = std::fs::read_to_string(spawn_dir.join("session-id.txt")).unwrap();
+    let kept = format!("{}.jsonl", session.trim());
+    let projects = world.env.home().join(".claude/projects");
+    assert!(
+        wait_until(Duration::from_secs(60), || has_file_named(&projects, &kept)),
+        "Claude Code never kept session {}",
+        session.trim()
+    );
+    let orphans = spawned_pids(&spawn_dir);
+    corral_test_support::send_signal(child.id(), corral_test_support::Signal::SIGKILL);
+    child.wait().unwrap();
+    for pid in orphans {
+        corral_test_support::send_signal(pid, corral_test_support::Signal::SIGKILL);
+    }
+
+    let out = corral(&world, &["sprint", "ideate", "Dates, please"]);
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("resuming the session of this flow's spawn that was cut short"),
+        "{shown}"
+    );
+    assert!(shown.contains("proposed 1 ticket"), "{shown}");
+    // The same session, in the same directory: no second spawn beside the first.
+    let requests = world.api.requests();
+    assert!(requests.len() >= 2, "{requests:#?}");
+    assert_eq!(
+        requests.last().unwrap().session_id(),
+        Some(session.trim()),
+        "the killed spawn's session was resumed"
+    );
+    assert!(!project.join(".corral/sprints/dates/ideate/2").exists());
+    assert!(spawn_dir.join("tickets.json").is_file());
 }
 
 #[test]
@@ -705,6 +941,58 @@ fn on_a_terminal_ready_asks_and_applies_only_on_yes() {
             .unwrap()
             .contains("check = \"cargo test --workspace\"")
     );
+}
+
+/// Readiness through `cli`, applied with `--yes`.
+fn ready_with(cli: &'static Cli) {
+    let world = World::new(cli, |project| {
+        Scenario::script(steps_for(cli, project, "ready", 1, proposal(60_000)))
+    });
+    let project = project(&world);
+    let out = corral(
+        &world,
+        &["sprint", "ready", "--yes", "--provider", cli.id.as_str()],
+    );
+    let shown = transcript(&world.env, &out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("ready: applied to"), "{shown}");
+    assert!(
+        std::fs::read_to_string(project.join("AGENTS.md"))
+            .unwrap()
+            .contains("Run `cargo test`")
+    );
+    let file = corral_sprint::load(&project.join("corral-sprint.toml")).unwrap();
+    assert_eq!(file.gates.len(), 1);
+}
+
+#[test]
+fn readiness_through_claude() {
+    ready_with(&CLAUDE);
+}
+
+#[test]
+fn readiness_through_codex() {
+    ready_with(&CODEX);
+}
+
+#[test]
+fn readiness_through_copilot() {
+    ready_with(&COPILOT);
+}
+
+#[test]
+fn readiness_through_opencode() {
+    ready_with(&OPENCODE);
+}
+
+#[test]
+fn readiness_through_grok() {
+    ready_with(&GROK);
+}
+
+#[test]
+fn readiness_through_gemini() {
+    ready_with(&GEMINI);
 }
 
 #[test]

@@ -27,7 +27,8 @@ pub use ideate::{
 };
 pub use plan::{
     ISSUES_MAX, PLAN_DIR, PLAN_FILE, PlanMerge, flow_spawn_dir, issue_sources, merge_plan, plan_of,
-    plan_prompt, plan_spawn_dir, record_flow_file, record_plan, write_sprint_file,
+    plan_prompt, plan_spawn_dir, record_flow_file, record_plan, unfinished_flow_spawn,
+    write_sprint_file,
 };
 pub use pr::{
     FACTS_HEADING, PR_DIR, PR_FILE, PUBLISHED_FILE, Published, pr_body, pr_content_of, pr_facts,

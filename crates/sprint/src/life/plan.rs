@@ -12,8 +12,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use corral_contract::{Signal, TaskPlan};
+use corral_contract::{Signal, TaskPlan, read_session_id, read_untrusted_file_within_directory};
 use corral_hostfs::{Flush, HostDir};
+use corral_ports::run_dir::{RUN_FILE, SESSION_ID_FILE, SESSION_META_FILE};
+use corral_ports::{ProviderId, SessionId};
 use toml_edit::{Array, ArrayOfTables, DocumentMut, Item, Table, value};
 
 use super::{LifeError, SourceText};
@@ -163,6 +165,59 @@ pub fn flow_spawn_dir(layout: &SprintLayout, flow: &str) -> Result<PathBuf, Life
     }
     dirs.fresh_dir(n.to_string()).map_err(write)?;
     Ok(layout.root().join(flow).join(n.to_string()))
+}
+
+/// The flow's last spawn directory and its session, when that spawn was cut short (killed,
+/// cancelled, the machine down) after the CLI named its session and before the agent's
+/// `signals.json` was found valid, and the session is one this spawn may resume: made by
+/// `provider` with `model` in `cwd` (its `session.json`). A rerun resumes it in that directory,
+/// as the implement chain resumes a round, instead of starting a new session beside it.
+///
+/// Every file read is the agent's to forge: each is read as untrusted (size capped; the records
+/// through no link out of the spawn's directory), and anything unreadable or unexpected means
+/// "start afresh", never an error.
+pub fn unfinished_flow_spawn(
+    layout: &SprintLayout,
+    flow: &str,
+    provider: ProviderId,
+    model: Option<&str>,
+    cwd: &Path,
+) -> Option<(PathBuf, SessionId)> {
+    const RECORD_MAX_BYTES: u64 = 1024 * 1024;
+    let flow_dir = layout.root().join(flow);
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    if !is_dir(&flow_dir) {
+        return None;
+    }
+    // The directories are numbered from 1 without a gap (flow_spawn_dir): the last is the one
+    // below the first number missing.
+    let mut n: u32 = 1;
+    while std::fs::symlink_metadata(flow_dir.join(n.to_string())).is_ok() {
+        n += 1;
+    }
+    let dir = flow_dir.join(n.checked_sub(1).filter(|&l| l > 0)?.to_string());
+    if !is_dir(&dir) {
+        return None;
+    }
+    let session = read_session_id(&dir.join(SESSION_ID_FILE)).ok().flatten()?;
+    let run: serde_json::Value = serde_json::from_slice(
+        &read_untrusted_file_within_directory(&dir.join(RUN_FILE), RECORD_MAX_BYTES).ok()?,
+    )
+    .ok()?;
+    if run.get("signalsValid").and_then(serde_json::Value::as_bool) == Some(true) {
+        return None;
+    }
+    let meta: serde_json::Value = serde_json::from_slice(
+        &read_untrusted_file_within_directory(&dir.join(SESSION_META_FILE), RECORD_MAX_BYTES)
+            .ok()?,
+    )
+    .ok()?;
+    let made_by = meta.get("provider").and_then(serde_json::Value::as_str)?;
+    let made_with = meta.get("model").and_then(serde_json::Value::as_str);
+    let made_in = meta.get("cwd").and_then(serde_json::Value::as_str)?;
+    let same_cwd = Path::new(made_in) == cwd
+        || std::fs::canonicalize(made_in).ok() == std::fs::canonicalize(cwd).ok();
+    (made_by == provider.as_str() && made_with == model && same_cwd).then_some((dir, session))
 }
 
 /// Writes `contents` as the file `name` in the flow's spawn directory `spawn_dir` (one of the
@@ -384,7 +439,70 @@ pub fn issue_sources(
 
 #[cfg(test)]
 mod tests {
-    use super::fence_for;
+    use super::{fence_for, unfinished_flow_spawn};
+    use crate::layout::SprintLayout;
+    use corral_ports::ProviderId;
+
+    /// A project whose `ideate/1/` was cut short by Claude in the project: returns the root,
+    /// the layout and the spawn directory.
+    fn cut_short() -> (tempfile::TempDir, SprintLayout, std::path::PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let name = crate::SprintName::new("dates").unwrap();
+        let layout = SprintLayout::new(&root, &name);
+        let dir = layout.root().join("ideate/1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("session-id.txt"), "abc-123\n").unwrap();
+        std::fs::write(dir.join("run.json"), r#"{"outcome":"running"}"#).unwrap();
+        let meta = serde_json::json!({"session_id": "abc-123", "provider": "claude",
+                                      "model": null, "cwd": root});
+        std::fs::write(dir.join("session.json"), meta.to_string()).unwrap();
+        (tmp, layout, dir)
+    }
+
+    #[test]
+    fn a_cut_short_spawn_is_resumed_only_by_its_own_provider_model_and_project() {
+        let (tmp, layout, dir) = cut_short();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let found = unfinished_flow_spawn(&layout, "ideate", ProviderId::Claude, None, &root);
+        assert_eq!(
+            found.map(|(d, s)| (d, s.to_string())),
+            Some((dir, "abc-123".into()))
+        );
+        assert!(unfinished_flow_spawn(&layout, "ideate", ProviderId::Codex, None, &root).is_none());
+        assert!(
+            unfinished_flow_spawn(&layout, "ideate", ProviderId::Claude, Some("m"), &root)
+                .is_none()
+        );
+        assert!(
+            unfinished_flow_spawn(&layout, "ideate", ProviderId::Claude, None, &root.join("x"))
+                .is_none()
+        );
+        assert!(unfinished_flow_spawn(&layout, "plan", ProviderId::Claude, None, &root).is_none());
+        // A later spawn that ended valid: nothing to resume, the earlier one is not looked at.
+        std::fs::create_dir(layout.root().join("ideate/2")).unwrap();
+        assert!(
+            unfinished_flow_spawn(&layout, "ideate", ProviderId::Claude, None, &root).is_none()
+        );
+    }
+
+    #[test]
+    fn a_spawn_whose_signals_were_valid_or_whose_record_is_a_link_is_not_resumed() {
+        let (tmp, layout, dir) = cut_short();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::write(dir.join("run.json"), r#"{"signalsValid":true}"#).unwrap();
+        assert!(
+            unfinished_flow_spawn(&layout, "ideate", ProviderId::Claude, None, &root).is_none()
+        );
+        // A forged record reached through a link is not read.
+        std::fs::remove_file(dir.join("run.json")).unwrap();
+        let elsewhere = root.join("forged.json");
+        std::fs::write(&elsewhere, r#"{"outcome":"running"}"#).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join("run.json")).unwrap();
+        assert!(
+            unfinished_flow_spawn(&layout, "ideate", ProviderId::Claude, None, &root).is_none()
+        );
+    }
 
     #[test]
     fn the_fence_outgrows_the_text() {
