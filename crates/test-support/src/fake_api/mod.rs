@@ -768,7 +768,7 @@ pub struct RecordedRequest {
     pub earlier_spawns: Vec<SpawnKey>,
     /// Every string of the request's body, one a line: what a test asks of the whole
     /// conversation sent (a resumed request still carries the task?), as a real model reads it.
-    #[serde(default, skip)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub whole_text: String,
 }
 

@@ -175,14 +175,21 @@ fn recorded_message(seq: u64, stream: bool, step: &str, status: Option<u16>) -> 
         ]),
         spawn: None,
         earlier_spawns: Vec::new(),
+        whole_text: String::new(),
     }
 }
 
 /// The log with arrival times zeroed, for whole-value comparisons.
+/// The recorded requests without their times and their whole text (each test's body is its
+/// own; what the whole text is for is asked elsewhere).
 fn log_without_times(api: &FakeApi) -> Vec<RecordedRequest> {
     api.requests()
         .into_iter()
-        .map(|r| RecordedRequest { at_ms: 0, ..r })
+        .map(|r| RecordedRequest {
+            at_ms: 0,
+            whole_text: String::new(),
+            ..r
+        })
         .collect()
 }
 
@@ -769,7 +776,11 @@ fn the_jsonl_log_reads_back_as_the_recorded_requests() {
     assert_eq!(
         from_file
             .into_iter()
-            .map(|r| RecordedRequest { at_ms: 0, ..r })
+            .map(|r| RecordedRequest {
+                at_ms: 0,
+                whole_text: String::new(),
+                ..r
+            })
             .collect::<Vec<_>>(),
         [
             recorded_message(1, true, "http_error", Some(429)),
