@@ -240,7 +240,7 @@ impl EgressGate {
     }
 
     /// The gate of the container `name`: its program is held on the block pipe (see
-    /// [`EgressGate::container_hold`]).
+    /// `container::starter`, which puts it at descriptor 3 inside).
     pub fn for_container(name: &str) -> io::Result<Self> {
         Ok(EgressGate {
             container: Some(name.to_string()),
