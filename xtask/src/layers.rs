@@ -796,7 +796,7 @@ mod tests {
             LINTS,
         );
         let expected = [
-            "corral-compose -> corral-cli (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (normal/dev/build), corral-sprint (normal/dev/build), corral-executor-local (normal/dev/build), corral-executor-ray (normal/dev/build), corral-test-support (dev), and every provider crate",
+            "corral-compose -> corral-cli (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-engine (normal/dev/build), corral-contract (normal/dev/build), corral-sprint (normal/dev/build), corral-executor-local (normal/dev/build), corral-executor-ray (normal/dev/build), corral-host (normal/dev/build), corral-test-support (dev), and every provider crate",
             "corral-cli -> corral-grok (normal dep) is not allowed; allowed: corral-ports (normal/dev/build), corral-compose (normal/dev/build), corral-sprint (normal/dev/build), corral-test-support (dev)",
         ];
         assert_eq!(found, expected);

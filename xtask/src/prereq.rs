@@ -714,10 +714,14 @@ mod tests {
             err.contains("\nhint: sudo apt-get install bubblewrap"),
             "{err}"
         );
+        // gh too: the suite runs the real one against the fake forge, and like bubblewrap it
+        // comes from Debian, which a plain user cannot install.
+        assert!(err.contains("\ngh is missing ("), "{err}");
+        assert!(err.contains("\nhint: sudo apt-get install gh"), "{err}");
         assert_eq!(
             err.lines().count(),
-            2,
-            "only bubblewrap is beyond xtask: {err}"
+            4,
+            "only bubblewrap and gh are beyond xtask: {err}"
         );
         assert!(
             !dir.join("cargo-home/bin").exists(),
