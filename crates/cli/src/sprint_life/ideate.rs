@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use corral_compose::{Contract, SignalsVerdict};
+use corral_compose::Contract;
 use corral_ports::ProviderId;
 use corral_sprint::SprintLayout;
 use corral_sprint::life::{
@@ -18,7 +18,7 @@ use corral_sprint::life::{
 };
 
 use super::plan::life_usage;
-use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn};
 use super::target::{Target, in_project};
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -92,29 +92,12 @@ pub async fn ideate(args: SprintIdeateArgs) -> anyhow::Result<Exit> {
         crashed,
     })
     .await?;
-    let signals = match &end.run.verdict {
-        SignalsVerdict::Valid { signals, .. } => signals,
-        SignalsVerdict::Invalid(e) => {
-            errln!(
-                "ideate: the agent's tickets are not valid after its corrective retries: {}",
-                short_error(e)
-            );
-            errln!(
-                "ideate: no ticket was written; the record is in {}",
-                dir.display()
-            );
-            return Ok(end.exit);
-        }
-        SignalsVerdict::NotChecked => {
-            if let Err(e) = &end.run.result {
-                errln!("ideate: the agent did not finish: {e}");
-            }
-            errln!(
-                "ideate: no ticket was written; the record is in {}",
-                dir.display()
-            );
-            return Ok(end.exit);
-        }
+    let Some(signals) = end.valid_signals("ideate", "tickets") else {
+        errln!(
+            "ideate: no ticket was written; the record is in {}",
+            dir.display()
+        );
+        return Ok(end.exit);
     };
     let Some(ideated) = ideated_of(signals) else {
         errln!("ideate: the agent wrote no tickets");

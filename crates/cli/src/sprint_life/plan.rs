@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use corral_compose::{Contract, SignalsVerdict, engine_config, forge};
+use corral_compose::{Contract, engine_config, forge};
 use corral_ports::{CancellationToken, ForgeRepo};
 use corral_sprint::life::{
     ISSUES_MAX, LifeError, PLAN_DIR, SourceText, issue_sources, merge_plan, plan_of, plan_prompt,
@@ -19,7 +19,7 @@ use corral_sprint::life::{
 use corral_sprint::{SPRINT_FILE, SprintFile, SprintLayout, SprintName};
 
 use super::SprintPlanArgs;
-use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn};
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -100,31 +100,13 @@ pub async fn plan(args: SprintPlanArgs) -> anyhow::Result<Exit> {
         crashed,
     })
     .await?;
-    let signals = match &end.run.verdict {
-        SignalsVerdict::Valid { signals, .. } => signals,
-        SignalsVerdict::Invalid(e) => {
-            errln!(
-                "plan: the agent's task plan is not valid after its corrective retries: {}",
-                short_error(e)
-            );
-            errln!(
-                "plan: {} was left as it was; the record is in {}",
-                path.display(),
-                dir.display()
-            );
-            return Ok(end.exit);
-        }
-        SignalsVerdict::NotChecked => {
-            if let Err(e) = &end.run.result {
-                errln!("plan: the agent did not finish: {e}");
-            }
-            errln!(
-                "plan: {} was left as it was; the record is in {}",
-                path.display(),
-                dir.display()
-            );
-            return Ok(end.exit);
-        }
+    let Some(signals) = end.valid_signals("plan", "task plan") else {
+        errln!(
+            "plan: {} was left as it was; the record is in {}",
+            path.display(),
+            dir.display()
+        );
+        return Ok(end.exit);
     };
     let Some(plan) = plan_of(signals) else {
         errln!(

@@ -7,7 +7,7 @@
 //! opened. Without `gh`, a login or the remote, or with `--print-only`, it prints the commands
 //! that would do it instead, saying which was missing.
 
-use corral_compose::{Contract, SignalsVerdict, engine_config, forge};
+use corral_compose::{Contract, engine_config, forge};
 use corral_ports::{CancellationToken, ForgeRepo, PullRequestText};
 use corral_sprint::life::{
     LifeError, PR_DIR, PR_FILE, PUBLISHED_FILE, Published, pr_body, pr_content_of, pr_prompt,
@@ -16,7 +16,7 @@ use corral_sprint::life::{
 use corral_sprint::{SPRINT_FILE, SprintLayout, read_state};
 
 use super::SprintPrArgs;
-use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn};
 use crate::config_cmd::load_settings;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -75,23 +75,9 @@ pub async fn pr(args: SprintPrArgs) -> anyhow::Result<Exit> {
         crashed,
     })
     .await?;
-    let signals = match &end.run.verdict {
-        SignalsVerdict::Valid { signals, .. } => signals,
-        SignalsVerdict::Invalid(e) => {
-            errln!(
-                "pr: the agent's pull request text is not valid after its corrective retries: {}",
-                short_error(e)
-            );
-            errln!("pr: the record is in {}", dir.display());
-            return Ok(end.exit);
-        }
-        SignalsVerdict::NotChecked => {
-            if let Err(e) = &end.run.result {
-                errln!("pr: the agent did not finish: {e}");
-            }
-            errln!("pr: the record is in {}", dir.display());
-            return Ok(end.exit);
-        }
+    let Some(signals) = end.valid_signals("pr", "pull request text") else {
+        errln!("pr: the record is in {}", dir.display());
+        return Ok(end.exit);
     };
     let Some(content) = pr_content_of(signals) else {
         errln!("pr: the agent wrote no pull request text");

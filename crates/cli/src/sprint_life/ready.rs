@@ -13,7 +13,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use corral_compose::{Contract, SignalsVerdict};
+use corral_compose::Contract;
 use corral_ports::ProviderId;
 use corral_sprint::SprintLayout;
 use corral_sprint::life::{
@@ -23,7 +23,7 @@ use corral_sprint::life::{
 };
 
 use super::plan::life_usage;
-use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn, short_error};
+use super::spawn::{FlowSpawn, flow_run_id, next_flow_dir, run_flow_spawn};
 use super::target::Target;
 use crate::exit::{Exit, usage};
 use crate::term::{errln, outln};
@@ -100,29 +100,12 @@ pub async fn ready(args: SprintReadyArgs) -> anyhow::Result<Exit> {
         crashed,
     })
     .await?;
-    let signals = match &end.run.verdict {
-        SignalsVerdict::Valid { signals, .. } => signals,
-        SignalsVerdict::Invalid(e) => {
-            errln!(
-                "ready: the agent's proposal is not valid after its corrective retries: {}",
-                short_error(e)
-            );
-            errln!(
-                "ready: nothing was changed; the record is in {}",
-                dir.display()
-            );
-            return Ok(end.exit);
-        }
-        SignalsVerdict::NotChecked => {
-            if let Err(e) = &end.run.result {
-                errln!("ready: the agent did not finish: {e}");
-            }
-            errln!(
-                "ready: nothing was changed; the record is in {}",
-                dir.display()
-            );
-            return Ok(end.exit);
-        }
+    let Some(signals) = end.valid_signals("ready", "proposal") else {
+        errln!(
+            "ready: nothing was changed; the record is in {}",
+            dir.display()
+        );
+        return Ok(end.exit);
     };
     let Some(proposal) = ready_proposal_of(signals) else {
         errln!("ready: the agent proposed no check");

@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use clap::Args;
 use corral_compose::{
-    Contract, SignalsError, SignalsVerdict, corrective_message, engine_config,
-    interactive_provider, render_contract_section, repair_run_dir, validate_signals_file,
+    Contract, SignalsError, corrective_message, engine_config, interactive_provider,
+    render_contract_section, repair_run_dir, validate_signals_file,
 };
 use corral_ports::run_dir::SIGNALS_FILE;
 use corral_ports::{AiSession, CancellationToken, Permissions, ProviderId};
@@ -155,21 +155,8 @@ pub async fn refine(args: SprintRefineArgs) -> anyhow::Result<Exit> {
             Handoff::Ended(exit) => return Ok(exit),
         }
     };
-    let signals = match &end.run.verdict {
-        SignalsVerdict::Valid { signals, .. } => signals,
-        SignalsVerdict::Invalid(e) => {
-            errln!(
-                "refine: the agent's refined ticket is not valid after its corrective retries: {}",
-                short_error(e)
-            );
-            return Ok(refining.left_as_it_was(end.exit));
-        }
-        SignalsVerdict::NotChecked => {
-            if let Err(e) = &end.run.result {
-                errln!("refine: the agent did not finish: {e}");
-            }
-            return Ok(refining.left_as_it_was(end.exit));
-        }
+    let Some(signals) = end.valid_signals("refine", "refined ticket") else {
+        return Ok(refining.left_as_it_was(end.exit));
     };
     refining.accept(signals, end.record.usage.cost_usd)
 }

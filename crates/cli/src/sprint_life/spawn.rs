@@ -15,6 +15,7 @@ use corral_ports::{AiSession, CancellationToken, Permissions, ProviderId, RunObs
 
 use crate::exit::{Exit, usage};
 use crate::render::{Renderer, Style};
+use crate::term::errln;
 
 /// What a flow's spawn is asked to do.
 pub(crate) struct FlowSpawn<'a> {
@@ -72,6 +73,34 @@ pub(crate) struct FlowEnd {
     pub run: ContractRun,
     /// `run.json` as last written.
     pub record: RunRecord,
+}
+
+impl FlowEnd {
+    /// The signals the agent wrote, when they satisfied the flow's contract; else `None`, once
+    /// `flow` has said why on stderr (`document`: what the agent was to write, "task plan").
+    /// The caller then says what it left as it was and exits with [`FlowEnd::exit`].
+    pub(crate) fn valid_signals(
+        &self,
+        flow: &str,
+        document: &str,
+    ) -> Option<&[corral_sprint::life::Signal]> {
+        match &self.run.verdict {
+            SignalsVerdict::Valid { signals, .. } => Some(signals),
+            SignalsVerdict::Invalid(e) => {
+                errln!(
+                    "{flow}: the agent's {document} is not valid after its corrective retries: {}",
+                    short_error(e)
+                );
+                None
+            }
+            SignalsVerdict::NotChecked => {
+                if let Err(e) = &self.run.result {
+                    errln!("{flow}: the agent did not finish: {e}");
+                }
+                None
+            }
+        }
+    }
 }
 
 /// Runs `spawn` to its end. Ctrl-C cancels it (the CLI's process tree is ended).
